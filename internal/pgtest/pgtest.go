@@ -1,0 +1,120 @@
+// Package pgtest gives each test its own PostgreSQL schema, migrated and
+// dropped on cleanup.
+//
+// The server comes from TEST_DATABASE_URL. Without it a test that asks for a
+// schema is skipped with a message, unless CI is set, in which case it fails:
+// CI must never pass with the PostgreSQL suite skipped.
+//
+// One admin pool is shared by the whole test binary; it creates and drops the
+// per-test schemas. Each test then connects through a URL whose search_path
+// names its schema, so the code under test sees an ordinary database.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tallyhq/tally/store/pgstore"
+)
+
+// EnvURL names the environment variable that holds the test server's URL.
+const EnvURL = "TEST_DATABASE_URL"
+
+var (
+	adminOnce sync.Once
+	adminPool *pgxpool.Pool
+	adminErr  error
+)
+
+func admin(t testing.TB) (*pgxpool.Pool, string) {
+	t.Helper()
+	base := os.Getenv(EnvURL)
+	if base == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("pgtest: %s is not set, and CI is: the PostgreSQL tests must run in CI", EnvURL)
+		}
+		t.Skipf("pgtest: %s is not set; skipping the PostgreSQL test (see README: Testing)", EnvURL)
+	}
+	adminOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		adminPool, adminErr = pgxpool.New(ctx, base)
+		if adminErr == nil {
+			adminErr = adminPool.Ping(ctx)
+		}
+	})
+	if adminErr != nil {
+		t.Fatalf("pgtest: connect to %s: %v", EnvURL, adminErr)
+	}
+	return adminPool, base
+}
+
+// URL creates a fresh schema, applies every embedded migration to it, and
+// returns a connection URL whose search_path selects it. The schema is
+// dropped when the test and its subtests finish.
+func URL(t testing.TB) string {
+	t.Helper()
+	pool, base := admin(t)
+	ctx := context.Background()
+
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	schema := "t_" + hex.EncodeToString(b[:])
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("pgtest: create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+			t.Errorf("pgtest: drop schema %s: %v", schema, err)
+		}
+	})
+
+	u, err := withSearchPath(base, schema)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	if _, err := pgstore.Migrate(ctx, u); err != nil {
+		t.Fatalf("pgtest: migrate schema %s: %v", schema, err)
+	}
+	return u
+}
+
+// Store returns a [pgstore.Store] on a fresh, migrated schema (see [URL]),
+// closed on cleanup.
+func Store(t testing.TB, opts ...pgstore.Option) *pgstore.Store {
+	t.Helper()
+	s, err := pgstore.Open(context.Background(), URL(t), opts...)
+	if err != nil {
+		t.Fatalf("pgtest: open store: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func withSearchPath(base, schema string) (string, error) {
+	if strings.HasPrefix(base, "postgres://") || strings.HasPrefix(base, "postgresql://") {
+		u, err := url.Parse(base)
+		if err != nil {
+			return "", fmt.Errorf("parse %s: %w", EnvURL, err)
+		}
+		q := u.Query()
+		q.Set("search_path", schema)
+		u.RawQuery = q.Encode()
+		return u.String(), nil
+	}
+	return base + " search_path=" + schema, nil
+}

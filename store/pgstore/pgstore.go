@@ -1,0 +1,208 @@
+// Package pgstore is the PostgreSQL implementation of tally's Store
+// interfaces.
+//
+// A [Store] wraps a pgx v5 connection pool, reached through sqlx over
+// database/sql (pgx's stdlib adapter). The schema is created and upgraded by
+// goose migrations embedded in the binary ([Migrate]); [Open] does not apply
+// them, so an operator decides when a schema changes (tallyd applies them on
+// start, and `tallyd migrate` applies them alone).
+//
+// Every write that the pure packages describe as one unit runs in one
+// transaction ([Store.InTx]): it commits when the function returns nil and
+// rolls back on an error or a panic. Driver errors are translated in one
+// place ([interpretError]) so that pgx types never leak to callers.
+//
+// When the timescaledb extension is installed in the database, the migrations
+// turn the events table into a hypertable on timestamp. Plain PostgreSQL 15 or
+// later is enough otherwise.
+package pgstore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/jmoiron/sqlx"
+	"github.com/pressly/goose/v3"
+
+	"github.com/tallyhq/tally/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Store is a PostgreSQL-backed store. It is safe for concurrent use by many
+// goroutines, and several Store values (in one process or many) may share one
+// database: every guarantee the pure packages ask for is enforced by the
+// database, not by the process.
+type Store struct {
+	pool *pgxpool.Pool
+	db   *sqlx.DB
+	now  func() time.Time
+}
+
+// Option configures a [Store].
+type Option func(*Store)
+
+// WithClock sets the clock the store uses for the times it stamps itself
+// (received_at of a dead letter, at of an audit row). The default is
+// time.Now. Times are stored in UTC with microsecond precision.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) { s.now = now }
+}
+
+// Open connects to the database at url (a PostgreSQL connection URL or
+// key=value string as pgx accepts it; a search_path parameter selects the
+// schema) and checks that it answers. It does not apply migrations: call
+// [Migrate] for that. Errors: an unparsable URL or an unreachable server.
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: parse database url: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: connect: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pgstore: ping: %w", err)
+	}
+	return New(pool, opts...), nil
+}
+
+// New wraps an existing pool. The Store does not own the pool unless it was
+// made by [Open]; [Store.Close] closes it either way.
+func New(pool *pgxpool.Pool, opts ...Option) *Store {
+	s := &Store{
+		pool: pool,
+		db:   sqlx.NewDb(stdlib.OpenDBFromPool(pool), "pgx"),
+		now:  time.Now,
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Close closes the database handle and the pool.
+func (s *Store) Close() {
+	_ = s.db.Close()
+	s.pool.Close()
+}
+
+// Ping reports whether the database answers; tallyd's /readyz calls it.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("pgstore: ping: %w", err)
+	}
+	return nil
+}
+
+// Migrate applies every pending embedded migration to the database at url, in
+// the schema its search_path names, and returns the versions it applied (in
+// order; empty when the schema was current). It is safe to run against a
+// database that is already current. Concurrent runs are serialised by goose's
+// advisory lock.
+func Migrate(ctx context.Context, url string) ([]int64, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: parse database url: %w", err)
+	}
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	return migrate(ctx, db)
+}
+
+func migrate(ctx context.Context, db *sql.DB) ([]int64, error) {
+	p, err := goose.NewProvider(goose.DialectPostgres, db, mustSub(migrations, "migrations"))
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: migrations: %w", err)
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	applied := make([]int64, 0, len(results))
+	for _, r := range results {
+		applied = append(applied, r.Source.Version)
+	}
+	return applied, nil
+}
+
+// InTx runs fn in one transaction: it commits when fn returns nil, and rolls
+// back when fn returns an error or panics (the panic is re-raised). The
+// error returned is fn's, or the commit's, translated by interpretError.
+func (s *Store) InTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return interpretError(fmt.Errorf("pgstore: begin: %w", err))
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			_ = tx.Rollback()
+			panic(p)
+		}
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return interpretError(err)
+	}
+	if err = tx.Commit(); err != nil {
+		return interpretError(fmt.Errorf("pgstore: commit: %w", err))
+	}
+	return nil
+}
+
+// querier is satisfied by both *sqlx.DB and *sqlx.Tx, so query helpers run
+// inside or outside a transaction alike.
+type querier interface {
+	sqlx.ExtContext
+	GetContext(ctx context.Context, dest any, query string, args ...any) error
+	SelectContext(ctx context.Context, dest any, query string, args ...any) error
+}
+
+var (
+	_ querier = (*sqlx.DB)(nil)
+	_ querier = (*sqlx.Tx)(nil)
+)
+
+// Errors interpretError maps driver errors to. They are wrapped, so callers
+// test with errors.Is.
+var (
+	// errUniqueViolation is SQLSTATE 23505.
+	errUniqueViolation = errors.New("pgstore: unique violation")
+	// errSerialization is SQLSTATE 40001 or 40P01 (deadlock detected).
+	errSerialization = errors.New("pgstore: serialization failure")
+)
+
+// interpretError translates driver errors in one place: no rows becomes
+// store.ErrNotFound, SQLSTATE 23505 errUniqueViolation, 40001 and 40P01
+// errSerialization. Any other error is returned unchanged.
+func interpretError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows) {
+		return errors.Join(store.ErrNotFound, err)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "23505":
+			return errors.Join(errUniqueViolation, err)
+		case "40001", "40P01":
+			return errors.Join(errSerialization, err)
+		}
+	}
+	return err
+}

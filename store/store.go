@@ -1,0 +1,24 @@
+// Package store holds the storage implementations of tally's Store
+// interfaces and the conformance suite they share.
+//
+// The rules live in the pure packages ([github.com/tallyhq/tally/ingest],
+// [github.com/tallyhq/tally/correlate], [github.com/tallyhq/tally/sizenames]);
+// each declares the small, context-first Store interface it needs. The
+// packages below implement them:
+//
+//   - [github.com/tallyhq/tally/store/memstore]: the in-memory store, the
+//     embedded default. Safe for concurrent use; every write is
+//     all-or-nothing like a transaction. Nothing survives the process.
+//   - [github.com/tallyhq/tally/store/pgstore]: PostgreSQL through pgx v5 and
+//     sqlx, schema applied by embedded goose migrations.
+//   - [github.com/tallyhq/tally/store/storetest]: one conformance suite that
+//     both implementations must pass.
+//
+// This package itself only declares the errors every implementation shares.
+package store
+
+import "errors"
+
+// ErrNotFound is returned (wrapped) by a store when the row a call names does
+// not exist. Test for it with errors.Is.
+var ErrNotFound = errors.New("store: not found")
