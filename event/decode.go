@@ -1,0 +1,169 @@
+package event
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+var errStateKind = errors.New("must be a string or null")
+
+var decodeOptions = json.JoinOptions(
+	json.RejectUnknownMembers(true),
+	// The v2 defaults already give the rest of the strictness: names match
+	// case-sensitively, a duplicate name and invalid UTF-8 are errors.
+)
+
+var nulEscape = []byte(`\u0000`)
+
+// Decode reads one canonical event from b, strictly (canonical-event.md,
+// Members; DECISIONS.md, Canonical events):
+//
+//   - b must hold one JSON object and nothing else;
+//   - member names are case-sensitive, and an unknown top-level member is
+//     refused (the payload keeps unknown members instead);
+//   - a member given twice, at any depth, invalid UTF-8, and a NUL character
+//     (raw or \u0000) in any name or string are refused;
+//   - timestamp must be RFC 3339 with Z or an offset ("2012-05-08
+//     20:23:48.028195" is refused); it is normalized to UTC and truncated to
+//     microseconds, here and only here, so every store compares the same
+//     instant;
+//   - payload members keep their exact JSON value (no float64 rounding).
+//
+// Decode does not apply the rules of [Validate]; call it next. On failure
+// the error is an [*Error] with one [Problem] naming the member (a JSON
+// Pointer), and errors.Is(err, ErrInvalid) holds.
+func Decode(b []byte) (Event, error) {
+	if k := firstByte(b); k != '{' {
+		return Event{}, single("", RuleType, "the item must be a JSON object, not "+kindName(k))
+	}
+	if bytes.Contains(b, nulEscape) {
+		if p, ok := findNUL(b); ok {
+			return Event{}, single(p, RuleNUL, "must not contain a NUL character (\\u0000)")
+		}
+	}
+	var w wireEvent
+	if err := json.Unmarshal(b, &w, decodeOptions); err != nil {
+		return Event{}, decodeProblem(err)
+	}
+	if !w.Timestamp.IsZero() {
+		w.Timestamp = w.Timestamp.UTC().Truncate(time.Microsecond)
+	}
+	return w.event(), nil
+}
+
+// firstByte returns the first non-space byte of b, or 0.
+func firstByte(b []byte) byte {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return c
+	}
+	return 0
+}
+
+func kindName(k byte) string {
+	switch k {
+	case 0:
+		return "nothing"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 'n':
+		return "null"
+	case 't', 'f':
+		return "a boolean"
+	default:
+		if k == '-' || (k >= '0' && k <= '9') {
+			return "a number"
+		}
+		return "invalid JSON"
+	}
+}
+
+// findNUL walks b token by token and returns the JSON Pointer of the first
+// name or string holding a NUL character. It is called only when b contains
+// the escape at all, so the common case pays one bytes.Contains.
+func findNUL(b []byte) (string, bool) {
+	dec := jsontext.NewDecoder(bytes.NewReader(b), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	for {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return "", false // a syntax error is reported by the decoder proper
+		}
+		if tok.Kind() == '"' && bytes.IndexByte([]byte(tok.String()), 0) >= 0 {
+			p := string(dec.StackPointer())
+			return p, true
+		}
+	}
+}
+
+// decodeProblem turns a json v2 error into one Problem naming the member.
+func decodeProblem(err error) error {
+	var serr *json.SemanticError
+	var synErr *jsontext.SyntacticError
+	switch {
+	case errors.As(err, &synErr):
+		ptr := string(synErr.JSONPointer)
+		switch {
+		case errors.Is(synErr.Err, jsontext.ErrDuplicateName):
+			return single(ptr, RuleDuplicate, "is given more than once")
+		case isUTF8Error(synErr):
+			return single(ptr, RuleUTF8, "must be valid UTF-8")
+		case errors.Is(synErr.Err, io.ErrUnexpectedEOF):
+			return single(ptr, RuleSyntax, "invalid JSON: unexpected end of input")
+		default:
+			return single(ptr, RuleSyntax, "invalid JSON: "+synErr.Err.Error())
+		}
+	case errors.As(err, &serr):
+		ptr := string(serr.JSONPointer)
+		switch {
+		case errors.Is(serr.Err, json.ErrUnknownName):
+			return single(ptr, RuleUnknown, "is not a member of the canonical event (names are case-sensitive; extension data belongs in payload)")
+		case ptr == "/timestamp":
+			return single(ptr, RuleFormat, "must be an RFC 3339 date-time with a zone (Z or ±hh:mm), such as 2026-03-01T12:00:00Z")
+		case ptr == "/payload/state":
+			return single(ptr, RuleType, errStateKind.Error())
+		case ptr == "/payload":
+			return single(ptr, RuleType, "must be a JSON object")
+		default:
+			want := "a string"
+			if serr.GoType != nil && serr.GoType.Kind().String() == "struct" {
+				want = "an object"
+			}
+			return single(ptr, RuleType, fmt.Sprintf("must be %s, not %s", want, jsonKind(serr.JSONKind)))
+		}
+	}
+	return single("", RuleSyntax, "invalid JSON: "+err.Error())
+}
+
+func isUTF8Error(e *jsontext.SyntacticError) bool {
+	return e.Err != nil && (strings.Contains(e.Err.Error(), "UTF-8") || strings.Contains(e.Err.Error(), "surrogate"))
+}
+
+func jsonKind(k jsontext.Kind) string {
+	switch k {
+	case 'n':
+		return "null"
+	case 'f', 't':
+		return "a boolean"
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	}
+	return "this value"
+}

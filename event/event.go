@@ -1,0 +1,181 @@
+package event
+
+import (
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Source names the pipeline an event came from (canonical-event.md, Sources
+// and categories). The zero value "" means the item named none, which the
+// rules read as [SourceCollector].
+type Source string
+
+// The sources an event may name.
+const (
+	// SourceCollector marks an event pushed by a provider-side collector. It
+	// is the default: an event that names no source is a collector event.
+	SourceCollector Source = "collector"
+	// SourceReconciliation marks a synthetic event emitted by a server-side
+	// sync run to correct drift between a platform and the projection.
+	SourceReconciliation Source = "reconciliation"
+)
+
+// Sources lists every valid [Source], in the order the spec declares them.
+func Sources() []Source { return []Source{SourceCollector, SourceReconciliation} }
+
+// Valid reports whether s is one of [Sources]. The empty source is not valid
+// here; [Validate] accepts it because the spec lets an item leave it out.
+func (s Source) Valid() bool { return s == SourceCollector || s == SourceReconciliation }
+
+// Category is the effect an event has on a resource (canonical-event.md,
+// Sources and categories). It is derived by [Categorize], never sent.
+type Category string
+
+// The categories.
+const (
+	// CategoryCreate starts a resource's life: it sets created_at and
+	// requires a full payload (state and size).
+	CategoryCreate Category = "create"
+	// CategoryUpdate changes a resource's state, size, or owner.
+	CategoryUpdate Category = "update"
+	// CategoryDelete ends a resource's life: it sets deleted_at and forces
+	// the state to "deleted".
+	CategoryDelete Category = "delete"
+)
+
+// Categories lists every [Category], in the order the spec declares them.
+func Categories() []Category { return []Category{CategoryCreate, CategoryUpdate, CategoryDelete} }
+
+// Event is an immutable lifecycle fact (canonical-event.md, Members): exactly
+// the ten members of the spec, with JSON names as it spells them.
+//
+// Encode an Event with encoding/json or with github.com/go-json-experiment/json
+// alike: both go through [Event.MarshalJSON]. Decode untrusted bytes with
+// [Decode], which is strict; [Event.UnmarshalJSON] calls it.
+type Event struct {
+	// EventID is the provider's own event id where one exists (the oslo
+	// message_id), else [DeterministicID]. 1 to 256 bytes.
+	EventID string `json:"event_id"`
+	// Timestamp is when the event happened, in UTC with microsecond
+	// precision once decoded. Encoded as RFC 3339.
+	Timestamp time.Time `json:"timestamp"`
+	// EventType is two or more dot-separated parts of [a-z0-9_], at most
+	// 512 bytes, such as "compute.instance.create.end".
+	EventType string `json:"event_type"`
+	// Platform names the kind of platform ("openstack"). 1 to 512 bytes,
+	// never "meta" or "partner".
+	Platform string `json:"platform"`
+	// Cloud names one installation of the platform. 1 to 512 bytes, never
+	// "meta" or "partner".
+	Cloud string `json:"cloud"`
+	// ResourceType names the kind of resource ("instance"). 1 to 512 bytes.
+	ResourceType string `json:"resource_type"`
+	// ResourceID identifies the resource within its cloud. 1 to 512 bytes.
+	ResourceID string `json:"resource_id"`
+	// ProjectID is the project owning the resource at or after the event.
+	// 1 to 512 bytes.
+	ProjectID string `json:"project_id"`
+	// Source is the pipeline the event came from; "" on an item that named
+	// none. A stored event carries the pipeline that ingested it.
+	Source Source `json:"source,omitzero"`
+	// Payload is the normalized envelope every platform is mapped into.
+	Payload PayloadEnvelope `json:"payload"`
+}
+
+// PayloadEnvelope is the normalized payload every event carries
+// (canonical-event.md, Members). Members it does not name survive a decode
+// and an encode with their exact JSON value, in [PayloadEnvelope.Unknown].
+type PayloadEnvelope struct {
+	// State is the resource state at or after the event. Absent, null and ""
+	// survive a round trip as they came; absent and null both count as
+	// missing for the rules. At most 512 bytes.
+	State State `json:"state,omitzero"`
+	// Size is the full replacement size object, as exact JSON; nil when
+	// absent (the size did not change). Required on a create.
+	Size jsontext.Value `json:"size,omitzero"`
+	// Provider is free-form raw provider data, as exact JSON; nil when
+	// absent. Core logic never reads it, except that ingestion writes
+	// size_as_reported into it.
+	Provider jsontext.Value `json:"provider,omitzero"`
+	// Unknown holds every member the envelope does not name, as one JSON
+	// object with their exact values; nil when there are none.
+	Unknown jsontext.Value `json:",embed"`
+}
+
+// wireEvent and wirePayload carry the JSON tags without the methods, so the
+// methods below can call the v2 encoder without recursing.
+type wireEvent struct {
+	EventID      string      `json:"event_id"`
+	Timestamp    time.Time   `json:"timestamp"`
+	EventType    string      `json:"event_type"`
+	Platform     string      `json:"platform"`
+	Cloud        string      `json:"cloud"`
+	ResourceType string      `json:"resource_type"`
+	ResourceID   string      `json:"resource_id"`
+	ProjectID    string      `json:"project_id"`
+	Source       Source      `json:"source,omitzero"`
+	Payload      wirePayload `json:"payload"`
+}
+
+type wirePayload struct {
+	State    State          `json:"state,omitzero"`
+	Size     jsontext.Value `json:"size,omitzero"`
+	Provider jsontext.Value `json:"provider,omitzero"`
+	Unknown  jsontext.Value `json:",embed"`
+}
+
+func (e *Event) wire() wireEvent {
+	return wireEvent{
+		EventID: e.EventID, Timestamp: e.Timestamp, EventType: e.EventType,
+		Platform: e.Platform, Cloud: e.Cloud, ResourceType: e.ResourceType,
+		ResourceID: e.ResourceID, ProjectID: e.ProjectID, Source: e.Source,
+		Payload: wirePayload(e.Payload),
+	}
+}
+
+func (w *wireEvent) event() Event {
+	return Event{
+		EventID: w.EventID, Timestamp: w.Timestamp, EventType: w.EventType,
+		Platform: w.Platform, Cloud: w.Cloud, ResourceType: w.ResourceType,
+		ResourceID: w.ResourceID, ProjectID: w.ProjectID, Source: w.Source,
+		Payload: PayloadEnvelope(w.Payload),
+	}
+}
+
+// MarshalJSON encodes e with its ten members in the spec's order. The
+// timestamp is written as RFC 3339 (time.RFC3339Nano), the payload's raw
+// members as they are. It fails only when a raw payload member is not valid
+// JSON.
+func (e Event) MarshalJSON() ([]byte, error) {
+	return json.Marshal(e.wire(), json.Deterministic(true))
+}
+
+// UnmarshalJSON decodes b strictly with [Decode], so an Event read through
+// encoding/json obeys the same rules. The error is an [*Error].
+func (e *Event) UnmarshalJSON(b []byte) error {
+	ev, err := Decode(b)
+	if err != nil {
+		return err
+	}
+	*e = ev
+	return nil
+}
+
+// MarshalJSON encodes the envelope: state, size, provider, then the unknown
+// members.
+func (p PayloadEnvelope) MarshalJSON() ([]byte, error) {
+	return json.Marshal(wirePayload(p), json.Deterministic(true))
+}
+
+// UnmarshalJSON decodes an envelope, keeping unknown members exactly.
+// Duplicate names and invalid UTF-8 are refused.
+func (p *PayloadEnvelope) UnmarshalJSON(b []byte) error {
+	var w wirePayload
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*p = PayloadEnvelope(w)
+	return nil
+}

@@ -1,0 +1,31 @@
+package event
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+)
+
+// DeterministicID is the event_id of an event whose provider gives none
+// (canonical-event.md, Rules): the platform, a hyphen, and the lower-case hex
+// sha256 of "{cloud}:{resource_id}:{event_type}:{timestamp}", where the
+// timestamp is converted to UTC and written as time.RFC3339Nano writes it
+// (a fraction only when non-zero, trailing zeros trimmed, always "Z"). The
+// same instant written at any offset gives the same id.
+//
+// The result is len(platform)+65 bytes. Pass the timestamp the event will
+// carry after decoding (microsecond precision) so that the id a collector
+// computes matches what the server stores.
+func DeterministicID(platform, cloud, resourceID, eventType string, ts time.Time) string {
+	h := sha256.New()
+	h.Write([]byte(cloud))
+	h.Write([]byte{':'})
+	h.Write([]byte(resourceID))
+	h.Write([]byte{':'})
+	h.Write([]byte(eventType))
+	h.Write([]byte{':'})
+	var buf [64]byte
+	h.Write(ts.UTC().AppendFormat(buf[:0], time.RFC3339Nano))
+	var sum [sha256.Size]byte
+	return platform + "-" + hex.EncodeToString(h.Sum(sum[:0]))
+}

@@ -1,0 +1,197 @@
+package event
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// The bounds of canonical-event.md, Bounds. Each counts bytes of UTF-8: the
+// bounds exist for the btree limit, which is in bytes.
+const (
+	// EventIDMaxLen bounds event_id so it fits the database column and stays
+	// a usable idempotency key.
+	EventIDMaxLen = 256
+	// EventTypeMaxLen bounds event_type, which is indexed next to timestamp.
+	EventTypeMaxLen = 512
+	// IdentifierMaxLen bounds platform, cloud, resource_type, resource_id and
+	// project_id, which are indexed columns.
+	IdentifierMaxLen = 512
+	// StateMaxLen bounds payload.state, which the projection indexes.
+	StateMaxLen = 512
+)
+
+// EventTypePattern is the pattern event_type must match: two or more parts
+// of lower-case letters, digits and underscores, separated by dots.
+const EventTypePattern = `^[a-z0-9_]+(\.[a-z0-9_]+)+$`
+
+var eventTypeRE = regexp.MustCompile(EventTypePattern)
+
+// The rules a [Problem] can name. They are stable, machine-readable words.
+const (
+	RuleRequired  = "required"   // a member that must be set is missing or empty
+	RuleMaxLength = "max_length" // a bound in bytes is exceeded
+	RulePattern   = "pattern"    // event_type does not match EventTypePattern
+	RuleReserved  = "reserved"   // platform or cloud is meta or partner
+	RuleEnum      = "enum"       // source is not one of Sources
+	RuleType      = "type"       // a member has the wrong JSON kind
+	RuleFormat    = "format"     // timestamp is not RFC 3339 with a zone
+	RuleSyntax    = "syntax"     // the item is not valid JSON
+	RuleUnknown   = "unknown_member"
+	RuleDuplicate = "duplicate_member"
+	RuleUTF8      = "utf8"
+	RuleNUL       = "nul"
+)
+
+// ErrInvalid is matched by every [*Error]: errors.Is(err, ErrInvalid) tells a
+// refused event from a failure of the caller's own.
+var ErrInvalid = errors.New("event: invalid")
+
+// Problem is one broken rule.
+type Problem struct {
+	// Path is the JSON Pointer (RFC 6901) of the member, such as
+	// "/payload/state"; "" for the item as a whole.
+	Path string `json:"member"`
+	// Rule is one of the Rule* constants.
+	Rule string `json:"rule"`
+	// Message says what the rule asks for. It never quotes back a value
+	// longer than the member's bound.
+	Message string `json:"message"`
+}
+
+// String renders the problem as "<member>: <message>", the member written as
+// a dotted path ("payload.state"), or the message alone for the whole item.
+func (p Problem) String() string {
+	if p.Path == "" {
+		return p.Message
+	}
+	return strings.ReplaceAll(strings.TrimPrefix(p.Path, "/"), "/", ".") + ": " + p.Message
+}
+
+// Error is the refusal of one event: every problem found, in a fixed order
+// (the order of the members in the spec). It is returned as an error;
+// inspect it with errors.As.
+type Error struct {
+	Problems []Problem
+}
+
+// Error joins the problems with "; ".
+func (e *Error) Error() string {
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		parts[i] = p.String()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Is reports whether target is [ErrInvalid].
+func (e *Error) Is(target error) bool { return target == ErrInvalid }
+
+func single(path, rule, msg string) error {
+	return &Error{Problems: []Problem{{Path: path, Rule: rule, Message: msg}}}
+}
+
+// Validate checks e against the rules of canonical-event.md (Bounds, Sources
+// and categories, Rules) and reports every rule it breaks at once. It returns
+// nil, or an [*Error] listing the problems in the order of the members:
+//
+//   - event_id: 1 to 256 bytes;
+//   - timestamp: set;
+//   - event_type: at most 512 bytes, checked before the pattern
+//     [EventTypePattern] (an over-long value is never quoted back);
+//   - platform, cloud, resource_type, resource_id, project_id: each 1 to 512
+//     bytes; platform and cloud neither "meta" nor "partner";
+//   - source: "", "collector" or "reconciliation";
+//   - payload.state: at most 512 bytes; required (not absent, not null) on
+//     every event except a delete;
+//   - payload.size: an object when present; required on a create;
+//   - payload.provider: an object when present.
+//
+// Validate reads e only; it is safe for concurrent use.
+func Validate(e *Event) error {
+	var ps []Problem
+	add := func(path, rule, msg string) { ps = append(ps, Problem{Path: path, Rule: rule, Message: msg}) }
+
+	switch n := len(e.EventID); {
+	case n == 0:
+		add("/event_id", RuleRequired, "is required (1 to 256 bytes)")
+	case n > EventIDMaxLen:
+		add("/event_id", RuleMaxLength, fmt.Sprintf("must be at most %d bytes, has %d", EventIDMaxLen, n))
+	}
+	if e.Timestamp.IsZero() {
+		add("/timestamp", RuleRequired, "is required (RFC 3339 with a zone)")
+	}
+	switch n := len(e.EventType); {
+	case n == 0:
+		add("/event_type", RuleRequired, "is required")
+	case n > EventTypeMaxLen:
+		add("/event_type", RuleMaxLength, fmt.Sprintf("must be at most %d bytes, has %d", EventTypeMaxLen, n))
+	case !eventTypeRE.MatchString(e.EventType):
+		add("/event_type", RulePattern, fmt.Sprintf("%q must be two or more dot-separated parts of a-z, 0-9 and _ (%s)", e.EventType, EventTypePattern))
+	}
+	for _, f := range [...]struct {
+		path, value string
+		virtual     bool
+	}{
+		{"/platform", e.Platform, true},
+		{"/cloud", e.Cloud, true},
+		{"/resource_type", e.ResourceType, false},
+		{"/resource_id", e.ResourceID, false},
+		{"/project_id", e.ProjectID, false},
+	} {
+		switch n := len(f.value); {
+		case n == 0:
+			add(f.path, RuleRequired, "is required (1 to 512 bytes)")
+		case n > IdentifierMaxLen:
+			add(f.path, RuleMaxLength, fmt.Sprintf("must be at most %d bytes, has %d", IdentifierMaxLen, n))
+		case f.virtual && (f.value == "meta" || f.value == "partner"):
+			add(f.path, RuleReserved, fmt.Sprintf("must not be %q: meta and partner name the virtual projects, which own no resources", f.value))
+		}
+	}
+	if e.Source != "" && !e.Source.Valid() {
+		msg := "must be collector or reconciliation, or left out"
+		if len(e.Source) <= IdentifierMaxLen {
+			msg = fmt.Sprintf("%q %s", string(e.Source), msg)
+		}
+		add("/source", RuleEnum, msg)
+	}
+
+	cat := Categorize(e.EventType)
+	st := e.Payload.State
+	switch {
+	case len(st.String()) > StateMaxLen:
+		add("/payload/state", RuleMaxLength, fmt.Sprintf("must be at most %d bytes, has %d", StateMaxLen, len(st.String())))
+	case st.Missing() && cat != CategoryDelete:
+		add("/payload/state", RuleRequired, "is required on every event except a delete")
+	}
+	switch k := rawKind(e.Payload.Size); {
+	case k != '{' && k != 0 && k != 'n':
+		add("/payload/size", RuleType, "must be an object, not "+jsonKind(jsontext.Kind(k)))
+	case k != '{' && cat == CategoryCreate:
+		add("/payload/size", RuleRequired, "is required on a create (the full size object)")
+	}
+	if k := rawKind(e.Payload.Provider); k != '{' && k != 0 && k != 'n' {
+		add("/payload/provider", RuleType, "must be an object, not "+jsonKind(jsontext.Kind(k)))
+	}
+
+	if ps == nil {
+		return nil
+	}
+	return &Error{Problems: ps}
+}
+
+// rawKind returns the JSON kind of a raw value: '{', '[', '"', 'n', 't',
+// 'f', '0' for a number, or 0 when v is empty.
+func rawKind(v jsontext.Value) byte {
+	k := firstByte(v)
+	switch {
+	case k == 0:
+		return 0
+	case k == '-' || (k >= '0' && k <= '9'):
+		return '0'
+	}
+	return k
+}
