@@ -1,0 +1,128 @@
+package ingest
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/sizenames"
+)
+
+// Store is what the pipeline reads and writes. store/memstore and
+// store/pgstore implement it; store/storetest holds the suite both pass.
+// Every method is safe for concurrent use.
+type Store interface {
+	// SizeNames returns the size-name rows of one (cloud, resource_type).
+	SizeNames(ctx context.Context, cloud, resourceType string) ([]sizenames.Row, error)
+
+	// ResourceType returns the registry row of one (platform,
+	// resource_type), or an error wrapping store.ErrNotFound.
+	ResourceType(ctx context.Context, platform, resourceType string) (ResourceType, error)
+	// ResourceTypes returns every registry row, ordered by platform then
+	// resource_type.
+	ResourceTypes(ctx context.Context) ([]ResourceType, error)
+	// PutResourceType inserts or replaces one registry row and returns it as
+	// stored (UpdatedAt set by the store, Version incremented).
+	PutResourceType(ctx context.Context, rt ResourceType) (ResourceType, error)
+
+	// Commit writes one batch in one transaction: it inserts each event
+	// unless one with the same (event_id, timestamp) is stored already,
+	// writes every dead letter and audit row, and returns, parallel to
+	// b.Events, whether each event was newly stored. On any error nothing of
+	// the batch is written.
+	Commit(ctx context.Context, b Batch) (inserted []bool, err error)
+
+	// DeadLetters lists dead letters received in [q.From, q.To), oldest
+	// first by (ReceivedAt, ID), after q.After when set, at most q.Limit.
+	DeadLetters(ctx context.Context, q DeadLetterQuery) ([]DeadLetter, error)
+	// Audit lists audit rows with q.Action (all actions when ""), at in
+	// [q.From, q.To), oldest first by (At, ID), after q.After when set, at
+	// most q.Limit.
+	Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error)
+}
+
+// Batch is what one ingest call writes.
+type Batch struct {
+	// Events are the surviving items, with duplicates within the batch
+	// already removed, in index order, each with its stored Source set.
+	Events []event.Event
+	// DeadLetters are the refused items, except scope refusals.
+	DeadLetters []DeadLetter
+	// Audit holds the scope violations of the batch.
+	Audit []AuditEntry
+}
+
+// ResourceType is one row of the size-schema registry (canonical-event.md,
+// Size schemas): the JSON Schema that payload.size of a (Platform,
+// ResourceType) event must satisfy.
+type ResourceType struct {
+	Platform     string `json:"platform"`
+	ResourceType string `json:"resource_type"`
+	// SizeSchema is the JSON Schema document, as exact JSON.
+	SizeSchema jsontext.Value `json:"size_schema"`
+	// Version starts at 1 and grows by one on every put; the registry's
+	// compiled-schema cache is keyed by it.
+	Version int64 `json:"version"`
+	// UpdatedAt is when the row was last put, UTC.
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// DeadLetter is a refused item kept with the reason it was refused
+// (canonical-event.md, Delivery).
+type DeadLetter struct {
+	// ID is assigned by the store, increasing.
+	ID int64 `json:"id"`
+	// Raw is the item exactly as it arrived, up to MaxDeadLetterBytes; nil
+	// when the item was larger (then only RawSize is kept).
+	Raw []byte `json:"-"`
+	// RawSize is the item's size in bytes.
+	RawSize int `json:"raw_size"`
+	// Reason is "schema: …" or "size_schema: …".
+	Reason string `json:"reason"`
+	// EventID is the event_id the item carried, "" when none could be read.
+	EventID string `json:"event_id"`
+	// ReceivedAt is when the batch was received, UTC, microseconds.
+	ReceivedAt time.Time `json:"received_at"`
+}
+
+// AuditEntry is one row of the audit log.
+type AuditEntry struct {
+	// ID is assigned by the store, increasing.
+	ID int64 `json:"id"`
+	// At is when the row was written, UTC, microseconds.
+	At time.Time `json:"at"`
+	// Action names what happened, such as "events.scope_violation".
+	Action string `json:"action"`
+	// Credential names the credential of the call.
+	Credential string `json:"credential"`
+	// EventID, Platform and Cloud are the item's, for a scope violation.
+	EventID  string `json:"event_id,omitempty"`
+	Platform string `json:"platform,omitempty"`
+	Cloud    string `json:"cloud,omitempty"`
+}
+
+// Position is a place in a listing ordered by (time, ID): the listing
+// continues strictly after it.
+type Position struct {
+	At time.Time
+	ID int64
+}
+
+// DeadLetterQuery selects dead letters. A zero From or To leaves that end
+// open. Limit is 1..1000.
+type DeadLetterQuery struct {
+	From, To time.Time
+	After    *Position
+	Limit    int
+}
+
+// AuditQuery selects audit rows. A zero From or To leaves that end open.
+// Limit is 1..1000.
+type AuditQuery struct {
+	Action   string
+	From, To time.Time
+	After    *Position
+	Limit    int
+}
