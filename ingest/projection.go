@@ -1,0 +1,161 @@
+package ingest
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/tallyhq/tally/event"
+)
+
+// ResourceKey identifies one row of the projection of current resources.
+type ResourceKey struct {
+	Cloud        string `json:"cloud"`
+	ResourceType string `json:"resource_type"`
+	ResourceID   string `json:"resource_id"`
+}
+
+// Key returns the key of the resource e concerns.
+func Key(e *event.Event) ResourceKey {
+	return ResourceKey{Cloud: e.Cloud, ResourceType: e.ResourceType, ResourceID: e.ResourceID}
+}
+
+// Resource is one row of the projection of current resources: what folding
+// the resource's whole event history in [Less] order gives
+// (canonical-event.md, Event: "everything else is derived from it and
+// rebuildable"). It is derived data: [Fold] over the stored events rebuilds
+// it exactly.
+type Resource struct {
+	ResourceKey
+	Platform  string `json:"platform"`
+	ProjectID string `json:"project_id"`
+	// State is the last state folded; "deleted" after a delete.
+	State string `json:"state"`
+	// Size is the last size folded, as exact JSON; nil when no event
+	// carried one.
+	Size jsontext.Value `json:"size"`
+	// CreatedAt is the timestamp of the last create; nil when no create was
+	// folded.
+	CreatedAt *time.Time `json:"created_at"`
+	// DeletedAt is the timestamp of the delete that ended the resource's
+	// current life; nil while it is alive (a create clears it).
+	DeletedAt     *time.Time `json:"deleted_at"`
+	FirstEventAt  time.Time  `json:"first_event_at"`
+	LastEventAt   time.Time  `json:"last_event_at"`
+	LastEventType string     `json:"last_event_type"`
+	LastEventID   string     `json:"last_event_id"`
+}
+
+// rank orders the categories of events with equal timestamps: a create
+// before an update before a delete.
+func rank(c event.Category) int {
+	switch c {
+	case event.CategoryCreate:
+		return 0
+	case event.CategoryUpdate:
+		return 1
+	default:
+		return 2
+	}
+}
+
+// Compare orders the events of one resource for the fold: by timestamp,
+// then, for equal timestamps, create < update < delete (by [event.Categorize]
+// of event_type), then by event_id. It returns -1, 0 or +1; 0 only for the
+// same (timestamp, event_type category, event_id).
+func Compare(a, b *event.Event) int {
+	return comparePos(a.Timestamp, a.EventType, a.EventID, b.Timestamp, b.EventType, b.EventID)
+}
+
+func comparePos(at time.Time, atype, aid string, bt time.Time, btype, bid string) int {
+	if c := at.Compare(bt); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(rank(event.Categorize(atype)), rank(event.Categorize(btype))); c != 0 {
+		return c
+	}
+	return cmp.Compare(aid, bid)
+}
+
+// After reports whether e sorts after the last event folded into r, in which
+// case [Apply] folds it incrementally. When it does not (a late event), the
+// resource's history must be replayed with [Fold].
+func (r *Resource) After(e *event.Event) bool {
+	return comparePos(e.Timestamp, e.EventType, e.EventID, r.LastEventAt, r.LastEventType, r.LastEventID) > 0
+}
+
+// Apply folds one event into r, which holds the fold of every earlier event
+// of the same resource (the zero Resource before the first). The rules
+// (canonical-event.md, Sources and categories):
+//
+//   - every event sets platform and project_id (the owner at or after the
+//     event), and advances last_event_at, last_event_type, last_event_id;
+//   - a create sets created_at to the event's timestamp, clears deleted_at
+//     (a re-created resource lives again), and applies payload.state and
+//     payload.size;
+//   - an update applies payload.state and payload.size as the event carries
+//     them (absent size means unchanged) — unless the resource is deleted:
+//     only a create revives a deleted resource, so an update after a delete
+//     changes neither state nor size;
+//   - a delete sets deleted_at and forces state "deleted"; the size is kept.
+//
+// Apply assumes e sorts after every event already folded (see
+// [Resource.After]); [Fold] sorts a history first.
+func Apply(r *Resource, e *event.Event) {
+	if r.LastEventID == "" && r.LastEventAt.IsZero() {
+		r.ResourceKey = Key(e)
+		r.FirstEventAt = e.Timestamp
+	}
+	r.Platform = e.Platform
+	r.ProjectID = e.ProjectID
+	ts := e.Timestamp
+	switch event.Categorize(e.EventType) {
+	case event.CategoryCreate:
+		r.CreatedAt = &ts
+		r.DeletedAt = nil
+		applyPayload(r, e)
+	case event.CategoryUpdate:
+		if r.DeletedAt == nil {
+			applyPayload(r, e)
+		}
+	case event.CategoryDelete:
+		r.DeletedAt = &ts
+		r.State = "deleted"
+	}
+	r.LastEventAt = e.Timestamp
+	r.LastEventType = e.EventType
+	r.LastEventID = e.EventID
+}
+
+func applyPayload(r *Resource, e *event.Event) {
+	if !e.Payload.State.Missing() {
+		r.State = e.Payload.State.String()
+	}
+	if k := firstNonSpace(e.Payload.Size); k == '{' {
+		r.Size = e.Payload.Size
+	}
+}
+
+func firstNonSpace(v jsontext.Value) byte {
+	for _, c := range v {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return c
+		}
+	}
+	return 0
+}
+
+// Fold returns the projection row of one resource from its whole history,
+// in any order: it sorts a copy by [Compare] and applies each event. The
+// history must not be empty and must concern one resource.
+func Fold(history []event.Event) Resource {
+	sorted := slices.Clone(history)
+	slices.SortFunc(sorted, func(a, b event.Event) int { return Compare(&a, &b) })
+	var r Resource
+	for i := range sorted {
+		Apply(&r, &sorted[i])
+	}
+	return r
+}
