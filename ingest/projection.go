@@ -79,6 +79,17 @@ func comparePos(at time.Time, atype, aid string, bt time.Time, btype, bid string
 	return cmp.Compare(aid, bid)
 }
 
+// CompareKeyed orders events by resource key (cloud, resource_type,
+// resource_id), then by [Compare]. Stores fold a batch in this order.
+func CompareKeyed(a, b *event.Event) int {
+	return cmp.Or(
+		cmp.Compare(a.Cloud, b.Cloud),
+		cmp.Compare(a.ResourceType, b.ResourceType),
+		cmp.Compare(a.ResourceID, b.ResourceID),
+		Compare(a, b),
+	)
+}
+
 // After reports whether e sorts after the last event folded into r, in which
 // case [Apply] folds it incrementally. When it does not (a late event), the
 // resource's history must be replayed with [Fold].
@@ -158,4 +169,54 @@ func Fold(history []event.Event) Resource {
 		Apply(&r, &sorted[i])
 	}
 	return r
+}
+
+// FoldBatch computes the projection rows that folding a batch of newly
+// stored events gives, the way both stores do it inside the ingest
+// transaction:
+//
+//   - the batch is folded in [CompareKeyed] order, so the order of the items
+//     within a batch never matters;
+//   - an event that sorts after its resource's row (current) is applied
+//     incrementally with [Apply];
+//   - an event older than the row's last event (a late event) replays the
+//     resource's whole history with [Fold]; history must return every
+//     stored event of the key, this batch's included. replays counts those
+//     by cloud (tally_projection_replays_total{cloud}).
+//
+// current returns the row stored before the batch, if any. FoldBatch changes
+// nothing itself; the caller writes the returned rows. The error is
+// history's.
+func FoldBatch(newEvents []event.Event, current func(ResourceKey) (Resource, bool), history func(ResourceKey) ([]event.Event, error)) (rows map[ResourceKey]Resource, replays map[string]int, err error) {
+	rows = make(map[ResourceKey]Resource)
+	replayed := make(map[ResourceKey]bool)
+	sorted := slices.Clone(newEvents)
+	slices.SortFunc(sorted, func(a, b event.Event) int { return CompareKeyed(&a, &b) })
+	for i := range sorted {
+		e := &sorted[i]
+		k := Key(e)
+		if replayed[k] {
+			continue // the replay read every stored event of k
+		}
+		row, ok := rows[k]
+		if !ok {
+			row, ok = current(k)
+		}
+		if !ok || row.After(e) {
+			Apply(&row, e)
+			rows[k] = row
+			continue
+		}
+		h, err := history(k)
+		if err != nil {
+			return nil, nil, err
+		}
+		if replays == nil {
+			replays = make(map[string]int)
+		}
+		replays[k.Cloud]++
+		replayed[k] = true
+		rows[k] = Fold(h)
+	}
+	return rows, replays, nil
 }
