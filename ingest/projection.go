@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"cmp"
+	"context"
 	"slices"
 	"time"
 
@@ -219,4 +220,51 @@ func FoldBatch(newEvents []event.Event, current func(ResourceKey) (Resource, boo
 		rows[k] = Fold(h)
 	}
 	return rows, replays, nil
+}
+
+// ResourceQuery selects rows of the projection. Empty strings and a zero
+// AliveAt match everything. Rows come ordered by key (cloud, resource_type,
+// resource_id), strictly after After when set, at most Limit (1..1000).
+type ResourceQuery struct {
+	Cloud        string
+	Platform     string
+	ResourceType string
+	ProjectID    string
+	State        string
+	// AliveAt keeps the rows whose current life covers the instant: created
+	// (or, for a resource whose create was never seen, first seen) at or
+	// before it, and not deleted at or before it. The projection keeps the
+	// current life only, so a resource deleted and re-created after AliveAt
+	// is judged by its current life.
+	AliveAt time.Time
+	After   *ResourceKey
+	Limit   int
+}
+
+// RebuildQuery selects the resources a rebuild recomputes; empty strings
+// match everything. BatchSize bounds how many resources one transaction
+// rebuilds (default 500).
+type RebuildQuery struct {
+	Cloud        string
+	ResourceType string
+	BatchSize    int
+}
+
+// ProjectionStore reads and rebuilds the projection of current resources.
+// Both stores implement it; they keep it current inside Store.Commit with
+// [FoldBatch].
+type ProjectionStore interface {
+	// Resources lists rows matching q.
+	Resources(ctx context.Context, q ResourceQuery) ([]Resource, error)
+	// Resource returns one row, or an error wrapping store.ErrNotFound.
+	Resource(ctx context.Context, k ResourceKey) (Resource, error)
+	// History returns every stored event of one resource in fold order
+	// ([Compare]); empty when there is none.
+	History(ctx context.Context, k ResourceKey) ([]event.Event, error)
+	// RebuildResources recomputes the rows of the resources q selects from
+	// the stored events with [Fold], q.BatchSize resources per transaction,
+	// calling progress (when not nil) after each transaction with the number
+	// of resources rebuilt so far. It returns that number. The result equals
+	// the incremental one, and rebuilding twice changes nothing.
+	RebuildResources(ctx context.Context, q RebuildQuery, progress func(done int)) (int, error)
 }

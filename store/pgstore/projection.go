@@ -1,0 +1,380 @@
+package pgstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/ingest"
+)
+
+var _ ingest.ProjectionStore = (*Store)(nil)
+
+// lockResources takes a transaction-scoped advisory lock per resource key,
+// in one statement and in ascending lock-id order, so that transactions
+// folding overlapping resources queue up instead of deadlocking. A hash
+// collision only serialises two unrelated resources.
+func lockResources(ctx context.Context, tx *sqlx.Tx, keys []ingest.ResourceKey) error {
+	clouds, types, ids := splitKeys(keys)
+	_, err := tx.ExecContext(ctx, `
+SELECT pg_advisory_xact_lock(h) FROM (
+    SELECT DISTINCT hashtextextended(c || chr(31) || t || chr(31) || i, 0) AS h
+    FROM unnest($1::text[], $2::text[], $3::text[]) AS k(c, t, i)
+    ORDER BY h OFFSET 0
+) AS ordered`, clouds, types, ids)
+	if err != nil {
+		return fmt.Errorf("lock resources: %w", err)
+	}
+	return nil
+}
+
+func splitKeys(keys []ingest.ResourceKey) (clouds, types, ids []string) {
+	clouds = make([]string, len(keys))
+	types = make([]string, len(keys))
+	ids = make([]string, len(keys))
+	for i, k := range keys {
+		clouds[i], types[i], ids[i] = k.Cloud, k.ResourceType, k.ResourceID
+	}
+	return clouds, types, ids
+}
+
+func distinctKeys(events []event.Event) []ingest.ResourceKey {
+	seen := make(map[ingest.ResourceKey]bool, len(events))
+	keys := make([]ingest.ResourceKey, 0, len(events))
+	for i := range events {
+		k := ingest.Key(&events[i])
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// foldResources folds events newly stored by tx into current_resources,
+// inside tx (ingest.FoldBatch), and returns the replays by cloud.
+func foldResources(ctx context.Context, tx *sqlx.Tx, newEvents []event.Event) (map[string]int, error) {
+	if len(newEvents) == 0 {
+		return nil, nil
+	}
+	keys := distinctKeys(newEvents)
+	if err := lockResources(ctx, tx, keys); err != nil {
+		return nil, err
+	}
+	current, err := loadResources(ctx, tx, keys)
+	if err != nil {
+		return nil, err
+	}
+	rows, replays, err := ingest.FoldBatch(newEvents,
+		func(k ingest.ResourceKey) (ingest.Resource, bool) { r, ok := current[k]; return r, ok },
+		func(k ingest.ResourceKey) ([]event.Event, error) { return history(ctx, tx, k) })
+	if err != nil {
+		return nil, err
+	}
+	if err := upsertResources(ctx, tx, rows); err != nil {
+		return nil, err
+	}
+	return replays, nil
+}
+
+// resourceRow is a current_resources row as sqlx scans it.
+type resourceRow struct {
+	Cloud         string         `db:"cloud"`
+	ResourceType  string         `db:"resource_type"`
+	ResourceID    string         `db:"resource_id"`
+	Platform      string         `db:"platform"`
+	ProjectID     string         `db:"project_id"`
+	State         string         `db:"state"`
+	Size          sql.NullString `db:"size"`
+	CreatedAt     sql.NullTime   `db:"created_at"`
+	DeletedAt     sql.NullTime   `db:"deleted_at"`
+	FirstEventAt  time.Time      `db:"first_event_at"`
+	LastEventAt   time.Time      `db:"last_event_at"`
+	LastEventType string         `db:"last_event_type"`
+	LastEventID   string         `db:"last_event_id"`
+}
+
+const resourceColumns = `cloud, resource_type, resource_id, platform, project_id, state, size::text AS size,
+created_at, deleted_at, first_event_at, last_event_at, last_event_type, last_event_id`
+
+func nullTime(t sql.NullTime) *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	u := t.Time.UTC()
+	return &u
+}
+
+func (r *resourceRow) resource() ingest.Resource {
+	out := ingest.Resource{
+		ResourceKey: ingest.ResourceKey{Cloud: r.Cloud, ResourceType: r.ResourceType, ResourceID: r.ResourceID},
+		Platform:    r.Platform, ProjectID: r.ProjectID, State: r.State,
+		CreatedAt: nullTime(r.CreatedAt), DeletedAt: nullTime(r.DeletedAt),
+		FirstEventAt: r.FirstEventAt.UTC(), LastEventAt: r.LastEventAt.UTC(),
+		LastEventType: r.LastEventType, LastEventID: r.LastEventID,
+	}
+	if r.Size.Valid {
+		out.Size = jsontext.Value(r.Size.String)
+	}
+	return out
+}
+
+func loadResources(ctx context.Context, q querier, keys []ingest.ResourceKey) (map[ingest.ResourceKey]ingest.Resource, error) {
+	clouds, types, ids := splitKeys(keys)
+	var rows []resourceRow
+	err := q.SelectContext(ctx, &rows, `SELECT `+resourceColumns+` FROM current_resources
+WHERE (cloud, resource_type, resource_id) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))`, clouds, types, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load resources: %w", err)
+	}
+	out := make(map[ingest.ResourceKey]ingest.Resource, len(rows))
+	for i := range rows {
+		r := rows[i].resource()
+		out[r.ResourceKey] = r
+	}
+	return out, nil
+}
+
+func upsertResources(ctx context.Context, tx *sqlx.Tx, rows map[ingest.ResourceKey]ingest.Resource) error {
+	n := len(rows)
+	var (
+		clouds, types, ids, platforms, projects, states = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+		sizes                                           = make([]*string, 0, n)
+		created, deleted                                = make([]*time.Time, 0, n), make([]*time.Time, 0, n)
+		first, last                                     = make([]time.Time, 0, n), make([]time.Time, 0, n)
+		lastTypes, lastIDs                              = make([]string, 0, n), make([]string, 0, n)
+	)
+	keys := make([]ingest.ResourceKey, 0, n)
+	for k := range rows {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareKeys)
+	for _, k := range keys {
+		r := rows[k]
+		clouds, types, ids = append(clouds, k.Cloud), append(types, k.ResourceType), append(ids, k.ResourceID)
+		platforms, projects, states = append(platforms, r.Platform), append(projects, r.ProjectID), append(states, r.State)
+		var size *string
+		if r.Size != nil {
+			s := string(r.Size)
+			size = &s
+		}
+		sizes = append(sizes, size)
+		created, deleted = append(created, r.CreatedAt), append(deleted, r.DeletedAt)
+		first, last = append(first, r.FirstEventAt), append(last, r.LastEventAt)
+		lastTypes, lastIDs = append(lastTypes, r.LastEventType), append(lastIDs, r.LastEventID)
+	}
+	_, err := tx.ExecContext(ctx, `
+INSERT INTO current_resources (cloud, resource_type, resource_id, platform, project_id, state, size,
+    created_at, deleted_at, first_event_at, last_event_at, last_event_type, last_event_id)
+SELECT c, t, i, p, pr, st, sz::json, ca, da, fa, la, lt, li
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+    $8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::text[], $13::text[])
+    AS u(c, t, i, p, pr, st, sz, ca, da, fa, la, lt, li)
+ON CONFLICT (cloud, resource_type, resource_id) DO UPDATE SET
+    platform = EXCLUDED.platform, project_id = EXCLUDED.project_id, state = EXCLUDED.state,
+    size = EXCLUDED.size, created_at = EXCLUDED.created_at, deleted_at = EXCLUDED.deleted_at,
+    first_event_at = EXCLUDED.first_event_at, last_event_at = EXCLUDED.last_event_at,
+    last_event_type = EXCLUDED.last_event_type, last_event_id = EXCLUDED.last_event_id`,
+		clouds, types, ids, platforms, projects, states, sizes, created, deleted, first, last, lastTypes, lastIDs)
+	if err != nil {
+		return fmt.Errorf("upsert resources: %w", err)
+	}
+	return nil
+}
+
+func compareKeys(a, b ingest.ResourceKey) int {
+	if c := strings.Compare(a.Cloud, b.Cloud); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.ResourceType, b.ResourceType); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ResourceID, b.ResourceID)
+}
+
+// eventRow is an events row as sqlx scans it.
+type eventRow struct {
+	EventID      string    `db:"event_id"`
+	Timestamp    time.Time `db:"timestamp"`
+	EventType    string    `db:"event_type"`
+	Platform     string    `db:"platform"`
+	Cloud        string    `db:"cloud"`
+	ResourceType string    `db:"resource_type"`
+	ResourceID   string    `db:"resource_id"`
+	ProjectID    string    `db:"project_id"`
+	Source       string    `db:"source"`
+	Payload      string    `db:"payload"`
+}
+
+const eventColumns = `event_id, timestamp, event_type, platform, cloud, resource_type, resource_id, project_id, source, payload::text AS payload`
+
+func (r *eventRow) event() (event.Event, error) {
+	e := event.Event{
+		EventID: r.EventID, Timestamp: r.Timestamp.UTC(), EventType: r.EventType, Platform: r.Platform,
+		Cloud: r.Cloud, ResourceType: r.ResourceType, ResourceID: r.ResourceID, ProjectID: r.ProjectID,
+		Source: event.Source(r.Source),
+	}
+	if err := e.Payload.UnmarshalJSON([]byte(r.Payload)); err != nil {
+		return event.Event{}, fmt.Errorf("decode stored payload of %s: %w", r.EventID, err)
+	}
+	return e, nil
+}
+
+func history(ctx context.Context, q querier, k ingest.ResourceKey) ([]event.Event, error) {
+	var rows []eventRow
+	err := q.SelectContext(ctx, &rows, `SELECT `+eventColumns+` FROM events
+WHERE cloud = $1 AND resource_type = $2 AND resource_id = $3 ORDER BY timestamp, event_id`, k.Cloud, k.ResourceType, k.ResourceID)
+	if err != nil {
+		return nil, fmt.Errorf("read history: %w", err)
+	}
+	out := make([]event.Event, len(rows))
+	for i := range rows {
+		if out[i], err = rows[i].event(); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortStableFunc(out, func(a, b event.Event) int { return ingest.Compare(&a, &b) })
+	return out, nil
+}
+
+// Resources lists projection rows (ingest.ProjectionStore).
+func (s *Store) Resources(ctx context.Context, q ingest.ResourceQuery) ([]ingest.Resource, error) {
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	for _, f := range []struct{ col, v string }{
+		{"cloud", q.Cloud}, {"platform", q.Platform}, {"resource_type", q.ResourceType},
+		{"project_id", q.ProjectID}, {"state", q.State},
+	} {
+		if f.v != "" {
+			where = append(where, f.col+" = "+arg(f.v))
+		}
+	}
+	if !q.AliveAt.IsZero() {
+		at := arg(q.AliveAt)
+		where = append(where, "COALESCE(created_at, first_event_at) <= "+at+" AND (deleted_at IS NULL OR deleted_at > "+at+")")
+	}
+	if q.After != nil {
+		where = append(where, "(cloud, resource_type, resource_id) > ("+arg(q.After.Cloud)+", "+arg(q.After.ResourceType)+", "+arg(q.After.ResourceID)+")")
+	}
+	query := `SELECT ` + resourceColumns + ` FROM current_resources`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY cloud, resource_type, resource_id LIMIT " + arg(max(q.Limit, 1))
+	var rows []resourceRow
+	if err := s.db.SelectContext(ctx, &rows, query, args...); err != nil {
+		return nil, fmt.Errorf("pgstore: list resources: %w", interpretError(err))
+	}
+	out := make([]ingest.Resource, len(rows))
+	for i := range rows {
+		out[i] = rows[i].resource()
+	}
+	return out, nil
+}
+
+// Resource returns one projection row (ingest.ProjectionStore); the error
+// wraps store.ErrNotFound when there is none.
+func (s *Store) Resource(ctx context.Context, k ingest.ResourceKey) (ingest.Resource, error) {
+	var row resourceRow
+	err := s.db.GetContext(ctx, &row, `SELECT `+resourceColumns+` FROM current_resources
+WHERE cloud = $1 AND resource_type = $2 AND resource_id = $3`, k.Cloud, k.ResourceType, k.ResourceID)
+	if err != nil {
+		return ingest.Resource{}, fmt.Errorf("pgstore: get resource: %w", interpretError(err))
+	}
+	return row.resource(), nil
+}
+
+// History returns the stored events of one resource in fold order
+// (ingest.ProjectionStore).
+func (s *Store) History(ctx context.Context, k ingest.ResourceKey) ([]event.Event, error) {
+	h, err := history(ctx, s.db, k)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", interpretError(err))
+	}
+	return h, nil
+}
+
+// RebuildResources recomputes projection rows from the events, q.BatchSize
+// resources per transaction (ingest.ProjectionStore). Each transaction locks
+// its resources as ingestion does, so a rebuild may run beside live
+// ingestion.
+func (s *Store) RebuildResources(ctx context.Context, q ingest.RebuildQuery, progress func(done int)) (int, error) {
+	size := q.BatchSize
+	if size <= 0 {
+		size = 500
+	}
+	done := 0
+	var after *ingest.ResourceKey
+	for {
+		keys, err := s.rebuildKeys(ctx, q, after, size)
+		if err != nil {
+			return done, err
+		}
+		if len(keys) == 0 {
+			return done, nil
+		}
+		err = s.InTx(ctx, func(tx *sqlx.Tx) error {
+			if err := lockResources(ctx, tx, keys); err != nil {
+				return err
+			}
+			rows := make(map[ingest.ResourceKey]ingest.Resource, len(keys))
+			for _, k := range keys {
+				h, err := history(ctx, tx, k)
+				if err != nil {
+					return err
+				}
+				if len(h) > 0 {
+					rows[k] = ingest.Fold(h)
+				}
+			}
+			return upsertResources(ctx, tx, rows)
+		})
+		if err != nil {
+			return done, fmt.Errorf("pgstore: rebuild resources: %w", err)
+		}
+		done += len(keys)
+		if progress != nil {
+			progress(done)
+		}
+		last := keys[len(keys)-1]
+		after = &last
+	}
+}
+
+func (s *Store) rebuildKeys(ctx context.Context, q ingest.RebuildQuery, after *ingest.ResourceKey, limit int) ([]ingest.ResourceKey, error) {
+	var rows []struct {
+		Cloud        string `db:"cloud"`
+		ResourceType string `db:"resource_type"`
+		ResourceID   string `db:"resource_id"`
+	}
+	afterC, afterT, afterI := "", "", ""
+	hasAfter := after != nil
+	if hasAfter {
+		afterC, afterT, afterI = after.Cloud, after.ResourceType, after.ResourceID
+	}
+	err := s.db.SelectContext(ctx, &rows, `
+SELECT DISTINCT cloud, resource_type, resource_id FROM events
+WHERE ($1 = '' OR cloud = $1) AND ($2 = '' OR resource_type = $2)
+  AND (NOT $3 OR (cloud, resource_type, resource_id) > ($4, $5, $6))
+ORDER BY cloud, resource_type, resource_id
+LIMIT $7`, q.Cloud, q.ResourceType, hasAfter, afterC, afterT, afterI, limit)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: rebuild resources: list keys: %w", interpretError(err))
+	}
+	keys := make([]ingest.ResourceKey, len(rows))
+	for i, r := range rows {
+		keys[i] = ingest.ResourceKey{Cloud: r.Cloud, ResourceType: r.ResourceType, ResourceID: r.ResourceID}
+	}
+	return keys, nil
+}
+
