@@ -1,7 +1,13 @@
 package memstore
 
 import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/store"
 )
 
 // projectionData holds the projection of current resources. Guarded by
@@ -25,4 +31,65 @@ func (d *projectionData) install(rows map[ingest.ResourceKey]ingest.Resource) {
 	for k, r := range rows {
 		d.rows[k] = r
 	}
+}
+
+// Resources lists projection rows (ingest.ProjectionStore).
+func (s *Store) Resources(ctx context.Context, q ingest.ResourceQuery) ([]ingest.Resource, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []ingest.Resource
+	for _, r := range s.projection.rows {
+		if matches(&r, &q) {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b ingest.Resource) int { return compareKeys(a.ResourceKey, b.ResourceKey) })
+	if limit := max(q.Limit, 1); len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func matches(r *ingest.Resource, q *ingest.ResourceQuery) bool {
+	switch {
+	case q.Cloud != "" && r.Cloud != q.Cloud,
+		q.Platform != "" && r.Platform != q.Platform,
+		q.ResourceType != "" && r.ResourceType != q.ResourceType,
+		q.ProjectID != "" && r.ProjectID != q.ProjectID,
+		q.State != "" && r.State != q.State,
+		q.After != nil && compareKeys(r.ResourceKey, *q.After) <= 0:
+		return false
+	}
+	if !q.AliveAt.IsZero() {
+		start := r.FirstEventAt
+		if r.CreatedAt != nil {
+			start = *r.CreatedAt
+		}
+		if start.After(q.AliveAt) || (r.DeletedAt != nil && !r.DeletedAt.After(q.AliveAt)) {
+			return false
+		}
+	}
+	return true
+}
+
+func compareKeys(a, b ingest.ResourceKey) int {
+	return cmp.Or(cmp.Compare(a.Cloud, b.Cloud), cmp.Compare(a.ResourceType, b.ResourceType), cmp.Compare(a.ResourceID, b.ResourceID))
+}
+
+// Resource returns one projection row (ingest.ProjectionStore); the error
+// wraps store.ErrNotFound when there is none.
+func (s *Store) Resource(ctx context.Context, k ingest.ResourceKey) (ingest.Resource, error) {
+	if err := ctx.Err(); err != nil {
+		return ingest.Resource{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.projection.rows[k]
+	if !ok {
+		return ingest.Resource{}, fmt.Errorf("memstore: resource %s/%s/%s: %w", k.Cloud, k.ResourceType, k.ResourceID, store.ErrNotFound)
+	}
+	return r, nil
 }
