@@ -67,6 +67,7 @@ type Object map[string]jsontext.Value
 // all: not a JSON object, or one without event_type or payload.
 type ParseError struct{ Reason string }
 
+// Error says why the line is not a notification.
 func (e *ParseError) Error() string { return "not an oslo notification: " + e.Reason }
 
 // Parse decodes one notification and recognises its envelope. It is

@@ -17,6 +17,15 @@ import (
 
 func corpusLines(t *testing.T) [][]byte {
 	t.Helper()
+	lines := readCorpus(t)
+	if len(lines) != 30 {
+		t.Fatalf("the corpus has %d lines, want 30", len(lines))
+	}
+	return lines
+}
+
+func readCorpus(t testing.TB) [][]byte {
+	t.Helper()
 	f, err := os.Open(corpusPath(t))
 	if err != nil {
 		t.Fatal(err)
@@ -30,9 +39,6 @@ func corpusLines(t *testing.T) [][]byte {
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
-	}
-	if len(lines) != 30 {
-		t.Fatalf("the corpus has %d lines, want 30", len(lines))
 	}
 	return lines
 }
