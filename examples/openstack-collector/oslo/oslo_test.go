@@ -324,6 +324,11 @@ func TestMapRules(t *testing.T) {
 			wantUnmappable: "timestamp: ",
 		},
 		{
+			name:           "a metadata.timestamp that is not a string is damaged",
+			line:           `{"event_type":"volume.update","ctxt":{},"metadata":{"message_id":"m","timestamp":{}},"payload":{"volume_id":"v","status":"x","tenant_id":"t","updated_at":"2020-01-01T00:00:00Z"}}`,
+			wantUnmappable: "timestamp: ",
+		},
+		{
 			name:           "V line with no usable time in the payload",
 			line:           `{"event_type":"instance.update","priority":"INFO","publisher_id":"p","payload":{"nova_object.data":{"uuid":"u","tenant_id":"t","state":"active","updated_at":null,"created_at":""}}}`,
 			wantUnmappable: "timestamp: the envelope has none, and the payload none of payload.nova_object.data.updated_at",
