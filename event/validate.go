@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -91,7 +92,27 @@ func (e *Error) Error() string {
 func (e *Error) Is(target error) bool { return target == ErrInvalid }
 
 func single(path, rule, msg string) error {
-	return &Error{Problems: []Problem{{Path: path, Rule: rule, Message: msg}}}
+	return &Error{Problems: []Problem{{Path: safePointer(path), Rule: rule, Message: msg}}}
+}
+
+// safePointer cuts a JSON Pointer before the first reference token that
+// holds a NUL character or invalid UTF-8, so it names the object holding the
+// offending member name. A problem's path is stored and logged as text, and
+// PostgreSQL text holds neither.
+func safePointer(p string) string {
+	for i := 0; i < len(p); {
+		j := strings.IndexByte(p[i+1:], '/')
+		if j < 0 {
+			j = len(p)
+		} else {
+			j += i + 1
+		}
+		if tok := p[i:j]; strings.IndexByte(tok, 0) >= 0 || !utf8.ValidString(tok) {
+			return p[:i]
+		}
+		i = j
+	}
+	return p
 }
 
 // Validate checks e against the rules of canonical-event.md (Bounds, Sources
