@@ -34,11 +34,24 @@ var nulEscape = []byte(`\u0000`)
 //     20:23:48.028195" is refused); it is normalized to UTC and truncated to
 //     microseconds, here and only here, so every store compares the same
 //     instant;
-//   - payload members keep their exact JSON value (no float64 rounding).
+//   - payload members keep their exact JSON value (no float64 rounding):
+//     size and provider keep their bytes as sent; the members the envelope
+//     does not name are gathered in [PayloadEnvelope.Unknown] as one object,
+//     each with its value's bytes as sent.
+//
+// A timestamp whose UTC form falls outside the years 0000 to 9999 (possible
+// through an offset) is refused, since RFC 3339 cannot write it. An absent
+// payload, or "payload": null, decodes as an empty envelope, and "source":
+// null as a source left out; [Validate] judges what follows from that.
 //
 // Decode does not apply the rules of [Validate]; call it next. On failure
-// the error is an [*Error] with one [Problem] naming the member (a JSON
-// Pointer), and errors.Is(err, ErrInvalid) holds.
+// the error is an [*Error] with exactly one [Problem]: its Path is the JSON
+// Pointer of the member ("" for the item as a whole, or the object holding a
+// member name that has a NUL or invalid UTF-8), its Rule one of [RuleType],
+// [RuleSyntax], [RuleUnknown], [RuleDuplicate], [RuleUTF8], [RuleNUL] and
+// [RuleFormat]; errors.Is(err, ErrInvalid) holds. The returned Event is the
+// zero Event then. Decode keeps no reference to b and is safe for concurrent
+// use.
 func Decode(b []byte) (Event, error) {
 	switch i := firstIndex(b); {
 	case i < 0:

@@ -594,3 +594,27 @@ func TestEncodingJSONv1(t *testing.T) {
 		t.Errorf("json.Unmarshal timestamp = %v, want %v", ok.Timestamp, want)
 	}
 }
+
+// TestDecodeKeepsNoReference: Decode's result does not share memory with
+// its input, so a caller may reuse the buffer.
+func TestDecodeKeepsNoReference(t *testing.T) {
+	in := []byte(item("payload", `{"state":"active","size":{"vcpus":2},"provider":{"h":"x"},"extra":[1]}`))
+	ev, err := event.Decode(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := ev.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range in {
+		in[i] = ' '
+	}
+	after, err := ev.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(before), string(after)); diff != "" {
+		t.Errorf("event changed with its input buffer (-before +after):\n%s", diff)
+	}
+}
