@@ -7,6 +7,8 @@ import "strings"
 // "create" makes a create, else a whole part "delete" makes a delete, and
 // every other type is an update. So "x.delete_on_termination" is an update,
 // and sync.create, sync.update and sync.delete categorize by the same rule.
+// A type holding both parts is a create ("a.delete.create" too). It reads
+// any string, valid or not, and never fails.
 func Categorize(eventType string) Category {
 	hasDelete := false
 	for part := range strings.SplitSeq(eventType, ".") {

@@ -34,38 +34,72 @@ var nulEscape = []byte(`\u0000`)
 //     20:23:48.028195" is refused); it is normalized to UTC and truncated to
 //     microseconds, here and only here, so every store compares the same
 //     instant;
-//   - payload members keep their exact JSON value (no float64 rounding).
+//   - payload members keep their exact JSON value (no float64 rounding):
+//     size and provider keep their bytes as sent; the members the envelope
+//     does not name are gathered in [PayloadEnvelope.Unknown] as one object,
+//     each with its value's bytes as sent.
+//
+// A timestamp whose UTC form falls outside the years 0000 to 9999 (possible
+// through an offset) is refused, since RFC 3339 cannot write it. An absent
+// payload, or "payload": null, decodes as an empty envelope, and "source":
+// null as a source left out; [Validate] judges what follows from that.
 //
 // Decode does not apply the rules of [Validate]; call it next. On failure
-// the error is an [*Error] with one [Problem] naming the member (a JSON
-// Pointer), and errors.Is(err, ErrInvalid) holds.
+// the error is an [*Error] with exactly one [Problem]: its Path is the JSON
+// Pointer of the member ("" for the item as a whole, or the object holding a
+// member name that has a NUL or invalid UTF-8), its Rule one of [RuleType],
+// [RuleSyntax], [RuleUnknown], [RuleDuplicate], [RuleUTF8], [RuleNUL] and
+// [RuleFormat]; errors.Is(err, ErrInvalid) holds. The returned Event is the
+// zero Event then. Decode keeps no reference to b and is safe for concurrent
+// use.
 func Decode(b []byte) (Event, error) {
-	if k := firstByte(b); k != '{' {
-		return Event{}, single("", RuleType, "the item must be a JSON object, not "+kindName(k))
+	switch i := firstIndex(b); {
+	case i < 0:
+		return Event{}, single("", RuleType, "the item must be a JSON object, not nothing")
+	case b[i] == 0:
+		return Event{}, single("", RuleNUL, msgNUL)
+	case b[i] != '{':
+		return Event{}, single("", RuleType, "the item must be a JSON object, not "+kindName(b[i]))
 	}
 	if bytes.Contains(b, nulEscape) {
 		if p, ok := findNUL(b); ok {
-			return Event{}, single(p, RuleNUL, "must not contain a NUL character (\\u0000)")
+			return Event{}, single(p, RuleNUL, msgNUL)
 		}
 	}
 	var w wireEvent
 	if err := json.Unmarshal(b, &w, decodeOptions); err != nil {
-		return Event{}, decodeProblem(err)
+		return Event{}, decodeProblem(b, err)
 	}
 	if !w.Timestamp.IsZero() {
 		w.Timestamp = w.Timestamp.UTC().Truncate(time.Microsecond)
+		// A zone offset can move a valid local date out of the years RFC 3339
+		// can write (9999-12-31T23:59:59-01:00 is in year 10000 in UTC); such
+		// an event could not be encoded again, so it is refused here.
+		if y := w.Timestamp.Year(); y < 0 || y > 9999 {
+			return Event{}, single("/timestamp", RuleFormat, "must be an RFC 3339 date-time whose UTC form lies within the years 0000 to 9999")
+		}
 	}
 	return w.event(), nil
 }
 
-// firstByte returns the first non-space byte of b, or 0.
-func firstByte(b []byte) byte {
-	for _, c := range b {
+const msgNUL = "must not contain a NUL character (raw or \\u0000)"
+
+// firstIndex returns the index of the first non-space byte of b, or -1.
+func firstIndex(b []byte) int {
+	for i, c := range b {
 		switch c {
 		case ' ', '\t', '\r', '\n':
 			continue
 		}
-		return c
+		return i
+	}
+	return -1
+}
+
+// firstByte returns the first non-space byte of b, or 0.
+func firstByte(b []byte) byte {
+	if i := firstIndex(b); i >= 0 {
+		return b[i]
 	}
 	return 0
 }
@@ -100,15 +134,15 @@ func findNUL(b []byte) (string, bool) {
 		if err != nil {
 			return "", false // a syntax error is reported by the decoder proper
 		}
-		if tok.Kind() == '"' && bytes.IndexByte([]byte(tok.String()), 0) >= 0 {
-			p := string(dec.StackPointer())
-			return p, true
+		if tok.Kind() == '"' && strings.IndexByte(tok.String(), 0) >= 0 {
+			return string(dec.StackPointer()), true
 		}
 	}
 }
 
-// decodeProblem turns a json v2 error into one Problem naming the member.
-func decodeProblem(err error) error {
+// decodeProblem turns a json v2 error on b into one Problem naming the
+// member.
+func decodeProblem(b []byte, err error) error {
 	var serr *json.SemanticError
 	var synErr *jsontext.SyntacticError
 	switch {
@@ -117,6 +151,8 @@ func decodeProblem(err error) error {
 		switch {
 		case errors.Is(synErr.Err, jsontext.ErrDuplicateName):
 			return single(ptr, RuleDuplicate, "is given more than once")
+		case synErr.ByteOffset >= 0 && synErr.ByteOffset < int64(len(b)) && b[synErr.ByteOffset] == 0:
+			return single(ptr, RuleNUL, msgNUL)
 		case isUTF8Error(synErr):
 			return single(ptr, RuleUTF8, "must be valid UTF-8")
 		case errors.Is(synErr.Err, io.ErrUnexpectedEOF):

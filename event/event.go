@@ -33,7 +33,8 @@ func (s Source) Valid() bool { return s == SourceCollector || s == SourceReconci
 // Sources and categories). It is derived by [Categorize], never sent.
 type Category string
 
-// The categories.
+// The categories, derived by [Categorize] (canonical-event.md, Sources and
+// categories).
 const (
 	// CategoryCreate starts a resource's life: it sets created_at and
 	// requires a full payload (state and size).
@@ -144,16 +145,25 @@ func (w *wireEvent) event() Event {
 	}
 }
 
-// MarshalJSON encodes e with its ten members in the spec's order. The
-// timestamp is written as RFC 3339 (time.RFC3339Nano), the payload's raw
-// members as they are. It fails only when a raw payload member is not valid
-// JSON.
+// MarshalJSON encodes e as compact JSON with its ten members in the spec's
+// order, source omitted when "". The timestamp is written as
+// time.RFC3339Nano writes it; the payload's raw members keep their values
+// and numbers exactly, with white space dropped and string escapes written
+// the encoder's way (the decoded value is the same). The output of an Event
+// from [Decode] decodes to an equal Event and encodes to the same bytes.
+//
+// It fails when a raw payload member is not valid JSON, or when the
+// timestamp's year is outside 0000 to 9999 (never for an Event from
+// [Decode]). encoding/json's Marshal calls it, then escapes <, >, & and
+// U+2028/U+2029 as it does for every Marshaler, so its bytes differ from
+// these by that escaping only.
 func (e Event) MarshalJSON() ([]byte, error) {
 	return json.Marshal(e.wire(), json.Deterministic(true))
 }
 
 // UnmarshalJSON decodes b strictly with [Decode], so an Event read through
-// encoding/json obeys the same rules. The error is an [*Error].
+// encoding/json obeys the same rules (JSON null included: it is refused as
+// not an object). The error is an [*Error] matching [ErrInvalid].
 func (e *Event) UnmarshalJSON(b []byte) error {
 	ev, err := Decode(b)
 	if err != nil {
@@ -163,14 +173,18 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// MarshalJSON encodes the envelope: state, size, provider, then the unknown
-// members.
+// MarshalJSON encodes the envelope as compact JSON: state (when present),
+// size and provider (when non-nil), then the unknown members in the order
+// they came. It fails when a raw member is not valid JSON.
 func (p PayloadEnvelope) MarshalJSON() ([]byte, error) {
 	return json.Marshal(wirePayload(p), json.Deterministic(true))
 }
 
-// UnmarshalJSON decodes an envelope, keeping unknown members exactly.
-// Duplicate names and invalid UTF-8 are refused.
+// UnmarshalJSON decodes an envelope alone, keeping unknown members exactly.
+// Duplicate names, invalid UTF-8 and a state that is neither a string nor
+// null are refused, with the json package's own error; a NUL is not
+// checked. Decode whole events with [Decode], which checks everything and
+// returns an [*Error].
 func (p *PayloadEnvelope) UnmarshalJSON(b []byte) error {
 	var w wirePayload
 	if err := json.Unmarshal(b, &w); err != nil {

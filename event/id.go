@@ -13,7 +13,9 @@ import (
 // (a fraction only when non-zero, trailing zeros trimmed, always "Z"). The
 // same instant written at any offset gives the same id.
 //
-// The result is len(platform)+65 bytes. Pass the timestamp the event will
+// The result is len(platform)+65 bytes; it fits [EventIDMaxLen] when the
+// platform is at most 191 bytes. It never fails and is safe for concurrent
+// use. Pass the timestamp the event will
 // carry after decoding (microsecond precision) so that the id a collector
 // computes matches what the server stores.
 func DeterministicID(platform, cloud, resourceID, eventType string, ts time.Time) string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -24,36 +25,43 @@ const (
 	StateMaxLen = 512
 )
 
-// EventTypePattern is the pattern event_type must match: two or more parts
-// of lower-case letters, digits and underscores, separated by dots.
+// EventTypePattern is the pattern event_type must match (canonical-event.md,
+// Bounds): two or more parts of lower-case letters, digits and underscores,
+// separated by dots. [Validate] checks [EventTypeMaxLen] first.
 const EventTypePattern = `^[a-z0-9_]+(\.[a-z0-9_]+)+$`
 
 var eventTypeRE = regexp.MustCompile(EventTypePattern)
 
-// The rules a [Problem] can name. They are stable, machine-readable words.
+// The rules a [Problem] can name. They are stable, machine-readable words:
+// [Decode] reports type, syntax, format, unknown_member, duplicate_member,
+// utf8 and nul; [Validate] reports required, max_length, pattern, reserved,
+// enum and type.
 const (
-	RuleRequired  = "required"   // a member that must be set is missing or empty
-	RuleMaxLength = "max_length" // a bound in bytes is exceeded
-	RulePattern   = "pattern"    // event_type does not match EventTypePattern
-	RuleReserved  = "reserved"   // platform or cloud is meta or partner
-	RuleEnum      = "enum"       // source is not one of Sources
-	RuleType      = "type"       // a member has the wrong JSON kind
-	RuleFormat    = "format"     // timestamp is not RFC 3339 with a zone
-	RuleSyntax    = "syntax"     // the item is not valid JSON
-	RuleUnknown   = "unknown_member"
-	RuleDuplicate = "duplicate_member"
-	RuleUTF8      = "utf8"
-	RuleNUL       = "nul"
+	RuleRequired  = "required"         // a member that must be set is missing or empty
+	RuleMaxLength = "max_length"       // a bound in bytes is exceeded
+	RulePattern   = "pattern"          // event_type does not match EventTypePattern
+	RuleReserved  = "reserved"         // platform or cloud is meta or partner
+	RuleEnum      = "enum"             // source is not one of Sources
+	RuleType      = "type"             // a member has the wrong JSON kind
+	RuleFormat    = "format"           // timestamp is not RFC 3339 with a zone
+	RuleSyntax    = "syntax"           // the item is not valid JSON
+	RuleUnknown   = "unknown_member"   // a top-level member the spec does not name (names are case-sensitive)
+	RuleDuplicate = "duplicate_member" // a member given twice in one object, at any depth
+	RuleUTF8      = "utf8"             // a name or string is not valid UTF-8
+	RuleNUL       = "nul"              // a NUL character, raw or \u0000
 )
 
 // ErrInvalid is matched by every [*Error]: errors.Is(err, ErrInvalid) tells a
 // refused event from a failure of the caller's own.
 var ErrInvalid = errors.New("event: invalid")
 
-// Problem is one broken rule.
+// Problem is one broken rule of one event (STYLE.md, Errors): where, which
+// rule, and what it asks for. Its JSON form is {"member", "rule",
+// "message"}.
 type Problem struct {
 	// Path is the JSON Pointer (RFC 6901) of the member, such as
-	// "/payload/state"; "" for the item as a whole.
+	// "/payload/state"; "" for the item as a whole. It is always valid UTF-8
+	// without NUL: a member name holding either is named by its object.
 	Path string `json:"member"`
 	// Rule is one of the Rule* constants.
 	Rule string `json:"rule"`
@@ -72,13 +80,14 @@ func (p Problem) String() string {
 }
 
 // Error is the refusal of one event: every problem found, in a fixed order
-// (the order of the members in the spec). It is returned as an error;
-// inspect it with errors.As.
+// (the order of the members in the spec), never empty. [Decode] and
+// [Validate] return it as an error; inspect it with errors.As, or test it
+// with errors.Is(err, [ErrInvalid]).
 type Error struct {
 	Problems []Problem
 }
 
-// Error joins the problems with "; ".
+// Error joins the problems, each as [Problem.String], with "; ".
 func (e *Error) Error() string {
 	parts := make([]string, len(e.Problems))
 	for i, p := range e.Problems {
@@ -91,7 +100,27 @@ func (e *Error) Error() string {
 func (e *Error) Is(target error) bool { return target == ErrInvalid }
 
 func single(path, rule, msg string) error {
-	return &Error{Problems: []Problem{{Path: path, Rule: rule, Message: msg}}}
+	return &Error{Problems: []Problem{{Path: safePointer(path), Rule: rule, Message: msg}}}
+}
+
+// safePointer cuts a JSON Pointer before the first reference token that
+// holds a NUL character or invalid UTF-8, so it names the object holding the
+// offending member name. A problem's path is stored and logged as text, and
+// PostgreSQL text holds neither.
+func safePointer(p string) string {
+	for i := 0; i < len(p); {
+		j := strings.IndexByte(p[i+1:], '/')
+		if j < 0 {
+			j = len(p)
+		} else {
+			j += i + 1
+		}
+		if tok := p[i:j]; strings.IndexByte(tok, 0) >= 0 || !utf8.ValidString(tok) {
+			return p[:i]
+		}
+		i = j
+	}
+	return p
 }
 
 // Validate checks e against the rules of canonical-event.md (Bounds, Sources
@@ -107,9 +136,14 @@ func single(path, rule, msg string) error {
 //   - source: "", "collector" or "reconciliation";
 //   - payload.state: at most 512 bytes; required (not absent, not null) on
 //     every event except a delete;
-//   - payload.size: an object when present; required on a create;
+//   - payload.size: an object when present; required (not absent, not null)
+//     on a create, the category being [Categorize] of event_type;
 //   - payload.provider: an object when present.
 //
+// Bounds count bytes of UTF-8, and the messages say bytes. A message quotes
+// a value back only when it is within its bound. Each problem carries one
+// of the rules [RuleRequired], [RuleMaxLength], [RulePattern],
+// [RuleReserved], [RuleEnum] and [RuleType], at most one per member.
 // Validate reads e only; it is safe for concurrent use.
 func Validate(e *Event) error {
 	var ps []Problem
