@@ -155,7 +155,8 @@ func validateSize(sch *jsonschema.Schema, size jsontext.Value) ([]string, error)
 		if kp := e.ErrorKind.KeywordPath(); len(kp) > 0 {
 			rule = kp[len(kp)-1]
 		}
-		out = append(out, path+": "+rule+": "+e.ErrorKind.LocalizedString(printer))
+		msg := strings.TrimPrefix(e.ErrorKind.LocalizedString(printer), rule+": ")
+		out = append(out, path+": "+rule+": "+msg)
 	}
 	walk(verr)
 	sort.Strings(out)
