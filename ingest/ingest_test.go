@@ -139,10 +139,10 @@ func TestSizeSchemaReason(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "size_schema: /payload/size/disk_gb: minimum: got -1, want 0; " +
+	want := "size_schema: /payload/size/disk_gb: minimum: must be at least 0, is -1; " +
 		"/payload/size/flavor: required: is required; " +
-		"/payload/size/ram_gb: type: got string, want number; " +
-		"/payload/size/vcpus: minimum: got 0, want 1"
+		"/payload/size/ram_gb: type: must be number, is string; " +
+		"/payload/size/vcpus: minimum: must be at least 1, is 0"
 	if len(res.Rejected) != 1 {
 		t.Fatalf("%+v", res)
 	}
