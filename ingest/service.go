@@ -211,9 +211,11 @@ func New(s Store, opts Options) (*Service, error) {
 // when every item was refused.
 //
 // It returns [ErrBatchTooLarge] before anything else for more than
-// [MaxBatch] items, [ErrInvalidCaller] for an invalid caller, and the
-// store's error (wrapped) when a read or the commit fails, in which case
-// nothing of the batch is stored. An item is never an error: it is a
+// [MaxBatch] items, [ErrInvalidCaller] for an invalid caller, the store's
+// error (wrapped) when a read or the commit fails, and an error when a
+// registered size schema no longer compiles (only a row written around
+// [Service.PutResourceType] can); in every case nothing of the batch is
+// stored, and the caller may retry the whole batch. An item is never an error: it is a
 // Rejection.
 func (s *Service) Ingest(ctx context.Context, caller Caller, items [][]byte) (Result, error) {
 	if len(items) > MaxBatch {
@@ -376,12 +378,12 @@ func (s *Service) Ingest(ctx context.Context, caller Caller, items [][]byte) (Re
 	return res, nil
 }
 
+// schemaLookup is the registry row of one pair (nil when none) and its
+// compiled schema.
 type schemaLookup struct {
 	rt     *ResourceType
-	schema schemaValidator
+	schema *jsonschema.Schema
 }
-
-type schemaValidator = *jsonschema.Schema
 
 // lookupSchema reads the registry row of a pair and returns it compiled
 // (from the cache when its Version is the cached one), or a lookup with a nil
