@@ -182,8 +182,8 @@ func TestSizeSchemaReason(t *testing.T) {
 
 type failCommit struct{ *memstore.Store }
 
-func (failCommit) Commit(context.Context, ingest.Batch) ([]bool, error) {
-	return nil, errors.New("commit failed")
+func (failCommit) Commit(context.Context, ingest.Batch) (ingest.Committed, error) {
+	return ingest.Committed{}, errors.New("commit failed")
 }
 
 type countAll struct{ calls int }

@@ -78,6 +78,15 @@ type Observer interface {
 	UnvalidatedSize(platform, resourceType string, n int)
 }
 
+// ReplayObserver is an [Observer] that also counts projection replays. The
+// Service calls it when its Observer implements it.
+type ReplayObserver interface {
+	Observer
+	// ProjectionReplays counts n late events of cloud that made a resource
+	// replay its history (tally_projection_replays_total{cloud}).
+	ProjectionReplays(cloud string, n int)
+}
+
 type nopObserver struct{}
 
 func (nopObserver) Ingested(int)                        {}
@@ -343,7 +352,8 @@ func (s *Service) Ingest(ctx context.Context, caller Caller, items [][]byte) (Re
 		unvalid = append(unvalid, unvalidated)
 	}
 
-	inserted, err := s.store.Commit(ctx, batch)
+	committed, err := s.store.Commit(ctx, batch)
+	inserted := committed.Inserted
 	if err != nil {
 		return Result{}, fmt.Errorf("ingest: commit batch: %w", err)
 	}
@@ -376,6 +386,11 @@ func (s *Service) Ingest(ctx context.Context, caller Caller, items [][]byte) (Re
 	}
 	for p, n := range unvalidatedCounts {
 		s.observer.UnvalidatedSize(p.a, p.b, n)
+	}
+	if ro, ok := s.observer.(ReplayObserver); ok {
+		for cloud, n := range committed.Replays {
+			ro.ProjectionReplays(cloud, n)
+		}
 	}
 	return res, nil
 }

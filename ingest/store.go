@@ -29,12 +29,13 @@ type Store interface {
 
 	// Commit writes one batch in one transaction: it inserts each event
 	// unless one with the same (event_id, timestamp) is stored already,
-	// writes every dead letter and audit row, and returns, parallel to
-	// b.Events, whether each event was newly stored. On any error nothing of
-	// the batch is written. A dead letter's ReceivedAt and an audit row's At
-	// are stored as given; the store stamps its own clock only when one is
-	// zero. IDs are assigned by the store.
-	Commit(ctx context.Context, b Batch) (inserted []bool, err error)
+	// folds the newly stored events into the projection of current
+	// resources with [FoldBatch], writes every dead letter and audit row,
+	// and reports, parallel to b.Events, whether each event was newly
+	// stored. On any error nothing of the batch is written. A dead letter's
+	// ReceivedAt and an audit row's At are stored as given; the store stamps
+	// its own clock only when one is zero. IDs are assigned by the store.
+	Commit(ctx context.Context, b Batch) (Committed, error)
 
 	// Events lists stored events matching q, ordered by (timestamp,
 	// event_id). Each event is returned as stored: Source set, Timestamp in
@@ -49,6 +50,20 @@ type Store interface {
 	// [q.From, q.To), oldest first by (At, ID), after q.After when set, at
 	// most q.Limit.
 	Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error)
+
+	// ProjectionStore reads and rebuilds the projection Commit keeps.
+	ProjectionStore
+}
+
+// Committed is what [Store.Commit] reports.
+type Committed struct {
+	// Inserted is parallel to Batch.Events: true when the event was newly
+	// stored, false when an event with its (event_id, timestamp) was stored
+	// already.
+	Inserted []bool
+	// Replays counts, by cloud, the late events that made a resource replay
+	// its history in the projection (tally_projection_replays_total).
+	Replays map[string]int
 }
 
 // Batch is what one ingest call writes.

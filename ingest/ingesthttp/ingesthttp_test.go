@@ -158,8 +158,8 @@ func TestPostEventsStoresCollectorSource(t *testing.T) {
 // failingStore fails every commit.
 type failingStore struct{ *memstore.Store }
 
-func (failingStore) Commit(context.Context, ingest.Batch) ([]bool, error) {
-	return nil, errors.New("disk on fire")
+func (failingStore) Commit(context.Context, ingest.Batch) (ingest.Committed, error) {
+	return ingest.Committed{}, errors.New("disk on fire")
 }
 
 func TestPostEventsStoreFailure(t *testing.T) {

@@ -31,6 +31,7 @@ type namesKey struct{ cloud, resourceType string }
 // ingestData holds this area's tables. Guarded by Store.mu.
 type ingestData struct {
 	events        map[eventKey]event.Event
+	byResource    map[ingest.ResourceKey][]eventKey // the events of each resource
 	resourceTypes map[rtKey]ingest.ResourceType
 	sizeNames     map[string][]sizenames.Row // by cloud
 	deadLetters   []ingest.DeadLetter        // in ID order
@@ -41,6 +42,7 @@ type ingestData struct {
 
 func (d *ingestData) init() {
 	d.events = make(map[eventKey]event.Event)
+	d.byResource = make(map[ingest.ResourceKey][]eventKey)
 	d.resourceTypes = make(map[rtKey]ingest.ResourceType)
 	d.sizeNames = make(map[string][]sizenames.Row)
 }
@@ -151,14 +153,14 @@ func (s *Store) PutResourceType(ctx context.Context, rt ingest.ResourceType) (in
 // Commit implements [ingest.Store]. The whole batch is applied under the
 // store's lock after every check, so it lands whole or not at all; a
 // context cancelled before the lock is taken stores nothing.
-func (s *Store) Commit(ctx context.Context, b ingest.Batch) ([]bool, error) {
+func (s *Store) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return ingest.Committed{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return ingest.Committed{}, err
 	}
 	now := s.stamp()
 	inserted := make([]bool, len(b.Events))
@@ -171,11 +173,23 @@ func (s *Store) Commit(ctx context.Context, b ingest.Batch) ([]bool, error) {
 		added[k] = true
 		inserted[i] = true
 	}
+	var stored []event.Event
 	for i, ev := range b.Events {
 		if inserted[i] {
-			s.ingest.events[eventKey{ev.EventID, ev.Timestamp.UnixMicro()}] = cloneEvent(ev)
+			ev = cloneEvent(ev)
+			k := eventKey{ev.EventID, ev.Timestamp.UnixMicro()}
+			s.ingest.events[k] = ev
+			rk := ingest.Key(&ev)
+			s.ingest.byResource[rk] = append(s.ingest.byResource[rk], k)
+			stored = append(stored, ev)
 		}
 	}
+	// The projection folds the newly stored events in the same unit of work
+	// (nothing below can fail, so the commit stays all-or-nothing).
+	rows, replays, _ := ingest.FoldBatch(stored, s.projection.current, func(k ingest.ResourceKey) ([]event.Event, error) {
+		return s.history(k), nil
+	})
+	s.projection.install(rows)
 	for _, dl := range b.DeadLetters {
 		s.ingest.nextDL++
 		dl.ID = s.ingest.nextDL
@@ -197,7 +211,7 @@ func (s *Store) Commit(ctx context.Context, b ingest.Batch) ([]bool, error) {
 		a.At = a.At.UTC().Truncate(time.Microsecond)
 		s.ingest.audit = append(s.ingest.audit, a)
 	}
-	return inserted, nil
+	return ingest.Committed{Inserted: inserted, Replays: replays}, nil
 }
 
 func cloneEvent(ev event.Event) event.Event {
@@ -289,4 +303,15 @@ func (s *Store) Audit(ctx context.Context, q ingest.AuditQuery) ([]ingest.AuditE
 		out = out[:q.Limit]
 	}
 	return out, nil
+}
+
+// history returns every stored event of one resource, in no order.
+// Callers hold s.mu.
+func (s *Store) history(k ingest.ResourceKey) []event.Event {
+	keys := s.ingest.byResource[k]
+	out := make([]event.Event, len(keys))
+	for i, ek := range keys {
+		out[i] = s.ingest.events[ek]
+	}
+	return out
 }

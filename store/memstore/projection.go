@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/store"
 )
@@ -93,3 +94,58 @@ func (s *Store) Resource(ctx context.Context, k ingest.ResourceKey) (ingest.Reso
 	}
 	return r, nil
 }
+
+// History returns the stored events of one resource in fold order
+// (ingest.ProjectionStore).
+func (s *Store) History(ctx context.Context, k ingest.ResourceKey) ([]event.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	h := s.history(k)
+	s.mu.Unlock()
+	for i := range h {
+		h[i] = cloneEvent(h[i])
+	}
+	slices.SortFunc(h, func(a, b event.Event) int { return ingest.Compare(&a, &b) })
+	return h, nil
+}
+
+// RebuildResources recomputes projection rows from the stored events
+// (ingest.ProjectionStore), q.BatchSize resources per locked step, so
+// ingestion interleaves with a long rebuild.
+func (s *Store) RebuildResources(ctx context.Context, q ingest.RebuildQuery, progress func(done int)) (int, error) {
+	size := q.BatchSize
+	if size <= 0 {
+		size = 500
+	}
+	s.mu.Lock()
+	var keys []ingest.ResourceKey
+	for k := range s.ingest.byResource {
+		if (q.Cloud == "" || k.Cloud == q.Cloud) && (q.ResourceType == "" || k.ResourceType == q.ResourceType) {
+			keys = append(keys, k)
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(keys, compareKeys)
+	done := 0
+	for len(keys) > 0 {
+		if err := ctx.Err(); err != nil {
+			return done, err
+		}
+		n := min(size, len(keys))
+		s.mu.Lock()
+		for _, k := range keys[:n] {
+			s.projection.rows[k] = ingest.Fold(s.history(k))
+		}
+		s.mu.Unlock()
+		done += n
+		keys = keys[n:]
+		if progress != nil {
+			progress(done)
+		}
+	}
+	return done, nil
+}
+
+var _ ingest.ProjectionStore = (*Store)(nil)

@@ -377,4 +377,3 @@ LIMIT $7`, q.Cloud, q.ResourceType, hasAfter, afterC, afterT, afterI, limit)
 	}
 	return keys, nil
 }
-

@@ -103,7 +103,7 @@ type cancellingStore struct {
 	cancel context.CancelFunc
 }
 
-func (s *cancellingStore) Commit(ctx context.Context, b ingest.Batch) ([]bool, error) {
+func (s *cancellingStore) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, error) {
 	s.cancel()
 	return s.IngestStore.Commit(ctx, b)
 }
