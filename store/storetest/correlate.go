@@ -127,7 +127,7 @@ func abs(s string) *time.Time {
 	}
 	return &t
 }
-func n(v int64) *int64             { return &v }
+func n(v int64) *int64 { return &v }
 
 // ev is the event a test expects; Organization and User are set from c.
 func ev(c correlate.Caller, e correlate.Event) correlate.Event {
