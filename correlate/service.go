@@ -247,15 +247,16 @@ func (s *Service) Get(ctx context.Context, caller Caller, id string) (Event, err
 // caller's scope: those recorded by the same organization and the same
 // user (a caller with no user lists the events recorded with no user in
 // its organization), never deleted ones. Errors: a [*ValidationError]
-// (members are parameter names: page, pageSize, order, severity, status)
+// (members are parameter names: page, pageSize, order, severity, status;
+// page must be 0 to [MaxPage])
 // for a bad query; [ErrNoOrganization]; the store's error.
 func (s *Service) List(ctx context.Context, caller Caller, q Query) (Page, error) {
 	if caller.Organization == "" {
 		return Page{}, ErrNoOrganization
 	}
 	var ps problems
-	if q.Page < 0 {
-		ps.add("page", "minimum", "must be at least 0")
+	if q.Page < 0 || q.Page > MaxPage {
+		ps.add("page", "range", "must be between 0 and %d", MaxPage)
 	}
 	if q.PageSize == 0 {
 		q.PageSize = DefaultPageSize

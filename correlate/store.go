@@ -140,10 +140,13 @@ type Query struct {
 	PageSize int
 }
 
-// Page sizes of [Service.List].
+// Limits of [Service.List]: the page size when none is given, the largest
+// page size, and the largest page number (so that an offset never
+// overflows).
 const (
 	DefaultPageSize = 25
 	MaxPageSize     = 100
+	MaxPage         = 1<<31 - 1
 )
 
 // Page is one page of getEvents, in Meshery's shape.

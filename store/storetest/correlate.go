@@ -475,6 +475,7 @@ func testResolution(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 			diffDisposition(t, correlate.Resolved, d)
 			want := opened
 			want.OccurrenceCount = n(2) // "occurrenceCount does not grow"
+			// firstSeenAt: "A close keeps the stored time." (want keeps opened's.)
 			want.ResolvedAt = at(30*time.Minute - 123456*time.Microsecond)
 			want.Severity, want.Description = tt.severity, tt.desc
 			want.LastSeenAt = tt.lastSeen
@@ -627,10 +628,10 @@ func testFields(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 	})
 	t.Run("every field round-trips through the store", func(t *testing.T) {
 		f := newFixture(t, newStore, correlate.Options{})
-		js := `{"owner":"o","systemId":"s","actedUpon":"u","operationId":"op","category":"c","action":"a","severity":"warning","description":"d ✓","metadata":{"n": 1.50, "z":[true,null]},"correlationKey":"meshery-server/k8s-connection/5b0b/unreachable","source":"meshery-server","type":"io.meshery.user.signup","specversion":"1.0","traceId":"4bf92f3577b34da6a3ce929d0e0e4736","parentId":"00f067aa0ba902b7","x-extra":{"a": [1, 2.0]},"Category":"mis-cased"}`
+		js := `{"owner":"o","systemId":"s","actedUpon":"u","operationId":"op","category":"c","action":"a","severity":"warning","description":"d ✓","metadata":{"n": 1.50, "z":[true,null], "nul":"\u0000\u00e9"},"correlationKey":"meshery-server/k8s-connection/5b0b/unreachable","source":"meshery-server","type":"io.meshery.user.signup","specversion":"1.0","traceId":"4bf92f3577b34da6a3ce929d0e0e4736","parentId":"00f067aa0ba902b7","x-extra":{"a": [1, 2.0]},"Category":"mis-cased"}`
 		got, _ := f.create(alice, js)
 		want := ev(alice, correlate.Event{Owner: "o", SystemID: "s", ActedUpon: "u", OperationID: "op", Category: "c", Action: "a",
-			Severity: correlate.SeverityWarning, Description: "d ✓", Metadata: jsontext.Value(`{"n":1.50,"z":[true,null]}`),
+			Severity: correlate.SeverityWarning, Description: "d ✓", Metadata: jsontext.Value(`{"n":1.50,"z":[true,null],"nul":"\u0000é"}`),
 			CreatedAt: t0, UpdatedAt: t0, CorrelationKey: "meshery-server/k8s-connection/5b0b/unreachable", OccurrenceCount: n(1),
 			FirstSeenAt: at(0), LastSeenAt: at(0), Source: "meshery-server", Type: "io.meshery.user.signup", Specversion: "1.0",
 			TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", ParentID: "00f067aa0ba902b7",
@@ -797,10 +798,16 @@ func testList(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 		})
 	}
 	t.Run("a bad query lists every problem", func(t *testing.T) {
-		_, err := f.svc.List(context.Background(), alice, correlate.Query{Page: -1, PageSize: 1000, Order: "up", Severity: []correlate.Severity{"x"}})
+		_, err := f.svc.List(context.Background(), alice, correlate.Query{Page: -1, PageSize: 1000, Order: "up", Severity: []correlate.Severity{"x"}, Status: []correlate.Status{"archived"}})
 		var ve *correlate.ValidationError
-		if !errors.As(err, &ve) || len(ve.Problems) != 4 {
-			t.Errorf("error %v, want a ValidationError with 4 problems", err)
+		if !errors.As(err, &ve) || len(ve.Problems) != 5 {
+			t.Errorf("error %v, want a ValidationError with 5 problems", err)
+		}
+		if _, err := f.svc.List(context.Background(), alice, correlate.Query{Page: correlate.MaxPage + 1}); !errors.Is(err, correlate.ErrInvalid) {
+			t.Errorf("List(page beyond MaxPage): %v, want ErrInvalid", err)
+		}
+		if p := f.list(alice, correlate.Query{Page: correlate.MaxPage, PageSize: correlate.MaxPageSize}); len(p.Data) != 0 || p.TotalCount != 5 {
+			t.Errorf("the last page: %d events of %d, want 0 of 5", len(p.Data), p.TotalCount)
 		}
 	})
 }
