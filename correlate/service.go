@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -247,8 +249,9 @@ func (s *Service) Get(ctx context.Context, caller Caller, id string) (Event, err
 // caller's scope: those recorded by the same organization and the same
 // user (a caller with no user lists the events recorded with no user in
 // its organization), never deleted ones. Errors: a [*ValidationError]
-// (members are parameter names: page, pageSize, order, severity, status;
-// page must be 0 to [MaxPage])
+// (members are parameter names: page, pageSize, order, severity, status,
+// category, action, correlationKey, search; page must be 0 to [MaxPage];
+// text must be valid UTF-8 without NUL)
 // for a bad query; [ErrNoOrganization]; the store's error.
 func (s *Service) List(ctx context.Context, caller Caller, q Query) (Page, error) {
 	if caller.Organization == "" {
@@ -280,6 +283,18 @@ func (s *Service) List(ctx context.Context, caller Caller, q Query) (Page, error
 			ps.add("status", "enum", "%q is not a status", v)
 		}
 	}
+	text := func(name string, vs ...string) {
+		for _, v := range vs {
+			if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+				ps.add(name, "utf8", "must be valid UTF-8 without NUL")
+				return
+			}
+		}
+	}
+	text("category", q.Category...)
+	text("action", q.Action...)
+	text("correlationKey", q.CorrelationKey)
+	text("search", q.Search)
 	if err := ps.err(); err != nil {
 		return Page{}, err
 	}

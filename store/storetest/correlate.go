@@ -798,10 +798,11 @@ func testCorrelateList(t *testing.T, newStore func(t *testing.T) correlate.Store
 		})
 	}
 	t.Run("a bad query lists every problem", func(t *testing.T) {
-		_, err := f.svc.List(context.Background(), corrAlice, correlate.Query{Page: -1, PageSize: 1000, Order: "up", Severity: []correlate.Severity{"x"}, Status: []correlate.Status{"archived"}})
+		_, err := f.svc.List(context.Background(), corrAlice, correlate.Query{Page: -1, PageSize: 1000, Order: "up",
+			Severity: []correlate.Severity{"x"}, Status: []correlate.Status{"archived"}, Search: "a\x00", Category: []string{"\xff"}})
 		var ve *correlate.ValidationError
-		if !errors.As(err, &ve) || len(ve.Problems) != 5 {
-			t.Errorf("error %v, want a ValidationError with 5 problems", err)
+		if !errors.As(err, &ve) || len(ve.Problems) != 7 {
+			t.Errorf("error %v, want a ValidationError with 7 problems", err)
 		}
 		if _, err := f.svc.List(context.Background(), corrAlice, correlate.Query{Page: correlate.MaxPage + 1}); !errors.Is(err, correlate.ErrInvalid) {
 			t.Errorf("List(page beyond MaxPage): %v, want ErrInvalid", err)
