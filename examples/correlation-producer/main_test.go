@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tallyhq/tally/correlate"
+	"github.com/tallyhq/tally/correlate/correlatehttp"
+	"github.com/tallyhq/tally/store/memstore"
+)
+
+// server is the library's createEvent handler on the in-memory store, with
+// one bearer token.
+func server(t *testing.T, wrap func(http.Handler) http.Handler) *httptest.Server {
+	t.Helper()
+	svc, err := correlate.New(memstore.New(memstore.Options{}), correlate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := correlatehttp.New(correlatehttp.Options{
+		Service: svc,
+		CallerFrom: func(r *http.Request) (correlate.Caller, bool) {
+			return correlate.Caller{Organization: "org", User: "u"}, r.Header.Get("Authorization") == "Bearer secret"
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h.Register(mux)
+	var handler http.Handler = mux
+	if wrap != nil {
+		handler = wrap(mux)
+	}
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestRunPrintsEachDisposition(t *testing.T) {
+	srv := server(t, nil)
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"--server", srv.URL, "--occurrences", "3"},
+		func(k string) string { return map[string]string{"TALLY_TOKEN": "secret"}[k] }, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `occurrence 1: 201 created (occurrenceCount 1)
+occurrence 2: 200 incremented (occurrenceCount 2)
+occurrence 3: 200 incremented (occurrenceCount 3)
+resolution: 200 resolved (occurrenceCount 3)
+`
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+	// Once closed, the next occurrence opens a new condition.
+	out.Reset()
+	if err := run(context.Background(), []string{"--server", srv.URL, "--token", "secret", "--occurrences", "1"}, func(string) string { return "" }, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "occurrence 1: 201 created (occurrenceCount 1)\n") {
+		t.Errorf("after a resolution the next occurrence must open a new event; got %q", out.String())
+	}
+}
+
+func TestRetryOf5xxIsReplayedNotCountedTwice(t *testing.T) {
+	var calls atomic.Int32
+	// The first answer is lost on the way back: the create took effect, the
+	// producer sees a 503 and retries with the same idempotency key.
+	srv := server(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if calls.Add(1) == 1 {
+				next.ServeHTTP(httptest.NewRecorder(), r)
+				http.Error(w, "unavailable", http.StatusServiceUnavailable)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	p := &producer{server: srv.URL, token: "secret"}
+	a, err := p.create(context.Background(), occurrence("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.disposition != "replayed" || a.event.OccurrenceCount != 1 {
+		t.Errorf("retried create: %s with count %d, want replayed with count 1", a.disposition, a.event.OccurrenceCount)
+	}
+}
+
+func TestRefusalsAreNotRetried(t *testing.T) {
+	var calls atomic.Int32
+	srv := server(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1); next.ServeHTTP(w, r) })
+	})
+	p := &producer{server: srv.URL, token: "wrong"}
+	if _, err := p.create(context.Background(), occurrence("k")); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("create with a wrong token: %v, want a 401 error", err)
+	}
+	bad := resolution("k", time.Time{})
+	bad.Category = ""
+	p.token = "secret"
+	if _, err := p.create(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Fatalf("create without category: %v, want a 400 error", err)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("%d requests, want 2 (no retry of a 4xx)", n)
+	}
+}
+
+func TestRunNeedsAToken(t *testing.T) {
+	err := run(context.Background(), nil, func(string) string { return "" }, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "no token") {
+		t.Errorf("run without a token: %v", err)
+	}
+}
