@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -688,5 +689,71 @@ func TestMigrateTwiceAppliesNothing(t *testing.T) {
 	}
 	if len(applied) != 0 {
 		t.Errorf("second Migrate applied %v, want nothing", applied)
+	}
+}
+
+// Concurrency on PostgreSQL (issue 3): 8 goroutines commit overlapping
+// batches of the same 1000 events at once, each in its own order. Every
+// event is stored once, the inserted flags add up to 1000 and the rest are
+// duplicates, and no transaction deadlocks or fails.
+func TestCommitConcurrentOverlappingBatches(t *testing.T) {
+	s, conn := open(t)
+	ctx := context.Background()
+	ts := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	evs := make([]event.Event, 1000)
+	for i := range evs {
+		evs[i] = ev(fmt.Sprintf("ev-%04d", i), ts.Add(time.Duration(i%7)*time.Second))
+	}
+	const workers = 8
+	var (
+		wg                    sync.WaitGroup
+		mu                    sync.Mutex
+		insertedN, duplicateN int
+		errs                  []error
+	)
+	for w := range workers {
+		wg.Go(func() {
+			// Worker w sends the events rotated by w*125 and, for odd w,
+			// reversed: batches of 250 that overlap every other worker's.
+			mine := make([]event.Event, len(evs))
+			for i := range evs {
+				mine[i] = evs[(i+w*125)%len(evs)]
+			}
+			if w%2 == 1 {
+				slices.Reverse(mine)
+			}
+			for chunk := range slices.Chunk(mine, 250) {
+				inserted, err := s.Commit(ctx, ingest.Batch{Events: chunk})
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				}
+				for _, ok := range inserted {
+					if ok {
+						insertedN++
+					} else {
+						duplicateN++
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if insertedN != 1000 || duplicateN != (workers-1)*1000 {
+		t.Errorf("inserted %d, duplicates %d; want 1000, %d", insertedN, duplicateN, (workers-1)*1000)
+	}
+	if n := count(t, conn, "events"); n != 1000 {
+		t.Errorf("events stored: %d, want 1000", n)
+	}
+	var distinct int
+	if err := conn.QueryRow(ctx, "SELECT count(DISTINCT (event_id, timestamp)) FROM events").Scan(&distinct); err != nil {
+		t.Fatal(err)
+	}
+	if distinct != 1000 {
+		t.Errorf("distinct pairs stored: %d, want 1000", distinct)
 	}
 }
