@@ -235,6 +235,65 @@ func (s *Store) Commit(ctx context.Context, b ingest.Batch) ([]bool, error) {
 	return inserted, nil
 }
 
+// eventRow is an events row as sqlx scans it.
+type eventRow struct {
+	EventID      string    `db:"event_id"`
+	Timestamp    time.Time `db:"timestamp"`
+	EventType    string    `db:"event_type"`
+	Platform     string    `db:"platform"`
+	Cloud        string    `db:"cloud"`
+	ResourceType string    `db:"resource_type"`
+	ResourceID   string    `db:"resource_id"`
+	ProjectID    string    `db:"project_id"`
+	Source       string    `db:"source"`
+	Payload      []byte    `db:"payload"`
+}
+
+// Events lists the stored events matching q (an empty field of q matches
+// every value), ordered by (timestamp, event_id). Each event is returned as
+// stored: Source the pipeline that ingested it, Timestamp in UTC with
+// microsecond precision, and the payload exactly as Commit encoded it (the
+// column is json, which keeps the text), so it re-encodes to the same bytes.
+// A query naming cloud, resource_type and resource_id uses the (cloud,
+// resource_type, resource_id, timestamp) index. Errors: a stored payload
+// that no longer decodes (only possible if the table was written by
+// something else). Safe for concurrent use.
+func (s *Store) Events(ctx context.Context, q ingest.EventQuery) ([]event.Event, error) {
+	var (
+		conds []string
+		args  []any
+	)
+	for _, f := range []struct{ col, val string }{
+		{"cloud", q.Cloud}, {"resource_type", q.ResourceType}, {"resource_id", q.ResourceID},
+	} {
+		if f.val != "" {
+			args = append(args, f.val)
+			conds = append(conds, fmt.Sprintf("%s = $%d", f.col, len(args)))
+		}
+	}
+	var rows []eventRow
+	err := s.db.SelectContext(ctx, &rows, `
+SELECT event_id, timestamp, event_type, platform, cloud, resource_type, resource_id,
+       project_id, source, payload::text AS payload
+FROM events`+where(conds)+`
+ORDER BY timestamp, event_id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: events: %w", interpretError(err))
+	}
+	out := make([]event.Event, len(rows))
+	for i, r := range rows {
+		out[i] = event.Event{
+			EventID: r.EventID, Timestamp: r.Timestamp.UTC(), EventType: r.EventType,
+			Platform: r.Platform, Cloud: r.Cloud, ResourceType: r.ResourceType,
+			ResourceID: r.ResourceID, ProjectID: r.ProjectID, Source: event.Source(r.Source),
+		}
+		if err := out[i].Payload.UnmarshalJSON(r.Payload); err != nil {
+			return nil, fmt.Errorf("pgstore: events: payload of %q: %w", r.EventID, err)
+		}
+	}
+	return out, nil
+}
+
 // SizeNames returns the size-name rows of one (cloud, resourceType)
 // (canonical-event.md, Size names), ordered by member then value; an empty
 // slice when there are none. Safe for concurrent use.

@@ -77,40 +77,6 @@ func ev(id string, ts time.Time) event.Event {
 	}
 }
 
-// storedEvents reads the events table back, ordered by (event_id,
-// timestamp), decoding each payload with the event package.
-func storedEvents(t *testing.T, conn *pgx.Conn) []event.Event {
-	t.Helper()
-	rows, err := conn.Query(context.Background(), `
-SELECT event_id, timestamp, event_type, platform, cloud, resource_type, resource_id,
-       project_id, source, payload::text
-FROM events ORDER BY event_id, timestamp`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []event.Event
-	for rows.Next() {
-		var (
-			e       event.Event
-			payload string
-		)
-		if err := rows.Scan(&e.EventID, &e.Timestamp, &e.EventType, &e.Platform, &e.Cloud,
-			&e.ResourceType, &e.ResourceID, &e.ProjectID, &e.Source, &payload); err != nil {
-			t.Fatal(err)
-		}
-		e.Timestamp = e.Timestamp.UTC()
-		if err := e.Payload.UnmarshalJSON([]byte(payload)); err != nil {
-			t.Fatalf("stored payload %s: %v", payload, err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 func count(t *testing.T, conn *pgx.Conn, table string) int {
 	t.Helper()
 	var n int
@@ -141,7 +107,10 @@ func TestCommitKeepsPayloadsByteFaithful(t *testing.T) {
 	if diff := cmp.Diff([]bool{true}, inserted); diff != "" {
 		t.Errorf("inserted (-want +got):\n%s", diff)
 	}
-	got := storedEvents(t, conn)
+	got, err := s.Events(ctx, ingest.EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(got) != 1 {
 		t.Fatalf("stored %d events, want 1", len(got))
 	}
@@ -755,5 +724,74 @@ func TestCommitConcurrentOverlappingBatches(t *testing.T) {
 	}
 	if distinct != 1000 {
 		t.Errorf("distinct pairs stored: %d, want 1000", distinct)
+	}
+}
+
+// Events lists by cloud, resource_type and resource_id, ordered by
+// (timestamp, event_id).
+func TestEventsQuery(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	ts := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	mk := func(id string, sec int, cloud, rid string) event.Event {
+		e := ev(id, ts.Add(time.Duration(sec)*time.Second))
+		e.Cloud, e.ResourceID = cloud, rid
+		return e
+	}
+	evs := []event.Event{
+		mk("b", 1, "east", "vm1"), mk("a", 1, "east", "vm1"), mk("c", 0, "east", "vm2"),
+		mk("d", 2, "west", "vm1"), mk("e", 3, "east", "vm1"),
+	}
+	if _, err := s.Commit(ctx, ingest.Batch{Events: evs}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		q    ingest.EventQuery
+		want []string
+	}{
+		{ingest.EventQuery{}, []string{"c", "a", "b", "d", "e"}},
+		{ingest.EventQuery{Cloud: "east"}, []string{"c", "a", "b", "e"}},
+		{ingest.EventQuery{Cloud: "east", ResourceType: "instance", ResourceID: "vm1"}, []string{"a", "b", "e"}},
+		{ingest.EventQuery{ResourceID: "vm1"}, []string{"a", "b", "d", "e"}},
+		{ingest.EventQuery{ResourceType: "volume"}, nil},
+	}
+	for _, tt := range tests {
+		got, err := s.Events(ctx, tt.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, e := range got {
+			ids = append(ids, e.EventID)
+		}
+		if diff := cmp.Diff(tt.want, ids); diff != "" {
+			t.Errorf("Events(%+v) (-want +got):\n%s", tt.q, diff)
+		}
+	}
+}
+
+// "Five pairs ride the migration chain, so every database the chain reaches
+// knows them without an operator registering anything" (canonical-event.md,
+// Size schemas): the seeded rows are ingest.SeedResourceTypes, byte for byte.
+func TestSeededResourceTypes(t *testing.T) {
+	s, _ := open(t)
+	got, err := s.ResourceTypes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range got {
+		if got[i].UpdatedAt.IsZero() {
+			t.Errorf("%s/%s: zero updated_at", got[i].Platform, got[i].ResourceType)
+		}
+		got[i].UpdatedAt = time.Time{}
+	}
+	want := ingest.SeedResourceTypes()
+	if len(want) != 5 {
+		t.Fatalf("ingest.SeedResourceTypes returns %d rows, want 5", len(want))
+	}
+	// Compare the schemas as strings so that a difference shows as text.
+	str := cmp.Transformer("string", func(v jsontext.Value) string { return string(v) })
+	if diff := cmp.Diff(want, got, str); diff != "" {
+		t.Errorf("seeded resource types (-want +got):\n%s", diff)
 	}
 }
