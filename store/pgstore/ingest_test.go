@@ -371,21 +371,38 @@ func TestDeadLetterAndAuditPaging(t *testing.T) {
 	}
 }
 
-// DeadLetterQuery and AuditQuery: "Limit is 1..1000".
+// A positive Limit bounds a listing (ingest.Service asks for a page plus
+// one, up to 1001); zero or less means no limit, as in memstore.
 func TestListingLimits(t *testing.T) {
 	s, _ := open(t)
 	ctx := context.Background()
-	for _, limit := range []int{0, -1, 1001} {
-		if _, err := s.DeadLetters(ctx, ingest.DeadLetterQuery{Limit: limit}); err == nil {
-			t.Errorf("DeadLetters with limit %d: no error", limit)
-		}
-		if _, err := s.Audit(ctx, ingest.AuditQuery{Limit: limit}); err == nil {
-			t.Errorf("Audit with limit %d: no error", limit)
-		}
+	base := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	var (
+		dls     []ingest.DeadLetter
+		entries []ingest.AuditEntry
+	)
+	for i := range 1002 {
+		at := base.Add(time.Duration(i) * time.Millisecond)
+		dls = append(dls, ingest.DeadLetter{Raw: []byte("x"), RawSize: 1, Reason: "schema: x", ReceivedAt: at})
+		entries = append(entries, ingest.AuditEntry{At: at, Action: "a", Credential: "c"})
 	}
-	for _, limit := range []int{1, 1000} {
-		if _, err := s.DeadLetters(ctx, ingest.DeadLetterQuery{Limit: limit}); err != nil {
-			t.Errorf("DeadLetters with limit %d: %v", limit, err)
+	if _, err := s.Commit(ctx, ingest.Batch{DeadLetters: dls, Audit: entries}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ limit, want int }{{1, 1}, {1000, 1000}, {1001, 1001}, {0, 1002}, {-1, 1002}} {
+		got, err := s.DeadLetters(ctx, ingest.DeadLetterQuery{Limit: c.limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != c.want {
+			t.Errorf("DeadLetters with limit %d: %d rows, want %d", c.limit, len(got), c.want)
+		}
+		audit, err := s.Audit(ctx, ingest.AuditQuery{Limit: c.limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(audit) != c.want {
+			t.Errorf("Audit with limit %d: %d rows, want %d", c.limit, len(audit), c.want)
 		}
 	}
 }
