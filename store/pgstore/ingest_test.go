@@ -19,7 +19,14 @@ import (
 	"github.com/tallyhq/tally/sizenames"
 	"github.com/tallyhq/tally/store"
 	"github.com/tallyhq/tally/store/pgstore"
+	"github.com/tallyhq/tally/store/storetest"
 )
+
+// TestIngest runs the ingestion conformance suite, the one memstore passes,
+// against PostgreSQL over a real connection, each subtest on a fresh schema.
+func TestIngest(t *testing.T) {
+	storetest.RunIngest(t, func(t *testing.T) storetest.IngestStore { return pgtest.Store(t) })
+}
 
 // t0 is the store clock of these tests.
 var t0 = time.Date(2026, 11, 30, 9, 0, 0, 123456000, time.UTC)
