@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -826,6 +827,8 @@ func testDeadLetterRaw(t *testing.T, newStore func(t *testing.T) IngestStore) {
 		{},
 		big,
 		[]byte("[1,2]"),
+		[]byte(`{"event_id":"nulname","a\u0000b":1}`),
+		[]byte("{\"event_id\":\"longname\",\"" + strings.Repeat("n", 9000) + "\":1}"),
 	}
 	clockAt := t0.Add(3 * time.Hour)
 	e.clock.Advance(3 * time.Hour)
@@ -836,7 +839,7 @@ func testDeadLetterRaw(t *testing.T, newStore func(t *testing.T) IngestStore) {
 	var want []ingest.DeadLetter
 	for i, raw := range batch {
 		dl := ingest.DeadLetter{Raw: raw, RawSize: len(raw), Reason: res.Rejected[i].Reason, EventID: res.Rejected[i].EventID, ReceivedAt: clockAt}
-		if i == 6 {
+		if i == 6 || i == 9 {
 			dl.Raw = nil
 		}
 		want = append(want, dl)
@@ -852,10 +855,17 @@ func testDeadLetterRaw(t *testing.T, newStore func(t *testing.T) IngestStore) {
 	if diff := cmp.Diff(want, got, opts); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	wantIDs := []string{"nul", "nul2", "utf8", "", "", "", "big", ""}
+	wantIDs := []string{"nul", "nul2", "utf8", "", "", "", "big", "", "nulname", "longname"}
 	for i, id := range wantIDs {
 		if res.Rejected[i].EventID != id {
 			t.Errorf("item %d: event_id %q, want %q", i, res.Rejected[i].EventID, id)
+		}
+	}
+	// A reason can name a member of the item: it is kept storable as text
+	// (no NUL, valid UTF-8) and bounded.
+	for i, r := range res.Rejected {
+		if strings.IndexByte(r.Reason, 0) >= 0 || !utf8.ValidString(r.Reason) || len(r.Reason) > ingest.MaxReasonBytes {
+			t.Errorf("item %d: reason %q is not storable text within %d bytes", i, r.Reason[:min(len(r.Reason), 80)], ingest.MaxReasonBytes)
 		}
 	}
 }
