@@ -210,14 +210,26 @@ func stamp(t, now time.Time) time.Time {
 // On any error (including a cancelled ctx) the transaction is rolled back and
 // nothing of the batch is written; the error is wrapped as "pgstore: commit
 // batch: …". Safe for concurrent use.
-func (s *Store) Commit(ctx context.Context, b ingest.Batch) ([]bool, error) {
+func (s *Store) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, error) {
 	now := utcMicro(s.now())
-	var inserted []bool
+	var (
+		inserted []bool
+		replays  map[string]int
+	)
 	err := s.InTx(ctx, func(tx *sqlx.Tx) error {
 		inserted = make([]bool, len(b.Events))
 		if len(b.Events) > 0 {
 			var err error
 			if inserted, err = insertEvents(ctx, tx, b.Events, now); err != nil {
+				return err
+			}
+			stored := make([]event.Event, 0, len(b.Events))
+			for i, ok := range inserted {
+				if ok {
+					stored = append(stored, b.Events[i])
+				}
+			}
+			if replays, err = foldResources(ctx, tx, stored); err != nil {
 				return err
 			}
 		}
@@ -234,9 +246,9 @@ func (s *Store) Commit(ctx context.Context, b ingest.Batch) ([]bool, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: commit batch: %w", err)
+		return ingest.Committed{}, fmt.Errorf("pgstore: commit batch: %w", err)
 	}
-	return inserted, nil
+	return ingest.Committed{Inserted: inserted, Replays: replays}, nil
 }
 
 // eventRow is an events row as sqlx scans it.
@@ -263,6 +275,15 @@ type eventRow struct {
 // that no longer decodes (only possible if the table was written by
 // something else). Safe for concurrent use.
 func (s *Store) Events(ctx context.Context, q ingest.EventQuery) ([]event.Event, error) {
+	out, err := selectEvents(ctx, s.db, q)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: events: %w", err)
+	}
+	return out, nil
+}
+
+// selectEvents is Events on any querier, inside a transaction or not.
+func selectEvents(ctx context.Context, db querier, q ingest.EventQuery) ([]event.Event, error) {
 	var (
 		conds []string
 		args  []any
@@ -276,13 +297,13 @@ func (s *Store) Events(ctx context.Context, q ingest.EventQuery) ([]event.Event,
 		}
 	}
 	var rows []eventRow
-	err := s.db.SelectContext(ctx, &rows, `
+	err := db.SelectContext(ctx, &rows, `
 SELECT event_id, timestamp, event_type, platform, cloud, resource_type, resource_id,
        project_id, source, payload::text AS payload
 FROM events`+where(conds)+`
 ORDER BY timestamp, event_id`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: events: %w", interpretError(err))
+		return nil, interpretError(err)
 	}
 	out := make([]event.Event, len(rows))
 	for i, r := range rows {
@@ -292,7 +313,7 @@ ORDER BY timestamp, event_id`, args...)
 			ResourceID: r.ResourceID, ProjectID: r.ProjectID, Source: event.Source(r.Source),
 		}
 		if err := out[i].Payload.UnmarshalJSON(r.Payload); err != nil {
-			return nil, fmt.Errorf("pgstore: events: payload of %q: %w", r.EventID, err)
+			return nil, fmt.Errorf("payload of %q: %w", r.EventID, err)
 		}
 	}
 	return out, nil

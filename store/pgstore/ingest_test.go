@@ -111,7 +111,8 @@ func TestCommitKeepsPayloadsByteFaithful(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inserted, err := s.Commit(ctx, ingest.Batch{Events: []event.Event{e}})
+	committed, err := s.Commit(ctx, ingest.Batch{Events: []event.Event{e}})
+	inserted := committed.Inserted
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +212,8 @@ func TestCommitDuplicates(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := s.Commit(ctx, ingest.Batch{Events: tt.batch})
+			committed, err := s.Commit(ctx, ingest.Batch{Events: tt.batch})
+			got := committed.Inserted
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -238,7 +240,8 @@ func TestCommitDeadLettersKeepRawBytes(t *testing.T) {
 		{Raw: nil, RawSize: 1 << 21, Reason: "schema: too large", EventID: "big", ReceivedAt: at},
 		{Raw: []byte{}, RawSize: 0, Reason: "schema: empty", EventID: ""}, // stamped by the store
 	}
-	inserted, err := s.Commit(ctx, ingest.Batch{DeadLetters: dls})
+	committed, err := s.Commit(ctx, ingest.Batch{DeadLetters: dls})
+	inserted := committed.Inserted
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +447,8 @@ FOR EACH ROW EXECUTE FUNCTION fail_dead_letter();`); err != nil {
 	if _, err := conn.Exec(ctx, `DROP TRIGGER fail_dead_letter ON dead_letters`); err != nil {
 		t.Fatal(err)
 	}
-	inserted, err := s.Commit(ctx, batch)
+	committed, err := s.Commit(ctx, batch)
+	inserted := committed.Inserted
 	if err != nil {
 		t.Fatalf("retry: %v", err)
 	}

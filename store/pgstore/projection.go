@@ -199,46 +199,13 @@ func compareKeys(a, b ingest.ResourceKey) int {
 	return strings.Compare(a.ResourceID, b.ResourceID)
 }
 
-// eventRow is an events row as sqlx scans it.
-type eventRow struct {
-	EventID      string    `db:"event_id"`
-	Timestamp    time.Time `db:"timestamp"`
-	EventType    string    `db:"event_type"`
-	Platform     string    `db:"platform"`
-	Cloud        string    `db:"cloud"`
-	ResourceType string    `db:"resource_type"`
-	ResourceID   string    `db:"resource_id"`
-	ProjectID    string    `db:"project_id"`
-	Source       string    `db:"source"`
-	Payload      string    `db:"payload"`
-}
-
-const eventColumns = `event_id, timestamp, event_type, platform, cloud, resource_type, resource_id, project_id, source, payload::text AS payload`
-
-func (r *eventRow) event() (event.Event, error) {
-	e := event.Event{
-		EventID: r.EventID, Timestamp: r.Timestamp.UTC(), EventType: r.EventType, Platform: r.Platform,
-		Cloud: r.Cloud, ResourceType: r.ResourceType, ResourceID: r.ResourceID, ProjectID: r.ProjectID,
-		Source: event.Source(r.Source),
-	}
-	if err := e.Payload.UnmarshalJSON([]byte(r.Payload)); err != nil {
-		return event.Event{}, fmt.Errorf("decode stored payload of %s: %w", r.EventID, err)
-	}
-	return e, nil
-}
-
+// history returns every stored event of one resource, in fold order
+// (ingest.Compare), reading through q (the ingest transaction, which sees
+// its own inserts).
 func history(ctx context.Context, q querier, k ingest.ResourceKey) ([]event.Event, error) {
-	var rows []eventRow
-	err := q.SelectContext(ctx, &rows, `SELECT `+eventColumns+` FROM events
-WHERE cloud = $1 AND resource_type = $2 AND resource_id = $3 ORDER BY timestamp, event_id`, k.Cloud, k.ResourceType, k.ResourceID)
+	out, err := selectEvents(ctx, q, ingest.EventQuery{Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID})
 	if err != nil {
 		return nil, fmt.Errorf("read history: %w", err)
-	}
-	out := make([]event.Event, len(rows))
-	for i := range rows {
-		if out[i], err = rows[i].event(); err != nil {
-			return nil, err
-		}
 	}
 	slices.SortStableFunc(out, func(a, b event.Event) int { return ingest.Compare(&a, &b) })
 	return out, nil
