@@ -115,6 +115,8 @@ func (h *Handler) Register(mux *http.ServeMux, wrap func(role string, h http.Han
 	mux.Handle("GET /api/v1/resource-types/{platform}/{resource_type}", wrap(RoleRead, http.HandlerFunc(h.GetResourceType)))
 	mux.Handle("PUT /api/v1/resource-types/{platform}/{resource_type}", wrap(RoleAdmin, http.HandlerFunc(h.PutResourceType)))
 	mux.Handle("GET /api/v1/audit", wrap(RoleAdmin, http.HandlerFunc(h.ListAudit)))
+	mux.Handle("GET /api/v1/resources", wrap(RoleRead, http.HandlerFunc(h.ListResources)))
+	mux.Handle("GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}", wrap(RoleRead, http.HandlerFunc(h.GetResource)))
 }
 
 // PostEvents serves POST /api/v1/events (canonical-event.md, Delivery): the
@@ -262,6 +264,55 @@ func (h *Handler) PutResourceType(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rt)
 }
 
+// ListResources serves GET /api/v1/resources, the projection of current
+// resources (canonical-event.md, Event): query parameters cloud, platform,
+// resource_type, project_id, state (each an exact match), alive_at (RFC
+// 3339: the resources alive at that instant), limit (1..1000, default 100)
+// and cursor. It answers {"items":[Resource…],"next_cursor":null|"…"},
+// ordered by (cloud, resource_type, resource_id), or 400 naming the
+// malformed parameter.
+func (h *Handler) ListResources(w http.ResponseWriter, r *http.Request) {
+	page, ok := parsePage(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	f := ingest.ResourceFilter{
+		Cloud: q.Get("cloud"), Platform: q.Get("platform"), ResourceType: q.Get("resource_type"),
+		ProjectID: q.Get("project_id"), State: q.Get("state"), Limit: page.Limit, Cursor: page.Cursor,
+	}
+	if v := q.Get("alive_at"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			msg := "must be an RFC 3339 date-time, such as 2026-03-01T12:00:00Z"
+			problem.Write(w, problem.New(http.StatusBadRequest, "invalid_parameter", "Invalid query parameter", "alive_at: "+msg,
+				problem.Member{Member: "alive_at", Message: msg}))
+			return
+		}
+		f.AliveAt = t.UTC()
+	}
+	p, err := h.svc.Resources(r.Context(), f)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+// GetResource serves GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}:
+// {"resource":Resource,"events":[Event…]} with the events in fold order, or
+// 404 when the projection has no such resource.
+func (h *Handler) GetResource(w http.ResponseWriter, r *http.Request) {
+	d, err := h.svc.Resource(r.Context(), ingest.ResourceKey{
+		Cloud: r.PathValue("cloud"), ResourceType: r.PathValue("resource_type"), ResourceID: r.PathValue("resource_id"),
+	})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
 // parsePage reads from, to, limit and cursor, or answers 400 naming the
 // first malformed parameter.
 func parsePage(w http.ResponseWriter, r *http.Request) (ingest.Page, bool) {
@@ -324,7 +375,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &schema):
 		problem.Write(w, problem.New(http.StatusBadRequest, "invalid_size_schema", "Invalid size schema", schema.Message))
 	case errors.Is(err, store.ErrNotFound):
-		problem.Write(w, problem.New(http.StatusNotFound, "not_found", "Not found", "no resource type is registered for this pair"))
+		problem.Write(w, problem.New(http.StatusNotFound, "not_found", "Not found", "nothing is stored under "+r.URL.Path))
 	default:
 		h.log.ErrorContext(r.Context(), "ingesthttp: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		problem.Write(w, problem.New(http.StatusInternalServerError, "internal", "Internal error", "the request could not be completed; nothing was stored"))

@@ -1,0 +1,65 @@
+package ingesthttp_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tallyhq/tally/store/memstore"
+)
+
+func TestResources(t *testing.T) {
+	s := newServer(t, memstore.New(memstore.Options{}), 0)
+	del := `{"event_id":"d","timestamp":"2026-03-01T11:00:00Z","event_type":"volume.delete.end","platform":"openstack","cloud":"c1","resource_type":"volume","resource_id":"v-b","project_id":"p"}`
+	if code, _, body := s.do(t, "POST", "/api/v1/events", "["+volume("a", "c1")+","+volume("b", "c1")+","+del+"]", true); code != 200 || !strings.Contains(body, `"accepted":3`) {
+		t.Fatalf("ingest: %d %s", code, body)
+	}
+	tests := []struct {
+		name, path string
+		wantStatus int
+		wantBody   string
+	}{
+		{"every resource", "/api/v1/resources", 200,
+			`{"items":[{"cloud":"c1","resource_type":"volume","resource_id":"v-a","platform":"openstack","project_id":"p","state":"available","size":{"size_gb":1,"type":"ssd"},"created_at":"2026-03-01T10:00:00Z","deleted_at":null,"first_event_at":"2026-03-01T10:00:00Z","last_event_at":"2026-03-01T10:00:00Z","last_event_type":"volume.create.end","last_event_id":"a"},` +
+				`{"cloud":"c1","resource_type":"volume","resource_id":"v-b","platform":"openstack","project_id":"p","state":"deleted","size":{"size_gb":1,"type":"ssd"},"created_at":"2026-03-01T10:00:00Z","deleted_at":"2026-03-01T11:00:00Z","first_event_at":"2026-03-01T10:00:00Z","last_event_at":"2026-03-01T11:00:00Z","last_event_type":"volume.delete.end","last_event_id":"d"}],"next_cursor":null}`},
+		{"alive at noon", "/api/v1/resources?alive_at=2026-03-01T12:00:00Z&fields=ignored", 200, `"resource_id":"v-a"`},
+		{"by state", "/api/v1/resources?state=deleted", 200, `"resource_id":"v-b"`},
+		{"bad alive_at", "/api/v1/resources?alive_at=noon", 400, `"member":"alive_at"`},
+		{"bad limit", "/api/v1/resources?limit=0", 400, `"member":"limit"`},
+		{"bad cursor", "/api/v1/resources?cursor=zzz", 400, `"member":"cursor"`},
+		{"one resource with its history", "/api/v1/resources/c1/volume/v-b", 200, `"events":[{"event_id":"b",`},
+		{"unknown resource", "/api/v1/resources/c1/volume/v-x", 404, `"code":"not_found"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, body := s.do(t, "GET", tt.path, "", true)
+			if code != tt.wantStatus || !strings.Contains(body, tt.wantBody) {
+				t.Errorf("GET %s: %d %s\nwant %d containing %s", tt.path, code, body, tt.wantStatus, tt.wantBody)
+			}
+		})
+	}
+	t.Run("pages", func(t *testing.T) {
+		var ids []string
+		path := "/api/v1/resources?limit=1"
+		for range 3 {
+			_, _, body := s.do(t, "GET", path, "", true)
+			var id, next string
+			if i := strings.Index(body, `"resource_id":"`); i >= 0 {
+				id = body[i+15 : i+15+strings.Index(body[i+15:], `"`)]
+			}
+			ids = append(ids, id)
+			if i := strings.Index(body, `"next_cursor":"`); i >= 0 {
+				next = body[i+15 : i+15+strings.Index(body[i+15:], `"`)]
+			}
+			if next == "" {
+				break
+			}
+			path = fmt.Sprintf("/api/v1/resources?limit=1&cursor=%s", next)
+		}
+		if diff := cmp.Diff([]string{"v-a", "v-b"}, ids); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+	})
+}
