@@ -175,7 +175,7 @@ func TestPostEventsStoreFailure(t *testing.T) {
 
 func TestRegisterRoles(t *testing.T) {
 	s := newServer(t, memstore.New(memstore.Options{}), 0)
-	want := []string{"ingest", "admin", "read", "read", "admin", "admin"}
+	want := []string{"ingest", "admin", "read", "read", "admin", "admin", "read", "read"}
 	if diff := cmp.Diff(want, s.roles); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
