@@ -31,8 +31,16 @@ type Store interface {
 	// unless one with the same (event_id, timestamp) is stored already,
 	// writes every dead letter and audit row, and returns, parallel to
 	// b.Events, whether each event was newly stored. On any error nothing of
-	// the batch is written.
+	// the batch is written. A dead letter's ReceivedAt and an audit row's At
+	// are stored as given; the store stamps its own clock only when one is
+	// zero. IDs are assigned by the store.
 	Commit(ctx context.Context, b Batch) (inserted []bool, err error)
+
+	// Events lists stored events matching q, ordered by (timestamp,
+	// event_id). Each event is returned as stored: Source set, Timestamp in
+	// UTC, payload members with the same JSON values (a store may
+	// reformat whitespace or member order, never a value).
+	Events(ctx context.Context, q EventQuery) ([]event.Event, error)
 
 	// DeadLetters lists dead letters received in [q.From, q.To), oldest
 	// first by (ReceivedAt, ID), after q.After when set, at most q.Limit.
@@ -116,6 +124,13 @@ type DeadLetterQuery struct {
 	From, To time.Time
 	After    *Position
 	Limit    int
+}
+
+// EventQuery selects stored events. An empty field matches every value.
+type EventQuery struct {
+	Cloud        string
+	ResourceType string
+	ResourceID   string
 }
 
 // AuditQuery selects audit rows. A zero From or To leaves that end open.

@@ -1,6 +1,235 @@
 package memstore
 
-// correlationData holds this area's tables. Guarded by Store.mu.
-type correlationData struct{}
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
 
-func (d *correlationData) init() {}
+	"github.com/tallyhq/tally/correlate"
+	"github.com/tallyhq/tally/store"
+)
+
+var _ correlate.Store = (*Store)(nil)
+
+// scopeKey is (organization, user, key): the scope of a correlationKey or
+// an idempotencyKey.
+type scopeKey struct{ org, user, key string }
+
+type binding struct {
+	eventID string
+	at      time.Time
+}
+
+// correlationData holds the correlated events. Guarded by Store.mu.
+type correlationData struct {
+	events map[string]*correlate.Event // by id
+	open   map[scopeKey]string         // the open event of a correlationKey, by id
+	keys   map[scopeKey]binding        // idempotency keys
+}
+
+func (d *correlationData) init() {
+	d.events = make(map[string]*correlate.Event)
+	d.open = make(map[scopeKey]string)
+	d.keys = make(map[scopeKey]binding)
+}
+
+// CreateEvent implements [correlate.Store]: the whole create runs under the
+// store's lock, so it is atomic and isolated like the PostgreSQL
+// transaction, and nothing changes when it fails.
+func (s *Store) CreateEvent(ctx context.Context, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
+	if err := ctx.Err(); err != nil {
+		return correlate.Event{}, "", fmt.Errorf("memstore: create event: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := &s.correlation
+	ik := scopeKey{c.Caller.Organization, c.Caller.User, c.IdempotencyKey}
+	if c.IdempotencyKey != "" {
+		if b, ok := d.keys[ik]; ok && !b.at.Before(c.KeyNotBefore) {
+			return d.events[b.eventID].Clone(), correlate.Replayed, nil
+		}
+	}
+	var (
+		e    *correlate.Event
+		disp = correlate.Created
+	)
+	ck := scopeKey{c.Caller.Organization, c.Caller.User, c.Event.CorrelationKey}
+	if c.Step == correlate.StepOccurrence || c.Step == correlate.StepResolution {
+		if id, ok := d.open[ck]; ok {
+			e = d.events[id]
+		}
+	}
+	switch {
+	case e == nil:
+		ev := c.Event.Clone()
+		e = &ev
+		d.events[e.ID] = e
+		if c.Step == correlate.StepOccurrence {
+			d.open[ck] = e.ID
+		}
+	case c.Step == correlate.StepOccurrence:
+		disp = correlate.Incremented
+		n := *e.OccurrenceCount
+		if n > math.MaxInt64-c.Count {
+			n = math.MaxInt64
+		} else {
+			n += c.Count
+		}
+		e.OccurrenceCount = &n
+		e.LastSeenAt = later(e.LastSeenAt, c.LastSeenAt)
+		e.UpdatedAt = maxTime(e.UpdatedAt, c.Now)
+	default:
+		disp = correlate.Resolved
+		r := c.ResolvedAt
+		e.ResolvedAt = &r
+		if c.Severity != "" {
+			e.Severity = c.Severity
+		}
+		if c.Description != nil {
+			e.Description = *c.Description
+		}
+		e.LastSeenAt = later(e.LastSeenAt, c.LastSeenAt)
+		e.UpdatedAt = maxTime(e.UpdatedAt, c.Now)
+		delete(d.open, ck)
+	}
+	if c.IdempotencyKey != "" {
+		d.keys[ik] = binding{eventID: e.ID, at: c.Now}
+	}
+	return e.Clone(), disp, nil
+}
+
+func later(t *time.Time, u time.Time) *time.Time {
+	if t != nil && t.After(u) {
+		return t
+	}
+	return &u
+}
+
+func maxTime(t, u time.Time) time.Time {
+	if t.After(u) {
+		return t
+	}
+	return u
+}
+
+// visible returns the event with id in scope, or nil when there is none or
+// it is deleted.
+func (d *correlationData) visible(scope correlate.Caller, id string) *correlate.Event {
+	e, ok := d.events[id]
+	if !ok || e.Organization != scope.Organization || e.User != scope.User || e.DeletedAt != nil {
+		return nil
+	}
+	return e
+}
+
+// GetEvent implements [correlate.Store].
+func (s *Store) GetEvent(ctx context.Context, scope correlate.Caller, id string) (correlate.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return correlate.Event{}, fmt.Errorf("memstore: get event: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.correlation.visible(scope, id)
+	if e == nil {
+		return correlate.Event{}, fmt.Errorf("memstore: get event %s: %w", id, store.ErrNotFound)
+	}
+	return e.Clone(), nil
+}
+
+// ListEvents implements [correlate.Store].
+func (s *Store) ListEvents(ctx context.Context, scope correlate.Caller, q correlate.Query) ([]correlate.Event, int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, fmt.Errorf("memstore: list events: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var match []*correlate.Event
+	search := strings.ToLower(q.Search)
+	for _, e := range s.correlation.events {
+		switch {
+		case e.Organization != scope.Organization || e.User != scope.User || e.DeletedAt != nil:
+		case len(q.Category) > 0 && !slices.Contains(q.Category, e.Category):
+		case len(q.Action) > 0 && !slices.Contains(q.Action, e.Action):
+		case len(q.Severity) > 0 && !slices.Contains(q.Severity, e.Severity):
+		case len(q.Status) > 0 && !slices.Contains(q.Status, e.Status):
+		case q.Resolved != nil && *q.Resolved != (e.ResolvedAt != nil):
+		case q.CorrelationKey != "" && e.CorrelationKey != q.CorrelationKey:
+		case search != "" && !strings.Contains(strings.ToLower(e.Description), search):
+		default:
+			match = append(match, e)
+		}
+	}
+	slices.SortFunc(match, func(a, b *correlate.Event) int {
+		c := cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+		if q.Order == correlate.OrderDesc {
+			return -c
+		}
+		return c
+	})
+	total := int64(len(match))
+	start := min(q.Page*q.PageSize, len(match))
+	end := min(start+q.PageSize, len(match))
+	out := make([]correlate.Event, 0, end-start)
+	for _, e := range match[start:end] {
+		out = append(out, e.Clone())
+	}
+	return out, total, nil
+}
+
+// SetEventStatus implements [correlate.Store].
+func (s *Store) SetEventStatus(ctx context.Context, scope correlate.Caller, id string, status correlate.Status, at time.Time) (correlate.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return correlate.Event{}, fmt.Errorf("memstore: set event status: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.correlation.visible(scope, id)
+	if e == nil {
+		return correlate.Event{}, fmt.Errorf("memstore: set event status %s: %w", id, store.ErrNotFound)
+	}
+	e.Status = status
+	e.UpdatedAt = maxTime(e.UpdatedAt, at)
+	return e.Clone(), nil
+}
+
+// DeleteEvent implements [correlate.Store].
+func (s *Store) DeleteEvent(ctx context.Context, scope correlate.Caller, id string, at time.Time) (correlate.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return correlate.Event{}, fmt.Errorf("memstore: delete event: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := &s.correlation
+	e := d.visible(scope, id)
+	if e == nil {
+		return correlate.Event{}, fmt.Errorf("memstore: delete event %s: %w", id, store.ErrNotFound)
+	}
+	e.DeletedAt = &at
+	e.UpdatedAt = maxTime(e.UpdatedAt, at)
+	ck := scopeKey{e.Organization, e.User, e.CorrelationKey}
+	if d.open[ck] == e.ID {
+		delete(d.open, ck)
+	}
+	return e.Clone(), nil
+}
+
+// DeleteIdempotencyKeys implements [correlate.Store].
+func (s *Store) DeleteIdempotencyKeys(ctx context.Context, before time.Time) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("memstore: delete idempotency keys: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for k, b := range s.correlation.keys {
+		if b.at.Before(before) {
+			delete(s.correlation.keys, k)
+			n++
+		}
+	}
+	return n, nil
+}

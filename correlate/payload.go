@@ -1,0 +1,404 @@
+package correlate
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Payload is what a create carries (Meshery's EventPayload with the fields
+// of event-correlation.md): the members a client may set, plus
+// idempotencyKey. Every correlation field is optional.
+//
+// A Go string field left "" counts as omitted; pointer fields are nil when
+// omitted. Extra keeps every further member the payload carried, by name,
+// each value exactly as sent; it is stored with the event (Event.Extra) and
+// never returned at the top level.
+//
+// Decode one from JSON with [DecodePayload] (or json.Unmarshal, which calls
+// it); it encodes back to the same members with json.Marshal.
+type Payload struct {
+	Owner       string
+	SystemID    string
+	ActedUpon   string
+	OperationID string
+	// Category and Action are required.
+	Category string
+	Action   string
+	// Severity "" means omitted: a new event gets informational, a
+	// resolution keeps the stored severity.
+	Severity Severity
+	// Description nil means omitted: a new event gets "", a resolution keeps
+	// the stored description.
+	Description *string
+	// Metadata is a JSON object, kept byte for byte; nil when omitted.
+	Metadata jsontext.Value
+
+	CorrelationKey string
+	// OccurrenceCount is how many occurrences this create reports (≥ 1).
+	OccurrenceCount *int64
+	FirstSeenAt     *time.Time
+	LastSeenAt      *time.Time
+	ResolvedAt      *time.Time
+	Source          string
+	Type            string
+	Specversion     string
+	TraceID         string
+	ParentID        string
+
+	// IdempotencyKey makes the create safe to retry (step 1 and step 5).
+	IdempotencyKey string
+
+	// Extra holds the members not listed above.
+	Extra map[string]jsontext.Value
+}
+
+// member names of a payload, in the order Validate reports them.
+var memberNames = []string{
+	"owner", "systemId", "actedUpon", "operationId", "category", "action", "severity",
+	"description", "metadata", "correlationKey", "occurrenceCount", "firstSeenAt",
+	"lastSeenAt", "resolvedAt", "source", "type", "specversion", "traceId", "parentId",
+	"idempotencyKey",
+}
+
+func isMember(name string) bool { return slices.Contains(memberNames, name) }
+
+func sortedKeys(m map[string]jsontext.Value) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// DecodePayload decodes one payload from a JSON object strictly and
+// validates it, returning every problem at once as a [*ValidationError]
+// (which matches [ErrInvalid]):
+//
+//   - member names are case-sensitive; a member given twice, invalid JSON or
+//     invalid UTF-8 refuses the payload, naming the member where it can;
+//   - a listed member of the wrong JSON type is refused; null counts as
+//     omitted;
+//   - occurrenceCount must be written as an integer (no fraction, no
+//     exponent: 1.0 and 1e3 are refused), at least 1, and fit in an int64;
+//   - date-times are RFC 3339 with "Z" or an offset; they are normalized to
+//     UTC and truncated to microseconds;
+//   - a listed string member sent as "" is refused when the rule has a
+//     minimum length of 1;
+//   - every other member is kept in Payload.Extra exactly as sent;
+//   - then every rule of [Payload.Validate].
+//
+// It never panics, whatever data holds.
+func DecodePayload(data []byte) (Payload, error) {
+	var p Payload
+	var ps problems
+	dec := jsontext.NewDecoder(bytes.NewReader(data))
+	syntax := func(err error) (Payload, error) {
+		member := ""
+		var se *jsontext.SyntacticError
+		if errors.As(err, &se) {
+			member = string(se.JSONPointer)
+		}
+		rule := "syntax"
+		if errors.Is(err, jsontext.ErrDuplicateName) {
+			rule = "duplicate"
+		}
+		ps.add(member, rule, "%s", syntaxMessage(err))
+		return Payload{}, ps.err()
+	}
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return syntax(err)
+	}
+	if tok.Kind() != '{' {
+		ps.add("", "type", "the payload must be a JSON object")
+		return Payload{}, ps.err()
+	}
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return syntax(err)
+		}
+		name := tok.String()
+		v, err := dec.ReadValue()
+		if err != nil {
+			return syntax(err)
+		}
+		p.set(&ps, name, v)
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return syntax(err)
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		if err == nil {
+			err = errors.New("unexpected data after the payload")
+		}
+		return syntax(err)
+	}
+	var vs problems
+	p.validate(&vs)
+	for _, v := range vs {
+		if !ps.has(v.Member) {
+			ps = append(ps, v)
+		}
+	}
+	if len(ps) > 0 {
+		slices.SortStableFunc(ps, func(a, b Problem) int { return memberIndex(a.Member) - memberIndex(b.Member) })
+		return Payload{}, ps.err()
+	}
+	return p, nil
+}
+
+func memberIndex(pointer string) int {
+	if pointer == "" {
+		return -1
+	}
+	if i := slices.Index(memberNames, pointer[1:]); i >= 0 {
+		return i
+	}
+	return len(memberNames)
+}
+
+func syntaxMessage(err error) string {
+	var se *jsontext.SyntacticError
+	if errors.As(err, &se) && se.Err != nil {
+		return "invalid JSON: " + se.Err.Error()
+	}
+	if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "invalid JSON: unexpected end of input"
+	}
+	return "invalid JSON: " + err.Error()
+}
+
+// set decodes the value of one member into p, adding a problem when it has
+// the wrong type.
+func (p *Payload) set(ps *problems, name string, v jsontext.Value) {
+	member := "/" + escapePointer(name)
+	if !isMember(name) {
+		if p.Extra == nil {
+			p.Extra = make(map[string]jsontext.Value)
+		}
+		p.Extra[name] = v.Clone()
+		return
+	}
+	if v.Kind() == 'n' {
+		return // null counts as omitted
+	}
+	str := func(dst *string, nonEmpty bool) {
+		if v.Kind() != '"' {
+			ps.add(member, "type", "must be a string")
+			return
+		}
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			ps.add(member, "utf8", "must be a valid string")
+			return
+		}
+		if nonEmpty && s == "" {
+			ps.add(member, "minLength", "must not be empty")
+			return
+		}
+		*dst = s
+	}
+	tm := func(dst **time.Time) {
+		var s string
+		str(&s, true)
+		if s == "" {
+			return
+		}
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			ps.add(member, "format", "must be an RFC 3339 date-time with Z or an offset")
+			return
+		}
+		t = t.UTC().Truncate(time.Microsecond)
+		*dst = &t
+	}
+	switch name {
+	case "owner":
+		str(&p.Owner, false)
+	case "systemId":
+		str(&p.SystemID, false)
+	case "actedUpon":
+		str(&p.ActedUpon, false)
+	case "operationId":
+		str(&p.OperationID, false)
+	case "category":
+		str(&p.Category, false)
+	case "action":
+		str(&p.Action, false)
+	case "severity":
+		var s string
+		str(&s, true)
+		p.Severity = Severity(s)
+		if s == "" && !ps.has(member) {
+			ps.add(member, "enum", "must be a severity")
+		}
+	case "description":
+		var s string
+		if v.Kind() == '"' {
+			str(&s, false)
+			if !ps.has(member) {
+				p.Description = &s
+			}
+		} else {
+			ps.add(member, "type", "must be a string")
+		}
+	case "metadata":
+		if v.Kind() != '{' {
+			ps.add(member, "type", "must be a JSON object")
+			return
+		}
+		p.Metadata = v.Clone()
+	case "correlationKey":
+		str(&p.CorrelationKey, true)
+	case "occurrenceCount":
+		if v.Kind() != '0' {
+			ps.add(member, "type", "must be an integer")
+			return
+		}
+		if bytes.ContainsAny(v, ".eE") {
+			ps.add(member, "integer", "must be an integer (no fraction or exponent)")
+			return
+		}
+		n, err := strconv.ParseInt(string(v), 10, 64)
+		if err != nil {
+			if v[0] == '-' {
+				ps.add(member, "minimum", "must be an integer of at least 1")
+			} else {
+				ps.add(member, "range", "must be at most 9223372036854775807")
+			}
+			return
+		}
+		p.OccurrenceCount = &n
+	case "firstSeenAt":
+		tm(&p.FirstSeenAt)
+	case "lastSeenAt":
+		tm(&p.LastSeenAt)
+	case "resolvedAt":
+		tm(&p.ResolvedAt)
+	case "source":
+		str(&p.Source, true)
+	case "type":
+		str(&p.Type, true)
+	case "specversion":
+		str(&p.Specversion, true)
+	case "traceId":
+		str(&p.TraceID, true)
+	case "parentId":
+		str(&p.ParentID, true)
+	case "idempotencyKey":
+		str(&p.IdempotencyKey, true)
+	}
+}
+
+// UnmarshalJSON decodes with [DecodePayload].
+func (p *Payload) UnmarshalJSON(data []byte) error {
+	d, err := DecodePayload(data)
+	if err != nil {
+		return err
+	}
+	*p = d
+	return nil
+}
+
+// payloadWire is the JSON shape of the listed members.
+type payloadWire struct {
+	Owner           string         `json:"owner,omitzero"`
+	SystemID        string         `json:"systemId,omitzero"`
+	ActedUpon       string         `json:"actedUpon,omitzero"`
+	OperationID     string         `json:"operationId,omitzero"`
+	Category        string         `json:"category"`
+	Action          string         `json:"action"`
+	Severity        Severity       `json:"severity,omitzero"`
+	Description     *string        `json:"description,omitzero"`
+	Metadata        jsontext.Value `json:"metadata,omitzero"`
+	CorrelationKey  string         `json:"correlationKey,omitzero"`
+	OccurrenceCount *int64         `json:"occurrenceCount,omitzero"`
+	FirstSeenAt     *time.Time     `json:"firstSeenAt,omitzero"`
+	LastSeenAt      *time.Time     `json:"lastSeenAt,omitzero"`
+	ResolvedAt      *time.Time     `json:"resolvedAt,omitzero"`
+	Source          string         `json:"source,omitzero"`
+	Type            string         `json:"type,omitzero"`
+	Specversion     string         `json:"specversion,omitzero"`
+	TraceID         string         `json:"traceId,omitzero"`
+	ParentID        string         `json:"parentId,omitzero"`
+	IdempotencyKey  string         `json:"idempotencyKey,omitzero"`
+}
+
+// MarshalJSON encodes p as a JSON object: the listed members that are set,
+// then the Extra members in name order, each value as stored.
+func (p Payload) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(payloadWire{
+		Owner: p.Owner, SystemID: p.SystemID, ActedUpon: p.ActedUpon, OperationID: p.OperationID,
+		Category: p.Category, Action: p.Action, Severity: p.Severity, Description: p.Description,
+		Metadata: p.Metadata, CorrelationKey: p.CorrelationKey, OccurrenceCount: p.OccurrenceCount,
+		FirstSeenAt: p.FirstSeenAt, LastSeenAt: p.LastSeenAt, ResolvedAt: p.ResolvedAt,
+		Source: p.Source, Type: p.Type, Specversion: p.Specversion, TraceID: p.TraceID,
+		ParentID: p.ParentID, IdempotencyKey: p.IdempotencyKey,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(p.Extra) == 0 {
+		return b, nil
+	}
+	extra, err := EncodeExtra(p.Extra)
+	if err != nil {
+		return nil, err
+	}
+	// Splice the members of extra ({…}) into b ({…}): both are non-empty
+	// objects ending in '}'.
+	out := append(b[:len(b)-1:len(b)-1], ',')
+	return append(out, extra[1:]...), nil
+}
+
+// EncodeExtra encodes extra members as one JSON object, names in order and
+// each value byte for byte; nil or empty gives "{}". Stores use it to keep
+// Event.Extra in one column; [DecodeExtra] reverses it.
+func EncodeExtra(extra map[string]jsontext.Value) ([]byte, error) {
+	b := []byte{'{'}
+	for i, k := range sortedKeys(extra) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = jsontext.AppendQuote(b, k); err != nil {
+			return nil, err
+		}
+		b = append(b, ':')
+		b = append(b, extra[k]...)
+	}
+	return append(b, '}'), nil
+}
+
+// DecodeExtra decodes what [EncodeExtra] wrote; "{}" gives nil.
+func DecodeExtra(data []byte) (map[string]jsontext.Value, error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(data))
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	var m map[string]jsontext.Value
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil, err
+		}
+		v, err := dec.ReadValue()
+		if err != nil {
+			return nil, err
+		}
+		if m == nil {
+			m = make(map[string]jsontext.Value)
+		}
+		m[tok.String()] = v.Clone()
+	}
+	return m, nil
+}

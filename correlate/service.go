@@ -1,0 +1,349 @@
+package correlate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tallyhq/tally/store"
+)
+
+// Options configures a [Service]. The zero value is valid.
+type Options struct {
+	// Now is the clock that gives the time of receipt. Nil means time.Now.
+	// Its readings are taken in UTC and truncated to microseconds.
+	Now func() time.Time
+	// LegacyCreate200 answers a legacy create (one carrying neither
+	// correlationKey nor idempotencyKey) 200 instead of 201, as
+	// event-correlation.md (`Event-Disposition`) allows for released
+	// Meshery Servers. Off by default. See [Service.StatusCode].
+	LegacyCreate200 bool
+	// IdempotencyRetention is how long a bound idempotencyKey replays. Zero
+	// (the default) keeps every key forever. When set, a key bound longer
+	// ago than this no longer replays (a create with it has its effect and
+	// binds it anew), and [Service.PurgeIdempotencyKeys] forgets such keys.
+	IdempotencyRetention time.Duration
+}
+
+// Service is the createEvent state machine of event-correlation.md and the
+// getEvents reads and writes around it, over a [Store]. It is safe for
+// concurrent use; several Services may share one store (or one database),
+// as the store enforces every invariant.
+type Service struct {
+	store Store
+	opts  Options
+}
+
+// New returns a Service over st. Errors (joined): st is nil, or a negative
+// IdempotencyRetention.
+func New(st Store, opts Options) (*Service, error) {
+	var errs []error
+	if st == nil {
+		errs = append(errs, errors.New("correlate: store is nil"))
+	}
+	if opts.IdempotencyRetention < 0 {
+		errs = append(errs, errors.New("correlate: IdempotencyRetention is negative"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Service{store: st, opts: opts}, nil
+}
+
+func (s *Service) now() time.Time { return s.opts.Now().UTC().Truncate(time.Microsecond) }
+
+// StatusCode is the HTTP status createEvent answers for a create of p that
+// ended with d: 201 for [Created] and 200 for the rest, except that with
+// Options.LegacyCreate200 a created legacy create (neither correlationKey
+// nor idempotencyKey) answers 200 (event-correlation.md, step 2 and
+// `Event-Disposition`).
+func (s *Service) StatusCode(p Payload, d Disposition) int {
+	legacy := p.CorrelationKey == "" && p.IdempotencyKey == ""
+	return d.StatusCode(s.opts.LegacyCreate200 && legacy)
+}
+
+// Create records one create of caller, in the order of event-correlation.md
+// (`createEvent` semantics):
+//
+//  1. Replay: an idempotencyKey the caller already bound returns the bound
+//     event as it is now, [Replayed]; nothing changes.
+//  2. No correlationKey, or a caller with no user: a new event, the
+//     correlation fields exactly as sent, [Created].
+//  3. A correlationKey without resolvedAt: count the occurrence on the open
+//     event ([Incremented]) or open the condition ([Created]) with the
+//     opening defaults.
+//  4. A correlationKey with resolvedAt: close the open event ([Resolved]) or
+//     record an already-resolved event ([Created]).
+//  5. Binding: the idempotencyKey is bound to that event, atomically with
+//     the effect.
+//
+// Errors: a [*ValidationError] (errors.Is [ErrInvalid]) listing every
+// problem of p, [ErrNoOrganization], or the store's error. A refused create
+// records nothing and binds no key. Times in p are taken in UTC, truncated
+// to microseconds.
+func (s *Service) Create(ctx context.Context, caller Caller, p Payload) (Event, Disposition, error) {
+	if caller.Organization == "" {
+		return Event{}, "", ErrNoOrganization
+	}
+	if err := p.Validate(); err != nil {
+		return Event{}, "", err
+	}
+	c := s.plan(caller, p)
+	e, d, err := s.store.CreateEvent(ctx, c)
+	if err != nil {
+		return Event{}, "", fmt.Errorf("correlate: create: %w", err)
+	}
+	return e, d, nil
+}
+
+func truncated(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC().Truncate(time.Microsecond)
+	return &u
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// plan applies the rules of steps 2 to 5 that do not depend on the stored
+// state.
+func (s *Service) plan(caller Caller, p Payload) Create {
+	now := s.now()
+	first, last, resolved := truncated(p.FirstSeenAt), truncated(p.LastSeenAt), truncated(p.ResolvedAt)
+	e := Event{
+		ID:           uuid.Must(uuid.NewV7()).String(),
+		Organization: caller.Organization,
+		User:         caller.User,
+		Owner:        p.Owner,
+		SystemID:     p.SystemID,
+		ActedUpon:    p.ActedUpon,
+		OperationID:  p.OperationID,
+		Category:     p.Category,
+		Action:       p.Action,
+		Severity:     p.Severity,
+		Status:       StatusUnread,
+		Metadata:     cloneValue(p.Metadata),
+		CreatedAt:    now,
+		UpdatedAt:    now,
+
+		CorrelationKey: p.CorrelationKey,
+		Source:         p.Source,
+		Type:           p.Type,
+		Specversion:    p.Specversion,
+		TraceID:        p.TraceID,
+		ParentID:       p.ParentID,
+		Extra:          cloneExtra(p.Extra),
+	}
+	if e.Severity == "" {
+		e.Severity = SeverityInformational // DECISIONS.md: severity when omitted
+	}
+	if p.Description != nil {
+		e.Description = *p.Description
+	}
+	c := Create{Caller: caller, IdempotencyKey: p.IdempotencyKey, Now: now}
+	if s.opts.IdempotencyRetention > 0 {
+		c.KeyNotBefore = now.Add(-s.opts.IdempotencyRetention)
+	}
+	count := int64(1)
+	if p.OccurrenceCount != nil {
+		count = *p.OccurrenceCount
+	}
+	switch {
+	case p.CorrelationKey == "" || caller.User == "":
+		// Step 2: "The correlation fields are stored exactly as sent: no
+		// defaults are applied and no open event is matched."
+		c.Step = StepRecord
+		if p.OccurrenceCount != nil {
+			e.OccurrenceCount = ptr(*p.OccurrenceCount)
+		}
+		e.FirstSeenAt, e.LastSeenAt, e.ResolvedAt = first, last, resolved
+	case resolved == nil:
+		// Step 3, opening defaults: "firstSeenAt is the payload's
+		// firstSeenAt, else its lastSeenAt, else the time of receipt.
+		// lastSeenAt is the payload's lastSeenAt, else firstSeenAt."
+		c.Step = StepOccurrence
+		e.OccurrenceCount = ptr(count)
+		switch {
+		case first != nil:
+			e.FirstSeenAt = first
+		case last != nil:
+			e.FirstSeenAt = ptr(*last)
+		default:
+			e.FirstSeenAt = ptr(now)
+		}
+		if last != nil {
+			e.LastSeenAt = last
+		} else {
+			e.LastSeenAt = ptr(*e.FirstSeenAt)
+		}
+		c.Count = count
+		c.LastSeenAt = now
+		if last != nil {
+			c.LastSeenAt = *last
+		}
+	default:
+		// Step 4: closing, or "recorded as a new event that is already
+		// resolved (201, created), using the opening defaults".
+		c.Step = StepResolution
+		e.OccurrenceCount = ptr(count)
+		e.ResolvedAt = resolved
+		e.FirstSeenAt, e.LastSeenAt = first, last
+		if first == nil {
+			e.FirstSeenAt = ptr(*resolved)
+		}
+		if last == nil {
+			e.LastSeenAt = ptr(*resolved)
+		}
+		c.ResolvedAt = *resolved
+		c.Severity = p.Severity
+		if p.Description != nil {
+			c.Description = ptr(*p.Description)
+		}
+		c.LastSeenAt = now
+		if last != nil {
+			c.LastSeenAt = *last
+		}
+	}
+	c.Event = e
+	return c
+}
+
+// parseID returns the canonical form of a UUID id, or an error wrapping
+// store.ErrNotFound: an id that is not a UUID names no event.
+func parseID(id string) (string, error) {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return "", fmt.Errorf("correlate: event %q: %w", id, store.ErrNotFound)
+	}
+	return u.String(), nil
+}
+
+// Get returns the event with id in the caller's scope. Errors: wrapping
+// store.ErrNotFound when id is not a UUID, does not exist, is deleted or
+// belongs to another scope; [ErrNoOrganization]; the store's error.
+func (s *Service) Get(ctx context.Context, caller Caller, id string) (Event, error) {
+	if caller.Organization == "" {
+		return Event{}, ErrNoOrganization
+	}
+	id, err := parseID(id)
+	if err != nil {
+		return Event{}, err
+	}
+	e, err := s.store.GetEvent(ctx, caller, id)
+	if err != nil {
+		return Event{}, fmt.Errorf("correlate: get event: %w", err)
+	}
+	return e, nil
+}
+
+// List returns one page of getEvents. It lists only the events of the
+// caller's scope: those recorded by the same organization and the same
+// user (a caller with no user lists the events recorded with no user in
+// its organization), never deleted ones. Errors: a [*ValidationError]
+// (members are parameter names: page, pageSize, order, severity, status)
+// for a bad query; [ErrNoOrganization]; the store's error.
+func (s *Service) List(ctx context.Context, caller Caller, q Query) (Page, error) {
+	if caller.Organization == "" {
+		return Page{}, ErrNoOrganization
+	}
+	var ps problems
+	if q.Page < 0 {
+		ps.add("page", "minimum", "must be at least 0")
+	}
+	if q.PageSize == 0 {
+		q.PageSize = DefaultPageSize
+	}
+	if q.PageSize < 1 || q.PageSize > MaxPageSize {
+		ps.add("pageSize", "range", "must be between 1 and %d", MaxPageSize)
+	}
+	if q.Order == "" {
+		q.Order = OrderDesc
+	}
+	if q.Order != OrderAsc && q.Order != OrderDesc {
+		ps.add("order", "enum", `must be "asc" or "desc"`)
+	}
+	for _, v := range q.Severity {
+		if !v.Valid() {
+			ps.add("severity", "enum", "%q is not a severity", v)
+		}
+	}
+	for _, v := range q.Status {
+		if !v.Valid() {
+			ps.add("status", "enum", "%q is not a status", v)
+		}
+	}
+	if err := ps.err(); err != nil {
+		return Page{}, err
+	}
+	events, total, err := s.store.ListEvents(ctx, caller, q)
+	if err != nil {
+		return Page{}, fmt.Errorf("correlate: list events: %w", err)
+	}
+	if events == nil {
+		events = []Event{}
+	}
+	return Page{Page: q.Page, PageSize: q.PageSize, TotalCount: total, Data: events}, nil
+}
+
+// SetStatus marks the event with id read or unread, as Meshery's events
+// API does, and returns it. Errors: a [*ValidationError] for a status not
+// in [Statuses] (member "/status"), then as [Service.Get].
+func (s *Service) SetStatus(ctx context.Context, caller Caller, id string, status Status) (Event, error) {
+	if caller.Organization == "" {
+		return Event{}, ErrNoOrganization
+	}
+	if !status.Valid() {
+		var ps problems
+		ps.add("/status", "enum", `must be "read" or "unread"`)
+		return Event{}, ps.err()
+	}
+	id, err := parseID(id)
+	if err != nil {
+		return Event{}, err
+	}
+	e, err := s.store.SetEventStatus(ctx, caller, id, status, s.now())
+	if err != nil {
+		return Event{}, fmt.Errorf("correlate: set event status: %w", err)
+	}
+	return e, nil
+}
+
+// Delete soft-deletes the event with id: it gets DeletedAt, is no longer
+// listed or read, and no longer counts as the open event of its
+// correlationKey (the next occurrence opens a new event). Errors as
+// [Service.Get]; deleting a deleted event is not found.
+func (s *Service) Delete(ctx context.Context, caller Caller, id string) (Event, error) {
+	if caller.Organization == "" {
+		return Event{}, ErrNoOrganization
+	}
+	id, err := parseID(id)
+	if err != nil {
+		return Event{}, err
+	}
+	e, err := s.store.DeleteEvent(ctx, caller, id, s.now())
+	if err != nil {
+		return Event{}, fmt.Errorf("correlate: delete event: %w", err)
+	}
+	return e, nil
+}
+
+// PurgeIdempotencyKeys forgets the idempotency keys bound longer ago than
+// Options.IdempotencyRetention and returns how many. With no retention (the
+// default) it forgets nothing and returns 0. Call it periodically.
+func (s *Service) PurgeIdempotencyKeys(ctx context.Context) (int64, error) {
+	if s.opts.IdempotencyRetention <= 0 {
+		return 0, nil
+	}
+	n, err := s.store.DeleteIdempotencyKeys(ctx, s.now().Add(-s.opts.IdempotencyRetention))
+	if err != nil {
+		return 0, fmt.Errorf("correlate: purge idempotency keys: %w", err)
+	}
+	return n, nil
+}

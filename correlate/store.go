@@ -1,0 +1,155 @@
+package correlate
+
+import (
+	"context"
+	"time"
+)
+
+// Store is what the [Service] needs from storage. The implementations are
+// github.com/tallyhq/tally/store/memstore and store/pgstore; both pass the
+// conformance suite store/storetest.RunCorrelate.
+//
+// Every method is scoped to a [Caller]: it reads or changes only events
+// whose Organization and User equal the caller's (User "" being the events
+// of calls that identified no user). An id that does not exist, is out of
+// scope or is soft-deleted gives an error wrapping
+// github.com/tallyhq/tally/store.ErrNotFound. Implementations are safe for
+// concurrent use.
+type Store interface {
+	// CreateEvent applies one planned create atomically, all or nothing
+	// (see [Create]), and returns the event as it is after the create with
+	// the disposition.
+	CreateEvent(ctx context.Context, c Create) (Event, Disposition, error)
+	// GetEvent returns the event with id (a canonical UUID) in scope.
+	GetEvent(ctx context.Context, scope Caller, id string) (Event, error)
+	// ListEvents returns one page of the events in scope that match q,
+	// ordered by (CreatedAt, ID) in q.Order, and the number of matching
+	// events over all pages. Soft-deleted events are never listed. q has
+	// been normalized by the service (PageSize ≥ 1, Page ≥ 0).
+	ListEvents(ctx context.Context, scope Caller, q Query) ([]Event, int64, error)
+	// SetEventStatus sets the status of the event with id and advances its
+	// UpdatedAt to at (never backwards), returning the event.
+	SetEventStatus(ctx context.Context, scope Caller, id string, status Status, at time.Time) (Event, error)
+	// DeleteEvent soft-deletes the event with id: DeletedAt and UpdatedAt
+	// become at. A deleted event is no longer listed, read or matched as
+	// open; a key bound to it still replays it.
+	DeleteEvent(ctx context.Context, scope Caller, id string, at time.Time) (Event, error)
+	// DeleteIdempotencyKeys forgets every idempotency key bound before
+	// before, in every scope, and returns how many it forgot.
+	DeleteIdempotencyKeys(ctx context.Context, before time.Time) (int64, error)
+}
+
+// Step is which step of createEvent (event-correlation.md, `createEvent`
+// semantics) a [Create] carries out after replay.
+type Step int
+
+// The steps a store applies.
+const (
+	// StepRecord (step 2): insert Create.Event as it is.
+	StepRecord Step = 2
+	// StepOccurrence (step 3): count an occurrence on the open event of
+	// (Caller, Event.CorrelationKey), or insert Create.Event to open the
+	// condition.
+	StepOccurrence Step = 3
+	// StepResolution (step 4): close the open event of (Caller,
+	// Event.CorrelationKey), or insert Create.Event, already resolved.
+	StepResolution Step = 4
+)
+
+// Create is one create as the [Service] planned it: the rules are decided
+// (defaults applied, times truncated), and what remains depends on the
+// stored state, which the store reads and changes atomically. A store
+// applies it, all or nothing, in this order:
+//
+//  1. Replay. When IdempotencyKey is not "" and is bound in (Caller.Organization,
+//     Caller.User) at or after KeyNotBefore, return the bound event as it is
+//     now (even if deleted) with [Replayed]; change nothing.
+//  2. [StepRecord]: insert Event; [Created].
+//  3. [StepOccurrence]: when an open event (ResolvedAt nil, not deleted)
+//     exists for (Caller.Organization, Caller.User, Event.CorrelationKey), add
+//     Count to its OccurrenceCount (saturating at the int64 maximum), set its
+//     LastSeenAt to the later of its own and LastSeenAt, and advance its
+//     UpdatedAt to Now (never backwards): [Incremented]. Otherwise insert
+//     Event: [Created].
+//  4. [StepResolution]: when such an open event exists, set its ResolvedAt
+//     to ResolvedAt, its Severity to Severity unless "", its Description to
+//     *Description unless nil, its LastSeenAt to the later of its own and
+//     LastSeenAt, and advance its UpdatedAt to Now: [Resolved]. Otherwise
+//     insert Event: [Created].
+//  5. Binding. When IdempotencyKey is not "", bind it (replacing an expired
+//     binding) to the event of step 2, 3 or 4, at Now.
+//
+// At most one open event exists per (organization, user, correlationKey)
+// of a non-empty user, whatever runs concurrently, and no counted
+// occurrence is lost. Two concurrent creates with one key have exactly one
+// effect: the second waits for the first and replays.
+type Create struct {
+	Caller         Caller
+	IdempotencyKey string
+	// KeyNotBefore is the oldest binding that still replays (zero: every
+	// binding, the default retention).
+	KeyNotBefore time.Time
+	Step         Step
+	// Event is the complete event to insert when one is recorded: ID,
+	// Organization, User, CreatedAt and UpdatedAt set.
+	Event Event
+	// Count is the occurrences to add (StepOccurrence).
+	Count int64
+	// LastSeenAt is compared with the open event's (StepOccurrence,
+	// StepResolution).
+	LastSeenAt time.Time
+	// ResolvedAt, Severity and Description close the open event
+	// (StepResolution).
+	ResolvedAt  time.Time
+	Severity    Severity
+	Description *string
+	// Now is the time of receipt.
+	Now time.Time
+}
+
+// Order is the order of a listing by creation time.
+type Order string
+
+// The orders; [OrderDesc] (newest first) is the default.
+const (
+	OrderDesc Order = "desc"
+	OrderAsc  Order = "asc"
+)
+
+// Query selects events for getEvents ([Service.List]). Zero fields do not
+// filter. Several values in one slice match any of them; the fields combine
+// with AND.
+type Query struct {
+	Category []string
+	Action   []string
+	Severity []Severity
+	Status   []Status
+	// Resolved nil lists every event; false only events without ResolvedAt
+	// (open), true only events with one.
+	Resolved *bool
+	// CorrelationKey, when set, lists the events with exactly that key.
+	CorrelationKey string
+	// Search, when set, keeps events whose description contains it,
+	// ignoring case.
+	Search string
+	// Order by CreatedAt then ID; "" means [OrderDesc].
+	Order Order
+	// Page is 0-based.
+	Page int
+	// PageSize is 1 to [MaxPageSize]; 0 means [DefaultPageSize].
+	PageSize int
+}
+
+// Page sizes of [Service.List].
+const (
+	DefaultPageSize = 25
+	MaxPageSize     = 100
+)
+
+// Page is one page of getEvents, in Meshery's shape.
+type Page struct {
+	Page       int     `json:"page"`
+	PageSize   int     `json:"pageSize"`
+	TotalCount int64   `json:"totalCount"`
+	Data       []Event `json:"data"`
+}
