@@ -1,0 +1,176 @@
+package sizenames
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// ErrInvalid is matched (errors.Is) by the error [ReplaceCloud] returns when
+// the rows it is given break a rule; nothing is written then.
+var ErrInvalid = errors.New("sizenames: invalid rows")
+
+// Resolve applies the size-name rule (canonical-event.md, Size names) to one
+// size object with the rows of its event's (cloud, resource_type): a member
+// of size that holds a string equal to a row's Value under that row's Member
+// is replaced by the row's Name. A member that is absent, is not a string,
+// or matches no row stays as it arrived; so does every member when rows is
+// empty. Rows are matched by Member and Value only (the caller passes the
+// rows of the right pair); when several rows share a (Member, Value), the
+// first wins.
+//
+// It returns the new size and replaced, which maps each replaced member to
+// the value it arrived with (nil when nothing was replaced). When nothing is
+// replaced the returned size is size itself, byte for byte. Otherwise it is
+// a new object with the members in their order, every value not replaced
+// kept with its exact bytes (numbers are never reformatted), and the
+// whitespace between members dropped.
+//
+// A size that is absent, null or not an object is returned unchanged with no
+// error: the rule applies only to an object. An error is returned only for
+// an object that is not valid JSON (or has a member given twice), which
+// [github.com/tallyhq/tally/event.Decode] has already refused for any item
+// that reaches the pipeline. Resolve is pure and safe for concurrent use.
+func Resolve(rows []Row, size jsontext.Value) (jsontext.Value, map[string]string, error) {
+	if len(rows) == 0 || firstByte(size) != '{' {
+		return size, nil, nil
+	}
+	type key struct{ member, value string }
+	names := make(map[key]string, len(rows))
+	for _, r := range rows {
+		k := key{r.Member, r.Value}
+		if _, dup := names[k]; !dup {
+			names[k] = r.Name
+		}
+	}
+
+	dec := jsontext.NewDecoder(bytes.NewReader(size))
+	if _, err := dec.ReadToken(); err != nil { // '{'
+		return nil, nil, fmt.Errorf("sizenames: size: %w", err)
+	}
+	var (
+		out      []byte
+		replaced map[string]string
+		first    = true
+	)
+	out = append(out, '{')
+	for dec.PeekKind() == '"' {
+		nameTok, err := dec.ReadToken()
+		if err != nil {
+			return nil, nil, fmt.Errorf("sizenames: size: %w", err)
+		}
+		member := nameTok.String()
+		val, err := dec.ReadValue()
+		if err != nil {
+			return nil, nil, fmt.Errorf("sizenames: size: %w", err)
+		}
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+		if out, err = jsontext.AppendQuote(out, member); err != nil {
+			return nil, nil, fmt.Errorf("sizenames: size: %w", err)
+		}
+		out = append(out, ':')
+		if val.Kind() == '"' {
+			var s string
+			s, err = unquote(val)
+			if err != nil {
+				return nil, nil, fmt.Errorf("sizenames: size: %w", err)
+			}
+			if name, ok := names[key{member, s}]; ok {
+				if replaced == nil {
+					replaced = make(map[string]string)
+				}
+				replaced[member] = s
+				if out, err = jsontext.AppendQuote(out, name); err != nil {
+					return nil, nil, fmt.Errorf("sizenames: name of %q: %w", member, err)
+				}
+				continue
+			}
+		}
+		out = append(out, val...)
+	}
+	if _, err := dec.ReadToken(); err != nil { // '}'
+		return nil, nil, fmt.Errorf("sizenames: size: %w", err)
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, nil, errors.New("sizenames: size: data after the object")
+	}
+	if replaced == nil {
+		return size, nil, nil
+	}
+	return jsontext.Value(append(out, '}')), replaced, nil
+}
+
+func unquote(v jsontext.Value) (string, error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(v))
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return "", err
+	}
+	return tok.String(), nil
+}
+
+func firstByte(b []byte) byte {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return c
+	}
+	return 0
+}
+
+// ReplaceCloud replaces every size-name row of cloud by rows, in one
+// transaction of s (canonical-event.md, Size names: "every run of a cloud
+// whose adapter lists names replaces that cloud's rows with the list in one
+// transaction"). It is what a reconciliation run calls; an empty rows clears
+// the cloud.
+//
+// Before writing it checks the rows and, if any rule is broken, returns an
+// error matching [ErrInvalid] listing every problem and writes nothing:
+// cloud must be non-empty, every row's Cloud must equal cloud, ResourceType,
+// Member, Value and Name must be non-empty, and no two rows may share the
+// primary key (cloud, resource_type, member, value). Otherwise it returns
+// the error of s.ReplaceSizeNames, wrapped. It is safe for concurrent use
+// when s is.
+func ReplaceCloud(ctx context.Context, s Store, cloud string, rows []Row) error {
+	var problems []string
+	if cloud == "" {
+		problems = append(problems, "cloud is required")
+	}
+	type pk struct{ rt, member, value string }
+	seen := make(map[pk]int, len(rows))
+	for i, r := range rows {
+		if r.Cloud != cloud {
+			problems = append(problems, fmt.Sprintf("row %d: cloud %q is not %q", i, r.Cloud, cloud))
+		}
+		for _, f := range [...]struct{ name, v string }{
+			{"resource_type", r.ResourceType}, {"member", r.Member}, {"value", r.Value}, {"name", r.Name},
+		} {
+			if f.v == "" {
+				problems = append(problems, fmt.Sprintf("row %d: %s is required", i, f.name))
+			}
+		}
+		k := pk{r.ResourceType, r.Member, r.Value}
+		if j, dup := seen[k]; dup {
+			problems = append(problems, fmt.Sprintf("row %d: same (cloud, resource_type, member, value) as row %d", i, j))
+		} else {
+			seen[k] = i
+		}
+	}
+	if problems != nil {
+		return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(problems, "; "))
+	}
+	if err := s.ReplaceSizeNames(ctx, cloud, rows); err != nil {
+		return fmt.Errorf("sizenames: replace rows of cloud %q: %w", cloud, err)
+	}
+	return nil
+}
