@@ -87,7 +87,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	fs.StringVar(&c.LogFormat, "log-format", "text", usage("log format: text or json", "log-format"))
 	fs.StringVar(&logLevel, "log-level", "info", usage("log level: debug, info, warn or error", "log-level"))
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, usage("on SIGINT/SIGTERM, how long in-flight requests may take to finish", "shutdown-timeout"))
-	fs.BoolP("help", "h", false, "print this help")
+	help := fs.BoolP("help", "h", false, "print this help")
 
 	// The environment first, then the command line over it: flag > env >
 	// default.
@@ -103,11 +103,11 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 		return c, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprint(stdout, usageHead+fs.FlagUsages())
-			return c, err
-		}
 		return c, fmt.Errorf("%w: %w (see --help)", errUsage, err)
+	}
+	if *help {
+		fmt.Fprint(stdout, usageHead+fs.FlagUsages())
+		return c, pflag.ErrHelp
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("%w: unexpected argument %q (see --help)", errUsage, fs.Arg(0))
