@@ -391,6 +391,7 @@ func DecodeExtra(data []byte) (map[string]jsontext.Value, error) {
 		if err != nil {
 			return nil, err
 		}
+		name := tok.String() // before the next read voids tok
 		v, err := dec.ReadValue()
 		if err != nil {
 			return nil, err
@@ -398,7 +399,7 @@ func DecodeExtra(data []byte) (map[string]jsontext.Value, error) {
 		if m == nil {
 			m = make(map[string]jsontext.Value)
 		}
-		m[tok.String()] = v.Clone()
+		m[name] = v.Clone()
 	}
 	return m, nil
 }

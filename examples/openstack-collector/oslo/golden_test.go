@@ -1,0 +1,123 @@
+package oslo_test
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/examples/openstack-collector/oslo"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under examples/openstack-collector/testdata")
+
+const goldenPath = "../testdata/notifications.golden.json"
+
+// corpusPath finds ../shared/data/openstack/notifications.jsonl relative to
+// the repository root (the directory holding go.mod), where CI puts the
+// shared data. Without it the test fails when CI is set and skips
+// otherwise.
+func corpusPath(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+	p := filepath.Join(dir, "..", "shared", "data", "openstack", "notifications.jsonl")
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the OpenStack corpus is required in CI: %v", err)
+		}
+		t.Skipf("the OpenStack corpus is not here (%v); CI requires it", err)
+	}
+	return p
+}
+
+// goldenEntry is one input line as the golden file pins it.
+type goldenEntry struct {
+	Line       int            `json:"line"`
+	Shape      oslo.Shape     `json:"shape,omitempty"`
+	Category   event.Category `json:"category,omitempty"`
+	Event      *event.Event   `json:"event,omitempty"`
+	Unmappable []string       `json:"unmappable,omitempty"`
+	Invalid    string         `json:"invalid,omitempty"`
+}
+
+func mapCorpus(t *testing.T) []goldenEntry {
+	t.Helper()
+	f, err := os.Open(corpusPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rd := oslo.Mapper{Cloud: "os-demo"}.NewReader(f)
+	var out []goldenEntry
+	for {
+		o, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := goldenEntry{Line: o.Line, Shape: o.Shape}
+		var u *oslo.UnmappableError
+		switch {
+		case o.Err == nil:
+			ev := o.Event
+			e.Event = &ev
+			e.Category = event.Categorize(ev.EventType)
+		case errors.As(o.Err, &u):
+			e.Unmappable = u.Reasons
+		default:
+			e.Invalid = o.Err.Error()
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// TestGolden maps the 30 real notifications and pins the canonical events
+// in testdata/notifications.golden.json (go test -update rewrites it; review
+// the diff by hand against ../shared/data/openstack/README.md).
+func TestGolden(t *testing.T) {
+	entries := mapCorpus(t)
+	got, err := json.Marshal(entries, json.Deterministic(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (*jsontext.Value)(&got).Indent(jsontext.WithIndent("  ")); err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	if *update {
+		if err := os.WriteFile(goldenPath, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(goldenPath)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(want, got) {
+		t.Errorf("mapping differs from %s (-want +got):\n%s", goldenPath, cmp.Diff(string(want), string(got)))
+	}
+}

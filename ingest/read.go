@@ -1,0 +1,211 @@
+package ingest
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/tallyhq/tally/event"
+)
+
+// Paging bounds of the read operations (dead letters, audit).
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+)
+
+// ErrBadCursor is returned by the listings for a cursor they did not issue.
+// The HTTP layer answers 400 naming the parameter.
+var ErrBadCursor = errors.New("ingest: malformed cursor")
+
+// ErrBadLimit is returned by the listings for a limit outside 1..1000 (0
+// means DefaultLimit). The HTTP layer answers 400 naming the parameter.
+var ErrBadLimit = fmt.Errorf("ingest: limit must be 1 to %d", MaxLimit)
+
+// Page selects one page of a listing ordered by (time, id), oldest first.
+type Page struct {
+	// From and To bound the time to [From, To); a zero value leaves that end
+	// open.
+	From, To time.Time
+	// Limit is 1..1000; 0 means DefaultLimit.
+	Limit int
+	// Cursor is "" for the first page, else a NextCursor of an earlier page.
+	Cursor string
+}
+
+// DeadLetterPage is one page of dead letters.
+type DeadLetterPage struct {
+	Items []DeadLetter `json:"items"`
+	// NextCursor continues the listing; nil on the last page.
+	NextCursor *string `json:"next_cursor"`
+}
+
+// AuditPage is one page of audit rows.
+type AuditPage struct {
+	Items []AuditEntry `json:"items"`
+	// NextCursor continues the listing; nil on the last page.
+	NextCursor *string `json:"next_cursor"`
+}
+
+// EncodeCursor returns the opaque cursor that continues a listing after p.
+func EncodeCursor(p Position) string {
+	s := strconv.FormatInt(p.At.UnixMicro(), 10) + "." + strconv.FormatInt(p.ID, 10)
+	return base64.RawURLEncoding.EncodeToString([]byte("v1." + s))
+}
+
+// DecodeCursor reads a cursor made by [EncodeCursor], or returns an error
+// matching [ErrBadCursor].
+func DecodeCursor(c string) (Position, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return Position{}, ErrBadCursor
+	}
+	parts := strings.Split(string(b), ".")
+	if len(parts) != 3 || parts[0] != "v1" {
+		return Position{}, ErrBadCursor
+	}
+	us, err1 := strconv.ParseInt(parts[1], 10, 64)
+	id, err2 := strconv.ParseInt(parts[2], 10, 64)
+	if err1 != nil || err2 != nil || id < 0 {
+		return Position{}, ErrBadCursor
+	}
+	return Position{At: time.UnixMicro(us).UTC(), ID: id}, nil
+}
+
+func (p Page) resolve() (limit int, after *Position, err error) {
+	limit = p.Limit
+	switch {
+	case limit == 0:
+		limit = DefaultLimit
+	case limit < 0 || limit > MaxLimit:
+		return 0, nil, ErrBadLimit
+	}
+	if p.Cursor != "" {
+		pos, err := DecodeCursor(p.Cursor)
+		if err != nil {
+			return 0, nil, err
+		}
+		after = &pos
+	}
+	return limit, after, nil
+}
+
+// DeadLetters lists the dead letters received in the page's window, oldest
+// first (canonical-event.md, Delivery: "What was kept is read back through
+// GET /api/v1/rejected-events"). Items is never nil. It returns
+// [ErrBadLimit], [ErrBadCursor], or the store's error wrapped.
+func (s *Service) DeadLetters(ctx context.Context, p Page) (DeadLetterPage, error) {
+	limit, after, err := p.resolve()
+	if err != nil {
+		return DeadLetterPage{}, err
+	}
+	items, err := s.store.DeadLetters(ctx, DeadLetterQuery{From: p.From, To: p.To, After: after, Limit: limit + 1})
+	if err != nil {
+		return DeadLetterPage{}, fmt.Errorf("ingest: list dead letters: %w", err)
+	}
+	out := DeadLetterPage{Items: items}
+	if len(items) > limit {
+		out.Items = items[:limit]
+		last := out.Items[limit-1]
+		c := EncodeCursor(Position{At: last.ReceivedAt, ID: last.ID})
+		out.NextCursor = &c
+	}
+	if out.Items == nil {
+		out.Items = []DeadLetter{}
+	}
+	return out, nil
+}
+
+// Audit lists the audit rows of action ("" for every action) written in the
+// page's window, oldest first. Items is never nil. It returns [ErrBadLimit],
+// [ErrBadCursor], or the store's error wrapped.
+func (s *Service) Audit(ctx context.Context, action string, p Page) (AuditPage, error) {
+	limit, after, err := p.resolve()
+	if err != nil {
+		return AuditPage{}, err
+	}
+	items, err := s.store.Audit(ctx, AuditQuery{Action: action, From: p.From, To: p.To, After: after, Limit: limit + 1})
+	if err != nil {
+		return AuditPage{}, fmt.Errorf("ingest: list audit rows: %w", err)
+	}
+	out := AuditPage{Items: items}
+	if len(items) > limit {
+		out.Items = items[:limit]
+		last := out.Items[limit-1]
+		c := EncodeCursor(Position{At: last.At, ID: last.ID})
+		out.NextCursor = &c
+	}
+	if out.Items == nil {
+		out.Items = []AuditEntry{}
+	}
+	return out, nil
+}
+
+// Events lists stored events matching q, ordered by (timestamp, event_id),
+// as [Store.Events] does.
+func (s *Service) Events(ctx context.Context, q EventQuery) ([]event.Event, error) {
+	evs, err := s.store.Events(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: list events: %w", err)
+	}
+	return evs, nil
+}
+
+// ResourceTypes lists the size-schema registry (canonical-event.md, Size
+// schemas), ordered by platform then resource_type; never nil.
+func (s *Service) ResourceTypes(ctx context.Context) ([]ResourceType, error) {
+	rts, err := s.store.ResourceTypes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: list resource types: %w", err)
+	}
+	if rts == nil {
+		rts = []ResourceType{}
+	}
+	return rts, nil
+}
+
+// ResourceType returns the registry row of (platform, resourceType), or an
+// error matching store.ErrNotFound when there is none.
+func (s *Service) ResourceType(ctx context.Context, platform, resourceType string) (ResourceType, error) {
+	rt, err := s.store.ResourceType(ctx, platform, resourceType)
+	if err != nil {
+		return ResourceType{}, fmt.Errorf("ingest: get resource type (%s, %s): %w", platform, resourceType, err)
+	}
+	return rt, nil
+}
+
+// PutResourceType registers sizeSchema, a JSON Schema document kept as exact
+// JSON, for (platform, resourceType), replacing any schema the pair had
+// (canonical-event.md, Size schemas). The document must compile as
+// [CompileSizeSchema] compiles it; otherwise, or when platform or
+// resourceType is empty or longer than 512 bytes, it returns a
+// [*SchemaError] (matching [ErrInvalidSchema]) holding the compiler's
+// message, and nothing is written. On success it returns the row as stored
+// (Version incremented) and drops the pair's compiled schema from this
+// Service's cache; other processes see the new Version at their next batch.
+func (s *Service) PutResourceType(ctx context.Context, platform, resourceType string, sizeSchema jsontext.Value) (ResourceType, error) {
+	fail := func(msg string) error {
+		return &SchemaError{Platform: platform, ResourceType: resourceType, Message: msg}
+	}
+	switch {
+	case platform == "" || resourceType == "":
+		return ResourceType{}, fail("platform and resource_type are required")
+	case len(platform) > event.IdentifierMaxLen || len(resourceType) > event.IdentifierMaxLen:
+		return ResourceType{}, fail(fmt.Sprintf("platform and resource_type are at most %d bytes", event.IdentifierMaxLen))
+	}
+	if _, err := CompileSizeSchema(sizeSchema); err != nil {
+		return ResourceType{}, fail(err.Error())
+	}
+	rt, err := s.store.PutResourceType(ctx, ResourceType{Platform: platform, ResourceType: resourceType, SizeSchema: sizeSchema})
+	if err != nil {
+		return ResourceType{}, fmt.Errorf("ingest: put resource type (%s, %s): %w", platform, resourceType, err)
+	}
+	s.reg.invalidate(platform, resourceType)
+	return rt, nil
+}

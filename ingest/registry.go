@@ -1,0 +1,181 @@
+package ingest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// ErrInvalidSchema is matched (errors.Is) by every [*SchemaError].
+var ErrInvalidSchema = errors.New("ingest: invalid size schema")
+
+// SchemaError refuses a resource type put through [Service.PutResourceType]
+// (canonical-event.md, Size schemas): its names are empty or too long, or its
+// size schema does not compile. Message is the compiler's message (or the
+// rule broken); it matches [ErrInvalidSchema]. The HTTP layer answers 400.
+type SchemaError struct {
+	Platform     string
+	ResourceType string
+	Message      string
+}
+
+func (e *SchemaError) Error() string {
+	return fmt.Sprintf("ingest: size schema of (%s, %s): %s", e.Platform, e.ResourceType, e.Message)
+}
+
+// Is reports whether target is [ErrInvalidSchema].
+func (e *SchemaError) Is(target error) bool { return target == ErrInvalidSchema }
+
+// schemaURL is the name a size schema is compiled under. It is never fetched.
+const schemaURL = "urn:tally:size-schema"
+
+// noLoader refuses every external reference, so a registered schema can make
+// the server read neither files nor the network.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("external reference %s is not allowed in a size schema", url)
+}
+
+// CompileSizeSchema compiles doc as a JSON Schema the way the registry does:
+// draft 2020-12 unless doc names another with $schema, format assertions on,
+// and no external reference ($ref to a URL or file) resolved. It returns the
+// compiler's message as the error when doc does not compile. It is safe for
+// concurrent use.
+func CompileSizeSchema(doc jsontext.Value) (*jsonschema.Schema, error) {
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		return nil, fmt.Errorf("not a JSON document: %v", err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat()
+	c.UseLoader(noLoader{})
+	if err := c.AddResource(schemaURL, v); err != nil {
+		return nil, err
+	}
+	return c.Compile(schemaURL)
+}
+
+// registry caches compiled size schemas by (platform, resource_type),
+// remembering the Version (and document) each was compiled from. A lookup
+// with a row of another Version recompiles, so a put through any process
+// sharing the store is seen at the next batch. Safe for concurrent use.
+type registry struct {
+	mu    sync.Mutex
+	cache map[pair]compiled
+}
+
+type pair struct{ a, b string }
+
+type compiled struct {
+	version int64
+	doc     jsontext.Value
+	schema  *jsonschema.Schema
+}
+
+// schema returns the compiled schema of rt, from the cache when rt's Version
+// and document are the cached ones.
+func (r *registry) schema(rt ResourceType) (*jsonschema.Schema, error) {
+	k := pair{rt.Platform, rt.ResourceType}
+	r.mu.Lock()
+	c, ok := r.cache[k]
+	r.mu.Unlock()
+	if ok && c.version == rt.Version && bytes.Equal(c.doc, rt.SizeSchema) {
+		return c.schema, nil
+	}
+	sch, err := CompileSizeSchema(rt.SizeSchema)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if r.cache == nil {
+		r.cache = make(map[pair]compiled)
+	}
+	r.cache[k] = compiled{version: rt.Version, doc: bytes.Clone(rt.SizeSchema), schema: sch}
+	r.mu.Unlock()
+	return sch, nil
+}
+
+// invalidate drops the cached schema of one pair.
+func (r *registry) invalidate(platform, resourceType string) {
+	r.mu.Lock()
+	delete(r.cache, pair{platform, resourceType})
+	r.mu.Unlock()
+}
+
+var printer = message.NewPrinter(language.English)
+
+// maxSizeProblems bounds how many problems one size_schema reason lists.
+const maxSizeProblems = 10
+
+// validateSize validates size against sch and returns nil, or the problems,
+// one per leaf error, each "<member path>: <rule>: <message>" with the path a
+// JSON Pointer from the event (/payload/size/vcpus), sorted, at most
+// maxSizeProblems of them followed by a count of the rest.
+func validateSize(sch *jsonschema.Schema, size jsontext.Value) ([]string, error) {
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(size))
+	if err != nil {
+		return nil, fmt.Errorf("ingest: read size for its schema: %w", err)
+	}
+	err = sch.Validate(inst)
+	if err == nil {
+		return nil, nil
+	}
+	var verr *jsonschema.ValidationError
+	if !errors.As(err, &verr) {
+		return nil, fmt.Errorf("ingest: validate size: %w", err)
+	}
+	var out []string
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				walk(c)
+			}
+			return
+		}
+		path := "/payload/size" + pointer(e.InstanceLocation)
+		if req, ok := e.ErrorKind.(*kind.Required); ok {
+			for _, m := range req.Missing {
+				out = append(out, path+pointer([]string{m})+": required: is required")
+			}
+			return
+		}
+		rule := "schema"
+		if kp := e.ErrorKind.KeywordPath(); len(kp) > 0 {
+			rule = kp[len(kp)-1]
+		}
+		out = append(out, path+": "+rule+": "+e.ErrorKind.LocalizedString(printer))
+	}
+	walk(verr)
+	sort.Strings(out)
+	if len(out) == 0 {
+		out = []string{"/payload/size: schema: " + verr.ErrorKind.LocalizedString(printer)}
+	}
+	if len(out) > maxSizeProblems {
+		rest := len(out) - maxSizeProblems
+		out = append(out[:maxSizeProblems], fmt.Sprintf("and %d more", rest))
+	}
+	return out, nil
+}
+
+// pointer renders tokens as a JSON Pointer suffix ("" for none).
+func pointer(tokens []string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		t = strings.ReplaceAll(t, "~", "~0")
+		b.WriteString(strings.ReplaceAll(t, "/", "~1"))
+	}
+	return b.String()
+}

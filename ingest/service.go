@@ -1,0 +1,492 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/sizenames"
+	"github.com/tallyhq/tally/store"
+)
+
+// MaxBatch is the most items one call may carry (canonical-event.md,
+// Delivery: "one event or an array of at most 1000 of them").
+const MaxBatch = 1000
+
+// DefaultMaxDeadLetterBytes is the cap on the raw bytes kept per dead letter
+// when [Options].MaxDeadLetterBytes is 0: 64 KiB. A larger item keeps only
+// its size.
+const DefaultMaxDeadLetterBytes = 64 << 10
+
+// ActionScopeViolation is the audit action of an item outside the caller's
+// scope (canonical-event.md, Delivery).
+const ActionScopeViolation = "events.scope_violation"
+
+// ErrBatchTooLarge is returned, before anything is read or stored, for a
+// batch of more than [MaxBatch] items. The HTTP layer answers 413.
+var ErrBatchTooLarge = fmt.Errorf("ingest: a batch holds at most %d items", MaxBatch)
+
+// ErrInvalidCaller is returned by [Service.Ingest] for a [Caller] with half
+// a scope (only one of Platform and Cloud) or an invalid Source; nothing is
+// stored.
+var ErrInvalidCaller = errors.New("ingest: invalid caller")
+
+// Kind is the kind of a refusal: the text of a reason before its first
+// colon (DECISIONS.md, Refusal reasons).
+type Kind string
+
+// The refusal kinds.
+const (
+	// KindSchema refuses an item that does not decode or validate as a
+	// canonical event.
+	KindSchema Kind = "schema"
+	// KindSizeSchema refuses an item whose payload.size breaks the size
+	// schema of its (platform, resource_type), or has none when one is
+	// required.
+	KindSizeSchema Kind = "size_schema"
+	// KindScope refuses an item outside the caller's scope.
+	KindScope Kind = "scope"
+)
+
+// Kinds lists every [Kind].
+func Kinds() []Kind { return []Kind{KindSchema, KindSizeSchema, KindScope} }
+
+// Observer receives the counters of ingestion, to be backed by a metrics
+// library (the server uses Prometheus). It is called after a batch has been
+// committed, only then, once per call with the batch's counts (a count of 0
+// is not reported). Implementations must be safe for concurrent use.
+type Observer interface {
+	// Ingested counts n events newly stored.
+	Ingested(n int)
+	// Duplicates counts n items that were already stored or came earlier in
+	// the same batch.
+	Duplicates(n int)
+	// Rejected counts n refused items of one kind.
+	Rejected(kind Kind, n int)
+	// UnvalidatedSize counts n newly stored events of (platform,
+	// resourceType) whose size was taken unvalidated because no size schema
+	// is registered for the pair (tally_ingest_unvalidated_size_total).
+	UnvalidatedSize(platform, resourceType string, n int)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Ingested(int)                        {}
+func (nopObserver) Duplicates(int)                      {}
+func (nopObserver) Rejected(Kind, int)                  {}
+func (nopObserver) UnvalidatedSize(string, string, int) {}
+
+// Options configures a [Service]. The zero value is valid.
+type Options struct {
+	// RequireSizeSchema refuses a size for a (platform, resource_type) no
+	// size schema is registered for, instead of accepting it unvalidated
+	// (canonical-event.md, Size schemas; the server maps
+	// TALLY_INGEST_REQUIRE_SIZE_SCHEMA to it).
+	RequireSizeSchema bool
+	// Observer receives the counters; nil counts nothing.
+	Observer Observer
+	// Now is the clock that stamps received_at of dead letters and at of
+	// audit rows (UTC, truncated to microseconds); nil means time.Now.
+	Now func() time.Time
+	// MaxDeadLetterBytes caps the raw bytes kept per dead letter; 0 means
+	// DefaultMaxDeadLetterBytes; it must not be negative.
+	MaxDeadLetterBytes int
+}
+
+// Caller is who submits a batch.
+type Caller struct {
+	// Credential names the credential of the call; it is written in audit
+	// rows.
+	Credential string
+	// Platform and Cloud are the credential's scope: every item must name
+	// both. Both empty means no scope (no check), as for a reconciliation
+	// run inside the process; only one of them set is an invalid caller.
+	Platform string
+	Cloud    string
+	// Source is the pipeline that ingests the batch, stored as every
+	// event's source: collector for the public route, reconciliation for a
+	// sync run. "" means collector.
+	Source event.Source
+}
+
+// Result is the answer to one batch (canonical-event.md, Delivery;
+// IngestResult). Accepted + Duplicates + len(Rejected) equals the number of
+// items.
+type Result struct {
+	// Accepted counts the items newly stored.
+	Accepted int `json:"accepted"`
+	// Duplicates counts the items whose (event_id, timestamp) was stored
+	// already or came earlier in the batch.
+	Duplicates int `json:"duplicates"`
+	// Rejected lists the refused items in index order; never nil, so it
+	// encodes as [] when empty.
+	Rejected []Rejection `json:"rejected"`
+}
+
+// Rejection names one refused item.
+type Rejection struct {
+	// Index is the item's position in the batch, from 0.
+	Index int `json:"index"`
+	// EventID is the event_id the item carried, read best effort even from
+	// an invalid item; "" when none could be read.
+	EventID string `json:"event_id"`
+	// Reason is "schema: <problems>", "size_schema: <problems>" or "scope".
+	Reason string `json:"reason"`
+}
+
+// Service is the ingestion pipeline over a [Store]. It is safe for
+// concurrent use; its only state is the compiled-schema cache.
+type Service struct {
+	store    Store
+	opts     Options
+	now      func() time.Time
+	observer Observer
+	maxDL    int
+	reg      registry
+}
+
+// New returns a Service over s. It returns an error (every problem joined)
+// when s is nil or opts.MaxDeadLetterBytes is negative.
+func New(s Store, opts Options) (*Service, error) {
+	var errs []error
+	if s == nil {
+		errs = append(errs, errors.New("ingest: a store is required"))
+	}
+	if opts.MaxDeadLetterBytes < 0 {
+		errs = append(errs, fmt.Errorf("ingest: MaxDeadLetterBytes must not be negative, is %d", opts.MaxDeadLetterBytes))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	svc := &Service{store: s, opts: opts, now: opts.Now, observer: opts.Observer, maxDL: opts.MaxDeadLetterBytes}
+	if svc.now == nil {
+		svc.now = time.Now
+	}
+	if svc.observer == nil {
+		svc.observer = nopObserver{}
+	}
+	if svc.maxDL == 0 {
+		svc.maxDL = DefaultMaxDeadLetterBytes
+	}
+	return svc, nil
+}
+
+// Ingest runs one batch through the pipeline (canonical-event.md, Size
+// schemas, Size names, Delivery, Rules) and commits it in one
+// [Store.Commit]. Each item is taken, in this order:
+//
+//  1. strictly decoded ([event.Decode]) and validated ([event.Validate]);
+//     a failure refuses it "schema: <every problem, joined by "; ">";
+//  2. checked against the caller's scope, when it has one: platform and
+//     cloud must both match, else it is refused "scope", an audit row of
+//     action [ActionScopeViolation] is written and no dead letter;
+//  3. when it carries payload.size (an object): the size names of its
+//     (cloud, resource_type), read once per pair and batch, are applied
+//     ([sizenames.Resolve]); when a member was replaced,
+//     payload.provider.size_as_reported is set to the replaced members with
+//     the values they arrived with, overriding any the item brought (the
+//     provider object is created when absent);
+//  4. the size (after replacement) is validated against the size schema of
+//     its (platform, resource_type), read once per pair and batch; a failure
+//     refuses it "size_schema: <problems>", each problem naming the member
+//     (/payload/size/vcpus) and the rule. A pair with no schema is accepted
+//     and counted ([Observer].UnvalidatedSize), or, with
+//     RequireSizeSchema, refused "size_schema: no size schema registered for
+//     (<platform>, <resource_type>)";
+//  5. given the caller's pipeline as source, whatever it claimed.
+//
+// A survivor with the (event_id, timestamp) of an earlier survivor of the
+// batch is a duplicate. The survivors, a dead letter for every refused item
+// except scope refusals (its raw bytes exactly as given, up to
+// MaxDeadLetterBytes) and the audit rows are then committed at once, even
+// when every item was refused.
+//
+// It returns [ErrBatchTooLarge] before anything else for more than
+// [MaxBatch] items, [ErrInvalidCaller] for an invalid caller, and the
+// store's error (wrapped) when a read or the commit fails, in which case
+// nothing of the batch is stored. An item is never an error: it is a
+// Rejection.
+func (s *Service) Ingest(ctx context.Context, caller Caller, items [][]byte) (Result, error) {
+	if len(items) > MaxBatch {
+		return Result{}, ErrBatchTooLarge
+	}
+	if (caller.Platform == "") != (caller.Cloud == "") {
+		return Result{}, fmt.Errorf("%w: a scope names both platform and cloud, or neither", ErrInvalidCaller)
+	}
+	source := caller.Source
+	if source == "" {
+		source = event.SourceCollector
+	}
+	if !source.Valid() {
+		return Result{}, fmt.Errorf("%w: source %q", ErrInvalidCaller, caller.Source)
+	}
+	now := s.now().UTC().Truncate(time.Microsecond)
+
+	type dupKey struct {
+		id string
+		ts int64
+	}
+	var (
+		res       = Result{Rejected: []Rejection{}}
+		batch     Batch
+		seen      = make(map[dupKey]bool, len(items))
+		rows      = make(map[pair][]sizenames.Row)
+		schemas   = make(map[pair]*schemaLookup)
+		unvalid   []*pair // parallel to batch.Events: the pair of an unvalidated size, or nil
+		dups      int
+		rejByKind = map[Kind]int{}
+	)
+	reject := func(i int, id string, kind Kind, reason string, raw []byte) {
+		res.Rejected = append(res.Rejected, Rejection{Index: i, EventID: id, Reason: reason})
+		rejByKind[kind]++
+		if kind == KindScope {
+			return
+		}
+		dl := DeadLetter{RawSize: len(raw), Reason: reason, EventID: id, ReceivedAt: now}
+		if len(raw) <= s.maxDL {
+			dl.Raw = bytes.Clone(raw)
+			if dl.Raw == nil {
+				dl.Raw = []byte{}
+			}
+		}
+		batch.DeadLetters = append(batch.DeadLetters, dl)
+	}
+
+	for i, raw := range items {
+		ev, err := event.Decode(raw)
+		id := ev.EventID
+		if err != nil {
+			id = BestEffortEventID(raw)
+		} else {
+			err = event.Validate(&ev)
+		}
+		if err != nil {
+			reject(i, id, KindSchema, "schema: "+err.Error(), raw)
+			continue
+		}
+		if caller.Platform != "" && (ev.Platform != caller.Platform || ev.Cloud != caller.Cloud) {
+			reject(i, id, KindScope, string(KindScope), raw)
+			batch.Audit = append(batch.Audit, AuditEntry{
+				At: now, Action: ActionScopeViolation, Credential: caller.Credential,
+				EventID: id, Platform: ev.Platform, Cloud: ev.Cloud,
+			})
+			continue
+		}
+		var unvalidated *pair
+		if k := firstByte(ev.Payload.Size); k == '{' {
+			np := pair{ev.Cloud, ev.ResourceType}
+			r, ok := rows[np]
+			if !ok {
+				if r, err = s.store.SizeNames(ctx, ev.Cloud, ev.ResourceType); err != nil {
+					return Result{}, fmt.Errorf("ingest: read size names of (%s, %s): %w", ev.Cloud, ev.ResourceType, err)
+				}
+				rows[np] = r
+			}
+			size, replaced, err := sizenames.Resolve(r, ev.Payload.Size)
+			if err != nil {
+				return Result{}, fmt.Errorf("ingest: item %d: %w", i, err)
+			}
+			sp := pair{ev.Platform, ev.ResourceType}
+			lk, ok := schemas[sp]
+			if !ok {
+				if lk, err = s.lookupSchema(ctx, ev.Platform, ev.ResourceType); err != nil {
+					return Result{}, err
+				}
+				schemas[sp] = lk
+			}
+			switch {
+			case lk.rt == nil && s.opts.RequireSizeSchema:
+				reject(i, id, KindSizeSchema, fmt.Sprintf("size_schema: no size schema registered for (%s, %s)", ev.Platform, ev.ResourceType), raw)
+				continue
+			case lk.rt == nil:
+				unvalidated = &sp
+			default:
+				problems, err := validateSize(lk.schema, size)
+				if err != nil {
+					return Result{}, fmt.Errorf("ingest: item %d: %w", i, err)
+				}
+				if problems != nil {
+					reject(i, id, KindSizeSchema, "size_schema: "+strings.Join(problems, "; "), raw)
+					continue
+				}
+			}
+			if replaced != nil {
+				prov, err := withSizeAsReported(ev.Payload.Provider, replaced)
+				if err != nil {
+					return Result{}, fmt.Errorf("ingest: item %d: %w", i, err)
+				}
+				ev.Payload.Size = size
+				ev.Payload.Provider = prov
+			}
+		}
+		ev.Source = source
+		dk := dupKey{ev.EventID, ev.Timestamp.UnixMicro()}
+		if seen[dk] {
+			dups++
+			continue
+		}
+		seen[dk] = true
+		batch.Events = append(batch.Events, ev)
+		unvalid = append(unvalid, unvalidated)
+	}
+
+	inserted, err := s.store.Commit(ctx, batch)
+	if err != nil {
+		return Result{}, fmt.Errorf("ingest: commit batch: %w", err)
+	}
+	if len(inserted) != len(batch.Events) {
+		return Result{}, fmt.Errorf("ingest: commit batch: store reported %d results for %d events", len(inserted), len(batch.Events))
+	}
+	unvalidatedCounts := map[pair]int{}
+	for i, ok := range inserted {
+		if !ok {
+			dups++
+			continue
+		}
+		res.Accepted++
+		if p := unvalid[i]; p != nil {
+			unvalidatedCounts[*p]++
+		}
+	}
+	res.Duplicates = dups
+
+	if res.Accepted > 0 {
+		s.observer.Ingested(res.Accepted)
+	}
+	if dups > 0 {
+		s.observer.Duplicates(dups)
+	}
+	for _, k := range Kinds() {
+		if n := rejByKind[k]; n > 0 {
+			s.observer.Rejected(k, n)
+		}
+	}
+	for p, n := range unvalidatedCounts {
+		s.observer.UnvalidatedSize(p.a, p.b, n)
+	}
+	return res, nil
+}
+
+type schemaLookup struct {
+	rt     *ResourceType
+	schema schemaValidator
+}
+
+type schemaValidator = *jsonschema.Schema
+
+// lookupSchema reads the registry row of a pair and returns it compiled
+// (from the cache when its Version is the cached one), or a lookup with a nil
+// rt when the pair has no row.
+func (s *Service) lookupSchema(ctx context.Context, platform, resourceType string) (*schemaLookup, error) {
+	rt, err := s.store.ResourceType(ctx, platform, resourceType)
+	if errors.Is(err, store.ErrNotFound) {
+		return &schemaLookup{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ingest: read size schema of (%s, %s): %w", platform, resourceType, err)
+	}
+	sch, err := s.reg.schema(rt)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: size schema of (%s, %s) version %d does not compile: %w", platform, resourceType, rt.Version, err)
+	}
+	return &schemaLookup{rt: &rt, schema: sch}, nil
+}
+
+// withSizeAsReported returns provider with its size_as_reported member set to
+// replaced (members sorted by name), every other member kept with its exact
+// value and in its order; a null or absent provider becomes a new object.
+func withSizeAsReported(provider jsontext.Value, replaced map[string]string) (jsontext.Value, error) {
+	sar, err := json.Marshal(replaced, json.Deterministic(true))
+	if err != nil {
+		return nil, err
+	}
+	out := []byte{'{'}
+	if firstByte(provider) == '{' {
+		dec := jsontext.NewDecoder(bytes.NewReader(provider))
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, err
+		}
+		for dec.PeekKind() == '"' {
+			name, err := dec.ReadToken()
+			if err != nil {
+				return nil, err
+			}
+			val, err := dec.ReadValue()
+			if err != nil {
+				return nil, err
+			}
+			if name.String() == "size_as_reported" {
+				continue
+			}
+			if len(out) > 1 {
+				out = append(out, ',')
+			}
+			if out, err = jsontext.AppendQuote(out, name.String()); err != nil {
+				return nil, err
+			}
+			out = append(out, ':')
+			out = append(out, val...)
+		}
+	}
+	if len(out) > 1 {
+		out = append(out, ',')
+	}
+	out = append(out, `"size_as_reported":`...)
+	out = append(out, sar...)
+	return jsontext.Value(append(out, '}')), nil
+}
+
+// BestEffortEventID returns the event_id an item carries, read leniently
+// from bytes that may not be a valid event: the first top-level "event_id"
+// member holding a string. It returns "" when the item is not a JSON object,
+// breaks off before such a member, or the id holds invalid UTF-8 or a NUL
+// character (which no store could keep as text).
+func BestEffortEventID(raw []byte) string {
+	dec := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	tok, err := dec.ReadToken()
+	if err != nil || tok.Kind() != '{' {
+		return ""
+	}
+	for {
+		name, err := dec.ReadToken()
+		if err != nil || name.Kind() != '"' {
+			return ""
+		}
+		if name.String() != "event_id" {
+			if err := dec.SkipValue(); err != nil {
+				return ""
+			}
+			continue
+		}
+		val, err := dec.ReadToken()
+		if err != nil || val.Kind() != '"' {
+			return ""
+		}
+		id := val.String()
+		// With invalid UTF-8 allowed, an invalid byte reads as U+FFFD.
+		if strings.IndexByte(id, 0) >= 0 || strings.ContainsRune(id, utf8.RuneError) && !utf8.Valid(raw) {
+			return ""
+		}
+		return id
+	}
+}
+
+func firstByte(b []byte) byte {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return c
+	}
+	return 0
+}

@@ -1,0 +1,399 @@
+package pgstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/tallyhq/tally/correlate"
+)
+
+var _ correlate.Store = (*Store)(nil)
+
+// eventColumns are the columns of correlated_events, in the order of the
+// INSERT parameters $1 to $27 (see insertArgs).
+const eventColumns = `id, organization, user_id, owner, system_id, acted_upon, operation_id,
+	category, action, severity, status, description, metadata, extra,
+	created_at, updated_at, deleted_at, correlation_key, occurrence_count,
+	first_seen_at, last_seen_at, resolved_at, source, type, specversion, trace_id, parent_id`
+
+const insertValues = `($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::json, $14::json,
+	$15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)`
+
+// openPredicate is the predicate of the partial unique index
+// correlated_events_open_key (migration 00010): the rows that count as the
+// open event of their (organization, user_id, correlation_key). ON CONFLICT
+// names it verbatim so that PostgreSQL infers that index.
+const openPredicate = `resolved_at IS NULL AND deleted_at IS NULL AND user_id <> '' AND correlation_key IS NOT NULL`
+
+// eventRow is one row of correlated_events as sqlx scans it.
+type eventRow struct {
+	ID              string         `db:"id"`
+	Organization    string         `db:"organization"`
+	UserID          string         `db:"user_id"`
+	Owner           string         `db:"owner"`
+	SystemID        string         `db:"system_id"`
+	ActedUpon       string         `db:"acted_upon"`
+	OperationID     string         `db:"operation_id"`
+	Category        string         `db:"category"`
+	Action          string         `db:"action"`
+	Severity        string         `db:"severity"`
+	Status          string         `db:"status"`
+	Description     string         `db:"description"`
+	Metadata        sql.NullString `db:"metadata"`
+	Extra           sql.NullString `db:"extra"`
+	CreatedAt       time.Time      `db:"created_at"`
+	UpdatedAt       time.Time      `db:"updated_at"`
+	DeletedAt       sql.NullTime   `db:"deleted_at"`
+	CorrelationKey  sql.NullString `db:"correlation_key"`
+	OccurrenceCount sql.NullInt64  `db:"occurrence_count"`
+	FirstSeenAt     sql.NullTime   `db:"first_seen_at"`
+	LastSeenAt      sql.NullTime   `db:"last_seen_at"`
+	ResolvedAt      sql.NullTime   `db:"resolved_at"`
+	Source          sql.NullString `db:"source"`
+	Type            sql.NullString `db:"type"`
+	Specversion     sql.NullString `db:"specversion"`
+	TraceID         sql.NullString `db:"trace_id"`
+	ParentID        sql.NullString `db:"parent_id"`
+}
+
+// upsertRow is an eventRow with the upsert's (xmax = 0): true when the row
+// was inserted, false when an existing row was updated.
+type upsertRow struct {
+	eventRow
+	Inserted bool `db:"inserted"`
+}
+
+func nullTime(t sql.NullTime) *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	u := t.Time.UTC()
+	return &u
+}
+
+func (r eventRow) event() (correlate.Event, error) {
+	e := correlate.Event{
+		ID: r.ID, Organization: r.Organization, User: r.UserID,
+		Owner: r.Owner, SystemID: r.SystemID, ActedUpon: r.ActedUpon, OperationID: r.OperationID,
+		Category: r.Category, Action: r.Action, Severity: correlate.Severity(r.Severity),
+		Status: correlate.Status(r.Status), Description: r.Description,
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), DeletedAt: nullTime(r.DeletedAt),
+		CorrelationKey: r.CorrelationKey.String,
+		FirstSeenAt:    nullTime(r.FirstSeenAt), LastSeenAt: nullTime(r.LastSeenAt), ResolvedAt: nullTime(r.ResolvedAt),
+		Source: r.Source.String, Type: r.Type.String, Specversion: r.Specversion.String,
+		TraceID: r.TraceID.String, ParentID: r.ParentID.String,
+	}
+	if r.Metadata.Valid {
+		e.Metadata = []byte(r.Metadata.String)
+	}
+	if r.OccurrenceCount.Valid {
+		n := r.OccurrenceCount.Int64
+		e.OccurrenceCount = &n
+	}
+	if r.Extra.Valid {
+		extra, err := correlate.DecodeExtra([]byte(r.Extra.String))
+		if err != nil {
+			return correlate.Event{}, fmt.Errorf("pgstore: decode extra of event %s: %w", r.ID, err)
+		}
+		e.Extra = extra
+	}
+	return e, nil
+}
+
+// orNull is nil (NULL) for "", else s.
+func orNull(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func insertArgs(e correlate.Event) ([]any, error) {
+	var metadata, extra any
+	if e.Metadata != nil {
+		metadata = string(e.Metadata)
+	}
+	if len(e.Extra) > 0 {
+		b, err := correlate.EncodeExtra(e.Extra)
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: encode extra: %w", err)
+		}
+		extra = string(b)
+	}
+	return []any{
+		e.ID, e.Organization, e.User, e.Owner, e.SystemID, e.ActedUpon, e.OperationID,
+		e.Category, e.Action, string(e.Severity), string(e.Status), e.Description, metadata, extra,
+		e.CreatedAt, e.UpdatedAt, e.DeletedAt, orNull(e.CorrelationKey), e.OccurrenceCount,
+		e.FirstSeenAt, e.LastSeenAt, e.ResolvedAt, orNull(e.Source), orNull(e.Type),
+		orNull(e.Specversion), orNull(e.TraceID), orNull(e.ParentID),
+	}, nil
+}
+
+// CreateEvent implements [correlate.Store]: the whole create is one
+// transaction. A serialization failure or deadlock (which the statements
+// below are not expected to cause) is retried a few times.
+func (s *Store) CreateEvent(ctx context.Context, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
+	for attempt := 1; ; attempt++ {
+		var (
+			e correlate.Event
+			d correlate.Disposition
+		)
+		err := s.InTx(ctx, func(tx *sqlx.Tx) error {
+			var err error
+			e, d, err = createEvent(ctx, tx, c)
+			return err
+		})
+		if errors.Is(err, errSerialization) && attempt < 4 {
+			continue
+		}
+		if err != nil {
+			return correlate.Event{}, "", fmt.Errorf("pgstore: create event: %w", err)
+		}
+		return e, d, nil
+	}
+}
+
+func createEvent(ctx context.Context, q querier, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
+	org, user := c.Caller.Organization, c.Caller.User
+	if c.IdempotencyKey != "" {
+		// Step 1. Two creates with one key must have exactly one effect,
+		// the other waiting and replaying. A transaction-scoped advisory
+		// lock on a hash of (organization, user, key) serialises them: the
+		// second blocks here until the first commits or rolls back, and
+		// then (READ COMMITTED: each statement takes a fresh snapshot) sees
+		// the binding the first committed, or none if it rolled back. A
+		// hash collision between two keys only makes them wait for each
+		// other. The lock is released at commit, after the binding of
+		// step 5 is visible.
+		lock := fmt.Sprintf("tally.correlate.idempotency:%d:%s:%d:%s:%s", len(org), org, len(user), user, c.IdempotencyKey)
+		if _, err := q.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, lock); err != nil {
+			return correlate.Event{}, "", fmt.Errorf("lock idempotency key: %w", err)
+		}
+		var row eventRow
+		err := q.GetContext(ctx, &row, `SELECT `+prefixed("e.", eventColumns)+`
+			FROM correlated_event_idempotency_keys k JOIN correlated_events e ON e.id = k.event_id
+			WHERE k.organization = $1 AND k.user_id = $2 AND k.key = $3 AND k.bound_at >= $4`,
+			org, user, c.IdempotencyKey, c.KeyNotBefore)
+		switch {
+		case err == nil:
+			e, err := row.event()
+			return e, correlate.Replayed, err
+		case !errors.Is(err, sql.ErrNoRows):
+			return correlate.Event{}, "", fmt.Errorf("read idempotency key: %w", err)
+		}
+	}
+
+	args, err := insertArgs(c.Event)
+	if err != nil {
+		return correlate.Event{}, "", err
+	}
+	var (
+		row  eventRow
+		disp = correlate.Created
+	)
+	switch c.Step {
+	case correlate.StepRecord:
+		err = q.GetContext(ctx, &row, `INSERT INTO correlated_events (`+eventColumns+`) VALUES `+insertValues+` RETURNING `+eventColumns, args...)
+	case correlate.StepOccurrence:
+		// Step 3 in one statement: insert the opening event, or, when the
+		// partial unique index already holds an open event of the key,
+		// count the occurrence on it. PostgreSQL makes INSERT … ON CONFLICT
+		// DO UPDATE atomic under concurrency: of 64 simultaneous first
+		// occurrences one inserts and 63 update, each update waiting for
+		// the row lock of the previous, so none is lost. When the open
+		// event is resolved meanwhile, the conflict disappears and the
+		// insert opens a new event instead. The count saturates at the
+		// bigint maximum instead of failing with 22003.
+		var up upsertRow
+		err = q.GetContext(ctx, &up, `INSERT INTO correlated_events AS e (`+eventColumns+`) VALUES `+insertValues+`
+			ON CONFLICT (organization, user_id, correlation_key) WHERE `+openPredicate+`
+			DO UPDATE SET
+				occurrence_count = CASE WHEN e.occurrence_count > 9223372036854775807 - $28::bigint
+					THEN 9223372036854775807 ELSE e.occurrence_count + $28::bigint END,
+				last_seen_at = GREATEST(e.last_seen_at, $29::timestamptz),
+				updated_at = GREATEST(e.updated_at, $30::timestamptz)
+			RETURNING `+eventColumns+`, (xmax = 0) AS inserted`,
+			append(args, c.Count, c.LastSeenAt, c.Now)...)
+		row = up.eventRow
+		if err == nil && !up.Inserted {
+			disp = correlate.Incremented
+		}
+	case correlate.StepResolution:
+		// Step 4: close the open event when there is one. The UPDATE takes
+		// its row lock, so a concurrent occurrence either is counted before
+		// (and the resolution sees its count) or waits and, finding the
+		// event closed, opens a new one.
+		err = q.GetContext(ctx, &row, `UPDATE correlated_events SET
+				resolved_at = $4,
+				severity = COALESCE($5, severity),
+				description = COALESCE($6, description),
+				last_seen_at = GREATEST(last_seen_at, $7::timestamptz),
+				updated_at = GREATEST(updated_at, $8::timestamptz)
+			WHERE organization = $1 AND user_id = $2 AND correlation_key = $3 AND `+openPredicate+`
+			RETURNING `+eventColumns,
+			org, user, c.Event.CorrelationKey, c.ResolvedAt, orNull(string(c.Severity)), c.Description, c.LastSeenAt, c.Now)
+		switch {
+		case err == nil:
+			disp = correlate.Resolved
+		case errors.Is(err, sql.ErrNoRows):
+			err = q.GetContext(ctx, &row, `INSERT INTO correlated_events (`+eventColumns+`) VALUES `+insertValues+` RETURNING `+eventColumns, args...)
+		}
+	default:
+		return correlate.Event{}, "", fmt.Errorf("unknown step %d", c.Step)
+	}
+	if err != nil {
+		return correlate.Event{}, "", fmt.Errorf("write event: %w", err)
+	}
+
+	if c.IdempotencyKey != "" {
+		// Step 5, in the same transaction as the effect. A binding older
+		// than the retention is replaced.
+		if _, err := q.ExecContext(ctx, `INSERT INTO correlated_event_idempotency_keys
+				(organization, user_id, key, event_id, bound_at) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (organization, user_id, key) DO UPDATE
+				SET event_id = EXCLUDED.event_id, bound_at = EXCLUDED.bound_at`,
+			org, user, c.IdempotencyKey, row.ID, c.Now); err != nil {
+			return correlate.Event{}, "", fmt.Errorf("bind idempotency key: %w", err)
+		}
+	}
+	e, err := row.event()
+	return e, disp, err
+}
+
+// prefixed qualifies every column of a column list with prefix.
+func prefixed(prefix, columns string) string {
+	parts := strings.Split(columns, ",")
+	for i, p := range parts {
+		parts[i] = prefix + strings.TrimSpace(p)
+	}
+	return strings.Join(parts, ", ")
+}
+
+const scopeWhere = `organization = $1 AND user_id = $2 AND deleted_at IS NULL`
+
+// GetEvent implements [correlate.Store].
+func (s *Store) GetEvent(ctx context.Context, scope correlate.Caller, id string) (correlate.Event, error) {
+	var row eventRow
+	err := s.db.GetContext(ctx, &row, `SELECT `+eventColumns+` FROM correlated_events WHERE `+scopeWhere+` AND id = $3`,
+		scope.Organization, scope.User, id)
+	if err != nil {
+		return correlate.Event{}, interpretError(fmt.Errorf("pgstore: get event %s: %w", id, err))
+	}
+	return row.event()
+}
+
+// ListEvents implements [correlate.Store].
+func (s *Store) ListEvents(ctx context.Context, scope correlate.Caller, q correlate.Query) ([]correlate.Event, int64, error) {
+	where := []string{scopeWhere}
+	args := []any{scope.Organization, scope.User}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "?", fmt.Sprintf("$%d", len(args))))
+	}
+	if len(q.Category) > 0 {
+		add("category = ANY(?::text[])", q.Category)
+	}
+	if len(q.Action) > 0 {
+		add("action = ANY(?::text[])", q.Action)
+	}
+	if len(q.Severity) > 0 {
+		add("severity = ANY(?::text[])", stringsOf(q.Severity))
+	}
+	if len(q.Status) > 0 {
+		add("status = ANY(?::text[])", stringsOf(q.Status))
+	}
+	if q.Resolved != nil {
+		if *q.Resolved {
+			where = append(where, "resolved_at IS NOT NULL")
+		} else {
+			where = append(where, "resolved_at IS NULL")
+		}
+	}
+	if q.CorrelationKey != "" {
+		add("correlation_key = ?", q.CorrelationKey)
+	}
+	if q.Search != "" {
+		esc := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(q.Search)
+		add(`description ILIKE ? ESCAPE '\'`, "%"+esc+"%")
+	}
+	cond := strings.Join(where, " AND ")
+	var total int64
+	if err := s.db.GetContext(ctx, &total, `SELECT count(*) FROM correlated_events WHERE `+cond, args...); err != nil {
+		return nil, 0, interpretError(fmt.Errorf("pgstore: count events: %w", err))
+	}
+	dir := "DESC"
+	if q.Order == correlate.OrderAsc {
+		dir = "ASC"
+	}
+	var rows []eventRow
+	n := len(args)
+	err := s.db.SelectContext(ctx, &rows, fmt.Sprintf(`SELECT %s FROM correlated_events WHERE %s
+		ORDER BY created_at %s, id %s LIMIT $%d OFFSET $%d`, eventColumns, cond, dir, dir, n+1, n+2),
+		append(args, q.PageSize, int64(q.Page)*int64(q.PageSize))...)
+	if err != nil {
+		return nil, 0, interpretError(fmt.Errorf("pgstore: list events: %w", err))
+	}
+	events := make([]correlate.Event, 0, len(rows))
+	for _, r := range rows {
+		e, err := r.event()
+		if err != nil {
+			return nil, 0, err
+		}
+		events = append(events, e)
+	}
+	return events, total, nil
+}
+
+func stringsOf[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}
+
+// SetEventStatus implements [correlate.Store].
+func (s *Store) SetEventStatus(ctx context.Context, scope correlate.Caller, id string, status correlate.Status, at time.Time) (correlate.Event, error) {
+	var row eventRow
+	err := s.db.GetContext(ctx, &row, `UPDATE correlated_events
+		SET status = $4, updated_at = GREATEST(updated_at, $5::timestamptz)
+		WHERE `+scopeWhere+` AND id = $3 RETURNING `+eventColumns,
+		scope.Organization, scope.User, id, string(status), at)
+	if err != nil {
+		return correlate.Event{}, interpretError(fmt.Errorf("pgstore: set event status %s: %w", id, err))
+	}
+	return row.event()
+}
+
+// DeleteEvent implements [correlate.Store]. The deleted row leaves the
+// partial unique index, so it no longer counts as the open event of its key.
+func (s *Store) DeleteEvent(ctx context.Context, scope correlate.Caller, id string, at time.Time) (correlate.Event, error) {
+	var row eventRow
+	err := s.db.GetContext(ctx, &row, `UPDATE correlated_events
+		SET deleted_at = $4, updated_at = GREATEST(updated_at, $4::timestamptz)
+		WHERE `+scopeWhere+` AND id = $3 RETURNING `+eventColumns,
+		scope.Organization, scope.User, id, at)
+	if err != nil {
+		return correlate.Event{}, interpretError(fmt.Errorf("pgstore: delete event %s: %w", id, err))
+	}
+	return row.event()
+}
+
+// DeleteIdempotencyKeys implements [correlate.Store].
+func (s *Store) DeleteIdempotencyKeys(ctx context.Context, before time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM correlated_event_idempotency_keys WHERE bound_at < $1`, before)
+	if err != nil {
+		return 0, interpretError(fmt.Errorf("pgstore: delete idempotency keys: %w", err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: delete idempotency keys: %w", err)
+	}
+	return n, nil
+}
