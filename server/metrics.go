@@ -8,6 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tallyhq/tally/correlate"
+	"github.com/tallyhq/tally/ingest"
 )
 
 // Metrics holds tally's Prometheus collectors, registered on a private
@@ -18,8 +21,8 @@ type Metrics struct {
 	registry *prometheus.Registry
 
 	unvalidatedSize *prometheus.CounterVec
-	ingested        *prometheus.CounterVec
-	duplicates      *prometheus.CounterVec
+	ingested        prometheus.Counter
+	duplicates      prometheus.Counter
 	rejected        *prometheus.CounterVec
 	dispositions    *prometheus.CounterVec
 	httpDuration    *prometheus.HistogramVec
@@ -40,14 +43,14 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 			Name: "tally_ingest_unvalidated_size_total",
 			Help: "Accepted events whose payload.size was not validated because no size schema is registered for their (platform, resource_type).",
 		}, []string{"platform", "resource_type"}),
-		ingested: prometheus.NewCounterVec(prometheus.CounterOpts{
+		ingested: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tally_ingest_events_ingested_total",
-			Help: "Canonical events newly stored, by platform and cloud.",
-		}, []string{"platform", "cloud"}),
-		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Help: "Canonical events newly stored.",
+		}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tally_ingest_events_duplicate_total",
-			Help: "Canonical events acknowledged as duplicates of a stored (event_id, timestamp), by platform and cloud.",
-		}, []string{"platform", "cloud"}),
+			Help: "Items acknowledged as duplicates: their (event_id, timestamp) was stored already or came earlier in the batch.",
+		}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_ingest_events_rejected_total",
 			Help: "Items refused, by reason kind: schema, size_schema or scope (the text of the reason before its first colon).",
@@ -62,6 +65,12 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route", "code"}),
 	}
+	for _, k := range ingest.Kinds() {
+		m.rejected.WithLabelValues(string(k)) // every kind shows, at 0
+	}
+	for _, d := range correlate.Dispositions() {
+		m.dispositions.WithLabelValues(string(d))
+	}
 	for _, c := range []prometheus.Collector{
 		m.unvalidatedSize, m.ingested, m.duplicates, m.rejected, m.dispositions, m.httpDuration,
 		collectors.NewGoCollector(),
@@ -72,6 +81,27 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// IngestObserver returns m as the observer of the ingestion pipeline
+// (ingest.Options.Observer).
+func (m *Metrics) IngestObserver() ingest.Observer { return ingestObserver{m} }
+
+// ingestObserver adapts [Metrics] to ingest.Observer.
+type ingestObserver struct{ m *Metrics }
+
+func (o ingestObserver) Ingested(n int)   { o.m.ingested.Add(float64(n)) }
+func (o ingestObserver) Duplicates(n int) { o.m.duplicates.Add(float64(n)) }
+func (o ingestObserver) Rejected(kind ingest.Kind, n int) {
+	o.m.rejected.WithLabelValues(string(kind)).Add(float64(n))
+}
+func (o ingestObserver) UnvalidatedSize(platform, resourceType string, n int) {
+	o.m.unvalidatedSize.WithLabelValues(platform, resourceType).Add(float64(n))
+}
+
+// ObserveDisposition counts one createEvent answer by its disposition.
+func (m *Metrics) ObserveDisposition(d correlate.Disposition) {
+	m.dispositions.WithLabelValues(string(d)).Inc()
 }
 
 // Registry returns the registry the collectors are registered on.
