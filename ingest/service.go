@@ -416,21 +416,22 @@ func withSizeAsReported(provider jsontext.Value, replaced map[string]string) (js
 			return nil, err
 		}
 		for dec.PeekKind() == '"' {
-			name, err := dec.ReadToken()
+			tok, err := dec.ReadToken()
 			if err != nil {
 				return nil, err
 			}
+			name := tok.String()
 			val, err := dec.ReadValue()
 			if err != nil {
 				return nil, err
 			}
-			if name.String() == "size_as_reported" {
+			if name == "size_as_reported" {
 				continue
 			}
 			if len(out) > 1 {
 				out = append(out, ',')
 			}
-			if out, err = jsontext.AppendQuote(out, name.String()); err != nil {
+			if out, err = jsontext.AppendQuote(out, name); err != nil {
 				return nil, err
 			}
 			out = append(out, ':')

@@ -1,6 +1,292 @@
 package memstore
 
-// ingestData holds this area's tables. Guarded by Store.mu.
-type ingestData struct{}
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
 
-func (d *ingestData) init() {}
+	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/sizenames"
+	"github.com/tallyhq/tally/store"
+)
+
+var (
+	_ ingest.Store    = (*Store)(nil)
+	_ sizenames.Store = (*Store)(nil)
+)
+
+type eventKey struct {
+	id string
+	ts int64 // UnixMicro
+}
+
+type rtKey struct{ platform, resourceType string }
+
+type namesKey struct{ cloud, resourceType string }
+
+// ingestData holds this area's tables. Guarded by Store.mu.
+type ingestData struct {
+	events        map[eventKey]event.Event
+	resourceTypes map[rtKey]ingest.ResourceType
+	sizeNames     map[string][]sizenames.Row // by cloud
+	deadLetters   []ingest.DeadLetter        // in ID order
+	audit         []ingest.AuditEntry        // in ID order
+	nextDL        int64
+	nextAudit     int64
+}
+
+func (d *ingestData) init() {
+	d.events = make(map[eventKey]event.Event)
+	d.resourceTypes = make(map[rtKey]ingest.ResourceType)
+	d.sizeNames = make(map[string][]sizenames.Row)
+}
+
+// seed loads the seeded size schemas, stamped at now.
+func (d *ingestData) seed(now time.Time) {
+	for _, rt := range ingest.SeedResourceTypes() {
+		rt.UpdatedAt = now
+		d.resourceTypes[rtKey{rt.Platform, rt.ResourceType}] = rt
+	}
+}
+
+func (s *Store) stamp() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+
+// SizeNames implements [sizenames.Store] and [ingest.Store]: the rows of one
+// (cloud, resourceType), ordered by member then value; none is nil.
+func (s *Store) SizeNames(ctx context.Context, cloud, resourceType string) ([]sizenames.Row, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []sizenames.Row
+	for _, r := range s.ingest.sizeNames[cloud] {
+		if r.ResourceType == resourceType {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// ReplaceSizeNames implements [sizenames.Store]: afterwards cloud has
+// exactly rows (copied). A cancelled context changes nothing.
+func (s *Store) ReplaceSizeNames(ctx context.Context, cloud string, rows []sizenames.Row) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	cp := slices.Clone(rows)
+	slices.SortFunc(cp, func(a, b sizenames.Row) int {
+		return cmp.Or(cmp.Compare(a.ResourceType, b.ResourceType), cmp.Compare(a.Member, b.Member), cmp.Compare(a.Value, b.Value))
+	})
+	for i := 1; i < len(cp); i++ {
+		if cp[i].ResourceType == cp[i-1].ResourceType && cp[i].Member == cp[i-1].Member && cp[i].Value == cp[i-1].Value {
+			return fmt.Errorf("memstore: size names of cloud %q: duplicate row (%s, %s, %s)", cloud, cp[i].ResourceType, cp[i].Member, cp[i].Value)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(cp) == 0 {
+		delete(s.ingest.sizeNames, cloud)
+	} else {
+		s.ingest.sizeNames[cloud] = cp
+	}
+	return nil
+}
+
+// ResourceType implements [ingest.Store].
+func (s *Store) ResourceType(ctx context.Context, platform, resourceType string) (ingest.ResourceType, error) {
+	if err := ctx.Err(); err != nil {
+		return ingest.ResourceType{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rt, ok := s.ingest.resourceTypes[rtKey{platform, resourceType}]
+	if !ok {
+		return ingest.ResourceType{}, fmt.Errorf("memstore: resource type (%s, %s): %w", platform, resourceType, store.ErrNotFound)
+	}
+	rt.SizeSchema = bytes.Clone(rt.SizeSchema)
+	return rt, nil
+}
+
+// ResourceTypes implements [ingest.Store].
+func (s *Store) ResourceTypes(ctx context.Context) ([]ingest.ResourceType, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]ingest.ResourceType, 0, len(s.ingest.resourceTypes))
+	for _, rt := range s.ingest.resourceTypes {
+		rt.SizeSchema = bytes.Clone(rt.SizeSchema)
+		out = append(out, rt)
+	}
+	slices.SortFunc(out, func(a, b ingest.ResourceType) int {
+		return cmp.Or(cmp.Compare(a.Platform, b.Platform), cmp.Compare(a.ResourceType, b.ResourceType))
+	})
+	return out, nil
+}
+
+// PutResourceType implements [ingest.Store]: the row's Version becomes the
+// stored one's plus one (1 for a new pair), UpdatedAt the store's clock.
+func (s *Store) PutResourceType(ctx context.Context, rt ingest.ResourceType) (ingest.ResourceType, error) {
+	if err := ctx.Err(); err != nil {
+		return ingest.ResourceType{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := rtKey{rt.Platform, rt.ResourceType}
+	rt.Version = s.ingest.resourceTypes[k].Version + 1
+	rt.UpdatedAt = s.stamp()
+	rt.SizeSchema = bytes.Clone(rt.SizeSchema)
+	s.ingest.resourceTypes[k] = rt
+	out := rt
+	out.SizeSchema = bytes.Clone(rt.SizeSchema)
+	return out, nil
+}
+
+// Commit implements [ingest.Store]. The whole batch is applied under the
+// store's lock after every check, so it lands whole or not at all; a
+// context cancelled before the lock is taken stores nothing.
+func (s *Store) Commit(ctx context.Context, b ingest.Batch) ([]bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := s.stamp()
+	inserted := make([]bool, len(b.Events))
+	added := make(map[eventKey]bool, len(b.Events))
+	for i, ev := range b.Events {
+		k := eventKey{ev.EventID, ev.Timestamp.UnixMicro()}
+		if _, ok := s.ingest.events[k]; ok || added[k] {
+			continue
+		}
+		added[k] = true
+		inserted[i] = true
+	}
+	for i, ev := range b.Events {
+		if inserted[i] {
+			s.ingest.events[eventKey{ev.EventID, ev.Timestamp.UnixMicro()}] = cloneEvent(ev)
+		}
+	}
+	for _, dl := range b.DeadLetters {
+		s.ingest.nextDL++
+		dl.ID = s.ingest.nextDL
+		if dl.ReceivedAt.IsZero() {
+			dl.ReceivedAt = now
+		}
+		dl.ReceivedAt = dl.ReceivedAt.UTC().Truncate(time.Microsecond)
+		if dl.Raw != nil {
+			dl.Raw = bytes.Clone(dl.Raw)
+		}
+		s.ingest.deadLetters = append(s.ingest.deadLetters, dl)
+	}
+	for _, a := range b.Audit {
+		s.ingest.nextAudit++
+		a.ID = s.ingest.nextAudit
+		if a.At.IsZero() {
+			a.At = now
+		}
+		a.At = a.At.UTC().Truncate(time.Microsecond)
+		s.ingest.audit = append(s.ingest.audit, a)
+	}
+	return inserted, nil
+}
+
+func cloneEvent(ev event.Event) event.Event {
+	ev.Timestamp = ev.Timestamp.UTC()
+	ev.Payload.Size = bytes.Clone(ev.Payload.Size)
+	ev.Payload.Provider = bytes.Clone(ev.Payload.Provider)
+	ev.Payload.Unknown = bytes.Clone(ev.Payload.Unknown)
+	return ev
+}
+
+// Events implements [ingest.Store].
+func (s *Store) Events(ctx context.Context, q ingest.EventQuery) ([]event.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []event.Event
+	for _, ev := range s.ingest.events {
+		if (q.Cloud == "" || ev.Cloud == q.Cloud) &&
+			(q.ResourceType == "" || ev.ResourceType == q.ResourceType) &&
+			(q.ResourceID == "" || ev.ResourceID == q.ResourceID) {
+			out = append(out, cloneEvent(ev))
+		}
+	}
+	slices.SortFunc(out, func(a, b event.Event) int {
+		return cmp.Or(a.Timestamp.Compare(b.Timestamp), cmp.Compare(a.EventID, b.EventID))
+	})
+	return out, nil
+}
+
+// inWindow reports whether t is in [from, to) (a zero end is open) and
+// strictly after the position.
+func inWindow(t time.Time, id int64, from, to time.Time, after *ingest.Position) bool {
+	if !from.IsZero() && t.Before(from) {
+		return false
+	}
+	if !to.IsZero() && !t.Before(to) {
+		return false
+	}
+	if after != nil {
+		if c := t.Compare(after.At); c < 0 || c == 0 && id <= after.ID {
+			return false
+		}
+	}
+	return true
+}
+
+// DeadLetters implements [ingest.Store].
+func (s *Store) DeadLetters(ctx context.Context, q ingest.DeadLetterQuery) ([]ingest.DeadLetter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []ingest.DeadLetter
+	for _, dl := range s.ingest.deadLetters {
+		if inWindow(dl.ReceivedAt, dl.ID, q.From, q.To, q.After) {
+			dl.Raw = bytes.Clone(dl.Raw)
+			out = append(out, dl)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b ingest.DeadLetter) int {
+		return cmp.Or(a.ReceivedAt.Compare(b.ReceivedAt), cmp.Compare(a.ID, b.ID))
+	})
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	return out, nil
+}
+
+// Audit implements [ingest.Store].
+func (s *Store) Audit(ctx context.Context, q ingest.AuditQuery) ([]ingest.AuditEntry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []ingest.AuditEntry
+	for _, a := range s.ingest.audit {
+		if (q.Action == "" || a.Action == q.Action) && inWindow(a.At, a.ID, q.From, q.To, q.After) {
+			out = append(out, a)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b ingest.AuditEntry) int {
+		return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.ID, b.ID))
+	})
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	return out, nil
+}

@@ -42,6 +42,7 @@ func New(opts Options) *Store {
 		s.now = time.Now
 	}
 	s.ingest.init()
+	s.ingest.seed(s.stamp())
 	s.correlation.init()
 	s.projection.init()
 	return s

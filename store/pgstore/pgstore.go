@@ -12,9 +12,43 @@
 // rolls back on an error or a panic. Driver errors are translated in one
 // place ([interpretError]) so that pgx types never leak to callers.
 //
-// When the timescaledb extension is installed in the database, the migrations
-// turn the events table into a hypertable on timestamp. Plain PostgreSQL 15 or
-// later is enough otherwise.
+// # Ingestion tables
+//
+// Migrations 00002-00009 hold lifecycle ingestion (canonical-event.md,
+// sections Rules, Size schemas, Size names, Delivery):
+//
+//   - events: one row per (event_id, timestamp), the primary key and the
+//     duplicate rule; indexes (cloud, resource_type, resource_id, timestamp),
+//     (project_id, timestamp) and (event_type, timestamp). payload is of type
+//     json (not jsonb), which keeps the exact text: numbers such as
+//     12345678901234567890 or 0.1, member order and unknown members read back
+//     as they were written. category and received_at are the store's.
+//   - dead_letters: refused items (id identity, raw bytea exactly as the item
+//     arrived, NUL and invalid UTF-8 included, NULL beyond the ingest cap;
+//     raw_size, reason, event_id, received_at); listed by (received_at, id).
+//   - audit_log: id identity, at, action, credential, event_id, platform,
+//     cloud; listed by (action, at, id).
+//   - resource_types: the size-schema registry, primary key (platform,
+//     resource_type); size_schema is json so a schema reads back as the exact
+//     bytes put; version grows by one per put. Seeded with the five openstack
+//     schemas of ingest.SeedResourceTypes.
+//   - size_names: primary key (cloud, resource_type, member, value) and name.
+//
+// [Store.Commit] writes a batch in one transaction with at most three
+// set-based statements (INSERT … SELECT FROM unnest(…); for events ON CONFLICT
+// (event_id, timestamp) DO NOTHING RETURNING), never one round trip per
+// event. Events are inserted sorted by (event_id, timestamp), so concurrent
+// overlapping batches take their locks in one order and do not deadlock.
+//
+// # TimescaleDB
+//
+// When the timescaledb extension is installed in the database before the
+// migrations run, migration 00002 turns the events table into a hypertable
+// partitioned on timestamp (the primary key holds the partition column, as
+// timescaledb requires); nothing else changes. Installing the extension later
+// does not convert an existing table. Without the extension events stays a
+// plain table: plain PostgreSQL 15 or later is enough. The hypertable branch
+// is not exercised by the test suite, whose server has no timescaledb.
 package pgstore
 
 import (

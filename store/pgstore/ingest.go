@@ -1,0 +1,553 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/sizenames"
+)
+
+var (
+	_ ingest.Store    = (*Store)(nil)
+	_ sizenames.Store = (*Store)(nil)
+)
+
+// maxListLimit is the largest page DeadLetters and Audit return
+// (ingest.DeadLetterQuery, ingest.AuditQuery: Limit is 1..1000).
+const maxListLimit = 1000
+
+// errLimit is returned, wrapped, by DeadLetters and Audit for a Limit outside
+// 1..maxListLimit.
+var errLimit = errors.New("limit must be 1..1000")
+
+// utcMicro is how the store keeps every time: UTC, microseconds (PostgreSQL's
+// precision). Truncating here, rather than letting the server round, keeps
+// the times the caller gave and the times read back equal.
+func utcMicro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// eventKey identifies an event for the duplicate rule (canonical-event.md,
+// Rules: "A duplicate is the same (event_id, timestamp) pair").
+type eventKey struct {
+	id string
+	ts int64 // microseconds since the Unix epoch, UTC
+}
+
+// insertEvents inserts the batch's events in one statement and returns,
+// parallel to evs, whether each was newly stored.
+//
+// The rows go to the server sorted by (event_id, timestamp). Two
+// transactions inserting overlapping batches then take the row locks of
+// their common keys in the same order, so one waits for the other instead of
+// deadlocking. RETURNING names the keys that were inserted; an event is
+// "inserted" when its key was returned and no earlier event of evs had the
+// same key (ON CONFLICT DO NOTHING also skips the second of a pair within
+// one statement).
+const insertEventsSQL = `
+INSERT INTO events (event_id, timestamp, event_type, platform, cloud, resource_type,
+                    resource_id, project_id, source, payload, category, received_at)
+SELECT u.event_id, u.ts, u.event_type, u.platform, u.cloud, u.resource_type,
+       u.resource_id, u.project_id, u.source, u.payload::json, u.category, $12
+FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[],
+            $7::text[], $8::text[], $9::text[], $10::text[], $11::text[]) WITH ORDINALITY
+     AS u(event_id, ts, event_type, platform, cloud, resource_type,
+          resource_id, project_id, source, payload, category, ord)
+ORDER BY u.ord
+ON CONFLICT (event_id, timestamp) DO NOTHING
+RETURNING event_id, timestamp`
+
+func insertEvents(ctx context.Context, q querier, evs []event.Event, receivedAt time.Time) ([]bool, error) {
+	n := len(evs)
+	keys := make([]eventKey, n)
+	order := make([]int, n)
+	for i := range evs {
+		keys[i] = eventKey{evs[i].EventID, utcMicro(evs[i].Timestamp).UnixMicro()}
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmp.Or(strings.Compare(keys[a].id, keys[b].id), cmp.Compare(keys[a].ts, keys[b].ts))
+	})
+
+	var (
+		ids, types, platforms, clouds   = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		rtypes, rids, projects, sources = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		payloads, categories            = make([]string, n), make([]string, n)
+		stamps                          = make([]time.Time, n)
+	)
+	for j, i := range order {
+		e := &evs[i]
+		payload, err := e.Payload.MarshalJSON()
+		if err != nil {
+			return nil, fmt.Errorf("encode payload of event %q: %w", e.EventID, err)
+		}
+		ids[j], stamps[j], types[j] = e.EventID, time.UnixMicro(keys[i].ts).UTC(), e.EventType
+		platforms[j], clouds[j], rtypes[j] = e.Platform, e.Cloud, e.ResourceType
+		rids[j], projects[j], sources[j] = e.ResourceID, e.ProjectID, string(e.Source)
+		payloads[j], categories[j] = string(payload), string(event.Categorize(e.EventType))
+	}
+
+	rows, err := q.QueryContext(ctx, insertEventsSQL,
+		ids, stamps, types, platforms, clouds, rtypes, rids, projects, sources, payloads, categories,
+		receivedAt)
+	if err != nil {
+		return nil, fmt.Errorf("insert events: %w", err)
+	}
+	defer rows.Close()
+	stored := make(map[eventKey]bool, n)
+	for rows.Next() {
+		var (
+			id string
+			ts time.Time
+		)
+		if err := rows.Scan(&id, &ts); err != nil {
+			return nil, fmt.Errorf("insert events: %w", err)
+		}
+		stored[eventKey{id, ts.UnixMicro()}] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("insert events: %w", err)
+	}
+
+	inserted := make([]bool, n)
+	for i, k := range keys {
+		if stored[k] {
+			inserted[i] = true
+			delete(stored, k) // a later event with the same key is a duplicate
+		}
+	}
+	return inserted, nil
+}
+
+const insertDeadLettersSQL = `
+INSERT INTO dead_letters (raw, raw_size, reason, event_id, received_at)
+SELECT u.raw, u.raw_size, u.reason, u.event_id, u.received_at
+FROM unnest($1::bytea[], $2::int[], $3::text[], $4::text[], $5::timestamptz[]) WITH ORDINALITY
+     AS u(raw, raw_size, reason, event_id, received_at, ord)
+ORDER BY u.ord`
+
+// insertDeadLetters inserts every dead letter in one statement, in the order
+// given, so that their ids increase in batch order. A zero ReceivedAt is
+// stamped with now.
+func insertDeadLetters(ctx context.Context, q querier, dls []ingest.DeadLetter, now time.Time) error {
+	n := len(dls)
+	raws, sizes := make([][]byte, n), make([]int32, n)
+	reasons, ids, ats := make([]string, n), make([]string, n), make([]time.Time, n)
+	for i, d := range dls {
+		if d.RawSize < 0 || d.RawSize > 1<<31-1 {
+			return fmt.Errorf("insert dead letters: raw size %d out of range", d.RawSize)
+		}
+		raws[i], sizes[i], reasons[i], ids[i] = d.Raw, int32(d.RawSize), d.Reason, d.EventID
+		ats[i] = stamp(d.ReceivedAt, now)
+	}
+	if _, err := q.ExecContext(ctx, insertDeadLettersSQL, raws, sizes, reasons, ids, ats); err != nil {
+		return fmt.Errorf("insert dead letters: %w", err)
+	}
+	return nil
+}
+
+const insertAuditSQL = `
+INSERT INTO audit_log (at, action, credential, event_id, platform, cloud)
+SELECT u.at, u.action, u.credential, u.event_id, u.platform, u.cloud
+FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY
+     AS u(at, action, credential, event_id, platform, cloud, ord)
+ORDER BY u.ord`
+
+// insertAudit inserts every audit row in one statement, in the order given.
+// A zero At is stamped with now.
+func insertAudit(ctx context.Context, q querier, entries []ingest.AuditEntry, now time.Time) error {
+	n := len(entries)
+	ats, actions, creds := make([]time.Time, n), make([]string, n), make([]string, n)
+	ids, platforms, clouds := make([]string, n), make([]string, n), make([]string, n)
+	for i, a := range entries {
+		ats[i], actions[i], creds[i] = stamp(a.At, now), a.Action, a.Credential
+		ids[i], platforms[i], clouds[i] = a.EventID, a.Platform, a.Cloud
+	}
+	if _, err := q.ExecContext(ctx, insertAuditSQL, ats, actions, creds, ids, platforms, clouds); err != nil {
+		return fmt.Errorf("insert audit rows: %w", err)
+	}
+	return nil
+}
+
+// stamp returns t in the store's precision, or now when t is zero.
+func stamp(t, now time.Time) time.Time {
+	if t.IsZero() {
+		return now
+	}
+	return utcMicro(t)
+}
+
+// Commit writes one batch in one transaction (canonical-event.md, Delivery:
+// "A batch lands whole or not at all, and a batch of nothing but refused
+// items still commits"). It takes three statements at most, whatever the
+// batch's size: one INSERT … SELECT FROM unnest(…) ON CONFLICT (event_id,
+// timestamp) DO NOTHING RETURNING for the events, one for the dead letters,
+// one for the audit rows.
+//
+// inserted is parallel to b.Events: true when the event was newly stored,
+// false when an event with the same (event_id, timestamp) was stored already
+// or came earlier in b.Events (Rules: "A duplicate is the same (event_id,
+// timestamp) pair"). Timestamps are stored in UTC, truncated to microseconds;
+// each event's received_at, and the ReceivedAt of a dead letter or the At of
+// an audit row left zero, is the store clock's time ([WithClock]).
+//
+// Concurrent Commits with overlapping events neither deadlock nor store an
+// event twice: the rows are inserted in (event_id, timestamp) order, so the
+// later transaction waits for the earlier one's keys and then skips them.
+//
+// On any error (including a cancelled ctx) the transaction is rolled back and
+// nothing of the batch is written; the error is wrapped as "pgstore: commit
+// batch: …". Safe for concurrent use.
+func (s *Store) Commit(ctx context.Context, b ingest.Batch) ([]bool, error) {
+	now := utcMicro(s.now())
+	var inserted []bool
+	err := s.InTx(ctx, func(tx *sqlx.Tx) error {
+		inserted = make([]bool, len(b.Events))
+		if len(b.Events) > 0 {
+			var err error
+			if inserted, err = insertEvents(ctx, tx, b.Events, now); err != nil {
+				return err
+			}
+		}
+		if len(b.DeadLetters) > 0 {
+			if err := insertDeadLetters(ctx, tx, b.DeadLetters, now); err != nil {
+				return err
+			}
+		}
+		if len(b.Audit) > 0 {
+			if err := insertAudit(ctx, tx, b.Audit, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: commit batch: %w", err)
+	}
+	return inserted, nil
+}
+
+// eventRow is an events row as sqlx scans it.
+type eventRow struct {
+	EventID      string    `db:"event_id"`
+	Timestamp    time.Time `db:"timestamp"`
+	EventType    string    `db:"event_type"`
+	Platform     string    `db:"platform"`
+	Cloud        string    `db:"cloud"`
+	ResourceType string    `db:"resource_type"`
+	ResourceID   string    `db:"resource_id"`
+	ProjectID    string    `db:"project_id"`
+	Source       string    `db:"source"`
+	Payload      []byte    `db:"payload"`
+}
+
+// Events lists the stored events matching q (an empty field of q matches
+// every value), ordered by (timestamp, event_id). Each event is returned as
+// stored: Source the pipeline that ingested it, Timestamp in UTC with
+// microsecond precision, and the payload exactly as Commit encoded it (the
+// column is json, which keeps the text), so it re-encodes to the same bytes.
+// A query naming cloud, resource_type and resource_id uses the (cloud,
+// resource_type, resource_id, timestamp) index. Errors: a stored payload
+// that no longer decodes (only possible if the table was written by
+// something else). Safe for concurrent use.
+func (s *Store) Events(ctx context.Context, q ingest.EventQuery) ([]event.Event, error) {
+	var (
+		conds []string
+		args  []any
+	)
+	for _, f := range []struct{ col, val string }{
+		{"cloud", q.Cloud}, {"resource_type", q.ResourceType}, {"resource_id", q.ResourceID},
+	} {
+		if f.val != "" {
+			args = append(args, f.val)
+			conds = append(conds, fmt.Sprintf("%s = $%d", f.col, len(args)))
+		}
+	}
+	var rows []eventRow
+	err := s.db.SelectContext(ctx, &rows, `
+SELECT event_id, timestamp, event_type, platform, cloud, resource_type, resource_id,
+       project_id, source, payload::text AS payload
+FROM events`+where(conds)+`
+ORDER BY timestamp, event_id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: events: %w", interpretError(err))
+	}
+	out := make([]event.Event, len(rows))
+	for i, r := range rows {
+		out[i] = event.Event{
+			EventID: r.EventID, Timestamp: r.Timestamp.UTC(), EventType: r.EventType,
+			Platform: r.Platform, Cloud: r.Cloud, ResourceType: r.ResourceType,
+			ResourceID: r.ResourceID, ProjectID: r.ProjectID, Source: event.Source(r.Source),
+		}
+		if err := out[i].Payload.UnmarshalJSON(r.Payload); err != nil {
+			return nil, fmt.Errorf("pgstore: events: payload of %q: %w", r.EventID, err)
+		}
+	}
+	return out, nil
+}
+
+// SizeNames returns the size-name rows of one (cloud, resourceType)
+// (canonical-event.md, Size names), ordered by member then value; an empty
+// slice when there are none. Safe for concurrent use.
+func (s *Store) SizeNames(ctx context.Context, cloud, resourceType string) ([]sizenames.Row, error) {
+	var rows []sizeNameRow
+	err := s.db.SelectContext(ctx, &rows, `
+SELECT cloud, resource_type, member, value, name
+FROM size_names WHERE cloud = $1 AND resource_type = $2
+ORDER BY member, value`, cloud, resourceType)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: size names: %w", interpretError(err))
+	}
+	out := make([]sizenames.Row, len(rows))
+	for i, r := range rows {
+		out[i] = sizenames.Row(r)
+	}
+	return out, nil
+}
+
+// sizeNameRow is a size_names row as sqlx scans it.
+type sizeNameRow struct {
+	Cloud        string `db:"cloud"`
+	ResourceType string `db:"resource_type"`
+	Member       string `db:"member"`
+	Value        string `db:"value"`
+	Name         string `db:"name"`
+}
+
+// ReplaceSizeNames replaces every size-name row of cloud by rows, in one
+// transaction (canonical-event.md, Size names: "every run of a cloud whose
+// adapter lists names replaces that cloud's rows with the list in one
+// transaction"): one DELETE of the cloud's rows, one INSERT … SELECT FROM
+// unnest(…). Readers see the old set or the new one, never a mix.
+//
+// Errors: a row whose Cloud is not cloud, or two rows with one primary key
+// (cloud, resource_type, member, value), refuse the whole call and change
+// nothing. Safe for concurrent use.
+func (s *Store) ReplaceSizeNames(ctx context.Context, cloud string, rows []sizenames.Row) error {
+	n := len(rows)
+	rtypes, members, values, names := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	for i, r := range rows {
+		if r.Cloud != cloud {
+			return fmt.Errorf("pgstore: replace size names of cloud %q: row %d names cloud %q", cloud, i, r.Cloud)
+		}
+		rtypes[i], members[i], values[i], names[i] = r.ResourceType, r.Member, r.Value, r.Name
+	}
+	err := s.InTx(ctx, func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM size_names WHERE cloud = $1`, cloud); err != nil {
+			return fmt.Errorf("delete: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `
+INSERT INTO size_names (cloud, resource_type, member, value, name)
+SELECT $1, u.resource_type, u.member, u.value, u.name
+FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS u(resource_type, member, value, name)`,
+			cloud, rtypes, members, values, names); err != nil {
+			return fmt.Errorf("insert: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: replace size names of cloud %q: %w", cloud, err)
+	}
+	return nil
+}
+
+// resourceTypeRow is a resource_types row as sqlx scans it.
+type resourceTypeRow struct {
+	Platform     string    `db:"platform"`
+	ResourceType string    `db:"resource_type"`
+	SizeSchema   []byte    `db:"size_schema"`
+	Version      int64     `db:"version"`
+	UpdatedAt    time.Time `db:"updated_at"`
+}
+
+func (r resourceTypeRow) resourceType() ingest.ResourceType {
+	return ingest.ResourceType{
+		Platform:     r.Platform,
+		ResourceType: r.ResourceType,
+		SizeSchema:   jsontext.Value(r.SizeSchema),
+		Version:      r.Version,
+		UpdatedAt:    r.UpdatedAt.UTC(),
+	}
+}
+
+const resourceTypeColumns = `platform, resource_type, size_schema::text AS size_schema, version, updated_at`
+
+// ResourceType returns the size-schema registry row of (platform,
+// resourceType) (canonical-event.md, Size schemas), with SizeSchema as the
+// exact bytes that were put. Errors: one wrapping store.ErrNotFound when no
+// row exists. Safe for concurrent use.
+func (s *Store) ResourceType(ctx context.Context, platform, resourceType string) (ingest.ResourceType, error) {
+	var r resourceTypeRow
+	err := s.db.GetContext(ctx, &r, `SELECT `+resourceTypeColumns+`
+FROM resource_types WHERE platform = $1 AND resource_type = $2`, platform, resourceType)
+	if err != nil {
+		return ingest.ResourceType{}, fmt.Errorf("pgstore: resource type %s/%s: %w", platform, resourceType, interpretError(err))
+	}
+	return r.resourceType(), nil
+}
+
+// ResourceTypes returns every registry row, ordered by platform then
+// resource_type (the five seeded openstack pairs included). Safe for
+// concurrent use.
+func (s *Store) ResourceTypes(ctx context.Context) ([]ingest.ResourceType, error) {
+	var rows []resourceTypeRow
+	err := s.db.SelectContext(ctx, &rows, `SELECT `+resourceTypeColumns+`
+FROM resource_types ORDER BY platform, resource_type`)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: resource types: %w", interpretError(err))
+	}
+	out := make([]ingest.ResourceType, len(rows))
+	for i, r := range rows {
+		out[i] = r.resourceType()
+	}
+	return out, nil
+}
+
+// PutResourceType inserts or replaces the registry row of (rt.Platform,
+// rt.ResourceType) in one upsert and returns it as stored: Version 1 for a
+// new row, the previous Version plus one otherwise; UpdatedAt the store
+// clock's time, UTC, microseconds. rt.Version and rt.UpdatedAt are ignored.
+// The store does not compile the schema (the registry in package ingest
+// does); it refuses only text that is not JSON. Safe for concurrent use: two
+// puts of one pair are serialised by the row lock, each adding one.
+func (s *Store) PutResourceType(ctx context.Context, rt ingest.ResourceType) (ingest.ResourceType, error) {
+	var r resourceTypeRow
+	err := s.db.GetContext(ctx, &r, `
+INSERT INTO resource_types (platform, resource_type, size_schema, version, updated_at)
+VALUES ($1, $2, $3::text::json, 1, $4)
+ON CONFLICT (platform, resource_type) DO UPDATE
+SET size_schema = EXCLUDED.size_schema,
+    version = resource_types.version + 1,
+    updated_at = EXCLUDED.updated_at
+RETURNING `+resourceTypeColumns,
+		rt.Platform, rt.ResourceType, string(rt.SizeSchema), utcMicro(s.now()))
+	if err != nil {
+		return ingest.ResourceType{}, fmt.Errorf("pgstore: put resource type %s/%s: %w", rt.Platform, rt.ResourceType, interpretError(err))
+	}
+	return r.resourceType(), nil
+}
+
+// keyset builds the WHERE clause of a listing ordered by (timeCol, id):
+// timeCol in [from, to) where set, strictly after the position where set.
+// args holds the arguments already bound; the clause numbers its own after
+// them.
+func keyset(timeCol string, from, to time.Time, after *ingest.Position, conds []string, args []any) ([]string, []any) {
+	if !from.IsZero() {
+		args = append(args, utcMicro(from))
+		conds = append(conds, fmt.Sprintf("%s >= $%d", timeCol, len(args)))
+	}
+	if !to.IsZero() {
+		args = append(args, utcMicro(to))
+		conds = append(conds, fmt.Sprintf("%s < $%d", timeCol, len(args)))
+	}
+	if after != nil {
+		args = append(args, utcMicro(after.At), after.ID)
+		conds = append(conds, fmt.Sprintf("(%s, id) > ($%d, $%d)", timeCol, len(args)-1, len(args)))
+	}
+	return conds, args
+}
+
+func where(conds []string) string {
+	if len(conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(conds, " AND ")
+}
+
+// deadLetterRow is a dead_letters row as sqlx scans it.
+type deadLetterRow struct {
+	ID         int64     `db:"id"`
+	Raw        []byte    `db:"raw"`
+	RawSize    int       `db:"raw_size"`
+	Reason     string    `db:"reason"`
+	EventID    string    `db:"event_id"`
+	ReceivedAt time.Time `db:"received_at"`
+}
+
+// DeadLetters lists dead letters received in [q.From, q.To) (a zero end is
+// open), oldest first by (ReceivedAt, ID), strictly after q.After when set,
+// at most q.Limit (canonical-event.md, Delivery: "What was kept is read
+// back"). Raw holds the bytes exactly as stored, nil when the item was over
+// the cap. The listing uses the (received_at, id) index: paging is a keyset
+// seek, not an offset. Errors: a Limit outside 1..1000 (nothing is read).
+// Safe for concurrent use.
+func (s *Store) DeadLetters(ctx context.Context, q ingest.DeadLetterQuery) ([]ingest.DeadLetter, error) {
+	if q.Limit < 1 || q.Limit > maxListLimit {
+		return nil, fmt.Errorf("pgstore: dead letters: %w, got %d", errLimit, q.Limit)
+	}
+	conds, args := keyset("received_at", q.From, q.To, q.After, nil, nil)
+	args = append(args, q.Limit)
+	var rows []deadLetterRow
+	err := s.db.SelectContext(ctx, &rows, `
+SELECT id, raw, raw_size, reason, event_id, received_at FROM dead_letters`+where(conds)+`
+ORDER BY received_at, id LIMIT $`+fmt.Sprint(len(args)), args...)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: dead letters: %w", interpretError(err))
+	}
+	out := make([]ingest.DeadLetter, len(rows))
+	for i, r := range rows {
+		out[i] = ingest.DeadLetter{
+			ID: r.ID, Raw: r.Raw, RawSize: r.RawSize, Reason: r.Reason,
+			EventID: r.EventID, ReceivedAt: r.ReceivedAt.UTC(),
+		}
+	}
+	return out, nil
+}
+
+// auditRow is an audit_log row as sqlx scans it.
+type auditRow struct {
+	ID         int64     `db:"id"`
+	At         time.Time `db:"at"`
+	Action     string    `db:"action"`
+	Credential string    `db:"credential"`
+	EventID    string    `db:"event_id"`
+	Platform   string    `db:"platform"`
+	Cloud      string    `db:"cloud"`
+}
+
+// Audit lists audit rows with q.Action (every action when ""), at in
+// [q.From, q.To) (a zero end is open), oldest first by (At, ID), strictly
+// after q.After when set, at most q.Limit. A listing by action uses the
+// (action, at, id) index. Errors: a Limit outside 1..1000 (nothing is
+// read). Safe for concurrent use.
+func (s *Store) Audit(ctx context.Context, q ingest.AuditQuery) ([]ingest.AuditEntry, error) {
+	if q.Limit < 1 || q.Limit > maxListLimit {
+		return nil, fmt.Errorf("pgstore: audit: %w, got %d", errLimit, q.Limit)
+	}
+	var (
+		conds []string
+		args  []any
+	)
+	if q.Action != "" {
+		args = append(args, q.Action)
+		conds = append(conds, "action = $1")
+	}
+	conds, args = keyset("at", q.From, q.To, q.After, conds, args)
+	args = append(args, q.Limit)
+	var rows []auditRow
+	err := s.db.SelectContext(ctx, &rows, `
+SELECT id, at, action, credential, event_id, platform, cloud FROM audit_log`+where(conds)+`
+ORDER BY at, id LIMIT $`+fmt.Sprint(len(args)), args...)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: audit: %w", interpretError(err))
+	}
+	out := make([]ingest.AuditEntry, len(rows))
+	for i, r := range rows {
+		out[i] = ingest.AuditEntry{
+			ID: r.ID, At: r.At.UTC(), Action: r.Action, Credential: r.Credential,
+			EventID: r.EventID, Platform: r.Platform, Cloud: r.Cloud,
+		}
+	}
+	return out, nil
+}
