@@ -235,8 +235,8 @@ func (s *Store) Commit(ctx context.Context, b ingest.Batch) ([]bool, error) {
 	return inserted, nil
 }
 
-// eventRow is an events row as sqlx scans it.
-type eventRow struct {
+// canonicalRow is an events row as sqlx scans it.
+type canonicalRow struct {
 	EventID      string    `db:"event_id"`
 	Timestamp    time.Time `db:"timestamp"`
 	EventType    string    `db:"event_type"`
@@ -271,7 +271,7 @@ func (s *Store) Events(ctx context.Context, q ingest.EventQuery) ([]event.Event,
 			conds = append(conds, fmt.Sprintf("%s = $%d", f.col, len(args)))
 		}
 	}
-	var rows []eventRow
+	var rows []canonicalRow
 	err := s.db.SelectContext(ctx, &rows, `
 SELECT event_id, timestamp, event_type, platform, cloud, resource_type, resource_id,
        project_id, source, payload::text AS payload

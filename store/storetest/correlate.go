@@ -45,8 +45,8 @@ func (c *Clock) Advance(d time.Duration) {
 // suite also checks that the service truncates to microseconds.
 var T0 = time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
 
-// t0 is T0 as stored.
-var t0 = T0.Truncate(time.Microsecond)
+// ct0 is T0 as stored.
+var ct0 = T0.Truncate(time.Microsecond)
 
 var (
 	alice   = correlate.Caller{Organization: "org-1", User: "alice"}
@@ -118,7 +118,7 @@ func (f *correlateFixture) get(c correlate.Caller, id string) correlate.Event {
 	return e
 }
 
-func at(d time.Duration) *time.Time { t := t0.Add(d); return &t }
+func at(d time.Duration) *time.Time { t := ct0.Add(d); return &t }
 
 func abs(s string) *time.Time {
 	t, err := time.Parse(time.RFC3339Nano, s)
@@ -159,12 +159,12 @@ func diffDisposition(t *testing.T, want, got correlate.Disposition) {
 // RunCorrelate runs the conformance suite of event-correlation.md against
 // the store newStore returns, one fresh, empty store per test.
 func RunCorrelate(t *testing.T, newStore func(t *testing.T) correlate.Store) {
-	t.Run("Step1Replay", func(t *testing.T) { testReplay(t, newStore) })
+	t.Run("Step1Replay", func(t *testing.T) { testCorrelateReplay(t, newStore) })
 	t.Run("Step2Record", func(t *testing.T) { testRecord(t, newStore) })
 	t.Run("Step3Occurrence", func(t *testing.T) { testOccurrence(t, newStore) })
 	t.Run("Step4Resolution", func(t *testing.T) { testResolution(t, newStore) })
 	t.Run("Step5Binding", func(t *testing.T) { testBinding(t, newStore) })
-	t.Run("Scope", func(t *testing.T) { testScope(t, newStore) })
+	t.Run("Scope", func(t *testing.T) { testCorrelateScope(t, newStore) })
 	t.Run("Fields", func(t *testing.T) { testFields(t, newStore) })
 	t.Run("StatusCode", func(t *testing.T) { testStatusCode(t, newStore) })
 	t.Run("List", func(t *testing.T) { testList(t, newStore) })
@@ -177,7 +177,7 @@ func RunCorrelate(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 	})
 }
 
-func testReplay(t *testing.T, newStore func(t *testing.T) correlate.Store) {
+func testCorrelateReplay(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 	// "When the payload carries an idempotencyKey the authenticated caller
 	// already used, nothing is recorded or changed. The answer is 200 with
 	// the event the key is bound to (Event-Disposition: replayed)."
@@ -276,23 +276,23 @@ func testRecord(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 		name:   "no correlationKey, nothing sent: no defaults",
 		caller: alice,
 		js:     `{"category":"c","action":"a"}`,
-		want:   correlate.Event{Category: "c", Action: "a", CreatedAt: t0, UpdatedAt: t0},
+		want:   correlate.Event{Category: "c", Action: "a", CreatedAt: ct0, UpdatedAt: ct0},
 	}, {
 		name:   "no correlationKey: correlation fields exactly as sent",
 		caller: alice,
 		js:     `{"category":"c","action":"a",` + all + `}`,
-		want: correlate.Event{Category: "c", Action: "a", CreatedAt: t0, UpdatedAt: t0,
+		want: correlate.Event{Category: "c", Action: "a", CreatedAt: ct0, UpdatedAt: ct0,
 			OccurrenceCount: n(7), FirstSeenAt: abs("2026-03-01T08:00:00Z"), LastSeenAt: abs("2026-03-01T09:00:00Z"), ResolvedAt: abs("2026-03-01T09:30:00Z")},
 	}, {
 		name:   "a call that identifies no user stores it exactly as sent, including when omitted",
 		caller: public,
 		js:     `{"category":"c","action":"a","correlationKey":"ck"}`,
-		want:   correlate.Event{Category: "c", Action: "a", CorrelationKey: "ck", CreatedAt: t0, UpdatedAt: t0},
+		want:   correlate.Event{Category: "c", Action: "a", CorrelationKey: "ck", CreatedAt: ct0, UpdatedAt: ct0},
 	}, {
 		name:   "A call that identifies no user stores it as sent and does not close another event",
 		caller: public,
 		js:     `{"category":"c","action":"a","correlationKey":"ck",` + all + `}`,
-		want: correlate.Event{Category: "c", Action: "a", CorrelationKey: "ck", CreatedAt: t0, UpdatedAt: t0,
+		want: correlate.Event{Category: "c", Action: "a", CorrelationKey: "ck", CreatedAt: ct0, UpdatedAt: ct0,
 			OccurrenceCount: n(7), FirstSeenAt: abs("2026-03-01T08:00:00Z"), LastSeenAt: abs("2026-03-01T09:00:00Z"), ResolvedAt: abs("2026-03-01T09:30:00Z")},
 	}}
 	for _, tt := range tests {
@@ -362,7 +362,7 @@ func testOccurrence(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 			diffDisposition(t, correlate.Created, d)
 			want := tt.want
 			want.Category, want.Action, want.CorrelationKey = "c", "a", "ck"
-			want.CreatedAt, want.UpdatedAt = t0, t0
+			want.CreatedAt, want.UpdatedAt = ct0, ct0
 			diffEvent(t, "opened event", ev(alice, want), got)
 			diffEvent(t, "stored event", got, f.get(alice, got.ID))
 		})
@@ -401,7 +401,7 @@ func testOccurrence(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 			want.OccurrenceCount = n(tt.wantCount)
 			want.LastSeenAt = tt.wantLastSeen
 			want.FirstSeenAt = tt.wantFirstSeen
-			want.UpdatedAt = t0.Add(time.Hour) // "Its updatedAt advances."
+			want.UpdatedAt = ct0.Add(time.Hour) // "Its updatedAt advances."
 			diffEvent(t, "incremented event", want, got)
 			if got.ID != opened.ID {
 				t.Errorf("incremented id %s, want the open event %s (nothing new is recorded)", got.ID, opened.ID)
@@ -478,7 +478,7 @@ func testResolution(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 			want.ResolvedAt = at(30*time.Minute - 123456*time.Microsecond)
 			want.Severity, want.Description = tt.severity, tt.desc
 			want.LastSeenAt = tt.lastSeen
-			want.UpdatedAt = t0.Add(time.Hour)
+			want.UpdatedAt = ct0.Add(time.Hour)
 			diffEvent(t, "resolved event", want, got)
 			diffEvent(t, "stored event", got, f.get(alice, opened.ID))
 			if code := f.svc.StatusCode(payload(t, js), d); code != 200 {
@@ -516,7 +516,7 @@ func testResolution(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 			want := tt.want
 			want.Category, want.Action, want.CorrelationKey, want.Severity = "c", "a", "ck", correlate.SeveritySuccess
 			want.ResolvedAt = at(-time.Hour)
-			want.CreatedAt, want.UpdatedAt = t0, t0
+			want.CreatedAt, want.UpdatedAt = ct0, ct0
 			diffEvent(t, "already-resolved event", ev(alice, want), got)
 		})
 	}
@@ -538,8 +538,8 @@ func testResolution(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("dispositions (-want +got):\n%s", diff)
 		}
-		if second.ID == first.ID || !second.FirstSeenAt.Equal(t0.Add(3*time.Minute)) || *second.OccurrenceCount != 1 {
-			t.Errorf("reopened event = %+v, want a new event first seen at %v with count 1", second, t0.Add(3*time.Minute))
+		if second.ID == first.ID || !second.FirstSeenAt.Equal(ct0.Add(3*time.Minute)) || *second.OccurrenceCount != 1 {
+			t.Errorf("reopened event = %+v, want a new event first seen at %v with count 1", second, ct0.Add(3*time.Minute))
 		}
 	})
 }
@@ -577,7 +577,7 @@ func testBinding(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 	}
 }
 
-func testScope(t *testing.T, newStore func(t *testing.T) correlate.Store) {
+func testCorrelateScope(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 	// "Correlation is scoped like idempotencyKey: to the authenticated
 	// caller's organization and user, never to the client-settable owner."
 	t.Run("never to the client-settable owner", func(t *testing.T) {
@@ -631,7 +631,7 @@ func testFields(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 		got, _ := f.create(alice, js)
 		want := ev(alice, correlate.Event{Owner: "o", SystemID: "s", ActedUpon: "u", OperationID: "op", Category: "c", Action: "a",
 			Severity: correlate.SeverityWarning, Description: "d ✓", Metadata: jsontext.Value(`{"n": 1.50, "z":[true,null]}`),
-			CreatedAt: t0, UpdatedAt: t0, CorrelationKey: "meshery-server/k8s-connection/5b0b/unreachable", OccurrenceCount: n(1),
+			CreatedAt: ct0, UpdatedAt: ct0, CorrelationKey: "meshery-server/k8s-connection/5b0b/unreachable", OccurrenceCount: n(1),
 			FirstSeenAt: at(0), LastSeenAt: at(0), Source: "meshery-server", Type: "io.meshery.user.signup", Specversion: "1.0",
 			TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", ParentID: "00f067aa0ba902b7",
 			Extra: map[string]jsontext.Value{"x-extra": jsontext.Value(`{"a": [1, 2.0]}`), "Category": jsontext.Value(`"mis-cased"`)}})
@@ -662,11 +662,11 @@ func testFields(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 			t.Fatal(err)
 		}
 		want := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		if !got.FirstSeenAt.Equal(want) || !got.CreatedAt.Equal(t0) {
-			t.Errorf("firstSeenAt %v createdAt %v, want %v and %v", got.FirstSeenAt, got.CreatedAt, want, t0)
+		if !got.FirstSeenAt.Equal(want) || !got.CreatedAt.Equal(ct0) {
+			t.Errorf("firstSeenAt %v createdAt %v, want %v and %v", got.FirstSeenAt, got.CreatedAt, want, ct0)
 		}
-		if stored := f.get(alice, got.ID); !stored.FirstSeenAt.Equal(want) || !stored.CreatedAt.Equal(t0) {
-			t.Errorf("stored firstSeenAt %v createdAt %v, want %v and %v", stored.FirstSeenAt, stored.CreatedAt, want, t0)
+		if stored := f.get(alice, got.ID); !stored.FirstSeenAt.Equal(want) || !stored.CreatedAt.Equal(ct0) {
+			t.Errorf("stored firstSeenAt %v createdAt %v, want %v and %v", stored.FirstSeenAt, stored.CreatedAt, want, ct0)
 		}
 	})
 	t.Run("a refused create records nothing and lists every problem", func(t *testing.T) {
@@ -816,7 +816,7 @@ func testReadWrite(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 			t.Fatal(err)
 		}
 		want := e
-		want.Status, want.UpdatedAt = correlate.StatusRead, t0.Add(time.Minute)
+		want.Status, want.UpdatedAt = correlate.StatusRead, ct0.Add(time.Minute)
 		diffEvent(t, "updated event", want, got)
 		diffEvent(t, "stored event", want, f.get(alice, e.ID))
 		if _, err := f.svc.SetStatus(ctx, alice, e.ID, "archived"); !errors.Is(err, correlate.ErrInvalid) {
@@ -836,8 +836,8 @@ func testReadWrite(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.DeletedAt == nil || !got.DeletedAt.Equal(t0.Add(2*time.Minute)) {
-			t.Errorf("deletedAt = %v, want %v", got.DeletedAt, t0.Add(2*time.Minute))
+		if got.DeletedAt == nil || !got.DeletedAt.Equal(ct0.Add(2*time.Minute)) {
+			t.Errorf("deletedAt = %v, want %v", got.DeletedAt, ct0.Add(2*time.Minute))
 		}
 		if _, err := f.svc.Get(ctx, alice, e.ID); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Get of a deleted event: %v, want store.ErrNotFound", err)
