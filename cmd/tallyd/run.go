@@ -124,8 +124,7 @@ func authenticator(c config, stdout io.Writer, log *slog.Logger) (*server.Authen
 func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store, close func(), err error) {
 	if c.DatabaseURL == "" {
 		log.Info("store: in memory; nothing survives a restart (give --database-url for PostgreSQL)")
-		st, err := asStore(memstore.New(memstore.Options{}))
-		return st, func() {}, err
+		return memstore.New(memstore.Options{}), func() {}, nil
 	}
 	applied, err := pgstore.Migrate(ctx, c.DatabaseURL)
 	if err != nil {
@@ -136,22 +135,14 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err = asStore(pg)
-	if err != nil {
-		pg.Close()
-		return nil, nil, err
-	}
-	return st, pg.Close, nil
+	return pg, pg.Close, nil
 }
 
-// asStore is temporary, until both stores implement every area's Store.
-func asStore(s any) (server.Store, error) {
-	st, ok := s.(server.Store)
-	if !ok {
-		return nil, fmt.Errorf("store %T does not implement server.Store yet", s)
-	}
-	return st, nil
-}
+// Both stores serve every route.
+var (
+	_ server.Store = (*memstore.Store)(nil)
+	_ server.Store = (*pgstore.Store)(nil)
+)
 
 func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	log := c.logger(stderr)
