@@ -1,0 +1,328 @@
+package ingesthttp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/ingesthttp"
+	"github.com/tallyhq/tally/store/memstore"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+type server struct {
+	*httptest.Server
+	store *memstore.Store
+	roles []string
+	logs  *bytes.Buffer
+}
+
+// newServer mounts the handlers on a mux. The wrap function stands in for
+// the server's authentication: a request with "Authorization: Bearer ok" is
+// the caller scoped to (openstack, c1).
+func newServer(t *testing.T, st ingest.Store, maxBody int64) *server {
+	t.Helper()
+	ms, _ := st.(*memstore.Store)
+	svc, err := ingest.New(st, ingest.Options{Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &bytes.Buffer{}
+	h, err := ingesthttp.New(svc, ingesthttp.Options{
+		CallerFrom: func(r *http.Request) (ingest.Caller, bool) {
+			if r.Header.Get("Authorization") != "Bearer ok" {
+				return ingest.Caller{}, false
+			}
+			return ingest.Caller{Credential: "c1-collector", Platform: "openstack", Cloud: "c1", Source: "reconciliation"}, true
+		},
+		Logger:       slog.New(slog.NewTextHandler(logs, nil)),
+		MaxBodyBytes: maxBody,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{store: ms, logs: logs}
+	mux := http.NewServeMux()
+	h.Register(mux, func(role string, next http.Handler) http.Handler {
+		s.roles = append(s.roles, role)
+		return next
+	})
+	s.Server = httptest.NewServer(mux)
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *server) do(t *testing.T, method, path, body string, auth bool) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auth {
+		req.Header.Set("Authorization", "Bearer ok")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+func volume(id, cloud string) string {
+	return fmt.Sprintf(`{"event_id":%q,"timestamp":"2026-03-01T10:00:00Z","event_type":"volume.create.end","platform":"openstack","cloud":%q,"resource_type":"volume","resource_id":"v-%s","project_id":"p","payload":{"state":"available","size":{"size_gb":1,"type":"ssd"}}}`, id, cloud, id)
+}
+
+func TestPostEvents(t *testing.T) {
+	tests := []struct {
+		name       string
+		body       string
+		auth       bool
+		wantStatus int
+		wantBody   string // exact JSON for 200, problem code otherwise
+	}{
+		{"one object", volume("a", "c1"), true, 200, `{"accepted":1,"duplicates":0,"rejected":[]}`},
+		{"array with a duplicate", "[" + volume("a", "c1") + "," + volume("a", "c1") + "]", true, 200, `{"accepted":1,"duplicates":1,"rejected":[]}`},
+		{"empty array", "[]", true, 200, `{"accepted":0,"duplicates":0,"rejected":[]}`},
+		{"non-object element refused as that item", "[" + volume("a", "c1") + ",42]", true, 200, `{"accepted":1,"duplicates":0,"rejected":[{"index":1,"event_id":"","reason":"schema: the item must be a JSON object, not a number"}]}`},
+		{"out of scope", volume("b", "c2"), true, 200, `{"accepted":0,"duplicates":0,"rejected":[{"index":0,"event_id":"b","reason":"scope"}]}`},
+		{"invalid JSON object is an item", `{"event_id":"x",`, true, 200, `{"accepted":0,"duplicates":0,"rejected":[{"index":0,"event_id":"x","reason":"schema: invalid JSON: unexpected end of input"}]}`},
+		{"no token", volume("a", "c1"), false, 401, "unauthorized"},
+		{"not JSON", "hello", true, 400, "invalid_body"},
+		{"broken array", "[{}, ", true, 400, "invalid_body"},
+		{"data after the array", "[] []", true, 400, "invalid_body"},
+		{"empty body", "", true, 400, "invalid_body"},
+		{"1001 items", "[" + strings.Repeat("{},", 1000) + "{}]", true, 413, "batch_too_large"},
+		{"body over the cap", "[" + strings.Repeat(" ", 70000) + "]", true, 413, "body_too_large"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newServer(t, memstore.New(memstore.Options{}), 64<<10)
+			status, hdr, body := s.do(t, "POST", "/api/v1/events", tt.body, tt.auth)
+			if status != tt.wantStatus {
+				t.Fatalf("status %d, want %d: %s", status, tt.wantStatus, body)
+			}
+			if status == 200 {
+				if diff := cmp.Diff(tt.wantBody, strings.TrimSpace(body)); diff != "" {
+					t.Errorf("body (-want +got):\n%s", diff)
+				}
+				return
+			}
+			var p struct{ Code string }
+			if err := json.Unmarshal([]byte(body), &p); err != nil || p.Code != tt.wantBody {
+				t.Errorf("problem %s, want code %q", body, tt.wantBody)
+			}
+			if ct := hdr.Get("Content-Type"); ct != "application/problem+json" {
+				t.Errorf("Content-Type %q", ct)
+			}
+			if status == 401 && hdr.Get("WWW-Authenticate") != "Bearer" {
+				t.Errorf("WWW-Authenticate %q", hdr.Get("WWW-Authenticate"))
+			}
+			if status == 413 {
+				evs, _ := s.store.Events(context.Background(), ingest.EventQuery{})
+				dls, _ := s.store.DeadLetters(context.Background(), ingest.DeadLetterQuery{Limit: 10})
+				if len(evs)+len(dls) != 0 {
+					t.Errorf("413 stored %d events and %d dead letters", len(evs), len(dls))
+				}
+			}
+		})
+	}
+}
+
+func TestPostEventsStoresCollectorSource(t *testing.T) {
+	s := newServer(t, memstore.New(memstore.Options{}), 0)
+	if status, _, body := s.do(t, "POST", "/api/v1/events", volume("a", "c1"), true); status != 200 {
+		t.Fatalf("%d %s", status, body)
+	}
+	evs, err := s.store.Events(context.Background(), ingest.EventQuery{})
+	if err != nil || len(evs) != 1 || evs[0].Source != "collector" {
+		t.Errorf("stored %+v, %v; want one collector event", evs, err)
+	}
+}
+
+// failingStore fails every commit.
+type failingStore struct{ *memstore.Store }
+
+func (failingStore) Commit(context.Context, ingest.Batch) ([]bool, error) {
+	return nil, errors.New("disk on fire")
+}
+
+func TestPostEventsStoreFailure(t *testing.T) {
+	s := newServer(t, failingStore{memstore.New(memstore.Options{})}, 0)
+	status, _, body := s.do(t, "POST", "/api/v1/events", volume("a", "c1"), true)
+	if status != 500 || strings.Contains(body, "disk on fire") {
+		t.Errorf("status %d body %s, want 500 with generic text", status, body)
+	}
+	if !strings.Contains(s.logs.String(), "disk on fire") {
+		t.Errorf("the error was not logged: %q", s.logs.String())
+	}
+}
+
+func TestRegisterRoles(t *testing.T) {
+	s := newServer(t, memstore.New(memstore.Options{}), 0)
+	want := []string{"ingest", "admin", "read", "read", "admin", "admin"}
+	if diff := cmp.Diff(want, s.roles); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestRejectedEvents(t *testing.T) {
+	s := newServer(t, memstore.New(memstore.Options{}), 0)
+	body := "[" + `{"event_id":"a","x":"` + "\x00" + `"}` + "]"
+	// A raw NUL inside a string is not JSON: the array cannot be split.
+	if status, _, _ := s.do(t, "POST", "/api/v1/events", body, true); status != 400 {
+		t.Fatalf("status %d, want 400", status)
+	}
+	items := []string{`{"event_id":"a"}`, "{\"event_id\":\"b\",\"r\":\"\xff\"}", `{"event_id":"c","s":"\u0000"}`}
+	for _, it := range items {
+		if status, _, b := s.do(t, "POST", "/api/v1/events", it, true); status != 200 {
+			t.Fatalf("%d %s", status, b)
+		}
+	}
+	status, _, b := s.do(t, "GET", "/api/v1/rejected-events?limit=2", "", true)
+	if status != 200 {
+		t.Fatalf("%d %s", status, b)
+	}
+	var page struct {
+		Items []struct {
+			ID          int64   `json:"id"`
+			Raw         *string `json:"raw"`
+			RawEncoding *string `json:"raw_encoding"`
+			RawSize     int     `json:"raw_size"`
+			Reason      string  `json:"reason"`
+			EventID     string  `json:"event_id"`
+			ReceivedAt  string  `json:"received_at"`
+		} `json:"items"`
+		NextCursor *string `json:"next_cursor"`
+	}
+	if err := json.Unmarshal([]byte(b), &page); err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Items) != 2 || page.NextCursor == nil {
+		t.Fatalf("page %s", b)
+	}
+	if got := *page.Items[0].Raw; got != items[0] || *page.Items[0].RawEncoding != "utf-8" || page.Items[0].ReceivedAt != "2026-03-01T12:00:00Z" {
+		t.Errorf("first item %s", b)
+	}
+	raw, _ := base64.StdEncoding.DecodeString(*page.Items[1].Raw)
+	if string(raw) != items[1] || *page.Items[1].RawEncoding != "base64" || page.Items[1].RawSize != len(items[1]) {
+		t.Errorf("invalid UTF-8 item %s", b)
+	}
+	status, _, b = s.do(t, "GET", "/api/v1/rejected-events?cursor="+*page.NextCursor, "", true)
+	if err := json.Unmarshal([]byte(b), &page); err != nil || status != 200 {
+		t.Fatal(status, err)
+	}
+	if len(page.Items) != 1 || *page.Items[0].Raw != items[2] || page.NextCursor != nil || !strings.Contains(b, `"next_cursor":null`) {
+		t.Errorf("last page %s", b)
+	}
+	status, _, b = s.do(t, "GET", "/api/v1/rejected-events?from=2026-03-01T13:00:00Z", "", true)
+	if status != 200 || !strings.Contains(b, `"items":[]`) {
+		t.Errorf("empty window: %d %s", status, b)
+	}
+	for _, q := range []struct{ query, param string }{
+		{"cursor=bogus", "cursor"}, {"cursor=", "cursor"}, {"limit=0", "limit"}, {"limit=1001", "limit"}, {"limit=x", "limit"},
+		{"from=yesterday", "from"}, {"to=2026-03-01", "to"},
+	} {
+		status, _, b := s.do(t, "GET", "/api/v1/rejected-events?"+q.query, "", true)
+		var p struct {
+			Errors []struct{ Member string }
+		}
+		_ = json.Unmarshal([]byte(b), &p)
+		if status != 400 || len(p.Errors) != 1 || p.Errors[0].Member != q.param {
+			t.Errorf("%s: %d %s, want 400 naming %s", q.query, status, b, q.param)
+		}
+	}
+}
+
+func TestOversizeDeadLetterHasNoRaw(t *testing.T) {
+	s := newServer(t, memstore.New(memstore.Options{}), 0)
+	big := `{"event_id":"big","pad":"` + strings.Repeat("x", ingest.DefaultMaxDeadLetterBytes) + `"}`
+	if status, _, b := s.do(t, "POST", "/api/v1/events", big, true); status != 200 {
+		t.Fatalf("%d %s", status, b)
+	}
+	_, _, b := s.do(t, "GET", "/api/v1/rejected-events", "", true)
+	want := fmt.Sprintf(`"raw":null,"raw_encoding":null,"raw_size":%d`, len(big))
+	if !strings.Contains(b, want) {
+		t.Errorf("%s, want %s", b, want)
+	}
+}
+
+func TestResourceTypes(t *testing.T) {
+	s := newServer(t, memstore.New(memstore.Options{}), 0)
+	status, _, b := s.do(t, "GET", "/api/v1/resource-types", "", true)
+	var list struct {
+		Items []struct {
+			Platform     string          `json:"platform"`
+			ResourceType string          `json:"resource_type"`
+			SizeSchema   json.RawMessage `json:"size_schema"`
+			Version      int64           `json:"version"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(b), &list); err != nil || status != 200 || len(list.Items) != 5 {
+		t.Fatalf("%d %s", status, b)
+	}
+	status, _, b = s.do(t, "GET", "/api/v1/resource-types/openstack/volume", "", true)
+	if status != 200 || !strings.Contains(b, `"resource_type":"volume"`) || !strings.Contains(b, `"version":1`) {
+		t.Errorf("get: %d %s", status, b)
+	}
+	if status, _, b := s.do(t, "GET", "/api/v1/resource-types/openstack/nothing", "", true); status != 404 {
+		t.Errorf("unknown pair: %d %s", status, b)
+	}
+	doc := `{"type":"object","required":["gb"]}`
+	status, _, b = s.do(t, "PUT", "/api/v1/resource-types/openstack/share", doc, true)
+	if status != 200 || !strings.Contains(b, `"size_schema":`+doc) || !strings.Contains(b, `"version":1`) {
+		t.Errorf("put: %d %s", status, b)
+	}
+	status, _, b = s.do(t, "PUT", "/api/v1/resource-types/openstack/share", `{"type":"nonsense"}`, true)
+	var p struct{ Code, Detail string }
+	_ = json.Unmarshal([]byte(b), &p)
+	if status != 400 || p.Code != "invalid_size_schema" || !strings.Contains(p.Detail, "/type") {
+		t.Errorf("put of a schema that does not compile: %d %s", status, b)
+	}
+	if status, _, b := s.do(t, "PUT", "/api/v1/resource-types/openstack/share", `not json`, true); status != 400 {
+		t.Errorf("put of non-JSON: %d %s", status, b)
+	}
+}
+
+func TestAudit(t *testing.T) {
+	s := newServer(t, memstore.New(memstore.Options{}), 0)
+	s.do(t, "POST", "/api/v1/events", "["+volume("a", "c2")+","+volume("b", "c3")+"]", true)
+	status, _, b := s.do(t, "GET", "/api/v1/audit?action=events.scope_violation&limit=1", "", true)
+	var page struct {
+		Items []struct {
+			Action, Credential, EventID, Cloud string
+		} `json:"items"`
+		NextCursor *string `json:"next_cursor"`
+	}
+	if err := json.Unmarshal([]byte(b), &page); err != nil || status != 200 {
+		t.Fatal(status, b)
+	}
+	if len(page.Items) != 1 || page.NextCursor == nil || !strings.Contains(b, `"credential":"c1-collector","event_id":"a","platform":"openstack","cloud":"c2"`) {
+		t.Errorf("%s", b)
+	}
+	if status, _, b := s.do(t, "GET", "/api/v1/audit?cursor=nope", "", true); status != 400 {
+		t.Errorf("bad cursor: %d %s", status, b)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	_, err := ingesthttp.New(nil, ingesthttp.Options{MaxBodyBytes: -1})
+	if err == nil || !strings.Contains(err.Error(), "service") || !strings.Contains(err.Error(), "CallerFrom") || !strings.Contains(err.Error(), "MaxBodyBytes") {
+		t.Errorf("New: %v, want every problem", err)
+	}
+}
