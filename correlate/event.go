@@ -29,7 +29,8 @@ type Event struct {
 	// Status is read or unread (see [Statuses]); unread when recorded.
 	Status      Status `json:"status"`
 	Description string `json:"description"`
-	// Metadata is the JSON object the create sent, byte for byte, or nil.
+	// Metadata is the JSON object the create sent (see [DecodePayload] for its
+	// formatting; number literals are kept exactly), or nil.
 	Metadata  jsontext.Value `json:"metadata,omitzero"`
 	CreatedAt time.Time      `json:"createdAt"`
 	// UpdatedAt advances whenever the event changes (a counted occurrence, a

@@ -92,7 +92,9 @@ func sortedKeys(m map[string]jsontext.Value) []string {
 //     UTC and truncated to microseconds;
 //   - a listed string member sent as "" is refused when the rule has a
 //     minimum length of 1;
-//   - every other member is kept in Payload.Extra exactly as sent;
+//   - metadata and every other member (kept in Payload.Extra) are kept as
+//     sent, formatted as json.Marshal writes them: whitespace removed and
+//     strings minimally escaped; number literals are never rewritten;
 //   - then every rule of [Payload.Validate].
 //
 // It never panics, whatever data holds.
@@ -185,7 +187,7 @@ func (p *Payload) set(ps *problems, name string, v jsontext.Value) {
 		if p.Extra == nil {
 			p.Extra = make(map[string]jsontext.Value)
 		}
-		p.Extra[name] = v.Clone()
+		p.Extra[name] = formatted(v)
 		return
 	}
 	if v.Kind() == 'n' {
@@ -256,7 +258,7 @@ func (p *Payload) set(ps *problems, name string, v jsontext.Value) {
 			ps.add(member, "type", "must be a JSON object")
 			return
 		}
-		p.Metadata = v.Clone()
+		p.Metadata = formatted(v)
 	case "correlationKey":
 		str(&p.CorrelationKey, true)
 	case "occurrenceCount":
@@ -299,6 +301,18 @@ func (p *Payload) set(ps *problems, name string, v jsontext.Value) {
 	}
 }
 
+// formatted returns a copy of the valid value v as the encoder writes it:
+// without whitespace and with strings minimally escaped. Number literals are
+// kept exactly as sent (no float64 round trip), so the value means what was
+// sent, and decoding what json.Marshal wrote gives the same bytes.
+func formatted(v jsontext.Value) jsontext.Value {
+	c := v.Clone()
+	if err := c.Format(); err != nil {
+		return v.Clone() // unreachable: the decoder has validated v
+	}
+	return c
+}
+
 // UnmarshalJSON decodes with [DecodePayload].
 func (p *Payload) UnmarshalJSON(data []byte) error {
 	d, err := DecodePayload(data)
@@ -311,35 +325,35 @@ func (p *Payload) UnmarshalJSON(data []byte) error {
 
 // payloadWire is the JSON shape of the listed members.
 type payloadWire struct {
-	Owner           string         `json:"owner,omitzero"`
-	SystemID        string         `json:"systemId,omitzero"`
-	ActedUpon       string         `json:"actedUpon,omitzero"`
-	OperationID     string         `json:"operationId,omitzero"`
-	Category        string         `json:"category"`
-	Action          string         `json:"action"`
-	Severity        Severity       `json:"severity,omitzero"`
-	Description     *string        `json:"description,omitzero"`
-	Metadata        jsontext.Value `json:"metadata,omitzero"`
-	CorrelationKey  string         `json:"correlationKey,omitzero"`
-	OccurrenceCount *int64         `json:"occurrenceCount,omitzero"`
-	FirstSeenAt     *time.Time     `json:"firstSeenAt,omitzero"`
-	LastSeenAt      *time.Time     `json:"lastSeenAt,omitzero"`
-	ResolvedAt      *time.Time     `json:"resolvedAt,omitzero"`
-	Source          string         `json:"source,omitzero"`
-	Type            string         `json:"type,omitzero"`
-	Specversion     string         `json:"specversion,omitzero"`
-	TraceID         string         `json:"traceId,omitzero"`
-	ParentID        string         `json:"parentId,omitzero"`
-	IdempotencyKey  string         `json:"idempotencyKey,omitzero"`
+	Owner           string     `json:"owner,omitzero"`
+	SystemID        string     `json:"systemId,omitzero"`
+	ActedUpon       string     `json:"actedUpon,omitzero"`
+	OperationID     string     `json:"operationId,omitzero"`
+	Category        string     `json:"category"`
+	Action          string     `json:"action"`
+	Severity        Severity   `json:"severity,omitzero"`
+	Description     *string    `json:"description,omitzero"`
+	CorrelationKey  string     `json:"correlationKey,omitzero"`
+	OccurrenceCount *int64     `json:"occurrenceCount,omitzero"`
+	FirstSeenAt     *time.Time `json:"firstSeenAt,omitzero"`
+	LastSeenAt      *time.Time `json:"lastSeenAt,omitzero"`
+	ResolvedAt      *time.Time `json:"resolvedAt,omitzero"`
+	Source          string     `json:"source,omitzero"`
+	Type            string     `json:"type,omitzero"`
+	Specversion     string     `json:"specversion,omitzero"`
+	TraceID         string     `json:"traceId,omitzero"`
+	ParentID        string     `json:"parentId,omitzero"`
+	IdempotencyKey  string     `json:"idempotencyKey,omitzero"`
 }
 
 // MarshalJSON encodes p as a JSON object: the listed members that are set,
-// then the Extra members in name order, each value as stored.
+// then metadata and the Extra members in name order, each value byte for
+// byte as stored.
 func (p Payload) MarshalJSON() ([]byte, error) {
 	b, err := json.Marshal(payloadWire{
 		Owner: p.Owner, SystemID: p.SystemID, ActedUpon: p.ActedUpon, OperationID: p.OperationID,
 		Category: p.Category, Action: p.Action, Severity: p.Severity, Description: p.Description,
-		Metadata: p.Metadata, CorrelationKey: p.CorrelationKey, OccurrenceCount: p.OccurrenceCount,
+		CorrelationKey: p.CorrelationKey, OccurrenceCount: p.OccurrenceCount,
 		FirstSeenAt: p.FirstSeenAt, LastSeenAt: p.LastSeenAt, ResolvedAt: p.ResolvedAt,
 		Source: p.Source, Type: p.Type, Specversion: p.Specversion, TraceID: p.TraceID,
 		ParentID: p.ParentID, IdempotencyKey: p.IdempotencyKey,
@@ -347,17 +361,22 @@ func (p Payload) MarshalJSON() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(p.Extra) == 0 {
-		return b, nil
+	// json.Marshal would compact metadata and the extra values; splice them
+	// in byte for byte instead. b is a non-empty object ending in '}'.
+	out := b[: len(b)-1 : len(b)-1]
+	if p.Metadata != nil {
+		out = append(out, `,"metadata":`...)
+		out = append(out, p.Metadata...)
 	}
-	extra, err := EncodeExtra(p.Extra)
-	if err != nil {
-		return nil, err
+	if len(p.Extra) > 0 {
+		extra, err := EncodeExtra(p.Extra)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ',')
+		out = append(out, extra[1:len(extra)-1]...)
 	}
-	// Splice the members of extra ({…}) into b ({…}): both are non-empty
-	// objects ending in '}'.
-	out := append(b[:len(b)-1:len(b)-1], ',')
-	return append(out, extra[1:]...), nil
+	return append(out, '}'), nil
 }
 
 // EncodeExtra encodes extra members as one JSON object, names in order and

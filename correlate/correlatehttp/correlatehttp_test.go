@@ -1,0 +1,406 @@
+package correlatehttp_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tallyhq/tally/correlate"
+	"github.com/tallyhq/tally/correlate/correlatehttp"
+	"github.com/tallyhq/tally/internal/problem"
+	"github.com/tallyhq/tally/store/memstore"
+)
+
+// callerFrom authenticates "Bearer org/user" (user may be empty).
+func callerFrom(r *http.Request) (correlate.Caller, bool) {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return correlate.Caller{}, false
+	}
+	org, user, _ := strings.Cut(tok, "/")
+	return correlate.Caller{Organization: org, User: user}, org != ""
+}
+
+type observer struct {
+	mu  sync.Mutex
+	got []correlate.Disposition
+}
+
+func (o *observer) ObserveDisposition(d correlate.Disposition) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.got = append(o.got, d)
+}
+
+type server struct {
+	t   *testing.T
+	srv *httptest.Server
+	h   *correlatehttp.Handler
+	obs *observer
+	log *bytes.Buffer
+}
+
+func newServer(t *testing.T, st correlate.Store, opts correlate.Options) *server {
+	t.Helper()
+	opts.Now = func() time.Time { return time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC) }
+	svc, err := correlate.New(st, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{t: t, obs: &observer{}, log: &bytes.Buffer{}}
+	h, err := correlatehttp.New(correlatehttp.Options{
+		Service: svc, CallerFrom: callerFrom, Observer: s.obs, MaxBodyBytes: 4096,
+		Logger: slog.New(slog.NewTextHandler(s.log, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.h = h
+	mux := http.NewServeMux()
+	h.Register(mux) // mountable on the server's own mux
+	s.srv = httptest.NewServer(mux)
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (s *server) do(method, path, token, body string, header ...string) response {
+	s.t.Helper()
+	req, err := http.NewRequest(method, s.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Add(header[i], header[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return response{status: res.StatusCode, header: res.Header, body: b}
+}
+
+func decode[T any](t *testing.T, b []byte) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("decode %s: %v", b, err)
+	}
+	return v
+}
+
+func TestCreateStatusAndDisposition(t *testing.T) {
+	s := newServer(t, memstore.New(memstore.Options{}), correlate.Options{})
+	key := `"correlationKey":"meshery-server/k8s/1/unreachable"`
+	tests := []struct {
+		name, body string
+		wantStatus int
+		wantDisp   string
+		wantCount  int64
+	}{
+		{"opening: 201 created", `{"category":"c","action":"a",` + key + `,"idempotencyKey":"i1"}`, 201, "created", 1},
+		{"counting: 200 incremented", `{"category":"c","action":"a",` + key + `,"occurrenceCount":2}`, 200, "incremented", 3},
+		{"retry: 200 replayed", `{"category":"c","action":"a",` + key + `,"idempotencyKey":"i1"}`, 200, "replayed", 3},
+		{"resolution: 200 resolved", `{"category":"c","action":"a",` + key + `,"resolvedAt":"2026-03-01T12:00:00Z","severity":"success"}`, 200, "resolved", 3},
+		{"legacy create: 201 created by default", `{"category":"c","action":"a"}`, 201, "created", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := s.do("POST", "/api/events", "org-1/alice", tt.body)
+			if res.status != tt.wantStatus || res.header.Get("Event-Disposition") != tt.wantDisp {
+				t.Fatalf("status %d, Event-Disposition %q, want %d %q; body %s",
+					res.status, res.header.Get("Event-Disposition"), tt.wantStatus, tt.wantDisp, res.body)
+			}
+			e := decode[correlate.Event](t, res.body)
+			var count int64
+			if e.OccurrenceCount != nil {
+				count = *e.OccurrenceCount
+			}
+			if count != tt.wantCount {
+				t.Errorf("occurrenceCount %d, want %d", count, tt.wantCount)
+			}
+			if ct := res.header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q", ct)
+			}
+		})
+	}
+	want := []correlate.Disposition{"created", "incremented", "replayed", "resolved", "created"}
+	if diff := cmp.Diff(want, s.obs.got); diff != "" {
+		t.Errorf("observed dispositions (-want +got):\n%s", diff)
+	}
+}
+
+func TestCreateLegacy200(t *testing.T) {
+	s := newServer(t, memstore.New(memstore.Options{}), correlate.Options{LegacyCreate200: true})
+	res := s.do("POST", "/api/events", "org-1/alice", `{"category":"c","action":"a"}`)
+	if res.status != 200 || res.header.Get("Event-Disposition") != "created" {
+		t.Errorf("legacy create: %d %q, want 200 created", res.status, res.header.Get("Event-Disposition"))
+	}
+	res = s.do("POST", "/api/events", "org-1/alice", `{"category":"c","action":"a","correlationKey":"k"}`)
+	if res.status != 201 {
+		t.Errorf("create with correlationKey: %d, want 201", res.status)
+	}
+}
+
+func TestEventJSONIsClosed(t *testing.T) {
+	s := newServer(t, memstore.New(memstore.Options{}), correlate.Options{})
+	res := s.do("POST", "/api/events", "org-1/alice", `{"category":"c","action":"a","correlationKey":"k","x-extra":1,"metadata":{"a":1}}`)
+	members := decode[map[string]jsontext.Value](t, res.body)
+	var names []string
+	for k := range members {
+		names = append(names, k)
+	}
+	allowed := map[string]bool{"id": true, "category": true, "action": true, "severity": true, "status": true,
+		"description": true, "metadata": true, "createdAt": true, "updatedAt": true, "correlationKey": true,
+		"occurrenceCount": true, "firstSeenAt": true, "lastSeenAt": true}
+	for _, n := range names {
+		if !allowed[n] {
+			t.Errorf("unexpected member %q in %s", n, res.body)
+		}
+	}
+	if len(names) != len(allowed) {
+		t.Errorf("members %v, want %d of them", names, len(allowed))
+	}
+}
+
+func TestCreateProblems(t *testing.T) {
+	s := newServer(t, memstore.New(memstore.Options{}), correlate.Options{})
+	tests := []struct {
+		name, body string
+		header     []string
+		status     int
+		code       string
+		members    []string
+	}{
+		{"every problem is listed", `{"category":"","occurrenceCount":1.5,"traceId":"00000000000000000000000000000000","severity":"x"}`, nil,
+			400, "invalid_event", []string{"/category", "/action", "/severity", "/occurrenceCount", "/traceId"}},
+		{"invalid JSON, named where it can be", `{"category":`, nil, 400, "invalid_event", []string{"/category"}},
+		{"not JSON at all", `category`, nil, 400, "invalid_event", []string{""}},
+		{"duplicate member", `{"category":"c","action":"a","action":"b"}`, nil, 400, "invalid_event", []string{"/action"}},
+		{"Idempotency-Key disagreeing with the body's idempotencyKey", `{"category":"c","action":"a","idempotencyKey":"a"}`,
+			[]string{"Idempotency-Key", "b"}, 400, "invalid_event", []string{"Idempotency-Key"}},
+		{"empty Idempotency-Key", `{"category":"c","action":"a"}`, []string{"Idempotency-Key", `""`}, 400, "invalid_event", []string{"Idempotency-Key"}},
+		{"Idempotency-Key problem listed with the body's problems", `{"category":"c"}`, []string{"Idempotency-Key", strings.Repeat("k", 256)},
+			400, "invalid_event", []string{"/action", "Idempotency-Key"}},
+		{"body too large", `{"category":"c","action":"a","description":"` + strings.Repeat("x", 5000) + `"}`, nil, 413, "payload_too_large", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := s.do("POST", "/api/events", "org-1/alice", tt.body, tt.header...)
+			if res.status != tt.status || res.header.Get("Content-Type") != problem.ContentType {
+				t.Fatalf("status %d (%s), want %d problem; body %s", res.status, res.header.Get("Content-Type"), tt.status, res.body)
+			}
+			p := decode[problem.Details](t, res.body)
+			var members []string
+			for _, m := range p.Errors {
+				members = append(members, m.Member)
+				if m.Message == "" {
+					t.Errorf("member %q without message", m.Member)
+				}
+			}
+			if p.Code != tt.code || p.Status != tt.status {
+				t.Errorf("problem %+v, want code %s status %d", p, tt.code, tt.status)
+			}
+			if diff := cmp.Diff(tt.members, members); diff != "" {
+				t.Errorf("problem members (-want +got):\n%s", diff)
+			}
+			if res.header.Get("Event-Disposition") != "" {
+				t.Errorf("a refused create has Event-Disposition %q", res.header.Get("Event-Disposition"))
+			}
+		})
+	}
+	// A refused create binds no key: the corrected retry is created.
+	res := s.do("POST", "/api/events", "org-1/alice", `{"category":"c","action":"a","idempotencyKey":"a"}`)
+	if res.status != 201 {
+		t.Errorf("corrected retry: %d, want 201", res.status)
+	}
+}
+
+func TestIdempotencyKeyHeader(t *testing.T) {
+	s := newServer(t, memstore.New(memstore.Options{}), correlate.Options{})
+	body := `{"category":"c","action":"a","correlationKey":"k"}`
+	var got []string
+	for _, h := range [][]string{
+		{"Idempotency-Key", `"8e03978e-40d5-43e8-bc93-6894a57f9324"`},
+		{"Idempotency-Key", `8e03978e-40d5-43e8-bc93-6894a57f9324`},
+	} {
+		res := s.do("POST", "/api/events", "org-1/alice", body, h...)
+		got = append(got, res.header.Get("Event-Disposition"))
+	}
+	// The same key in the body and the header agrees.
+	res := s.do("POST", "/api/events", "org-1/alice",
+		`{"category":"c","action":"a","correlationKey":"k","idempotencyKey":"8e03978e-40d5-43e8-bc93-6894a57f9324"}`,
+		"Idempotency-Key", "8e03978e-40d5-43e8-bc93-6894a57f9324")
+	got = append(got, res.header.Get("Event-Disposition"))
+	if diff := cmp.Diff([]string{"created", "replayed", "replayed"}, got); diff != "" {
+		t.Errorf("dispositions (-want +got):\n%s", diff)
+	}
+}
+
+// failingBody fails the test when read.
+type failingBody struct{ t *testing.T }
+
+func (b failingBody) Read([]byte) (int, error) {
+	b.t.Error("the body was read before authentication")
+	return 0, io.EOF
+}
+
+func TestUnauthenticated(t *testing.T) {
+	s := newServer(t, memstore.New(memstore.Options{}), correlate.Options{})
+	for _, rt := range []struct{ method, path string }{
+		{"POST", "/api/events"}, {"GET", "/api/events/list"},
+		{"PUT", "/api/events/0190c1d2-0000-7000-8000-000000000000/status"},
+		{"DELETE", "/api/events/0190c1d2-0000-7000-8000-000000000000"},
+	} {
+		// DECISIONS.md: "Credentials are checked before the body is read".
+		req := httptest.NewRequest(rt.method, rt.path, failingBody{t})
+		req.Header.Set("Authorization", "Basic x")
+		rec := httptest.NewRecorder()
+		s.h.ServeHTTP(rec, req)
+		if rec.Code != 401 || rec.Header().Get("WWW-Authenticate") != "Bearer" {
+			t.Errorf("%s %s: %d %q, want 401 Bearer", rt.method, rt.path, rec.Code, rec.Header().Get("WWW-Authenticate"))
+		}
+	}
+	res := s.do("POST", "/api/events", "", `{"category":"c","action":"a"}`)
+	if res.status != 401 || decode[problem.Details](t, res.body).Code != "unauthorized" {
+		t.Errorf("no credentials: %d %s", res.status, res.body)
+	}
+}
+
+func TestListStatusDeleteAndScope(t *testing.T) {
+	s := newServer(t, memstore.New(memstore.Options{}), correlate.Options{})
+	create := func(token, body string) correlate.Event {
+		res := s.do("POST", "/api/events", token, body)
+		if res.status/100 != 2 {
+			t.Fatalf("create: %d %s", res.status, res.body)
+		}
+		return decode[correlate.Event](t, res.body)
+	}
+	a := create("org-1/alice", `{"category":"connection","action":"connect","severity":"error","description":"prod-1 unreachable","correlationKey":"k1"}`)
+	create("org-1/alice", `{"category":"design","action":"deploy","description":"deployed"}`)
+	create("org-1/bob", `{"category":"connection","action":"connect","description":"bob's"}`)
+	other := create("org-2/alice", `{"category":"connection","action":"connect","description":"other org"}`)
+
+	res := s.do("GET", "/api/events/list?category=connection,design&severity=error&search=UNREACHABLE&pagesize=10&page=0&order=asc&resolved=false&correlationKey=k1", "org-1/alice", "")
+	if res.status != 200 {
+		t.Fatalf("list: %d %s", res.status, res.body)
+	}
+	page := decode[correlate.Page](t, res.body)
+	if page.TotalCount != 1 || len(page.Data) != 1 || page.Data[0].ID != a.ID || page.PageSize != 10 {
+		t.Errorf("filtered list = %s, want only %s", res.body, a.ID)
+	}
+	members := decode[map[string]jsontext.Value](t, res.body)
+	if diff := cmp.Diff([]string{"data", "page", "pageSize", "totalCount"}, sortedNames(members)); diff != "" {
+		t.Errorf("page members (-want +got):\n%s", diff)
+	}
+	if page := decode[correlate.Page](t, s.do("GET", "/api/events/list", "org-1/alice", "").body); page.TotalCount != 2 {
+		t.Errorf("alice sees %d events, want her 2", page.TotalCount)
+	}
+	res = s.do("GET", "/api/events/list?page=x&pageSize=1000&order=sideways&resolved=maybe", "org-1/alice", "")
+	p := decode[problem.Details](t, res.body)
+	if res.status != 400 || p.Code != "invalid_query" || len(p.Errors) != 2 {
+		t.Errorf("bad parameters: %d %s, want 400 invalid_query with page and resolved", res.status, res.body)
+	}
+	res = s.do("GET", "/api/events/list?pageSize=1000&order=sideways", "org-1/alice", "")
+	if p := decode[problem.Details](t, res.body); res.status != 400 || len(p.Errors) != 2 {
+		t.Errorf("bad values: %d %s, want 400 listing pageSize and order", res.status, res.body)
+	}
+
+	res = s.do("PUT", "/api/events/"+a.ID+"/status", "org-1/alice", `{"status":"read"}`)
+	if res.status != 200 || decode[correlate.Event](t, res.body).Status != correlate.StatusRead {
+		t.Errorf("status update: %d %s", res.status, res.body)
+	}
+	for _, tt := range []struct {
+		name, token, path, body string
+		status                  int
+	}{
+		{"an unknown status", "org-1/alice", a.ID, `{"status":"archived"}`, 400},
+		{"no status", "org-1/alice", a.ID, `{}`, 400},
+		{"not JSON", "org-1/alice", a.ID, `read`, 400},
+		{"another organization's event", "org-1/alice", other.ID, `{"status":"read"}`, 404},
+		{"another user's event", "org-1/bob", a.ID, `{"status":"read"}`, 404},
+		{"not a UUID", "org-1/alice", "nope", `{"status":"read"}`, 404},
+	} {
+		t.Run("PUT status: "+tt.name, func(t *testing.T) {
+			res := s.do("PUT", "/api/events/"+tt.path+"/status", tt.token, tt.body)
+			if res.status != tt.status || res.header.Get("Content-Type") != problem.ContentType {
+				t.Errorf("%d %s, want %d problem", res.status, res.body, tt.status)
+			}
+		})
+	}
+
+	if res := s.do("DELETE", "/api/events/"+other.ID, "org-1/alice", ""); res.status != 404 {
+		t.Errorf("delete of another organization's event: %d, want 404", res.status)
+	}
+	if res := s.do("DELETE", "/api/events/"+a.ID, "org-1/alice", ""); res.status != 204 {
+		t.Errorf("delete: %d %s, want 204", res.status, res.body)
+	}
+	if res := s.do("DELETE", "/api/events/"+a.ID, "org-1/alice", ""); res.status != 404 {
+		t.Errorf("second delete: %d, want 404", res.status)
+	}
+	if page := decode[correlate.Page](t, s.do("GET", "/api/events/list", "org-1/alice", "").body); page.TotalCount != 1 {
+		t.Errorf("after delete alice sees %d events, want 1", page.TotalCount)
+	}
+}
+
+func sortedNames(m map[string]jsontext.Value) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// brokenStore fails every create, as a lost database connection would.
+type brokenStore struct{ *memstore.Store }
+
+func (brokenStore) CreateEvent(context.Context, correlate.Create) (correlate.Event, correlate.Disposition, error) {
+	return correlate.Event{}, "", errors.New("connection refused to 10.0.0.7:5432")
+}
+
+func TestInternalErrorIsLoggedNotShown(t *testing.T) {
+	s := newServer(t, brokenStore{memstore.New(memstore.Options{})}, correlate.Options{})
+	res := s.do("POST", "/api/events", "org-1/alice", `{"category":"c","action":"a"}`)
+	if res.status != 500 || bytes.Contains(res.body, []byte("10.0.0.7")) {
+		t.Errorf("internal error: %d %s, want 500 with generic text", res.status, res.body)
+	}
+	if !strings.Contains(s.log.String(), "10.0.0.7") {
+		t.Errorf("the internal error was not logged: %q", s.log.String())
+	}
+}
+
+func TestNewValidatesOptions(t *testing.T) {
+	_, err := correlatehttp.New(correlatehttp.Options{MaxBodyBytes: -1})
+	for _, want := range []string{"Service", "CallerFrom", "MaxBodyBytes"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("New error %v does not mention %s", err, want)
+		}
+	}
+}

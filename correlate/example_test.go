@@ -1,0 +1,96 @@
+package correlate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tallyhq/tally/correlate"
+	"github.com/tallyhq/tally/store/memstore"
+)
+
+// A condition opens, counts two more occurrences, clears, and opens again as
+// a new event.
+func Example() {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	svc, err := correlate.New(memstore.New(memstore.Options{}), correlate.Options{
+		Now: func() time.Time { return now },
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	caller := correlate.Caller{Organization: "acme", User: "alice"}
+	key := "meshery-server/k8s-connection/5b0b1c2d/unreachable"
+
+	occurrence := correlate.Payload{Category: "connection", Action: "connect",
+		Severity: correlate.SeverityError, CorrelationKey: key}
+	for range 3 {
+		e, d, err := svc.Create(ctx, caller, occurrence)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("%-11s %d count=%d\n", d, svc.StatusCode(occurrence, d), *e.OccurrenceCount)
+		now = now.Add(time.Minute)
+	}
+
+	restored := "Connection to cluster prod-1 restored"
+	resolution := correlate.Payload{Category: "connection", Action: "connect",
+		Severity: correlate.SeveritySuccess, Description: &restored,
+		CorrelationKey: key, ResolvedAt: &now}
+	e, d, err := svc.Create(ctx, caller, resolution)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%-11s %d count=%d severity=%s\n", d, svc.StatusCode(resolution, d), *e.OccurrenceCount, e.Severity)
+
+	now = now.Add(time.Hour)
+	reopened, d, err := svc.Create(ctx, caller, occurrence)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%-11s %d count=%d new=%t firstSeenAt=%s\n", d, svc.StatusCode(occurrence, d),
+		*reopened.OccurrenceCount, reopened.ID != e.ID, reopened.FirstSeenAt.Format(time.TimeOnly))
+	// Output:
+	// created     201 count=1
+	// incremented 200 count=2
+	// incremented 200 count=3
+	// resolved    200 count=3 severity=success
+	// created     201 count=1 new=true firstSeenAt=13:03:00
+}
+
+// A retried create with the same idempotencyKey changes nothing.
+func ExampleService_Create_idempotencyKey() {
+	svc, err := correlate.New(memstore.New(memstore.Options{}), correlate.Options{})
+	if err != nil {
+		panic(err)
+	}
+	caller := correlate.Caller{Organization: "acme", User: "alice"}
+	p := correlate.Payload{Category: "design", Action: "deploy", IdempotencyKey: "deploy-42"}
+	for range 2 {
+		_, d, err := svc.Create(context.Background(), caller, p)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(d, svc.StatusCode(p, d))
+	}
+	// Output:
+	// created 201
+	// replayed 200
+}
+
+// Every problem of a payload is reported at once.
+func ExampleDecodePayload() {
+	_, err := correlate.DecodePayload([]byte(`{"category":"connection","occurrenceCount":1.5,"traceId":"00000000000000000000000000000000"}`))
+	var ve *correlate.ValidationError
+	if errors.As(err, &ve) {
+		for _, p := range ve.Problems {
+			fmt.Println(p.Member, p.Rule)
+		}
+	}
+	// Output:
+	// /action required
+	// /occurrenceCount integer
+	// /traceId format
+}

@@ -1,0 +1,48 @@
+package correlate_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/go-json-experiment/json"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tallyhq/tally/correlate"
+)
+
+// FuzzDecodePayload checks that DecodePayload never panics, refuses only
+// with a *ValidationError, and that what it accepts encodes back to JSON
+// that decodes to an equal payload.
+func FuzzDecodePayload(f *testing.F) {
+	for _, s := range []string{
+		`{"category":"c","action":"a"}`,
+		`{"category":"c","action":"a","correlationKey":"k","occurrenceCount":3,"resolvedAt":"2026-03-01T12:00:00+02:00"}`,
+		`{"category":"c","action":"a","metadata":{"a":[1,2.5e3,null]},"x":{"y":"\u0000"},"description":"é"}`,
+		`{"category":"c","action":"a","category":"d"}`,
+		`{"category":"c","action":"a","occurrenceCount":1.0,"traceId":"4bf92f3577b34da6a3ce929d0e0e4736"}`,
+		`[]`, `{`, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := correlate.DecodePayload(data)
+		if err != nil {
+			var ve *correlate.ValidationError
+			if !errors.As(err, &ve) || len(ve.Problems) == 0 {
+				t.Fatalf("DecodePayload error %v is not a *ValidationError with problems", err)
+			}
+			return
+		}
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatalf("encode %+v: %v", p, err)
+		}
+		again, err := correlate.DecodePayload(b)
+		if err != nil {
+			t.Fatalf("decode of the re-encoded %s: %v", b, err)
+		}
+		if diff := cmp.Diff(p, again); diff != "" {
+			t.Fatalf("round trip of %q via %s (-first +second):\n%s", data, b, diff)
+		}
+	})
+}

@@ -1,0 +1,223 @@
+package correlate_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tallyhq/tally/correlate"
+)
+
+// problems returns "member rule" for each problem of err, or nil when err
+// is nil; any other error fails the test.
+func problems(t *testing.T, err error) []string {
+	t.Helper()
+	if err == nil {
+		return nil
+	}
+	var ve *correlate.ValidationError
+	if !errors.As(err, &ve) || !errors.Is(err, correlate.ErrInvalid) {
+		t.Fatalf("error %v is not a *ValidationError matching ErrInvalid", err)
+	}
+	var out []string
+	for _, p := range ve.Problems {
+		if p.Message == "" {
+			t.Errorf("problem %+v has no message", p)
+		}
+		out = append(out, p.Member+" "+p.Rule)
+	}
+	return out
+}
+
+func TestDecodePayloadFieldRules(t *testing.T) {
+	long := func(n int) string { return strings.Repeat("x", n) }
+	tests := []struct {
+		name string
+		body string // members after "category" and "action"
+		want []string
+	}{
+		{"valid minimal", ``, nil},
+		// "correlationKey | string, 1-255"
+		{"correlationKey 255 bytes", `"correlationKey":"` + long(255) + `"`, nil},
+		{"correlationKey 256 bytes", `"correlationKey":"` + long(256) + `"`, []string{"/correlationKey maxLength"}},
+		{"correlationKey empty", `"correlationKey":""`, []string{"/correlationKey minLength"}},
+		{"correlationKey counted in bytes", `"correlationKey":"` + strings.Repeat("é", 128) + `"`, []string{"/correlationKey maxLength"}},
+		// "occurrenceCount | integer, minimum 1"
+		{"occurrenceCount 1", `"occurrenceCount":1`, nil},
+		{"occurrenceCount beyond 2^31", `"occurrenceCount":2147483648000`, nil},
+		{"occurrenceCount 0", `"occurrenceCount":0`, []string{"/occurrenceCount minimum"}},
+		{"occurrenceCount negative", `"occurrenceCount":-3`, []string{"/occurrenceCount minimum"}},
+		{"occurrenceCount fraction", `"occurrenceCount":1.5`, []string{"/occurrenceCount integer"}},
+		{"occurrenceCount 1.0 is not written as an integer", `"occurrenceCount":1.0`, []string{"/occurrenceCount integer"}},
+		{"occurrenceCount exponent", `"occurrenceCount":1e3`, []string{"/occurrenceCount integer"}},
+		{"occurrenceCount beyond int64", `"occurrenceCount":9223372036854775808`, []string{"/occurrenceCount range"}},
+		{"occurrenceCount string", `"occurrenceCount":"2"`, []string{"/occurrenceCount type"}},
+		// "source | string, uri-reference, 1-255"
+		{"source name", `"source":"meshery-adapter-istio"`, nil},
+		{"source URI", `"source":"https://layer5.io/cloud?x=1#f"`, nil},
+		{"source with a space", `"source":"meshery server"`, []string{"/source format"}},
+		{"source bad escape", `"source":"a%zz"`, []string{"/source format"}},
+		{"source too long", `"source":"` + long(256) + `"`, []string{"/source maxLength"}},
+		// "type | string, 1-255"
+		{"type", `"type":"io.meshery.user.signup"`, nil},
+		{"type too long", `"type":"` + long(256) + `"`, []string{"/type maxLength"}},
+		// "specversion | "1.0""
+		{"specversion 1.0", `"specversion":"1.0"`, nil},
+		{"specversion 1.1", `"specversion":"1.1"`, []string{"/specversion enum"}},
+		// "traceId | 32 lowercase hex", "not all zeros"
+		{"traceId", `"traceId":"4bf92f3577b34da6a3ce929d0e0e4736"`, nil},
+		{"traceId upper case", `"traceId":"4BF92F3577B34DA6A3CE929D0E0E4736"`, []string{"/traceId format"}},
+		{"traceId all zeros", `"traceId":"00000000000000000000000000000000"`, []string{"/traceId format"}},
+		{"traceId short", `"traceId":"4bf92f3577b34da6"`, []string{"/traceId format"}},
+		// "parentId | 16 lowercase hex", "not all zeros"
+		{"parentId", `"parentId":"00f067aa0ba902b7"`, nil},
+		{"parentId all zeros", `"parentId":"0000000000000000"`, []string{"/parentId format"}},
+		{"parentId non-hex", `"parentId":"00f067aa0ba902bg"`, []string{"/parentId format"}},
+		// "severity stays a first-class field on the eight-level ladder"
+		{"severity success", `"severity":"success"`, nil},
+		{"severity unknown", `"severity":"fatal"`, []string{"/severity enum"}},
+		{"severity mis-cased", `"severity":"Error"`, []string{"/severity enum"}},
+		// category and action required, ≤ 500; description ≤ 5000
+		{"description 5000", `"description":"` + long(5000) + `"`, nil},
+		{"description 5001", `"description":"` + long(5001) + `"`, []string{"/description maxLength"}},
+		{"category 501", `"category":"` + long(501) + `"`, []string{"/category maxLength"}},
+		{"category null", `"category":null`, []string{"/category required"}},
+		// date-times RFC 3339 with an offset
+		{"date-time with offset", `"firstSeenAt":"2026-03-01T12:00:00+05:30"`, nil},
+		{"date-time without zone", `"lastSeenAt":"2026-03-01T12:00:00"`, []string{"/lastSeenAt format"}},
+		{"date-time not a date", `"resolvedAt":"yesterday"`, []string{"/resolvedAt format"}},
+		{"date-time year 0", `"resolvedAt":"0000-01-01T00:00:00Z"`, []string{"/resolvedAt range"}},
+		// idempotencyKey 1..255
+		{"idempotencyKey", `"idempotencyKey":"` + long(255) + `"`, nil},
+		{"idempotencyKey too long", `"idempotencyKey":"` + long(256) + `"`, []string{"/idempotencyKey maxLength"}},
+		{"metadata not an object", `"metadata":[1]`, []string{"/metadata type"}},
+		{"NUL in a string", `"description":"a\u0000b"`, []string{"/description nul"}},
+		{"every problem at once, in member order", `"traceId":"x","severity":"x","occurrenceCount":0.5,"specversion":"2","parentId":"y","correlationKey":""`,
+			[]string{"/severity enum", "/correlationKey minLength", "/occurrenceCount integer", "/specversion enum", "/traceId format", "/parentId format"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := `{"category":"c","action":"a"`
+			if tt.body != "" {
+				// A later category replaces the first only in the test text.
+				if strings.HasPrefix(tt.body, `"category"`) {
+					body = `{"action":"a"`
+				}
+				body += "," + tt.body
+			}
+			body += "}"
+			_, err := correlate.DecodePayload([]byte(body))
+			if diff := cmp.Diff(tt.want, problems(t, err)); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecodePayloadStrict(t *testing.T) {
+	tests := []struct {
+		name, body string
+		want       []string
+	}{
+		{"a member given twice is refused, naming it", `{"category":"c","action":"a","category":"d"}`, []string{"/category duplicate"}},
+		{"invalid JSON", `{"category":"c",`, []string{" syntax"}},
+		{"trailing data", `{"category":"c","action":"a"} {}`, []string{" syntax"}},
+		{"not an object", `["category"]`, []string{" type"}},
+		{"invalid UTF-8", "{\"category\":\"c\xff\",\"action\":\"a\"}", []string{"/category syntax"}},
+		{"category and action missing", `{}`, []string{"/category required", "/action required"}},
+		{"an extra member named like a listed one is kept, names are case-sensitive", `{"category":"c","action":"a","Category":1}`, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := correlate.DecodePayload([]byte(tt.body))
+			if diff := cmp.Diff(tt.want, problems(t, err)); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecodePayloadValues(t *testing.T) {
+	body := `{"category":"c","action":"a","description":"","severity":null,"metadata":{"big": 12345678901234567890.50},
+		"occurrenceCount":3000000000,"firstSeenAt":"2026-03-01T12:00:00.1234567+02:00","x-unknown":[1, {"a":null}],"owner":"o"}`
+	got, err := correlate.DecodePayload([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := time.Date(2026, 3, 1, 10, 0, 0, 123456000, time.UTC)
+	count := int64(3000000000)
+	desc := ""
+	want := correlate.Payload{
+		Category: "c", Action: "a", Description: &desc, Owner: "o",
+		Metadata:        jsontext.Value(`{"big":12345678901234567890.50}`),
+		OccurrenceCount: &count, FirstSeenAt: &first,
+		Extra: map[string]jsontext.Value{"x-unknown": jsontext.Value(`[1,{"a":null}]`)},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("payload (-want +got):\n%s", diff)
+	}
+	if got.FirstSeenAt.Location() != time.UTC {
+		t.Errorf("firstSeenAt location %v, want UTC", got.FirstSeenAt.Location())
+	}
+	// It encodes back to the same members and decodes equal.
+	b, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again correlate.Payload
+	if err := json.Unmarshal(b, &again); err != nil {
+		t.Fatalf("decode %s: %v", b, err)
+	}
+	if diff := cmp.Diff(got, again); diff != "" {
+		t.Errorf("round trip (-first +second):\n%s", diff)
+	}
+}
+
+func TestValidateGoPayload(t *testing.T) {
+	tests := []struct {
+		name string
+		p    correlate.Payload
+		want []string
+	}{
+		{"valid", correlate.Payload{Category: "c", Action: "a"}, nil},
+		{"extra named like a listed member", correlate.Payload{Category: "c", Action: "a",
+			Extra: map[string]jsontext.Value{"traceId": jsontext.Value(`"x"`)}}, []string{"/traceId reserved"}},
+		{"extra not JSON", correlate.Payload{Category: "c", Action: "a",
+			Extra: map[string]jsontext.Value{"x": jsontext.Value(`{`)}}, []string{"/x syntax"}},
+		{"invalid UTF-8", correlate.Payload{Category: "c\xff", Action: "a"}, []string{"/category utf8"}},
+		{"time out of range", correlate.Payload{Category: "c", Action: "a", ResolvedAt: new(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC))}, []string{"/resolvedAt range"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, problems(t, tt.p.Validate())); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestNewValidatesOptions(t *testing.T) {
+	if _, err := correlate.New(nil, correlate.Options{IdempotencyRetention: -1}); err == nil ||
+		!strings.Contains(err.Error(), "store is nil") || !strings.Contains(err.Error(), "negative") {
+		t.Errorf("New(nil, negative retention) error = %v, want both problems", err)
+	}
+}
+
+func TestDispositionStatusCode(t *testing.T) {
+	got := map[correlate.Disposition][2]int{}
+	for _, d := range correlate.Dispositions() {
+		got[d] = [2]int{d.StatusCode(false), d.StatusCode(true)}
+	}
+	want := map[correlate.Disposition][2]int{
+		correlate.Created: {201, 200}, correlate.Replayed: {200, 200},
+		correlate.Incremented: {200, 200}, correlate.Resolved: {200, 200},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("status codes (-want +got):\n%s", diff)
+	}
+}
