@@ -3,7 +3,6 @@ package pgstore
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -22,13 +21,18 @@ var (
 	_ sizenames.Store = (*Store)(nil)
 )
 
-// maxListLimit is the largest page DeadLetters and Audit return
-// (ingest.DeadLetterQuery, ingest.AuditQuery: Limit is 1..1000).
-const maxListLimit = 1000
-
-// errLimit is returned, wrapped, by DeadLetters and Audit for a Limit outside
-// 1..maxListLimit.
-var errLimit = errors.New("limit must be 1..1000")
+// limitClause returns the LIMIT clause of a listing, numbering its argument
+// after args: LIMIT n for n > 0, none otherwise. The bounds of a page
+// (1..1000) are the ingest Service's to enforce; it asks the store for one
+// row more than the page to learn whether another page follows, and
+// memstore reads a Limit of 0 or less as "no limit" too.
+func limitClause(limit int, args []any) (string, []any) {
+	if limit <= 0 {
+		return "", args
+	}
+	args = append(args, limit)
+	return fmt.Sprintf(" LIMIT $%d", len(args)), args
+}
 
 // utcMicro is how the store keeps every time: UTC, microseconds (PostgreSQL's
 // precision). Truncating here, rather than letting the server round, keeps
@@ -477,21 +481,19 @@ type deadLetterRow struct {
 
 // DeadLetters lists dead letters received in [q.From, q.To) (a zero end is
 // open), oldest first by (ReceivedAt, ID), strictly after q.After when set,
-// at most q.Limit (canonical-event.md, Delivery: "What was kept is read
-// back"). Raw holds the bytes exactly as stored, nil when the item was over
-// the cap. The listing uses the (received_at, id) index: paging is a keyset
-// seek, not an offset. Errors: a Limit outside 1..1000 (nothing is read).
-// Safe for concurrent use.
+// at most q.Limit when it is positive (no limit otherwise; ingest.Service
+// keeps pages to 1..1000 and asks for one row more) (canonical-event.md,
+// Delivery: "What was kept is read back"). Raw holds the bytes exactly as
+// stored, nil when the item was over the cap. The listing uses the
+// (received_at, id) index: paging is a keyset seek, not an offset. Safe for
+// concurrent use.
 func (s *Store) DeadLetters(ctx context.Context, q ingest.DeadLetterQuery) ([]ingest.DeadLetter, error) {
-	if q.Limit < 1 || q.Limit > maxListLimit {
-		return nil, fmt.Errorf("pgstore: dead letters: %w, got %d", errLimit, q.Limit)
-	}
 	conds, args := keyset("received_at", q.From, q.To, q.After, nil, nil)
-	args = append(args, q.Limit)
+	limit, args := limitClause(q.Limit, args)
 	var rows []deadLetterRow
 	err := s.db.SelectContext(ctx, &rows, `
 SELECT id, raw, raw_size, reason, event_id, received_at FROM dead_letters`+where(conds)+`
-ORDER BY received_at, id LIMIT $`+fmt.Sprint(len(args)), args...)
+ORDER BY received_at, id`+limit, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: dead letters: %w", interpretError(err))
 	}
@@ -518,13 +520,10 @@ type auditRow struct {
 
 // Audit lists audit rows with q.Action (every action when ""), at in
 // [q.From, q.To) (a zero end is open), oldest first by (At, ID), strictly
-// after q.After when set, at most q.Limit. A listing by action uses the
-// (action, at, id) index. Errors: a Limit outside 1..1000 (nothing is
-// read). Safe for concurrent use.
+// after q.After when set, at most q.Limit when it is positive (no limit
+// otherwise, as for DeadLetters). A listing by action uses the (action, at,
+// id) index. Safe for concurrent use.
 func (s *Store) Audit(ctx context.Context, q ingest.AuditQuery) ([]ingest.AuditEntry, error) {
-	if q.Limit < 1 || q.Limit > maxListLimit {
-		return nil, fmt.Errorf("pgstore: audit: %w, got %d", errLimit, q.Limit)
-	}
 	var (
 		conds []string
 		args  []any
@@ -534,11 +533,11 @@ func (s *Store) Audit(ctx context.Context, q ingest.AuditQuery) ([]ingest.AuditE
 		conds = append(conds, "action = $1")
 	}
 	conds, args = keyset("at", q.From, q.To, q.After, conds, args)
-	args = append(args, q.Limit)
+	limit, args := limitClause(q.Limit, args)
 	var rows []auditRow
 	err := s.db.SelectContext(ctx, &rows, `
 SELECT id, at, action, credential, event_id, platform, cloud FROM audit_log`+where(conds)+`
-ORDER BY at, id LIMIT $`+fmt.Sprint(len(args)), args...)
+ORDER BY at, id`+limit, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: audit: %w", interpretError(err))
 	}

@@ -371,21 +371,38 @@ func TestDeadLetterAndAuditPaging(t *testing.T) {
 	}
 }
 
-// DeadLetterQuery and AuditQuery: "Limit is 1..1000".
+// A positive Limit bounds a listing (ingest.Service asks for a page plus
+// one, up to 1001); zero or less means no limit, as in memstore.
 func TestListingLimits(t *testing.T) {
 	s, _ := open(t)
 	ctx := context.Background()
-	for _, limit := range []int{0, -1, 1001} {
-		if _, err := s.DeadLetters(ctx, ingest.DeadLetterQuery{Limit: limit}); err == nil {
-			t.Errorf("DeadLetters with limit %d: no error", limit)
-		}
-		if _, err := s.Audit(ctx, ingest.AuditQuery{Limit: limit}); err == nil {
-			t.Errorf("Audit with limit %d: no error", limit)
-		}
+	base := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	var (
+		dls     []ingest.DeadLetter
+		entries []ingest.AuditEntry
+	)
+	for i := range 1002 {
+		at := base.Add(time.Duration(i) * time.Millisecond)
+		dls = append(dls, ingest.DeadLetter{Raw: []byte("x"), RawSize: 1, Reason: "schema: x", ReceivedAt: at})
+		entries = append(entries, ingest.AuditEntry{At: at, Action: "a", Credential: "c"})
 	}
-	for _, limit := range []int{1, 1000} {
-		if _, err := s.DeadLetters(ctx, ingest.DeadLetterQuery{Limit: limit}); err != nil {
-			t.Errorf("DeadLetters with limit %d: %v", limit, err)
+	if _, err := s.Commit(ctx, ingest.Batch{DeadLetters: dls, Audit: entries}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ limit, want int }{{1, 1}, {1000, 1000}, {1001, 1001}, {0, 1002}, {-1, 1002}} {
+		got, err := s.DeadLetters(ctx, ingest.DeadLetterQuery{Limit: c.limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != c.want {
+			t.Errorf("DeadLetters with limit %d: %d rows, want %d", c.limit, len(got), c.want)
+		}
+		audit, err := s.Audit(ctx, ingest.AuditQuery{Limit: c.limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(audit) != c.want {
+			t.Errorf("Audit with limit %d: %d rows, want %d", c.limit, len(audit), c.want)
 		}
 	}
 }
@@ -661,49 +678,64 @@ func TestMigrateTwiceAppliesNothing(t *testing.T) {
 	}
 }
 
-// Concurrency on PostgreSQL (issue 3): 8 goroutines commit overlapping
-// batches of the same 1000 events at once, each in its own order. Every
-// event is stored once, the inserted flags add up to 1000 and the rest are
-// duplicates, and no transaction deadlocks or fails.
-func TestCommitConcurrentOverlappingBatches(t *testing.T) {
+// raw returns the JSON of e, as a collector would send it.
+func raw(t testing.TB, e event.Event) []byte {
+	t.Helper()
+	b, err := e.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Concurrency on PostgreSQL (issue 3): "8 goroutines ingesting overlapping
+// batches of the same 1000 events at once → every event stored once, counts
+// add up, no deadlock, no error". Each goroutine sends the 1000 events
+// through its own ingest.Service in batches of 250, each in its own order.
+func TestIngestConcurrentOverlappingBatches(t *testing.T) {
 	s, conn := open(t)
 	ctx := context.Background()
 	ts := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	evs := make([]event.Event, 1000)
-	for i := range evs {
-		evs[i] = ev(fmt.Sprintf("ev-%04d", i), ts.Add(time.Duration(i%7)*time.Second))
+	items := make([][]byte, 1000)
+	for i := range items {
+		items[i] = raw(t, ev(fmt.Sprintf("ev-%04d", i), ts.Add(time.Duration(i%7)*time.Second)))
 	}
 	const workers = 8
 	var (
-		wg                    sync.WaitGroup
-		mu                    sync.Mutex
-		insertedN, duplicateN int
-		errs                  []error
+		wg                   sync.WaitGroup
+		mu                   sync.Mutex
+		accepted, duplicates int
+		errs                 []error
 	)
 	for w := range workers {
 		wg.Go(func() {
-			// Worker w sends the events rotated by w*125 and, for odd w,
+			svc, err := ingest.New(s, ingest.Options{})
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			// Worker w sends the items rotated by w*125 and, for odd w,
 			// reversed: batches of 250 that overlap every other worker's.
-			mine := make([]event.Event, len(evs))
-			for i := range evs {
-				mine[i] = evs[(i+w*125)%len(evs)]
+			mine := make([][]byte, len(items))
+			for i := range items {
+				mine[i] = items[(i+w*125)%len(items)]
 			}
 			if w%2 == 1 {
 				slices.Reverse(mine)
 			}
 			for chunk := range slices.Chunk(mine, 250) {
-				inserted, err := s.Commit(ctx, ingest.Batch{Events: chunk})
+				res, err := svc.Ingest(ctx, ingest.Caller{Credential: "c"}, chunk)
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, err)
 				}
-				for _, ok := range inserted {
-					if ok {
-						insertedN++
-					} else {
-						duplicateN++
-					}
+				if len(res.Rejected) > 0 {
+					errs = append(errs, fmt.Errorf("rejected: %+v", res.Rejected))
 				}
+				accepted += res.Accepted
+				duplicates += res.Duplicates
 				mu.Unlock()
 			}
 		})
@@ -712,8 +744,8 @@ func TestCommitConcurrentOverlappingBatches(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	if insertedN != 1000 || duplicateN != (workers-1)*1000 {
-		t.Errorf("inserted %d, duplicates %d; want 1000, %d", insertedN, duplicateN, (workers-1)*1000)
+	if accepted != 1000 || duplicates != (workers-1)*1000 {
+		t.Errorf("accepted %d, duplicates %d; want 1000, %d", accepted, duplicates, (workers-1)*1000)
 	}
 	if n := count(t, conn, "events"); n != 1000 {
 		t.Errorf("events stored: %d, want 1000", n)
@@ -724,6 +756,59 @@ func TestCommitConcurrentOverlappingBatches(t *testing.T) {
 	}
 	if distinct != 1000 {
 		t.Errorf("distinct pairs stored: %d, want 1000", distinct)
+	}
+}
+
+// Fault (issue 3): "a store failure in the middle of a batch ... leaves no
+// event, dead letter or audit row of that batch, and a retry then succeeds".
+// The batch holds valid events, a schema refusal (a dead letter) and a scope
+// refusal (an audit row); the dead-letter insert fails after the events were
+// inserted in the same transaction.
+func TestIngestFaultLeavesNothing(t *testing.T) {
+	s, conn := open(t)
+	ctx := context.Background()
+	svc, err := ingest.New(s, ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	outside := ev("c", ts)
+	outside.Cloud = "west"
+	items := [][]byte{raw(t, ev("a", ts)), []byte("{\"not\": \x00 json"), raw(t, outside), raw(t, ev("b", ts))}
+	caller := ingest.Caller{Credential: "cred", Platform: "openstack", Cloud: "east"}
+
+	if _, err := conn.Exec(ctx, `
+CREATE FUNCTION fail_dead_letter() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'injected fault'; END $$;
+CREATE TRIGGER fail_dead_letter BEFORE INSERT ON dead_letters
+FOR EACH ROW EXECUTE FUNCTION fail_dead_letter();`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Ingest(ctx, caller, items); err == nil {
+		t.Fatal("Ingest with a failing dead-letter insert: no error")
+	} else {
+		t.Logf("error: %v", err)
+	}
+	for _, table := range []string{"events", "dead_letters", "audit_log"} {
+		if n := count(t, conn, table); n != 0 {
+			t.Errorf("after the failed batch, %s holds %d rows, want 0", table, n)
+		}
+	}
+
+	if _, err := conn.Exec(ctx, `DROP TRIGGER fail_dead_letter ON dead_letters`); err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.Ingest(ctx, caller, items)
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if res.Accepted != 2 || res.Duplicates != 0 || len(res.Rejected) != 2 {
+		t.Errorf("retry result %+v, want 2 accepted and 2 rejected", res)
+	}
+	for table, want := range map[string]int{"events": 2, "dead_letters": 1, "audit_log": 1} {
+		if n := count(t, conn, table); n != want {
+			t.Errorf("after the retry, %s holds %d rows, want %d", table, n, want)
+		}
 	}
 }
 

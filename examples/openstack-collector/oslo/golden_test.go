@@ -27,9 +27,23 @@ const goldenPath = "../testdata/notifications.golden.json"
 // otherwise.
 func corpusPath(t testing.TB) string {
 	t.Helper()
+	p := corpusPathOrEmpty()
+	if p == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("the OpenStack corpus ../shared/data/openstack/notifications.jsonl (relative to the directory holding go.mod) is required in CI")
+		}
+		t.Skip("the OpenStack corpus ../shared/data/openstack/notifications.jsonl (relative to the directory holding go.mod) is not here; CI requires it")
+	}
+	return p
+}
+
+// corpusPathOrEmpty walks up from the working directory to the one holding
+// go.mod and returns the corpus path next to it, or "" when either is
+// missing.
+func corpusPathOrEmpty() string {
 	dir, err := os.Getwd()
 	if err != nil {
-		t.Fatal(err)
+		return ""
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
@@ -37,16 +51,13 @@ func corpusPath(t testing.TB) string {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
+			return ""
 		}
 		dir = parent
 	}
 	p := filepath.Join(dir, "..", "shared", "data", "openstack", "notifications.jsonl")
 	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the OpenStack corpus is required in CI: %v", err)
-		}
-		t.Skipf("the OpenStack corpus is not here (%v); CI requires it", err)
+		return ""
 	}
 	return p
 }

@@ -126,7 +126,8 @@ func (m Mapper) Map(raw []byte) (event.Event, error) {
 //   - payload.provider holds a few raw members for audit: oslo_event_type,
 //     envelope (V, W or L), publisher_id, priority, message_id, request_id,
 //     user_id, timestamp_from, and per resource type: instance task_state
-//     (legacy state_description), power_state, flavor_id, host; floating
+//     (legacy state_description), power_state, flavor_id (legacy
+//     instance_flavor_id), instance_type_id (legacy), host; floating
 //     IP floating_ip_address, fixed_ip_address, port_id, router_id; image
 //     disk_format, container_format; load balancer operating_status and
 //     octavia_provider. Null and "" members are left out. Never the whole
@@ -386,10 +387,7 @@ func instance(n *Notification) resource {
 		r.extra = copyMembers(r.extra, d, "task_state", "power_state")
 		r.extra = copyMembers(r.extra, flavor, "flavorid=flavor_id")
 	} else {
-		r.extra = copyMembers(r.extra, d, "state_description=task_state", "instance_flavor_id=flavor_id")
-		if !d.present("instance_flavor_id") {
-			r.extra = copyMembers(r.extra, d, "instance_type_id=flavor_id")
-		}
+		r.extra = copyMembers(r.extra, d, "state_description=task_state", "instance_flavor_id=flavor_id", "instance_type_id")
 	}
 	r.extra = copyMembers(r.extra, d, "host")
 	return r

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strconv"
 	"strings"
 
 	"github.com/go-json-experiment/json"
@@ -220,12 +221,27 @@ func (o Object) Len(k string) (int, bool) {
 	return len(a), true
 }
 
+// maxNumberLen and maxExponent bound the numbers [Object.Num] reads: a
+// size in a notification is a few digits, and a literal such as 1e-9999999
+// would make exact arithmetic on it take minutes.
+const (
+	maxNumberLen = 64
+	maxExponent  = 64
+)
+
 // Num returns member k when it is a JSON number, as an exact rational and
-// as its literal text.
+// as its literal text. A literal longer than 64 bytes or with an exponent
+// beyond ±64 is not read (false).
 func (o Object) Num(k string) (*big.Rat, string, bool) {
 	v, ok := o[k]
-	if !ok || v.Kind() != '0' {
+	if !ok || v.Kind() != '0' || len(v) > maxNumberLen {
 		return nil, "", false
+	}
+	if i := strings.IndexAny(string(v), "eE"); i >= 0 {
+		exp, err := strconv.Atoi(strings.TrimPrefix(string(v[i+1:]), "+"))
+		if err != nil || exp > maxExponent || exp < -maxExponent {
+			return nil, "", false
+		}
 	}
 	r, ok := new(big.Rat).SetString(string(v))
 	if !ok {
