@@ -17,17 +17,24 @@ import (
 // with the row so nothing sent is lost, but never returned at the top level.
 type Event struct {
 	// ID is a UUID minted by the service, in its canonical lower-case form.
-	ID          string `json:"id"`
-	Owner       string `json:"owner,omitzero"`
-	SystemID    string `json:"systemId,omitzero"`
-	ActedUpon   string `json:"actedUpon,omitzero"`
+	ID string `json:"id"`
+	// Owner is the client-settable owner, as sent; it never scopes
+	// correlation.
+	Owner string `json:"owner,omitzero"`
+	// SystemID says which instance emitted the event, as sent.
+	SystemID string `json:"systemId,omitzero"`
+	// ActedUpon names the subject of the event, as sent.
+	ActedUpon string `json:"actedUpon,omitzero"`
+	// OperationID groups the events of one operation, as sent.
 	OperationID string `json:"operationId,omitzero"`
-	Category    string `json:"category"`
-	Action      string `json:"action"`
+	// Category and Action are two free strings (at most 500 bytes each).
+	Category string `json:"category"`
+	Action   string `json:"action"`
 	// Severity is one of [Severities]; informational when the create omitted it.
 	Severity Severity `json:"severity"`
 	// Status is read or unread (see [Statuses]); unread when recorded.
-	Status      Status `json:"status"`
+	Status Status `json:"status"`
+	// Description is free text, at most 5000 bytes; "" when none was sent.
 	Description string `json:"description"`
 	// Metadata is the JSON object the create sent (see [DecodePayload] for its
 	// formatting; number literals are kept exactly), or nil.
@@ -43,16 +50,24 @@ type Event struct {
 	CorrelationKey string `json:"correlationKey,omitzero"`
 	// OccurrenceCount is how many occurrences the event counts; nil only on
 	// an event stored exactly as sent without one (step 2).
-	OccurrenceCount *int64     `json:"occurrenceCount,omitzero"`
-	FirstSeenAt     *time.Time `json:"firstSeenAt,omitzero"`
-	LastSeenAt      *time.Time `json:"lastSeenAt,omitzero"`
+	OccurrenceCount *int64 `json:"occurrenceCount,omitzero"`
+	// FirstSeenAt is the first counted occurrence; a close keeps it.
+	FirstSeenAt *time.Time `json:"firstSeenAt,omitzero"`
+	// LastSeenAt is the latest time the condition was seen; it only moves
+	// forward on an open event.
+	LastSeenAt *time.Time `json:"lastSeenAt,omitzero"`
 	// ResolvedAt is when the condition cleared; nil while it is open.
-	ResolvedAt  *time.Time `json:"resolvedAt,omitzero"`
-	Source      string     `json:"source,omitzero"`
-	Type        string     `json:"type,omitzero"`
-	Specversion string     `json:"specversion,omitzero"`
-	TraceID     string     `json:"traceId,omitzero"`
-	ParentID    string     `json:"parentId,omitzero"`
+	ResolvedAt *time.Time `json:"resolvedAt,omitzero"`
+	// Source is which surface emitted the event (a CloudEvents source, a
+	// URI reference), Type its CloudEvents-compatible type, and
+	// Specversion "1.0" when set.
+	Source      string `json:"source,omitzero"`
+	Type        string `json:"type,omitzero"`
+	Specversion string `json:"specversion,omitzero"`
+	// TraceID (32 hex digits) and ParentID (16) are W3C Trace Context
+	// identifiers minted by the client; the server never mints them.
+	TraceID  string `json:"traceId,omitzero"`
+	ParentID string `json:"parentId,omitzero"`
 
 	// Organization of the caller that recorded the event.
 	Organization string `json:"-"`

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -95,7 +97,7 @@ func (s *Service) Create(ctx context.Context, caller Caller, p Payload) (Event, 
 		return Event{}, "", err
 	}
 	c := s.plan(caller, p)
-	e, d, err := s.store.CreateEvent(ctx, c)
+	e, d, err := s.store.CreateCorrelatedEvent(ctx, c)
 	if err != nil {
 		return Event{}, "", fmt.Errorf("correlate: create: %w", err)
 	}
@@ -236,7 +238,7 @@ func (s *Service) Get(ctx context.Context, caller Caller, id string) (Event, err
 	if err != nil {
 		return Event{}, err
 	}
-	e, err := s.store.GetEvent(ctx, caller, id)
+	e, err := s.store.GetCorrelatedEvent(ctx, caller, id)
 	if err != nil {
 		return Event{}, fmt.Errorf("correlate: get event: %w", err)
 	}
@@ -247,15 +249,17 @@ func (s *Service) Get(ctx context.Context, caller Caller, id string) (Event, err
 // caller's scope: those recorded by the same organization and the same
 // user (a caller with no user lists the events recorded with no user in
 // its organization), never deleted ones. Errors: a [*ValidationError]
-// (members are parameter names: page, pageSize, order, severity, status)
+// (members are parameter names: page, pageSize, order, severity, status,
+// category, action, correlationKey, search; page must be 0 to [MaxPage];
+// text must be valid UTF-8 without NUL)
 // for a bad query; [ErrNoOrganization]; the store's error.
 func (s *Service) List(ctx context.Context, caller Caller, q Query) (Page, error) {
 	if caller.Organization == "" {
 		return Page{}, ErrNoOrganization
 	}
 	var ps problems
-	if q.Page < 0 {
-		ps.add("page", "minimum", "must be at least 0")
+	if q.Page < 0 || q.Page > MaxPage {
+		ps.add("page", "range", "must be between 0 and %d", MaxPage)
 	}
 	if q.PageSize == 0 {
 		q.PageSize = DefaultPageSize
@@ -279,10 +283,22 @@ func (s *Service) List(ctx context.Context, caller Caller, q Query) (Page, error
 			ps.add("status", "enum", "%q is not a status", v)
 		}
 	}
+	text := func(name string, vs ...string) {
+		for _, v := range vs {
+			if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+				ps.add(name, "utf8", "must be valid UTF-8 without NUL")
+				return
+			}
+		}
+	}
+	text("category", q.Category...)
+	text("action", q.Action...)
+	text("correlationKey", q.CorrelationKey)
+	text("search", q.Search)
 	if err := ps.err(); err != nil {
 		return Page{}, err
 	}
-	events, total, err := s.store.ListEvents(ctx, caller, q)
+	events, total, err := s.store.ListCorrelatedEvents(ctx, caller, q)
 	if err != nil {
 		return Page{}, fmt.Errorf("correlate: list events: %w", err)
 	}
@@ -308,7 +324,7 @@ func (s *Service) SetStatus(ctx context.Context, caller Caller, id string, statu
 	if err != nil {
 		return Event{}, err
 	}
-	e, err := s.store.SetEventStatus(ctx, caller, id, status, s.now())
+	e, err := s.store.SetCorrelatedEventStatus(ctx, caller, id, status, s.now())
 	if err != nil {
 		return Event{}, fmt.Errorf("correlate: set event status: %w", err)
 	}
@@ -327,7 +343,7 @@ func (s *Service) Delete(ctx context.Context, caller Caller, id string) (Event, 
 	if err != nil {
 		return Event{}, err
 	}
-	e, err := s.store.DeleteEvent(ctx, caller, id, s.now())
+	e, err := s.store.DeleteCorrelatedEvent(ctx, caller, id, s.now())
 	if err != nil {
 		return Event{}, fmt.Errorf("correlate: delete event: %w", err)
 	}
@@ -341,7 +357,7 @@ func (s *Service) PurgeIdempotencyKeys(ctx context.Context) (int64, error) {
 	if s.opts.IdempotencyRetention <= 0 {
 		return 0, nil
 	}
-	n, err := s.store.DeleteIdempotencyKeys(ctx, s.now().Add(-s.opts.IdempotencyRetention))
+	n, err := s.store.DeleteCorrelationIdempotencyKeys(ctx, s.now().Add(-s.opts.IdempotencyRetention))
 	if err != nil {
 		return 0, fmt.Errorf("correlate: purge idempotency keys: %w", err)
 	}

@@ -14,29 +14,30 @@ import (
 // of calls that identified no user). An id that does not exist, is out of
 // scope or is soft-deleted gives an error wrapping
 // github.com/tallyhq/tally/store.ErrNotFound. Implementations are safe for
-// concurrent use.
+// concurrent use. The method names say "correlated" because one store type
+// implements the Store of every area of the library.
 type Store interface {
-	// CreateEvent applies one planned create atomically, all or nothing
+	// CreateCorrelatedEvent applies one planned create atomically, all or nothing
 	// (see [Create]), and returns the event as it is after the create with
 	// the disposition.
-	CreateEvent(ctx context.Context, c Create) (Event, Disposition, error)
-	// GetEvent returns the event with id (a canonical UUID) in scope.
-	GetEvent(ctx context.Context, scope Caller, id string) (Event, error)
-	// ListEvents returns one page of the events in scope that match q,
+	CreateCorrelatedEvent(ctx context.Context, c Create) (Event, Disposition, error)
+	// GetCorrelatedEvent returns the event with id (a canonical UUID) in scope.
+	GetCorrelatedEvent(ctx context.Context, scope Caller, id string) (Event, error)
+	// ListCorrelatedEvents returns one page of the events in scope that match q,
 	// ordered by (CreatedAt, ID) in q.Order, and the number of matching
 	// events over all pages. Soft-deleted events are never listed. q has
 	// been normalized by the service (PageSize ≥ 1, Page ≥ 0).
-	ListEvents(ctx context.Context, scope Caller, q Query) ([]Event, int64, error)
-	// SetEventStatus sets the status of the event with id and advances its
+	ListCorrelatedEvents(ctx context.Context, scope Caller, q Query) ([]Event, int64, error)
+	// SetCorrelatedEventStatus sets the status of the event with id and advances its
 	// UpdatedAt to at (never backwards), returning the event.
-	SetEventStatus(ctx context.Context, scope Caller, id string, status Status, at time.Time) (Event, error)
-	// DeleteEvent soft-deletes the event with id: DeletedAt and UpdatedAt
+	SetCorrelatedEventStatus(ctx context.Context, scope Caller, id string, status Status, at time.Time) (Event, error)
+	// DeleteCorrelatedEvent soft-deletes the event with id: DeletedAt and UpdatedAt
 	// become at. A deleted event is no longer listed, read or matched as
 	// open; a key bound to it still replays it.
-	DeleteEvent(ctx context.Context, scope Caller, id string, at time.Time) (Event, error)
-	// DeleteIdempotencyKeys forgets every idempotency key bound before
+	DeleteCorrelatedEvent(ctx context.Context, scope Caller, id string, at time.Time) (Event, error)
+	// DeleteCorrelationIdempotencyKeys forgets every idempotency key bound before
 	// before, in every scope, and returns how many it forgot.
-	DeleteIdempotencyKeys(ctx context.Context, before time.Time) (int64, error)
+	DeleteCorrelationIdempotencyKeys(ctx context.Context, before time.Time) (int64, error)
 }
 
 // Step is which step of createEvent (event-correlation.md, `createEvent`
@@ -140,10 +141,13 @@ type Query struct {
 	PageSize int
 }
 
-// Page sizes of [Service.List].
+// Limits of [Service.List]: the page size when none is given, the largest
+// page size, and the largest page number (so that an offset never
+// overflows).
 const (
 	DefaultPageSize = 25
 	MaxPageSize     = 100
+	MaxPage         = 1<<31 - 1
 )
 
 // Page is one page of getEvents, in Meshery's shape.

@@ -36,6 +36,7 @@ type ValidationError struct {
 	Problems []Problem
 }
 
+// Error lists the problems in one line: "member: message; …".
 func (e *ValidationError) Error() string {
 	var b strings.Builder
 	b.WriteString("correlate: invalid payload: ")

@@ -381,7 +381,7 @@ func sortedNames(m map[string]jsontext.Value) []string {
 // brokenStore fails every create, as a lost database connection would.
 type brokenStore struct{ *memstore.Store }
 
-func (brokenStore) CreateEvent(context.Context, correlate.Create) (correlate.Event, correlate.Disposition, error) {
+func (brokenStore) CreateCorrelatedEvent(context.Context, correlate.Create) (correlate.Event, correlate.Disposition, error) {
 	return correlate.Event{}, "", errors.New("connection refused to 10.0.0.7:5432")
 }
 

@@ -15,39 +15,39 @@ import (
 
 var _ correlate.Store = (*Store)(nil)
 
-// scopeKey is (organization, user, key): the scope of a correlationKey or
+// corrScopeKey is (organization, user, key): the scope of a correlationKey or
 // an idempotencyKey.
-type scopeKey struct{ org, user, key string }
+type corrScopeKey struct{ org, user, key string }
 
-type binding struct {
+type corrBinding struct {
 	eventID string
 	at      time.Time
 }
 
 // correlationData holds the correlated events. Guarded by Store.mu.
 type correlationData struct {
-	events map[string]*correlate.Event // by id
-	open   map[scopeKey]string         // the open event of a correlationKey, by id
-	keys   map[scopeKey]binding        // idempotency keys
+	events map[string]*correlate.Event  // by id
+	open   map[corrScopeKey]string      // the open event of a correlationKey, by id
+	keys   map[corrScopeKey]corrBinding // idempotency keys
 }
 
 func (d *correlationData) init() {
 	d.events = make(map[string]*correlate.Event)
-	d.open = make(map[scopeKey]string)
-	d.keys = make(map[scopeKey]binding)
+	d.open = make(map[corrScopeKey]string)
+	d.keys = make(map[corrScopeKey]corrBinding)
 }
 
-// CreateEvent implements [correlate.Store]: the whole create runs under the
+// CreateCorrelatedEvent implements [correlate.Store]: the whole create runs under the
 // store's lock, so it is atomic and isolated like the PostgreSQL
 // transaction, and nothing changes when it fails.
-func (s *Store) CreateEvent(ctx context.Context, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
+func (s *Store) CreateCorrelatedEvent(ctx context.Context, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
 	if err := ctx.Err(); err != nil {
 		return correlate.Event{}, "", fmt.Errorf("memstore: create event: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := &s.correlation
-	ik := scopeKey{c.Caller.Organization, c.Caller.User, c.IdempotencyKey}
+	ik := corrScopeKey{c.Caller.Organization, c.Caller.User, c.IdempotencyKey}
 	if c.IdempotencyKey != "" {
 		if b, ok := d.keys[ik]; ok && !b.at.Before(c.KeyNotBefore) {
 			return d.events[b.eventID].Clone(), correlate.Replayed, nil
@@ -57,7 +57,7 @@ func (s *Store) CreateEvent(ctx context.Context, c correlate.Create) (correlate.
 		e    *correlate.Event
 		disp = correlate.Created
 	)
-	ck := scopeKey{c.Caller.Organization, c.Caller.User, c.Event.CorrelationKey}
+	ck := corrScopeKey{c.Caller.Organization, c.Caller.User, c.Event.CorrelationKey}
 	if c.Step == correlate.StepOccurrence || c.Step == correlate.StepResolution {
 		if id, ok := d.open[ck]; ok {
 			e = d.events[id]
@@ -80,8 +80,8 @@ func (s *Store) CreateEvent(ctx context.Context, c correlate.Create) (correlate.
 			n += c.Count
 		}
 		e.OccurrenceCount = &n
-		e.LastSeenAt = later(e.LastSeenAt, c.LastSeenAt)
-		e.UpdatedAt = maxTime(e.UpdatedAt, c.Now)
+		e.LastSeenAt = corrLater(e.LastSeenAt, c.LastSeenAt)
+		e.UpdatedAt = corrMaxTime(e.UpdatedAt, c.Now)
 	default:
 		disp = correlate.Resolved
 		r := c.ResolvedAt
@@ -92,24 +92,24 @@ func (s *Store) CreateEvent(ctx context.Context, c correlate.Create) (correlate.
 		if c.Description != nil {
 			e.Description = *c.Description
 		}
-		e.LastSeenAt = later(e.LastSeenAt, c.LastSeenAt)
-		e.UpdatedAt = maxTime(e.UpdatedAt, c.Now)
+		e.LastSeenAt = corrLater(e.LastSeenAt, c.LastSeenAt)
+		e.UpdatedAt = corrMaxTime(e.UpdatedAt, c.Now)
 		delete(d.open, ck)
 	}
 	if c.IdempotencyKey != "" {
-		d.keys[ik] = binding{eventID: e.ID, at: c.Now}
+		d.keys[ik] = corrBinding{eventID: e.ID, at: c.Now}
 	}
 	return e.Clone(), disp, nil
 }
 
-func later(t *time.Time, u time.Time) *time.Time {
+func corrLater(t *time.Time, u time.Time) *time.Time {
 	if t != nil && t.After(u) {
 		return t
 	}
 	return &u
 }
 
-func maxTime(t, u time.Time) time.Time {
+func corrMaxTime(t, u time.Time) time.Time {
 	if t.After(u) {
 		return t
 	}
@@ -126,8 +126,8 @@ func (d *correlationData) visible(scope correlate.Caller, id string) *correlate.
 	return e
 }
 
-// GetEvent implements [correlate.Store].
-func (s *Store) GetEvent(ctx context.Context, scope correlate.Caller, id string) (correlate.Event, error) {
+// GetCorrelatedEvent implements [correlate.Store].
+func (s *Store) GetCorrelatedEvent(ctx context.Context, scope correlate.Caller, id string) (correlate.Event, error) {
 	if err := ctx.Err(); err != nil {
 		return correlate.Event{}, fmt.Errorf("memstore: get event: %w", err)
 	}
@@ -140,8 +140,8 @@ func (s *Store) GetEvent(ctx context.Context, scope correlate.Caller, id string)
 	return e.Clone(), nil
 }
 
-// ListEvents implements [correlate.Store].
-func (s *Store) ListEvents(ctx context.Context, scope correlate.Caller, q correlate.Query) ([]correlate.Event, int64, error) {
+// ListCorrelatedEvents implements [correlate.Store].
+func (s *Store) ListCorrelatedEvents(ctx context.Context, scope correlate.Caller, q correlate.Query) ([]correlate.Event, int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, fmt.Errorf("memstore: list events: %w", err)
 	}
@@ -180,8 +180,8 @@ func (s *Store) ListEvents(ctx context.Context, scope correlate.Caller, q correl
 	return out, total, nil
 }
 
-// SetEventStatus implements [correlate.Store].
-func (s *Store) SetEventStatus(ctx context.Context, scope correlate.Caller, id string, status correlate.Status, at time.Time) (correlate.Event, error) {
+// SetCorrelatedEventStatus implements [correlate.Store].
+func (s *Store) SetCorrelatedEventStatus(ctx context.Context, scope correlate.Caller, id string, status correlate.Status, at time.Time) (correlate.Event, error) {
 	if err := ctx.Err(); err != nil {
 		return correlate.Event{}, fmt.Errorf("memstore: set event status: %w", err)
 	}
@@ -192,12 +192,12 @@ func (s *Store) SetEventStatus(ctx context.Context, scope correlate.Caller, id s
 		return correlate.Event{}, fmt.Errorf("memstore: set event status %s: %w", id, store.ErrNotFound)
 	}
 	e.Status = status
-	e.UpdatedAt = maxTime(e.UpdatedAt, at)
+	e.UpdatedAt = corrMaxTime(e.UpdatedAt, at)
 	return e.Clone(), nil
 }
 
-// DeleteEvent implements [correlate.Store].
-func (s *Store) DeleteEvent(ctx context.Context, scope correlate.Caller, id string, at time.Time) (correlate.Event, error) {
+// DeleteCorrelatedEvent implements [correlate.Store].
+func (s *Store) DeleteCorrelatedEvent(ctx context.Context, scope correlate.Caller, id string, at time.Time) (correlate.Event, error) {
 	if err := ctx.Err(); err != nil {
 		return correlate.Event{}, fmt.Errorf("memstore: delete event: %w", err)
 	}
@@ -209,16 +209,16 @@ func (s *Store) DeleteEvent(ctx context.Context, scope correlate.Caller, id stri
 		return correlate.Event{}, fmt.Errorf("memstore: delete event %s: %w", id, store.ErrNotFound)
 	}
 	e.DeletedAt = &at
-	e.UpdatedAt = maxTime(e.UpdatedAt, at)
-	ck := scopeKey{e.Organization, e.User, e.CorrelationKey}
+	e.UpdatedAt = corrMaxTime(e.UpdatedAt, at)
+	ck := corrScopeKey{e.Organization, e.User, e.CorrelationKey}
 	if d.open[ck] == e.ID {
 		delete(d.open, ck)
 	}
 	return e.Clone(), nil
 }
 
-// DeleteIdempotencyKeys implements [correlate.Store].
-func (s *Store) DeleteIdempotencyKeys(ctx context.Context, before time.Time) (int64, error) {
+// DeleteCorrelationIdempotencyKeys implements [correlate.Store].
+func (s *Store) DeleteCorrelationIdempotencyKeys(ctx context.Context, before time.Time) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("memstore: delete idempotency keys: %w", err)
 	}

@@ -13,3 +13,9 @@ func TestCorrelate(t *testing.T) {
 		return memstore.New(memstore.Options{})
 	})
 }
+
+func BenchmarkCreate(b *testing.B) {
+	storetest.BenchCorrelateCreate(b, func(b *testing.B) correlate.Store {
+		return memstore.New(memstore.Options{})
+	})
+}

@@ -15,24 +15,24 @@ import (
 
 var _ correlate.Store = (*Store)(nil)
 
-// eventColumns are the columns of correlated_events, in the order of the
-// INSERT parameters $1 to $27 (see insertArgs).
-const eventColumns = `id, organization, user_id, owner, system_id, acted_upon, operation_id,
+// corrEventColumns are the columns of correlated_events, in the order of the
+// INSERT parameters $1 to $27 (see corrInsertArgs).
+const corrEventColumns = `id, organization, user_id, owner, system_id, acted_upon, operation_id,
 	category, action, severity, status, description, metadata, extra,
 	created_at, updated_at, deleted_at, correlation_key, occurrence_count,
 	first_seen_at, last_seen_at, resolved_at, source, type, specversion, trace_id, parent_id`
 
-const insertValues = `($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::json, $14::json,
+const corrInsertValues = `($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::json, $14::json,
 	$15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)`
 
-// openPredicate is the predicate of the partial unique index
+// corrOpenPredicate is the predicate of the partial unique index
 // correlated_events_open_key (migration 00010): the rows that count as the
 // open event of their (organization, user_id, correlation_key). ON CONFLICT
 // names it verbatim so that PostgreSQL infers that index.
-const openPredicate = `resolved_at IS NULL AND deleted_at IS NULL AND user_id <> '' AND correlation_key IS NOT NULL`
+const corrOpenPredicate = `resolved_at IS NULL AND deleted_at IS NULL AND user_id <> '' AND correlation_key IS NOT NULL`
 
-// eventRow is one row of correlated_events as sqlx scans it.
-type eventRow struct {
+// corrEventRow is one row of correlated_events as sqlx scans it.
+type corrEventRow struct {
 	ID              string         `db:"id"`
 	Organization    string         `db:"organization"`
 	UserID          string         `db:"user_id"`
@@ -62,14 +62,14 @@ type eventRow struct {
 	ParentID        sql.NullString `db:"parent_id"`
 }
 
-// upsertRow is an eventRow with the upsert's (xmax = 0): true when the row
+// corrUpsertRow is an corrEventRow with the upsert's (xmax = 0): true when the row
 // was inserted, false when an existing row was updated.
-type upsertRow struct {
-	eventRow
+type corrUpsertRow struct {
+	corrEventRow
 	Inserted bool `db:"inserted"`
 }
 
-func nullTime(t sql.NullTime) *time.Time {
+func corrNullTime(t sql.NullTime) *time.Time {
 	if !t.Valid {
 		return nil
 	}
@@ -77,15 +77,15 @@ func nullTime(t sql.NullTime) *time.Time {
 	return &u
 }
 
-func (r eventRow) event() (correlate.Event, error) {
+func (r corrEventRow) event() (correlate.Event, error) {
 	e := correlate.Event{
 		ID: r.ID, Organization: r.Organization, User: r.UserID,
 		Owner: r.Owner, SystemID: r.SystemID, ActedUpon: r.ActedUpon, OperationID: r.OperationID,
 		Category: r.Category, Action: r.Action, Severity: correlate.Severity(r.Severity),
 		Status: correlate.Status(r.Status), Description: r.Description,
-		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), DeletedAt: nullTime(r.DeletedAt),
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), DeletedAt: corrNullTime(r.DeletedAt),
 		CorrelationKey: r.CorrelationKey.String,
-		FirstSeenAt:    nullTime(r.FirstSeenAt), LastSeenAt: nullTime(r.LastSeenAt), ResolvedAt: nullTime(r.ResolvedAt),
+		FirstSeenAt:    corrNullTime(r.FirstSeenAt), LastSeenAt: corrNullTime(r.LastSeenAt), ResolvedAt: corrNullTime(r.ResolvedAt),
 		Source: r.Source.String, Type: r.Type.String, Specversion: r.Specversion.String,
 		TraceID: r.TraceID.String, ParentID: r.ParentID.String,
 	}
@@ -106,15 +106,15 @@ func (r eventRow) event() (correlate.Event, error) {
 	return e, nil
 }
 
-// orNull is nil (NULL) for "", else s.
-func orNull(s string) any {
+// corrOrNull is nil (NULL) for "", else s.
+func corrOrNull(s string) any {
 	if s == "" {
 		return nil
 	}
 	return s
 }
 
-func insertArgs(e correlate.Event) ([]any, error) {
+func corrInsertArgs(e correlate.Event) ([]any, error) {
 	var metadata, extra any
 	if e.Metadata != nil {
 		metadata = string(e.Metadata)
@@ -129,16 +129,16 @@ func insertArgs(e correlate.Event) ([]any, error) {
 	return []any{
 		e.ID, e.Organization, e.User, e.Owner, e.SystemID, e.ActedUpon, e.OperationID,
 		e.Category, e.Action, string(e.Severity), string(e.Status), e.Description, metadata, extra,
-		e.CreatedAt, e.UpdatedAt, e.DeletedAt, orNull(e.CorrelationKey), e.OccurrenceCount,
-		e.FirstSeenAt, e.LastSeenAt, e.ResolvedAt, orNull(e.Source), orNull(e.Type),
-		orNull(e.Specversion), orNull(e.TraceID), orNull(e.ParentID),
+		e.CreatedAt, e.UpdatedAt, e.DeletedAt, corrOrNull(e.CorrelationKey), e.OccurrenceCount,
+		e.FirstSeenAt, e.LastSeenAt, e.ResolvedAt, corrOrNull(e.Source), corrOrNull(e.Type),
+		corrOrNull(e.Specversion), corrOrNull(e.TraceID), corrOrNull(e.ParentID),
 	}, nil
 }
 
-// CreateEvent implements [correlate.Store]: the whole create is one
+// CreateCorrelatedEvent implements [correlate.Store]: the whole create is one
 // transaction. A serialization failure or deadlock (which the statements
 // below are not expected to cause) is retried a few times.
-func (s *Store) CreateEvent(ctx context.Context, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
+func (s *Store) CreateCorrelatedEvent(ctx context.Context, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
 	for attempt := 1; ; attempt++ {
 		var (
 			e correlate.Event
@@ -146,7 +146,7 @@ func (s *Store) CreateEvent(ctx context.Context, c correlate.Create) (correlate.
 		)
 		err := s.InTx(ctx, func(tx *sqlx.Tx) error {
 			var err error
-			e, d, err = createEvent(ctx, tx, c)
+			e, d, err = corrCreateEvent(ctx, tx, c)
 			return err
 		})
 		if errors.Is(err, errSerialization) && attempt < 4 {
@@ -159,7 +159,7 @@ func (s *Store) CreateEvent(ctx context.Context, c correlate.Create) (correlate.
 	}
 }
 
-func createEvent(ctx context.Context, q querier, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
+func corrCreateEvent(ctx context.Context, q querier, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
 	org, user := c.Caller.Organization, c.Caller.User
 	if c.IdempotencyKey != "" {
 		// Step 1. Two creates with one key must have exactly one effect,
@@ -175,8 +175,8 @@ func createEvent(ctx context.Context, q querier, c correlate.Create) (correlate.
 		if _, err := q.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, lock); err != nil {
 			return correlate.Event{}, "", fmt.Errorf("lock idempotency key: %w", err)
 		}
-		var row eventRow
-		err := q.GetContext(ctx, &row, `SELECT `+prefixed("e.", eventColumns)+`
+		var row corrEventRow
+		err := q.GetContext(ctx, &row, `SELECT `+corrPrefixed("e.", corrEventColumns)+`
 			FROM correlated_event_idempotency_keys k JOIN correlated_events e ON e.id = k.event_id
 			WHERE k.organization = $1 AND k.user_id = $2 AND k.key = $3 AND k.bound_at >= $4`,
 			org, user, c.IdempotencyKey, c.KeyNotBefore)
@@ -189,17 +189,17 @@ func createEvent(ctx context.Context, q querier, c correlate.Create) (correlate.
 		}
 	}
 
-	args, err := insertArgs(c.Event)
+	args, err := corrInsertArgs(c.Event)
 	if err != nil {
 		return correlate.Event{}, "", err
 	}
 	var (
-		row  eventRow
+		row  corrEventRow
 		disp = correlate.Created
 	)
 	switch c.Step {
 	case correlate.StepRecord:
-		err = q.GetContext(ctx, &row, `INSERT INTO correlated_events (`+eventColumns+`) VALUES `+insertValues+` RETURNING `+eventColumns, args...)
+		err = q.GetContext(ctx, &row, `INSERT INTO correlated_events (`+corrEventColumns+`) VALUES `+corrInsertValues+` RETURNING `+corrEventColumns, args...)
 	case correlate.StepOccurrence:
 		// Step 3 in one statement: insert the opening event, or, when the
 		// partial unique index already holds an open event of the key,
@@ -210,17 +210,17 @@ func createEvent(ctx context.Context, q querier, c correlate.Create) (correlate.
 		// event is resolved meanwhile, the conflict disappears and the
 		// insert opens a new event instead. The count saturates at the
 		// bigint maximum instead of failing with 22003.
-		var up upsertRow
-		err = q.GetContext(ctx, &up, `INSERT INTO correlated_events AS e (`+eventColumns+`) VALUES `+insertValues+`
-			ON CONFLICT (organization, user_id, correlation_key) WHERE `+openPredicate+`
+		var up corrUpsertRow
+		err = q.GetContext(ctx, &up, `INSERT INTO correlated_events AS e (`+corrEventColumns+`) VALUES `+corrInsertValues+`
+			ON CONFLICT (organization, user_id, correlation_key) WHERE `+corrOpenPredicate+`
 			DO UPDATE SET
 				occurrence_count = CASE WHEN e.occurrence_count > 9223372036854775807 - $28::bigint
 					THEN 9223372036854775807 ELSE e.occurrence_count + $28::bigint END,
 				last_seen_at = GREATEST(e.last_seen_at, $29::timestamptz),
 				updated_at = GREATEST(e.updated_at, $30::timestamptz)
-			RETURNING `+eventColumns+`, (xmax = 0) AS inserted`,
+			RETURNING `+corrEventColumns+`, (xmax = 0) AS inserted`,
 			append(args, c.Count, c.LastSeenAt, c.Now)...)
-		row = up.eventRow
+		row = up.corrEventRow
 		if err == nil && !up.Inserted {
 			disp = correlate.Incremented
 		}
@@ -235,14 +235,14 @@ func createEvent(ctx context.Context, q querier, c correlate.Create) (correlate.
 				description = COALESCE($6, description),
 				last_seen_at = GREATEST(last_seen_at, $7::timestamptz),
 				updated_at = GREATEST(updated_at, $8::timestamptz)
-			WHERE organization = $1 AND user_id = $2 AND correlation_key = $3 AND `+openPredicate+`
-			RETURNING `+eventColumns,
-			org, user, c.Event.CorrelationKey, c.ResolvedAt, orNull(string(c.Severity)), c.Description, c.LastSeenAt, c.Now)
+			WHERE organization = $1 AND user_id = $2 AND correlation_key = $3 AND `+corrOpenPredicate+`
+			RETURNING `+corrEventColumns,
+			org, user, c.Event.CorrelationKey, c.ResolvedAt, corrOrNull(string(c.Severity)), c.Description, c.LastSeenAt, c.Now)
 		switch {
 		case err == nil:
 			disp = correlate.Resolved
 		case errors.Is(err, sql.ErrNoRows):
-			err = q.GetContext(ctx, &row, `INSERT INTO correlated_events (`+eventColumns+`) VALUES `+insertValues+` RETURNING `+eventColumns, args...)
+			err = q.GetContext(ctx, &row, `INSERT INTO correlated_events (`+corrEventColumns+`) VALUES `+corrInsertValues+` RETURNING `+corrEventColumns, args...)
 		}
 	default:
 		return correlate.Event{}, "", fmt.Errorf("unknown step %d", c.Step)
@@ -266,8 +266,8 @@ func createEvent(ctx context.Context, q querier, c correlate.Create) (correlate.
 	return e, disp, err
 }
 
-// prefixed qualifies every column of a column list with prefix.
-func prefixed(prefix, columns string) string {
+// corrPrefixed qualifies every column of a column list with prefix.
+func corrPrefixed(prefix, columns string) string {
 	parts := strings.Split(columns, ",")
 	for i, p := range parts {
 		parts[i] = prefix + strings.TrimSpace(p)
@@ -275,12 +275,12 @@ func prefixed(prefix, columns string) string {
 	return strings.Join(parts, ", ")
 }
 
-const scopeWhere = `organization = $1 AND user_id = $2 AND deleted_at IS NULL`
+const corrScopeWhere = `organization = $1 AND user_id = $2 AND deleted_at IS NULL`
 
-// GetEvent implements [correlate.Store].
-func (s *Store) GetEvent(ctx context.Context, scope correlate.Caller, id string) (correlate.Event, error) {
-	var row eventRow
-	err := s.db.GetContext(ctx, &row, `SELECT `+eventColumns+` FROM correlated_events WHERE `+scopeWhere+` AND id = $3`,
+// GetCorrelatedEvent implements [correlate.Store].
+func (s *Store) GetCorrelatedEvent(ctx context.Context, scope correlate.Caller, id string) (correlate.Event, error) {
+	var row corrEventRow
+	err := s.db.GetContext(ctx, &row, `SELECT `+corrEventColumns+` FROM correlated_events WHERE `+corrScopeWhere+` AND id = $3`,
 		scope.Organization, scope.User, id)
 	if err != nil {
 		return correlate.Event{}, interpretError(fmt.Errorf("pgstore: get event %s: %w", id, err))
@@ -288,9 +288,9 @@ func (s *Store) GetEvent(ctx context.Context, scope correlate.Caller, id string)
 	return row.event()
 }
 
-// ListEvents implements [correlate.Store].
-func (s *Store) ListEvents(ctx context.Context, scope correlate.Caller, q correlate.Query) ([]correlate.Event, int64, error) {
-	where := []string{scopeWhere}
+// ListCorrelatedEvents implements [correlate.Store].
+func (s *Store) ListCorrelatedEvents(ctx context.Context, scope correlate.Caller, q correlate.Query) ([]correlate.Event, int64, error) {
+	where := []string{corrScopeWhere}
 	args := []any{scope.Organization, scope.User}
 	add := func(cond string, v any) {
 		args = append(args, v)
@@ -303,10 +303,10 @@ func (s *Store) ListEvents(ctx context.Context, scope correlate.Caller, q correl
 		add("action = ANY(?::text[])", q.Action)
 	}
 	if len(q.Severity) > 0 {
-		add("severity = ANY(?::text[])", stringsOf(q.Severity))
+		add("severity = ANY(?::text[])", corrStrings(q.Severity))
 	}
 	if len(q.Status) > 0 {
-		add("status = ANY(?::text[])", stringsOf(q.Status))
+		add("status = ANY(?::text[])", corrStrings(q.Status))
 	}
 	if q.Resolved != nil {
 		if *q.Resolved {
@@ -331,10 +331,10 @@ func (s *Store) ListEvents(ctx context.Context, scope correlate.Caller, q correl
 	if q.Order == correlate.OrderAsc {
 		dir = "ASC"
 	}
-	var rows []eventRow
+	var rows []corrEventRow
 	n := len(args)
 	err := s.db.SelectContext(ctx, &rows, fmt.Sprintf(`SELECT %s FROM correlated_events WHERE %s
-		ORDER BY created_at %s, id %s LIMIT $%d OFFSET $%d`, eventColumns, cond, dir, dir, n+1, n+2),
+		ORDER BY created_at %s, id %s LIMIT $%d OFFSET $%d`, corrEventColumns, cond, dir, dir, n+1, n+2),
 		append(args, q.PageSize, int64(q.Page)*int64(q.PageSize))...)
 	if err != nil {
 		return nil, 0, interpretError(fmt.Errorf("pgstore: list events: %w", err))
@@ -350,7 +350,7 @@ func (s *Store) ListEvents(ctx context.Context, scope correlate.Caller, q correl
 	return events, total, nil
 }
 
-func stringsOf[T ~string](vs []T) []string {
+func corrStrings[T ~string](vs []T) []string {
 	out := make([]string, len(vs))
 	for i, v := range vs {
 		out[i] = string(v)
@@ -358,12 +358,12 @@ func stringsOf[T ~string](vs []T) []string {
 	return out
 }
 
-// SetEventStatus implements [correlate.Store].
-func (s *Store) SetEventStatus(ctx context.Context, scope correlate.Caller, id string, status correlate.Status, at time.Time) (correlate.Event, error) {
-	var row eventRow
+// SetCorrelatedEventStatus implements [correlate.Store].
+func (s *Store) SetCorrelatedEventStatus(ctx context.Context, scope correlate.Caller, id string, status correlate.Status, at time.Time) (correlate.Event, error) {
+	var row corrEventRow
 	err := s.db.GetContext(ctx, &row, `UPDATE correlated_events
 		SET status = $4, updated_at = GREATEST(updated_at, $5::timestamptz)
-		WHERE `+scopeWhere+` AND id = $3 RETURNING `+eventColumns,
+		WHERE `+corrScopeWhere+` AND id = $3 RETURNING `+corrEventColumns,
 		scope.Organization, scope.User, id, string(status), at)
 	if err != nil {
 		return correlate.Event{}, interpretError(fmt.Errorf("pgstore: set event status %s: %w", id, err))
@@ -371,13 +371,13 @@ func (s *Store) SetEventStatus(ctx context.Context, scope correlate.Caller, id s
 	return row.event()
 }
 
-// DeleteEvent implements [correlate.Store]. The deleted row leaves the
+// DeleteCorrelatedEvent implements [correlate.Store]. The deleted row leaves the
 // partial unique index, so it no longer counts as the open event of its key.
-func (s *Store) DeleteEvent(ctx context.Context, scope correlate.Caller, id string, at time.Time) (correlate.Event, error) {
-	var row eventRow
+func (s *Store) DeleteCorrelatedEvent(ctx context.Context, scope correlate.Caller, id string, at time.Time) (correlate.Event, error) {
+	var row corrEventRow
 	err := s.db.GetContext(ctx, &row, `UPDATE correlated_events
 		SET deleted_at = $4, updated_at = GREATEST(updated_at, $4::timestamptz)
-		WHERE `+scopeWhere+` AND id = $3 RETURNING `+eventColumns,
+		WHERE `+corrScopeWhere+` AND id = $3 RETURNING `+corrEventColumns,
 		scope.Organization, scope.User, id, at)
 	if err != nil {
 		return correlate.Event{}, interpretError(fmt.Errorf("pgstore: delete event %s: %w", id, err))
@@ -385,8 +385,8 @@ func (s *Store) DeleteEvent(ctx context.Context, scope correlate.Caller, id stri
 	return row.event()
 }
 
-// DeleteIdempotencyKeys implements [correlate.Store].
-func (s *Store) DeleteIdempotencyKeys(ctx context.Context, before time.Time) (int64, error) {
+// DeleteCorrelationIdempotencyKeys implements [correlate.Store].
+func (s *Store) DeleteCorrelationIdempotencyKeys(ctx context.Context, before time.Time) (int64, error) {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM correlated_event_idempotency_keys WHERE bound_at < $1`, before)
 	if err != nil {
 		return 0, interpretError(fmt.Errorf("pgstore: delete idempotency keys: %w", err))

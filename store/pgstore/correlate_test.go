@@ -33,3 +33,9 @@ func TestCorrelateConcurrencyTwoPools(t *testing.T) {
 		return open(), open()
 	})
 }
+
+func BenchmarkCreate(b *testing.B) {
+	storetest.BenchCorrelateCreate(b, func(b *testing.B) correlate.Store {
+		return pgtest.Store(b)
+	})
+}

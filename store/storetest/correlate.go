@@ -17,59 +17,59 @@ import (
 	"github.com/tallyhq/tally/store"
 )
 
-// Clock is a fixed fake clock for the suite: it reads the same instant until
+// correlateClock is a fixed fake clock for the suite: it reads the same instant until
 // a test moves it. Safe for concurrent use.
-type Clock struct {
+type correlateClock struct {
 	mu sync.Mutex
 	t  time.Time
 }
 
-// NewClock returns a clock reading t.
-func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+// newCorrelateClock returns a clock reading t.
+func newCorrelateClock(t time.Time) *correlateClock { return &correlateClock{t: t} }
 
 // Now reads the clock.
-func (c *Clock) Now() time.Time {
+func (c *correlateClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.t
 }
 
 // Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
+func (c *correlateClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
 }
 
-// T0 is the instant the suite's clock starts at. It has nanoseconds, so the
+// correlateT0 is the instant the suite's clock starts at. It has nanoseconds, so the
 // suite also checks that the service truncates to microseconds.
-var T0 = time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
+var correlateT0 = time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
 
-// ct0 is T0 as stored.
-var ct0 = T0.Truncate(time.Microsecond)
+// corrT0 is correlateT0 as stored.
+var corrT0 = correlateT0.Truncate(time.Microsecond)
 
 var (
-	alice   = correlate.Caller{Organization: "org-1", User: "alice"}
-	bob     = correlate.Caller{Organization: "org-1", User: "bob"}
-	mallory = correlate.Caller{Organization: "org-2", User: "alice"}
-	public  = correlate.Caller{Organization: "org-1"}
+	corrAlice   = correlate.Caller{Organization: "org-1", User: "alice"}
+	corrBob     = correlate.Caller{Organization: "org-1", User: "bob"}
+	corrMallory = correlate.Caller{Organization: "org-2", User: "alice"}
+	corrPublic  = correlate.Caller{Organization: "org-1"}
 )
 
 type correlateFixture struct {
 	t     *testing.T
 	store correlate.Store
-	clock *Clock
+	clock *correlateClock
 	svc   *correlate.Service
 }
 
-func newFixture(t *testing.T, newStore func(t *testing.T) correlate.Store, opts correlate.Options) *correlateFixture {
+func newCorrFixture(t *testing.T, newStore func(t *testing.T) correlate.Store, opts correlate.Options) *correlateFixture {
 	t.Helper()
-	return newFixtureOn(t, newStore(t), opts)
+	return newCorrFixtureOn(t, newStore(t), opts)
 }
 
-func newFixtureOn(t *testing.T, st correlate.Store, opts correlate.Options) *correlateFixture {
+func newCorrFixtureOn(t *testing.T, st correlate.Store, opts correlate.Options) *correlateFixture {
 	t.Helper()
-	f := &correlateFixture{t: t, store: st, clock: NewClock(T0)}
+	f := &correlateFixture{t: t, store: st, clock: newCorrelateClock(correlateT0)}
 	opts.Now = f.clock.Now
 	svc, err := correlate.New(f.store, opts)
 	if err != nil {
@@ -81,7 +81,7 @@ func newFixtureOn(t *testing.T, st correlate.Store, opts correlate.Options) *cor
 
 // payload decodes a payload written as JSON, failing the test when it is
 // refused.
-func payload(t *testing.T, js string) correlate.Payload {
+func corrPayload(t *testing.T, js string) correlate.Payload {
 	t.Helper()
 	p, err := correlate.DecodePayload([]byte(js))
 	if err != nil {
@@ -92,7 +92,7 @@ func payload(t *testing.T, js string) correlate.Payload {
 
 func (f *correlateFixture) create(c correlate.Caller, js string) (correlate.Event, correlate.Disposition) {
 	f.t.Helper()
-	p := payload(f.t, js)
+	p := corrPayload(f.t, js)
 	e, d, err := f.svc.Create(context.Background(), c, p)
 	if err != nil {
 		f.t.Fatalf("Create(%s): %v", js, err)
@@ -118,19 +118,19 @@ func (f *correlateFixture) get(c correlate.Caller, id string) correlate.Event {
 	return e
 }
 
-func at(d time.Duration) *time.Time { t := ct0.Add(d); return &t }
+func corrAt(d time.Duration) *time.Time { t := corrT0.Add(d); return &t }
 
-func abs(s string) *time.Time {
+func corrAbs(s string) *time.Time {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		panic(err)
 	}
 	return &t
 }
-func n(v int64) *int64 { return &v }
+func corrN(v int64) *int64 { return &v }
 
 // ev is the event a test expects; Organization and User are set from c.
-func ev(c correlate.Caller, e correlate.Event) correlate.Event {
+func corrEvent(c correlate.Caller, e correlate.Event) correlate.Event {
 	e.Organization, e.User = c.Organization, c.User
 	if e.Status == "" {
 		e.Status = correlate.StatusUnread
@@ -141,7 +141,7 @@ func ev(c correlate.Caller, e correlate.Event) correlate.Event {
 	return e
 }
 
-func diffEvent(t *testing.T, what string, want, got correlate.Event) {
+func diffCorrEvent(t *testing.T, what string, want, got correlate.Event) {
 	t.Helper()
 	want.ID = got.ID
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -149,7 +149,7 @@ func diffEvent(t *testing.T, what string, want, got correlate.Event) {
 	}
 }
 
-func diffDisposition(t *testing.T, want, got correlate.Disposition) {
+func diffCorrDisposition(t *testing.T, want, got correlate.Disposition) {
 	t.Helper()
 	if got != want {
 		t.Errorf("disposition = %q, want %q", got, want)
@@ -160,15 +160,15 @@ func diffDisposition(t *testing.T, want, got correlate.Disposition) {
 // the store newStore returns, one fresh, empty store per test.
 func RunCorrelate(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 	t.Run("Step1Replay", func(t *testing.T) { testCorrelateReplay(t, newStore) })
-	t.Run("Step2Record", func(t *testing.T) { testRecord(t, newStore) })
-	t.Run("Step3Occurrence", func(t *testing.T) { testOccurrence(t, newStore) })
-	t.Run("Step4Resolution", func(t *testing.T) { testResolution(t, newStore) })
-	t.Run("Step5Binding", func(t *testing.T) { testBinding(t, newStore) })
+	t.Run("Step2Record", func(t *testing.T) { testCorrelateRecord(t, newStore) })
+	t.Run("Step3Occurrence", func(t *testing.T) { testCorrelateOccurrence(t, newStore) })
+	t.Run("Step4Resolution", func(t *testing.T) { testCorrelateResolution(t, newStore) })
+	t.Run("Step5Binding", func(t *testing.T) { testCorrelateBinding(t, newStore) })
 	t.Run("Scope", func(t *testing.T) { testCorrelateScope(t, newStore) })
-	t.Run("Fields", func(t *testing.T) { testFields(t, newStore) })
-	t.Run("StatusCode", func(t *testing.T) { testStatusCode(t, newStore) })
-	t.Run("List", func(t *testing.T) { testList(t, newStore) })
-	t.Run("ReadAndWrite", func(t *testing.T) { testReadWrite(t, newStore) })
+	t.Run("Fields", func(t *testing.T) { testCorrelateFields(t, newStore) })
+	t.Run("StatusCode", func(t *testing.T) { testCorrelateStatusCode(t, newStore) })
+	t.Run("List", func(t *testing.T) { testCorrelateList(t, newStore) })
+	t.Run("ReadAndWrite", func(t *testing.T) { testCorrelateReadWrite(t, newStore) })
 	t.Run("Concurrency", func(t *testing.T) {
 		RunCorrelateConcurrency(t, func(t *testing.T) (correlate.Store, correlate.Store) {
 			s := newStore(t)
@@ -182,68 +182,68 @@ func testCorrelateReplay(t *testing.T, newStore func(t *testing.T) correlate.Sto
 	// already used, nothing is recorded or changed. The answer is 200 with
 	// the event the key is bound to (Event-Disposition: replayed)."
 	t.Run("same key replays the bound event and records nothing", func(t *testing.T) {
-		f := newFixture(t, newStore, correlate.Options{})
-		first, d := f.create(alice, `{"category":"c","action":"a","description":"one","idempotencyKey":"k1"}`)
-		diffDisposition(t, correlate.Created, d)
+		f := newCorrFixture(t, newStore, correlate.Options{})
+		first, d := f.create(corrAlice, `{"category":"c","action":"a","description":"one","idempotencyKey":"k1"}`)
+		diffCorrDisposition(t, correlate.Created, d)
 		f.clock.Advance(time.Minute)
 		// DECISIONS.md: "Same idempotencyKey, different body: Replay (200, replayed)".
-		got, d := f.create(alice, `{"category":"other","action":"b","description":"two","idempotencyKey":"k1"}`)
-		diffDisposition(t, correlate.Replayed, d)
-		diffEvent(t, "replayed event", first, got)
+		got, d := f.create(corrAlice, `{"category":"other","action":"b","description":"two","idempotencyKey":"k1"}`)
+		diffCorrDisposition(t, correlate.Replayed, d)
+		diffCorrEvent(t, "replayed event", first, got)
 		if got.ID != first.ID {
 			t.Errorf("replayed id = %s, want %s", got.ID, first.ID)
 		}
-		if p := f.list(alice, correlate.Query{}); p.TotalCount != 1 {
+		if p := f.list(corrAlice, correlate.Query{}); p.TotalCount != 1 {
 			t.Errorf("totalCount = %d after a replay, want 1", p.TotalCount)
 		}
 	})
 	t.Run("This runs first, so a retried create never counts an occurrence twice", func(t *testing.T) {
-		f := newFixture(t, newStore, correlate.Options{})
+		f := newCorrFixture(t, newStore, correlate.Options{})
 		js := `{"category":"c","action":"a","correlationKey":"ck","idempotencyKey":"k1"}`
-		f.create(alice, js)
-		f.create(alice, `{"category":"c","action":"a","correlationKey":"ck","idempotencyKey":"k2"}`)
-		got, d := f.create(alice, js)
-		diffDisposition(t, correlate.Replayed, d)
+		f.create(corrAlice, js)
+		f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck","idempotencyKey":"k2"}`)
+		got, d := f.create(corrAlice, js)
+		diffCorrDisposition(t, correlate.Replayed, d)
 		if *got.OccurrenceCount != 2 {
 			t.Errorf("occurrenceCount = %d, want 2 (the replay counts nothing)", *got.OccurrenceCount)
 		}
 	})
 	t.Run("Replaying returns the bound event as it is now", func(t *testing.T) {
-		f := newFixture(t, newStore, correlate.Options{})
-		f.create(alice, `{"category":"c","action":"a","correlationKey":"ck","idempotencyKey":"k1"}`)
+		f := newCorrFixture(t, newStore, correlate.Options{})
+		f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck","idempotencyKey":"k1"}`)
 		f.clock.Advance(time.Second)
-		now, _ := f.create(alice, `{"category":"c","action":"a","correlationKey":"ck","occurrenceCount":4}`)
-		got, d := f.create(alice, `{"category":"c","action":"a","correlationKey":"ck","idempotencyKey":"k1"}`)
-		diffDisposition(t, correlate.Replayed, d)
-		diffEvent(t, "replayed event", now, got)
+		now, _ := f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck","occurrenceCount":4}`)
+		got, d := f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck","idempotencyKey":"k1"}`)
+		diffCorrDisposition(t, correlate.Replayed, d)
+		diffCorrEvent(t, "replayed event", now, got)
 	})
 	t.Run("Refused create binds no key", func(t *testing.T) {
-		f := newFixture(t, newStore, correlate.Options{})
+		f := newCorrFixture(t, newStore, correlate.Options{})
 		bad := correlate.Payload{Category: "c", Action: "a", TraceID: "XYZ", IdempotencyKey: "k1"}
-		if _, _, err := f.svc.Create(context.Background(), alice, bad); !errors.Is(err, correlate.ErrInvalid) {
+		if _, _, err := f.svc.Create(context.Background(), corrAlice, bad); !errors.Is(err, correlate.ErrInvalid) {
 			t.Fatalf("Create(invalid) error = %v, want ErrInvalid", err)
 		}
-		_, d := f.create(alice, `{"category":"c","action":"a","idempotencyKey":"k1"}`)
-		diffDisposition(t, correlate.Created, d)
+		_, d := f.create(corrAlice, `{"category":"c","action":"a","idempotencyKey":"k1"}`)
+		diffCorrDisposition(t, correlate.Created, d)
 	})
 	t.Run("Idempotency retention: a key bound longer ago no longer replays", func(t *testing.T) {
-		f := newFixture(t, newStore, correlate.Options{IdempotencyRetention: time.Hour})
-		first, _ := f.create(alice, `{"category":"c","action":"a","idempotencyKey":"k1"}`)
+		f := newCorrFixture(t, newStore, correlate.Options{IdempotencyRetention: time.Hour})
+		first, _ := f.create(corrAlice, `{"category":"c","action":"a","idempotencyKey":"k1"}`)
 		f.clock.Advance(59 * time.Minute)
-		_, d := f.create(alice, `{"category":"c","action":"a","idempotencyKey":"k1"}`)
-		diffDisposition(t, correlate.Replayed, d)
+		_, d := f.create(corrAlice, `{"category":"c","action":"a","idempotencyKey":"k1"}`)
+		diffCorrDisposition(t, correlate.Replayed, d)
 		f.clock.Advance(2 * time.Minute)
-		second, d := f.create(alice, `{"category":"c","action":"a","idempotencyKey":"k1"}`)
-		diffDisposition(t, correlate.Created, d)
+		second, d := f.create(corrAlice, `{"category":"c","action":"a","idempotencyKey":"k1"}`)
+		diffCorrDisposition(t, correlate.Created, d)
 		if second.ID == first.ID {
 			t.Errorf("expired key replayed event %s", first.ID)
 		}
-		got, d := f.create(alice, `{"category":"c","action":"a","idempotencyKey":"k1"}`)
-		diffDisposition(t, correlate.Replayed, d)
+		got, d := f.create(corrAlice, `{"category":"c","action":"a","idempotencyKey":"k1"}`)
+		diffCorrDisposition(t, correlate.Replayed, d)
 		if got.ID != second.ID {
 			t.Errorf("rebound key replays %s, want %s", got.ID, second.ID)
 		}
-		f.create(alice, `{"category":"c","action":"a","idempotencyKey":"k2"}`)
+		f.create(corrAlice, `{"category":"c","action":"a","idempotencyKey":"k2"}`)
 		f.clock.Advance(61 * time.Minute)
 		purged, err := f.svc.PurgeIdempotencyKeys(context.Background())
 		if err != nil || purged != 2 {
@@ -251,18 +251,18 @@ func testCorrelateReplay(t *testing.T, newStore func(t *testing.T) correlate.Sto
 		}
 	})
 	t.Run("Default retention keeps every key", func(t *testing.T) {
-		f := newFixture(t, newStore, correlate.Options{})
-		f.create(alice, `{"category":"c","action":"a","idempotencyKey":"k1"}`)
+		f := newCorrFixture(t, newStore, correlate.Options{})
+		f.create(corrAlice, `{"category":"c","action":"a","idempotencyKey":"k1"}`)
 		f.clock.Advance(10 * 365 * 24 * time.Hour)
 		if n, err := f.svc.PurgeIdempotencyKeys(context.Background()); n != 0 || err != nil {
 			t.Errorf("PurgeIdempotencyKeys = %d, %v; want 0, nil", n, err)
 		}
-		_, d := f.create(alice, `{"category":"c","action":"a","idempotencyKey":"k1"}`)
-		diffDisposition(t, correlate.Replayed, d)
+		_, d := f.create(corrAlice, `{"category":"c","action":"a","idempotencyKey":"k1"}`)
+		diffCorrDisposition(t, correlate.Replayed, d)
 	})
 }
 
-func testRecord(t *testing.T, newStore func(t *testing.T) correlate.Store) {
+func testCorrelateRecord(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 	// "No correlationKey, or a call that identifies no user: a new event is
 	// recorded (201, created). The correlation fields are stored exactly as
 	// sent: no defaults are applied and no open event is matched."
@@ -274,59 +274,59 @@ func testRecord(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 		want   correlate.Event
 	}{{
 		name:   "no correlationKey, nothing sent: no defaults",
-		caller: alice,
+		caller: corrAlice,
 		js:     `{"category":"c","action":"a"}`,
-		want:   correlate.Event{Category: "c", Action: "a", CreatedAt: ct0, UpdatedAt: ct0},
+		want:   correlate.Event{Category: "c", Action: "a", CreatedAt: corrT0, UpdatedAt: corrT0},
 	}, {
 		name:   "no correlationKey: correlation fields exactly as sent",
-		caller: alice,
+		caller: corrAlice,
 		js:     `{"category":"c","action":"a",` + all + `}`,
-		want: correlate.Event{Category: "c", Action: "a", CreatedAt: ct0, UpdatedAt: ct0,
-			OccurrenceCount: n(7), FirstSeenAt: abs("2026-03-01T08:00:00Z"), LastSeenAt: abs("2026-03-01T09:00:00Z"), ResolvedAt: abs("2026-03-01T09:30:00Z")},
+		want: correlate.Event{Category: "c", Action: "a", CreatedAt: corrT0, UpdatedAt: corrT0,
+			OccurrenceCount: corrN(7), FirstSeenAt: corrAbs("2026-03-01T08:00:00Z"), LastSeenAt: corrAbs("2026-03-01T09:00:00Z"), ResolvedAt: corrAbs("2026-03-01T09:30:00Z")},
 	}, {
 		name:   "a call that identifies no user stores it exactly as sent, including when omitted",
-		caller: public,
+		caller: corrPublic,
 		js:     `{"category":"c","action":"a","correlationKey":"ck"}`,
-		want:   correlate.Event{Category: "c", Action: "a", CorrelationKey: "ck", CreatedAt: ct0, UpdatedAt: ct0},
+		want:   correlate.Event{Category: "c", Action: "a", CorrelationKey: "ck", CreatedAt: corrT0, UpdatedAt: corrT0},
 	}, {
 		name:   "A call that identifies no user stores it as sent and does not close another event",
-		caller: public,
+		caller: corrPublic,
 		js:     `{"category":"c","action":"a","correlationKey":"ck",` + all + `}`,
-		want: correlate.Event{Category: "c", Action: "a", CorrelationKey: "ck", CreatedAt: ct0, UpdatedAt: ct0,
-			OccurrenceCount: n(7), FirstSeenAt: abs("2026-03-01T08:00:00Z"), LastSeenAt: abs("2026-03-01T09:00:00Z"), ResolvedAt: abs("2026-03-01T09:30:00Z")},
+		want: correlate.Event{Category: "c", Action: "a", CorrelationKey: "ck", CreatedAt: corrT0, UpdatedAt: corrT0,
+			OccurrenceCount: corrN(7), FirstSeenAt: corrAbs("2026-03-01T08:00:00Z"), LastSeenAt: corrAbs("2026-03-01T09:00:00Z"), ResolvedAt: corrAbs("2026-03-01T09:30:00Z")},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, newStore, correlate.Options{})
+			f := newCorrFixture(t, newStore, correlate.Options{})
 			// An open event of the same key exists for the user and for
 			// the public caller: step 2 matches neither.
-			openU, _ := f.create(alice, `{"category":"c","action":"a","correlationKey":"ck"}`)
-			openP, _ := f.create(public, `{"category":"c","action":"a","correlationKey":"ck"}`)
+			openU, _ := f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck"}`)
+			openP, _ := f.create(corrPublic, `{"category":"c","action":"a","correlationKey":"ck"}`)
 			got, d := f.create(tt.caller, tt.js)
-			diffDisposition(t, correlate.Created, d)
-			diffEvent(t, "recorded event", ev(tt.caller, tt.want), got)
-			diffEvent(t, "the user's open event", openU, f.get(alice, openU.ID))
-			diffEvent(t, "the public open event", openP, f.get(public, openP.ID))
-			if code := f.svc.StatusCode(payload(t, tt.js), d); code != 201 {
+			diffCorrDisposition(t, correlate.Created, d)
+			diffCorrEvent(t, "recorded event", corrEvent(tt.caller, tt.want), got)
+			diffCorrEvent(t, "the user's open event", openU, f.get(corrAlice, openU.ID))
+			diffCorrEvent(t, "the public open event", openP, f.get(corrPublic, openP.ID))
+			if code := f.svc.StatusCode(corrPayload(t, tt.js), d); code != 201 {
 				t.Errorf("status = %d, want 201", code)
 			}
 		})
 	}
 	t.Run("incremented and resolved apply only to a call that identifies a user; a call that identifies no user is created", func(t *testing.T) {
-		f := newFixture(t, newStore, correlate.Options{})
+		f := newCorrFixture(t, newStore, correlate.Options{})
 		for i := 0; i < 3; i++ {
-			_, d := f.create(public, `{"category":"c","action":"a","correlationKey":"ck"}`)
-			diffDisposition(t, correlate.Created, d)
+			_, d := f.create(corrPublic, `{"category":"c","action":"a","correlationKey":"ck"}`)
+			diffCorrDisposition(t, correlate.Created, d)
 		}
-		_, d := f.create(public, `{"category":"c","action":"a","correlationKey":"ck","resolvedAt":"2026-03-01T12:00:00Z"}`)
-		diffDisposition(t, correlate.Created, d)
-		if p := f.list(public, correlate.Query{}); p.TotalCount != 4 {
+		_, d := f.create(corrPublic, `{"category":"c","action":"a","correlationKey":"ck","resolvedAt":"2026-03-01T12:00:00Z"}`)
+		diffCorrDisposition(t, correlate.Created, d)
+		if p := f.list(corrPublic, correlate.Query{}); p.TotalCount != 4 {
 			t.Errorf("totalCount = %d, want 4 events", p.TotalCount)
 		}
 	})
 }
 
-func testOccurrence(t *testing.T, newStore func(t *testing.T) correlate.Store) {
+func testCorrelateOccurrence(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 	// "Otherwise a new event is recorded, which opens the condition.
 	// occurrenceCount defaults to 1. firstSeenAt is the payload's
 	// firstSeenAt, else its lastSeenAt, else the time of receipt. lastSeenAt
@@ -339,32 +339,32 @@ func testOccurrence(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 	}{{
 		name: "occurrenceCount defaults to 1; firstSeenAt else the time of receipt; lastSeenAt else firstSeenAt",
 		js:   `{}`,
-		want: correlate.Event{OccurrenceCount: n(1), FirstSeenAt: at(0), LastSeenAt: at(0)},
+		want: correlate.Event{OccurrenceCount: corrN(1), FirstSeenAt: corrAt(0), LastSeenAt: corrAt(0)},
 	}, {
 		name: "firstSeenAt is the payload's firstSeenAt; lastSeenAt else firstSeenAt",
 		js:   `{"firstSeenAt":"2026-03-01T11:00:00Z"}`,
-		want: correlate.Event{OccurrenceCount: n(1), FirstSeenAt: at(-time.Hour - 123456*time.Microsecond), LastSeenAt: at(-time.Hour - 123456*time.Microsecond)},
+		want: correlate.Event{OccurrenceCount: corrN(1), FirstSeenAt: corrAt(-time.Hour - 123456*time.Microsecond), LastSeenAt: corrAt(-time.Hour - 123456*time.Microsecond)},
 	}, {
 		name: "firstSeenAt else its lastSeenAt",
 		js:   `{"lastSeenAt":"2026-03-01T11:00:00Z","occurrenceCount":3}`,
-		want: correlate.Event{OccurrenceCount: n(3), FirstSeenAt: at(-time.Hour - 123456*time.Microsecond), LastSeenAt: at(-time.Hour - 123456*time.Microsecond)},
+		want: correlate.Event{OccurrenceCount: corrN(3), FirstSeenAt: corrAt(-time.Hour - 123456*time.Microsecond), LastSeenAt: corrAt(-time.Hour - 123456*time.Microsecond)},
 	}, {
 		name: "both sent",
 		js:   `{"firstSeenAt":"2026-03-01T10:00:00Z","lastSeenAt":"2026-03-01T11:00:00Z"}`,
-		want: correlate.Event{OccurrenceCount: n(1), FirstSeenAt: at(-2*time.Hour - 123456*time.Microsecond), LastSeenAt: at(-time.Hour - 123456*time.Microsecond)},
+		want: correlate.Event{OccurrenceCount: corrN(1), FirstSeenAt: corrAt(-2*time.Hour - 123456*time.Microsecond), LastSeenAt: corrAt(-time.Hour - 123456*time.Microsecond)},
 	}}
 	for _, tt := range opening {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, newStore, correlate.Options{})
+			f := newCorrFixture(t, newStore, correlate.Options{})
 			js := `{"category":"c","action":"a","correlationKey":"ck",` + strings.TrimPrefix(tt.js, "{")
 			js = strings.Replace(js, ",}", "}", 1)
-			got, d := f.create(alice, js)
-			diffDisposition(t, correlate.Created, d)
+			got, d := f.create(corrAlice, js)
+			diffCorrDisposition(t, correlate.Created, d)
 			want := tt.want
 			want.Category, want.Action, want.CorrelationKey = "c", "a", "ck"
-			want.CreatedAt, want.UpdatedAt = ct0, ct0
-			diffEvent(t, "opened event", ev(alice, want), got)
-			diffEvent(t, "stored event", got, f.get(alice, got.ID))
+			want.CreatedAt, want.UpdatedAt = corrT0, corrT0
+			diffCorrEvent(t, "opened event", corrEvent(corrAlice, want), got)
+			diffCorrEvent(t, "stored event", got, f.get(corrAlice, got.ID))
 		})
 	}
 
@@ -382,65 +382,65 @@ func testOccurrence(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 		wantLastSeen  *time.Time
 		wantFirstSeen *time.Time
 	}{
-		{"grows by 1 when omitted; lastSeenAt the time of receipt when omitted", `{}`, 2, at(time.Hour), at(0)},
-		{"grows by the payload's occurrenceCount", `{"occurrenceCount":5}`, 6, at(time.Hour), at(0)},
-		{"lastSeenAt the later of its own value and the payload's lastSeenAt: later", `{"lastSeenAt":"2026-03-01T14:00:00Z"}`, 2, at(2*time.Hour - 123456*time.Microsecond), at(0)},
-		{"lastSeenAt the later of its own value and the payload's lastSeenAt: earlier keeps its own", `{"lastSeenAt":"2026-03-01T08:00:00Z"}`, 2, at(0), at(0)},
-		{"Every other field keeps the value it was first recorded with", `{"firstSeenAt":"2026-01-01T00:00:00Z","severity":"critical","description":"new","metadata":{"x":2},"source":"other","type":"t2","traceId":"0af7651916cd43dd8448eb211c80319d","parentId":"b7ad6b7169203331","owner":"o2","systemId":"s2","actedUpon":"u2","operationId":"op2","extra":1}`, 2, at(time.Hour), at(0)},
+		{"grows by 1 when omitted; lastSeenAt the time of receipt when omitted", `{}`, 2, corrAt(time.Hour), corrAt(0)},
+		{"grows by the payload's occurrenceCount", `{"occurrenceCount":5}`, 6, corrAt(time.Hour), corrAt(0)},
+		{"lastSeenAt the later of its own value and the payload's lastSeenAt: later", `{"lastSeenAt":"2026-03-01T14:00:00Z"}`, 2, corrAt(2*time.Hour - 123456*time.Microsecond), corrAt(0)},
+		{"lastSeenAt the later of its own value and the payload's lastSeenAt: earlier keeps its own", `{"lastSeenAt":"2026-03-01T08:00:00Z"}`, 2, corrAt(0), corrAt(0)},
+		{"Every other field keeps the value it was first recorded with", `{"firstSeenAt":"2026-01-01T00:00:00Z","severity":"critical","description":"new","metadata":{"x":2},"source":"other","type":"t2","traceId":"0af7651916cd43dd8448eb211c80319d","parentId":"b7ad6b7169203331","owner":"o2","systemId":"s2","actedUpon":"u2","operationId":"op2","extra":1}`, 2, corrAt(time.Hour), corrAt(0)},
 	}
 	for _, tt := range counting {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, newStore, correlate.Options{})
-			opened, _ := f.create(alice, `{"category":"c","action":"a","correlationKey":"ck","severity":"error","description":"down","metadata":{"x":1},"source":"meshery-server","type":"io.meshery.x"}`)
+			f := newCorrFixture(t, newStore, correlate.Options{})
+			opened, _ := f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck","severity":"error","description":"down","metadata":{"x":1},"source":"meshery-server","type":"io.meshery.x"}`)
 			f.clock.Advance(time.Hour)
 			js := `{"category":"c2","action":"a2","correlationKey":"ck",` + strings.TrimPrefix(tt.js, "{")
 			js = strings.Replace(js, ",}", "}", 1)
-			got, d := f.create(alice, js)
-			diffDisposition(t, correlate.Incremented, d)
+			got, d := f.create(corrAlice, js)
+			diffCorrDisposition(t, correlate.Incremented, d)
 			want := opened
-			want.OccurrenceCount = n(tt.wantCount)
+			want.OccurrenceCount = corrN(tt.wantCount)
 			want.LastSeenAt = tt.wantLastSeen
 			want.FirstSeenAt = tt.wantFirstSeen
-			want.UpdatedAt = ct0.Add(time.Hour) // "Its updatedAt advances."
-			diffEvent(t, "incremented event", want, got)
+			want.UpdatedAt = corrT0.Add(time.Hour) // "Its updatedAt advances."
+			diffCorrEvent(t, "incremented event", want, got)
 			if got.ID != opened.ID {
 				t.Errorf("incremented id %s, want the open event %s (nothing new is recorded)", got.ID, opened.ID)
 			}
-			if p := f.list(alice, correlate.Query{}); p.TotalCount != 1 {
+			if p := f.list(corrAlice, correlate.Query{}); p.TotalCount != 1 {
 				t.Errorf("totalCount = %d, want 1: nothing new is recorded", p.TotalCount)
 			}
-			if code := f.svc.StatusCode(payload(t, js), d); code != 200 {
+			if code := f.svc.StatusCode(corrPayload(t, js), d); code != 200 {
 				t.Errorf("status = %d, want 200", code)
 			}
 		})
 	}
 	t.Run("counts beyond 2^31 work", func(t *testing.T) {
-		f := newFixture(t, newStore, correlate.Options{})
-		f.create(alice, `{"category":"c","action":"a","correlationKey":"ck","occurrenceCount":3000000000}`)
-		got, _ := f.create(alice, `{"category":"c","action":"a","correlationKey":"ck","occurrenceCount":3000000000}`)
+		f := newCorrFixture(t, newStore, correlate.Options{})
+		f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck","occurrenceCount":3000000000}`)
+		got, _ := f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck","occurrenceCount":3000000000}`)
 		if *got.OccurrenceCount != 6000000000 {
 			t.Errorf("occurrenceCount = %d, want 6000000000", *got.OccurrenceCount)
 		}
 		// A count saturates at the int64 maximum instead of overflowing.
-		got, _ = f.create(alice, `{"category":"c","action":"a","correlationKey":"ck","occurrenceCount":9223372036854775000}`)
+		got, _ = f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck","occurrenceCount":9223372036854775000}`)
 		if *got.OccurrenceCount != 1<<63-1 {
 			t.Errorf("occurrenceCount = %d, want saturated %d", *got.OccurrenceCount, int64(1<<63-1))
 		}
 	})
 	t.Run("A caller has at most one open event per correlationKey", func(t *testing.T) {
-		f := newFixture(t, newStore, correlate.Options{})
+		f := newCorrFixture(t, newStore, correlate.Options{})
 		for i := 0; i < 5; i++ {
-			f.create(alice, `{"category":"c","action":"a","correlationKey":"ck"}`)
+			f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck"}`)
 		}
-		f.create(alice, `{"category":"c","action":"a","correlationKey":"other"}`)
-		p := f.list(alice, correlate.Query{Resolved: new(false), CorrelationKey: "ck"})
+		f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"other"}`)
+		p := f.list(corrAlice, correlate.Query{Resolved: new(false), CorrelationKey: "ck"})
 		if p.TotalCount != 1 || *p.Data[0].OccurrenceCount != 5 {
 			t.Errorf("open events of ck: %d (want 1) with count %v (want 5)", p.TotalCount, p.Data)
 		}
 	})
 }
 
-func testResolution(t *testing.T, newStore func(t *testing.T) correlate.Store) {
+func testCorrelateResolution(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 	// "When the caller has an open event with that key, nothing new is
 	// recorded. That event gets the resolvedAt. Its severity and description
 	// become the payload's when the payload carries them (an omitted field
@@ -457,31 +457,32 @@ func testResolution(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 		desc     string
 		lastSeen *time.Time
 	}{
-		{"severity and description become the payload's", `"severity":"success","description":"Connection to cluster prod-1 restored"`, correlate.SeveritySuccess, "Connection to cluster prod-1 restored", at(time.Hour)},
-		{"an omitted field keeps the stored value", `"description":"restored"`, correlate.SeverityError, "restored", at(time.Hour)},
-		{"an omitted severity and description keep both", `"occurrenceCount":9`, correlate.SeverityError, "down", at(time.Hour)},
-		{"lastSeenAt the later of its own value and the payload's lastSeenAt", `"lastSeenAt":"2026-03-01T15:00:00Z"`, correlate.SeverityError, "down", at(3*time.Hour - 123456*time.Microsecond)},
-		{"an earlier payload lastSeenAt keeps its own", `"lastSeenAt":"2026-03-01T00:00:00Z"`, correlate.SeverityError, "down", at(0)},
-		{"an explicit empty description is carried", `"description":""`, correlate.SeverityError, "", at(time.Hour)},
+		{"severity and description become the payload's", `"severity":"success","description":"Connection to cluster prod-1 restored"`, correlate.SeveritySuccess, "Connection to cluster prod-1 restored", corrAt(time.Hour)},
+		{"an omitted field keeps the stored value", `"description":"restored"`, correlate.SeverityError, "restored", corrAt(time.Hour)},
+		{"an omitted severity and description keep both", `"occurrenceCount":9`, correlate.SeverityError, "down", corrAt(time.Hour)},
+		{"lastSeenAt the later of its own value and the payload's lastSeenAt", `"lastSeenAt":"2026-03-01T15:00:00Z"`, correlate.SeverityError, "down", corrAt(3*time.Hour - 123456*time.Microsecond)},
+		{"an earlier payload lastSeenAt keeps its own", `"lastSeenAt":"2026-03-01T00:00:00Z"`, correlate.SeverityError, "down", corrAt(0)},
+		{"an explicit empty description is carried", `"description":""`, correlate.SeverityError, "", corrAt(time.Hour)},
 	}
 	for _, tt := range closing {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, newStore, correlate.Options{})
-			opened, _ := f.create(alice, `{"category":"c","action":"a","correlationKey":"ck","severity":"error","description":"down"}`)
-			f.create(alice, `{"category":"c","action":"a","correlationKey":"ck"}`)
+			f := newCorrFixture(t, newStore, correlate.Options{})
+			opened, _ := f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck","severity":"error","description":"down"}`)
+			f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck"}`)
 			f.clock.Advance(time.Hour)
 			js := `{"category":"c","action":"a","correlationKey":"ck","resolvedAt":"2026-03-01T12:30:00Z",` + tt.js + `}`
-			got, d := f.create(alice, js)
-			diffDisposition(t, correlate.Resolved, d)
+			got, d := f.create(corrAlice, js)
+			diffCorrDisposition(t, correlate.Resolved, d)
 			want := opened
-			want.OccurrenceCount = n(2) // "occurrenceCount does not grow"
-			want.ResolvedAt = at(30*time.Minute - 123456*time.Microsecond)
+			want.OccurrenceCount = corrN(2) // "occurrenceCount does not grow"
+			// firstSeenAt: "A close keeps the stored time." (want keeps opened's.)
+			want.ResolvedAt = corrAt(30*time.Minute - 123456*time.Microsecond)
 			want.Severity, want.Description = tt.severity, tt.desc
 			want.LastSeenAt = tt.lastSeen
-			want.UpdatedAt = ct0.Add(time.Hour)
-			diffEvent(t, "resolved event", want, got)
-			diffEvent(t, "stored event", got, f.get(alice, opened.ID))
-			if code := f.svc.StatusCode(payload(t, js), d); code != 200 {
+			want.UpdatedAt = corrT0.Add(time.Hour)
+			diffCorrEvent(t, "resolved event", want, got)
+			diffCorrEvent(t, "stored event", got, f.get(corrAlice, opened.ID))
+			if code := f.svc.StatusCode(corrPayload(t, js), d); code != 200 {
 				t.Errorf("status = %d, want 200", code)
 			}
 		})
@@ -496,55 +497,55 @@ func testResolution(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 		want correlate.Event
 	}{
 		{"defaults: count 1, firstSeenAt and lastSeenAt resolvedAt", `{}`,
-			correlate.Event{OccurrenceCount: n(1), FirstSeenAt: at(-time.Hour), LastSeenAt: at(-time.Hour)}},
+			correlate.Event{OccurrenceCount: corrN(1), FirstSeenAt: corrAt(-time.Hour), LastSeenAt: corrAt(-time.Hour)}},
 		{"the payload's count and times", `{"occurrenceCount":4,"firstSeenAt":"2026-03-01T09:00:00.000001Z","lastSeenAt":"2026-03-01T10:00:00Z"}`,
-			correlate.Event{OccurrenceCount: n(4), FirstSeenAt: at(-3*time.Hour - 123455*time.Microsecond), LastSeenAt: at(-2*time.Hour - 123456*time.Microsecond)}},
+			correlate.Event{OccurrenceCount: corrN(4), FirstSeenAt: corrAt(-3*time.Hour - 123455*time.Microsecond), LastSeenAt: corrAt(-2*time.Hour - 123456*time.Microsecond)}},
 		{"firstSeenAt sent, lastSeenAt else resolvedAt", `{"firstSeenAt":"2026-03-01T09:00:00Z"}`,
-			correlate.Event{OccurrenceCount: n(1), FirstSeenAt: at(-3*time.Hour - 123456*time.Microsecond), LastSeenAt: at(-time.Hour)}},
+			correlate.Event{OccurrenceCount: corrN(1), FirstSeenAt: corrAt(-3*time.Hour - 123456*time.Microsecond), LastSeenAt: corrAt(-time.Hour)}},
 	}
 	for _, tt := range inserts {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, newStore, correlate.Options{})
+			f := newCorrFixture(t, newStore, correlate.Options{})
 			// A resolved event and another key's open event do not match.
-			f.create(alice, `{"category":"c","action":"a","correlationKey":"ck"}`)
-			f.create(alice, `{"category":"c","action":"a","correlationKey":"ck","resolvedAt":"2026-03-01T11:00:00.123456Z"}`)
-			f.create(alice, `{"category":"c","action":"a","correlationKey":"other"}`)
+			f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck"}`)
+			f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck","resolvedAt":"2026-03-01T11:00:00.123456Z"}`)
+			f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"other"}`)
 			js := `{"category":"c","action":"a","correlationKey":"ck","severity":"success","resolvedAt":"2026-03-01T11:00:00.123456Z",` + strings.TrimPrefix(tt.js, "{")
 			js = strings.Replace(js, ",}", "}", 1)
-			got, d := f.create(alice, js)
-			diffDisposition(t, correlate.Created, d)
+			got, d := f.create(corrAlice, js)
+			diffCorrDisposition(t, correlate.Created, d)
 			want := tt.want
 			want.Category, want.Action, want.CorrelationKey, want.Severity = "c", "a", "ck", correlate.SeveritySuccess
-			want.ResolvedAt = at(-time.Hour)
-			want.CreatedAt, want.UpdatedAt = ct0, ct0
-			diffEvent(t, "already-resolved event", ev(alice, want), got)
+			want.ResolvedAt = corrAt(-time.Hour)
+			want.CreatedAt, want.UpdatedAt = corrT0, corrT0
+			diffCorrEvent(t, "already-resolved event", corrEvent(corrAlice, want), got)
 		})
 	}
 	t.Run("Once closed, the next occurrence opens a new condition with a new event and a new firstSeenAt", func(t *testing.T) {
-		f := newFixture(t, newStore, correlate.Options{})
+		f := newCorrFixture(t, newStore, correlate.Options{})
 		var got []correlate.Disposition
-		first, d := f.create(alice, `{"category":"c","action":"a","correlationKey":"ck"}`)
+		first, d := f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck"}`)
 		got = append(got, d)
 		f.clock.Advance(time.Minute)
-		_, d = f.create(alice, `{"category":"c","action":"a","correlationKey":"ck"}`)
+		_, d = f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck"}`)
 		got = append(got, d)
 		f.clock.Advance(time.Minute)
-		_, d = f.create(alice, `{"category":"c","action":"a","correlationKey":"ck","resolvedAt":"2026-03-01T12:02:00Z"}`)
+		_, d = f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck","resolvedAt":"2026-03-01T12:02:00Z"}`)
 		got = append(got, d)
 		f.clock.Advance(time.Minute)
-		second, d := f.create(alice, `{"category":"c","action":"a","correlationKey":"ck"}`)
+		second, d := f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck"}`)
 		got = append(got, d)
 		want := []correlate.Disposition{correlate.Created, correlate.Incremented, correlate.Resolved, correlate.Created}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("dispositions (-want +got):\n%s", diff)
 		}
-		if second.ID == first.ID || !second.FirstSeenAt.Equal(ct0.Add(3*time.Minute)) || *second.OccurrenceCount != 1 {
-			t.Errorf("reopened event = %+v, want a new event first seen at %v with count 1", second, ct0.Add(3*time.Minute))
+		if second.ID == first.ID || !second.FirstSeenAt.Equal(corrT0.Add(3*time.Minute)) || *second.OccurrenceCount != 1 {
+			t.Errorf("reopened event = %+v, want a new event first seen at %v with count 1", second, corrT0.Add(3*time.Minute))
 		}
 	})
 }
 
-func testBinding(t *testing.T, newStore func(t *testing.T) correlate.Store) {
+func testCorrelateBinding(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 	// "When the create also carried an idempotencyKey, that key is bound to
 	// the event step 2, 3 or 4 recorded, incremented or resolved. A retry
 	// then answers 200 with that event and changes nothing."
@@ -557,19 +558,19 @@ func testBinding(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 		{"bound to the event step 4 resolved", `{"category":"c","action":"a","correlationKey":"ck","resolvedAt":"2026-03-01T12:00:00Z","idempotencyKey":"k"}`, correlate.Resolved},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, newStore, correlate.Options{})
-			f.create(alice, `{"category":"c","action":"a","correlationKey":"ck"}`)
-			effect, d := f.create(alice, tt.js)
-			diffDisposition(t, tt.want, d)
-			before := f.list(alice, correlate.Query{Order: correlate.OrderAsc})
+			f := newCorrFixture(t, newStore, correlate.Options{})
+			f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck"}`)
+			effect, d := f.create(corrAlice, tt.js)
+			diffCorrDisposition(t, tt.want, d)
+			before := f.list(corrAlice, correlate.Query{Order: correlate.OrderAsc})
 			f.clock.Advance(time.Minute)
-			replay, d := f.create(alice, tt.js)
-			diffDisposition(t, correlate.Replayed, d)
-			diffEvent(t, "replayed event", effect, replay)
+			replay, d := f.create(corrAlice, tt.js)
+			diffCorrDisposition(t, correlate.Replayed, d)
+			diffCorrEvent(t, "replayed event", effect, replay)
 			if replay.ID != effect.ID {
 				t.Errorf("replayed %s, want %s", replay.ID, effect.ID)
 			}
-			after := f.list(alice, correlate.Query{Order: correlate.OrderAsc})
+			after := f.list(corrAlice, correlate.Query{Order: correlate.OrderAsc})
 			if diff := cmp.Diff(before, after); diff != "" {
 				t.Errorf("a retry changed the events (-before +after):\n%s", diff)
 			}
@@ -581,23 +582,23 @@ func testCorrelateScope(t *testing.T, newStore func(t *testing.T) correlate.Stor
 	// "Correlation is scoped like idempotencyKey: to the authenticated
 	// caller's organization and user, never to the client-settable owner."
 	t.Run("never to the client-settable owner", func(t *testing.T) {
-		f := newFixture(t, newStore, correlate.Options{})
-		f.create(alice, `{"category":"c","action":"a","correlationKey":"ck","owner":"o1"}`)
-		_, d := f.create(alice, `{"category":"c","action":"a","correlationKey":"ck","owner":"o2"}`)
-		diffDisposition(t, correlate.Incremented, d)
-		f.create(alice, `{"category":"c","action":"a","idempotencyKey":"k","owner":"o1"}`)
-		_, d = f.create(alice, `{"category":"c","action":"a","idempotencyKey":"k","owner":"o2"}`)
-		diffDisposition(t, correlate.Replayed, d)
+		f := newCorrFixture(t, newStore, correlate.Options{})
+		f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck","owner":"o1"}`)
+		_, d := f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck","owner":"o2"}`)
+		diffCorrDisposition(t, correlate.Incremented, d)
+		f.create(corrAlice, `{"category":"c","action":"a","idempotencyKey":"k","owner":"o1"}`)
+		_, d = f.create(corrAlice, `{"category":"c","action":"a","idempotencyKey":"k","owner":"o2"}`)
+		diffCorrDisposition(t, correlate.Replayed, d)
 	})
-	for _, other := range []correlate.Caller{bob, mallory, public} {
+	for _, other := range []correlate.Caller{corrBob, corrMallory, corrPublic} {
 		t.Run(fmt.Sprintf("to the caller's organization and user: %+v", other), func(t *testing.T) {
-			f := newFixture(t, newStore, correlate.Options{})
-			mine, _ := f.create(alice, `{"category":"c","action":"a","correlationKey":"ck","idempotencyKey":"k"}`)
+			f := newCorrFixture(t, newStore, correlate.Options{})
+			mine, _ := f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck","idempotencyKey":"k"}`)
 			_, d := f.create(other, `{"category":"c","action":"a","correlationKey":"ck","resolvedAt":"2026-03-01T12:00:00Z"}`)
-			diffDisposition(t, correlate.Created, d)
+			diffCorrDisposition(t, correlate.Created, d)
 			_, d = f.create(other, `{"category":"c","action":"a","correlationKey":"ck","idempotencyKey":"k"}`)
-			diffDisposition(t, correlate.Created, d)
-			diffEvent(t, "alice's event", mine, f.get(alice, mine.ID))
+			diffCorrDisposition(t, correlate.Created, d)
+			diffCorrEvent(t, "alice's event", mine, f.get(corrAlice, mine.ID))
 			if _, err := f.svc.Get(context.Background(), other, mine.ID); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("Get of another scope's event: error %v, want store.ErrNotFound", err)
 			}
@@ -612,31 +613,31 @@ func testCorrelateScope(t *testing.T, newStore func(t *testing.T) correlate.Stor
 					t.Errorf("List of %+v shows alice's event", other)
 				}
 			}
-			diffEvent(t, "alice's event after the others' calls", mine, f.get(alice, mine.ID))
+			diffCorrEvent(t, "alice's event after the others' calls", mine, f.get(corrAlice, mine.ID))
 		})
 	}
 }
 
-func testFields(t *testing.T, newStore func(t *testing.T) correlate.Store) {
+func testCorrelateFields(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 	t.Run("severity when omitted is informational", func(t *testing.T) {
-		f := newFixture(t, newStore, correlate.Options{})
-		got, _ := f.create(alice, `{"category":"c","action":"a"}`)
+		f := newCorrFixture(t, newStore, correlate.Options{})
+		got, _ := f.create(corrAlice, `{"category":"c","action":"a"}`)
 		if got.Severity != correlate.SeverityInformational {
 			t.Errorf("severity = %q, want informational", got.Severity)
 		}
 	})
 	t.Run("every field round-trips through the store", func(t *testing.T) {
-		f := newFixture(t, newStore, correlate.Options{})
-		js := `{"owner":"o","systemId":"s","actedUpon":"u","operationId":"op","category":"c","action":"a","severity":"warning","description":"d ✓","metadata":{"n": 1.50, "z":[true,null]},"correlationKey":"meshery-server/k8s-connection/5b0b/unreachable","source":"meshery-server","type":"io.meshery.user.signup","specversion":"1.0","traceId":"4bf92f3577b34da6a3ce929d0e0e4736","parentId":"00f067aa0ba902b7","x-extra":{"a": [1, 2.0]},"Category":"mis-cased"}`
-		got, _ := f.create(alice, js)
-		want := ev(alice, correlate.Event{Owner: "o", SystemID: "s", ActedUpon: "u", OperationID: "op", Category: "c", Action: "a",
-			Severity: correlate.SeverityWarning, Description: "d ✓", Metadata: jsontext.Value(`{"n":1.50,"z":[true,null]}`),
-			CreatedAt: ct0, UpdatedAt: ct0, CorrelationKey: "meshery-server/k8s-connection/5b0b/unreachable", OccurrenceCount: n(1),
-			FirstSeenAt: at(0), LastSeenAt: at(0), Source: "meshery-server", Type: "io.meshery.user.signup", Specversion: "1.0",
+		f := newCorrFixture(t, newStore, correlate.Options{})
+		js := `{"owner":"o","systemId":"s","actedUpon":"u","operationId":"op","category":"c","action":"a","severity":"warning","description":"d ✓","metadata":{"n": 1.50, "z":[true,null], "nul":"\u0000\u00e9"},"correlationKey":"meshery-server/k8s-connection/5b0b/unreachable","source":"meshery-server","type":"io.meshery.user.signup","specversion":"1.0","traceId":"4bf92f3577b34da6a3ce929d0e0e4736","parentId":"00f067aa0ba902b7","x-extra":{"a": [1, 2.0]},"Category":"mis-cased"}`
+		got, _ := f.create(corrAlice, js)
+		want := corrEvent(corrAlice, correlate.Event{Owner: "o", SystemID: "s", ActedUpon: "u", OperationID: "op", Category: "c", Action: "a",
+			Severity: correlate.SeverityWarning, Description: "d ✓", Metadata: jsontext.Value(`{"n":1.50,"z":[true,null],"nul":"\u0000é"}`),
+			CreatedAt: corrT0, UpdatedAt: corrT0, CorrelationKey: "meshery-server/k8s-connection/5b0b/unreachable", OccurrenceCount: corrN(1),
+			FirstSeenAt: corrAt(0), LastSeenAt: corrAt(0), Source: "meshery-server", Type: "io.meshery.user.signup", Specversion: "1.0",
 			TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", ParentID: "00f067aa0ba902b7",
 			Extra: map[string]jsontext.Value{"x-extra": jsontext.Value(`{"a":[1,2.0]}`), "Category": jsontext.Value(`"mis-cased"`)}})
-		diffEvent(t, "created event", want, got)
-		diffEvent(t, "stored event", want, f.get(alice, got.ID))
+		diffCorrEvent(t, "created event", want, got)
+		diffCorrEvent(t, "stored event", want, f.get(corrAlice, got.ID))
 		// Further members are kept in the row but "do not return them at the
 		// top level of an event (the listed event shape is closed)".
 		b, err := json.Marshal(got)
@@ -654,26 +655,26 @@ func testFields(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 		}
 	})
 	t.Run("Times are stored in UTC with microsecond precision", func(t *testing.T) {
-		f := newFixture(t, newStore, correlate.Options{})
+		f := newCorrFixture(t, newStore, correlate.Options{})
 		p := correlate.Payload{Category: "c", Action: "a", CorrelationKey: "ck",
 			FirstSeenAt: new(time.Date(2026, 1, 1, 1, 0, 0, 999, time.FixedZone("x", 3600)))}
-		got, _, err := f.svc.Create(context.Background(), alice, p)
+		got, _, err := f.svc.Create(context.Background(), corrAlice, p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		if !got.FirstSeenAt.Equal(want) || !got.CreatedAt.Equal(ct0) {
-			t.Errorf("firstSeenAt %v createdAt %v, want %v and %v", got.FirstSeenAt, got.CreatedAt, want, ct0)
+		if !got.FirstSeenAt.Equal(want) || !got.CreatedAt.Equal(corrT0) {
+			t.Errorf("firstSeenAt %v createdAt %v, want %v and %v", got.FirstSeenAt, got.CreatedAt, want, corrT0)
 		}
-		if stored := f.get(alice, got.ID); !stored.FirstSeenAt.Equal(want) || !stored.CreatedAt.Equal(ct0) {
-			t.Errorf("stored firstSeenAt %v createdAt %v, want %v and %v", stored.FirstSeenAt, stored.CreatedAt, want, ct0)
+		if stored := f.get(corrAlice, got.ID); !stored.FirstSeenAt.Equal(want) || !stored.CreatedAt.Equal(corrT0) {
+			t.Errorf("stored firstSeenAt %v createdAt %v, want %v and %v", stored.FirstSeenAt, stored.CreatedAt, want, corrT0)
 		}
 	})
 	t.Run("a refused create records nothing and lists every problem", func(t *testing.T) {
-		f := newFixture(t, newStore, correlate.Options{})
+		f := newCorrFixture(t, newStore, correlate.Options{})
 		p := correlate.Payload{Action: "a", TraceID: "00000000000000000000000000000000", ParentID: "ABCDEF0123456789",
-			Specversion: "2.0", OccurrenceCount: n(0), Severity: "fatal"}
-		_, _, err := f.svc.Create(context.Background(), alice, p)
+			Specversion: "2.0", OccurrenceCount: corrN(0), Severity: "fatal"}
+		_, _, err := f.svc.Create(context.Background(), corrAlice, p)
 		var ve *correlate.ValidationError
 		if !errors.As(err, &ve) || !errors.Is(err, correlate.ErrInvalid) {
 			t.Fatalf("error %v, want a *ValidationError matching ErrInvalid", err)
@@ -686,16 +687,16 @@ func testFields(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("problems (-want +got):\n%s", diff)
 		}
-		if p := f.list(alice, correlate.Query{}); p.TotalCount != 0 {
+		if p := f.list(corrAlice, correlate.Query{}); p.TotalCount != 0 {
 			t.Errorf("a refused create recorded %d events", p.TotalCount)
 		}
-		if _, _, err := f.svc.Create(context.Background(), correlate.Caller{User: "x"}, payload(t, `{"category":"c","action":"a"}`)); !errors.Is(err, correlate.ErrNoOrganization) {
+		if _, _, err := f.svc.Create(context.Background(), correlate.Caller{User: "x"}, corrPayload(t, `{"category":"c","action":"a"}`)); !errors.Is(err, correlate.ErrNoOrganization) {
 			t.Errorf("Create without organization: %v, want ErrNoOrganization", err)
 		}
 	})
 }
 
-func testStatusCode(t *testing.T, newStore func(t *testing.T) correlate.Store) {
+func testCorrelateStatusCode(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 	// "A server MAY instead answer a legacy create, one carrying neither
 	// correlationKey nor idempotencyKey, with 200 and Event-Disposition:
 	// created". DECISIONS.md: "201 by default; 200 behind an option".
@@ -711,13 +712,13 @@ func testStatusCode(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 		{"with correlationKey, option on", true, `{"category":"c","action":"a","correlationKey":"k"}`, 201},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, newStore, correlate.Options{LegacyCreate200: tt.legacy})
-			p := payload(t, tt.js)
-			_, d, err := f.svc.Create(context.Background(), alice, p)
+			f := newCorrFixture(t, newStore, correlate.Options{LegacyCreate200: tt.legacy})
+			p := corrPayload(t, tt.js)
+			_, d, err := f.svc.Create(context.Background(), corrAlice, p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			diffDisposition(t, correlate.Created, d)
+			diffCorrDisposition(t, correlate.Created, d)
 			if got := f.svc.StatusCode(p, d); got != tt.want {
 				t.Errorf("StatusCode = %d, want %d", got, tt.want)
 			}
@@ -725,11 +726,11 @@ func testStatusCode(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 	}
 }
 
-func testList(t *testing.T, newStore func(t *testing.T) correlate.Store) {
-	f := newFixture(t, newStore, correlate.Options{})
+func testCorrelateList(t *testing.T, newStore func(t *testing.T) correlate.Store) {
+	f := newCorrFixture(t, newStore, correlate.Options{})
 	ids := map[string]string{}
 	add := func(name, js string) {
-		e, _ := f.create(alice, js)
+		e, _ := f.create(corrAlice, js)
 		ids[name] = e.ID
 		f.clock.Advance(time.Second)
 	}
@@ -738,13 +739,13 @@ func testList(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 	add("c", `{"category":"design","action":"deploy","description":"deployed 100% of it_"}`)
 	add("d", `{"category":"connection","action":"disconnect","severity":"success","description":"restored","correlationKey":"k3","resolvedAt":"2026-03-01T12:00:00Z"}`)
 	add("e", `{"category":"design","action":"deploy","description":"deployed"}`)
-	f.create(bob, `{"category":"connection","action":"connect","description":"bob's"}`)
-	f.create(mallory, `{"category":"connection","action":"connect","description":"other org"}`)
-	del, _ := f.create(alice, `{"category":"connection","action":"connect","description":"deleted"}`)
-	if _, err := f.svc.Delete(context.Background(), alice, del.ID); err != nil {
+	f.create(corrBob, `{"category":"connection","action":"connect","description":"bob's"}`)
+	f.create(corrMallory, `{"category":"connection","action":"connect","description":"other org"}`)
+	del, _ := f.create(corrAlice, `{"category":"connection","action":"connect","description":"deleted"}`)
+	if _, err := f.svc.Delete(context.Background(), corrAlice, del.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.SetStatus(context.Background(), alice, ids["e"], correlate.StatusRead); err != nil {
+	if _, err := f.svc.SetStatus(context.Background(), corrAlice, ids["e"], correlate.StatusRead); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -770,7 +771,7 @@ func testList(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			page := f.list(alice, tt.q)
+			page := f.list(corrAlice, tt.q)
 			got := []string{}
 			for _, e := range page.Data {
 				name := "?"
@@ -797,61 +798,68 @@ func testList(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 		})
 	}
 	t.Run("a bad query lists every problem", func(t *testing.T) {
-		_, err := f.svc.List(context.Background(), alice, correlate.Query{Page: -1, PageSize: 1000, Order: "up", Severity: []correlate.Severity{"x"}})
+		_, err := f.svc.List(context.Background(), corrAlice, correlate.Query{Page: -1, PageSize: 1000, Order: "up",
+			Severity: []correlate.Severity{"x"}, Status: []correlate.Status{"archived"}, Search: "a\x00", Category: []string{"\xff"}})
 		var ve *correlate.ValidationError
-		if !errors.As(err, &ve) || len(ve.Problems) != 4 {
-			t.Errorf("error %v, want a ValidationError with 4 problems", err)
+		if !errors.As(err, &ve) || len(ve.Problems) != 7 {
+			t.Errorf("error %v, want a ValidationError with 7 problems", err)
+		}
+		if _, err := f.svc.List(context.Background(), corrAlice, correlate.Query{Page: correlate.MaxPage + 1}); !errors.Is(err, correlate.ErrInvalid) {
+			t.Errorf("List(page beyond MaxPage): %v, want ErrInvalid", err)
+		}
+		if p := f.list(corrAlice, correlate.Query{Page: correlate.MaxPage, PageSize: correlate.MaxPageSize}); len(p.Data) != 0 || p.TotalCount != 5 {
+			t.Errorf("the last page: %d events of %d, want 0 of 5", len(p.Data), p.TotalCount)
 		}
 	})
 }
 
-func testReadWrite(t *testing.T, newStore func(t *testing.T) correlate.Store) {
-	f := newFixture(t, newStore, correlate.Options{})
-	e, _ := f.create(alice, `{"category":"c","action":"a","correlationKey":"ck","idempotencyKey":"k"}`)
+func testCorrelateReadWrite(t *testing.T, newStore func(t *testing.T) correlate.Store) {
+	f := newCorrFixture(t, newStore, correlate.Options{})
+	e, _ := f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck","idempotencyKey":"k"}`)
 	ctx := context.Background()
 	f.clock.Advance(time.Minute)
 	t.Run("status update", func(t *testing.T) {
-		got, err := f.svc.SetStatus(ctx, alice, strings.ToUpper(e.ID), correlate.StatusRead)
+		got, err := f.svc.SetStatus(ctx, corrAlice, strings.ToUpper(e.ID), correlate.StatusRead)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := e
-		want.Status, want.UpdatedAt = correlate.StatusRead, ct0.Add(time.Minute)
-		diffEvent(t, "updated event", want, got)
-		diffEvent(t, "stored event", want, f.get(alice, e.ID))
-		if _, err := f.svc.SetStatus(ctx, alice, e.ID, "archived"); !errors.Is(err, correlate.ErrInvalid) {
+		want.Status, want.UpdatedAt = correlate.StatusRead, corrT0.Add(time.Minute)
+		diffCorrEvent(t, "updated event", want, got)
+		diffCorrEvent(t, "stored event", want, f.get(corrAlice, e.ID))
+		if _, err := f.svc.SetStatus(ctx, corrAlice, e.ID, "archived"); !errors.Is(err, correlate.ErrInvalid) {
 			t.Errorf("SetStatus(archived): %v, want ErrInvalid", err)
 		}
 	})
 	t.Run("unknown and malformed ids are not found", func(t *testing.T) {
 		for _, id := range []string{"not-a-uuid", "0190c1d2-0000-7000-8000-000000000000"} {
-			if _, err := f.svc.Get(ctx, alice, id); !errors.Is(err, store.ErrNotFound) {
+			if _, err := f.svc.Get(ctx, corrAlice, id); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("Get(%s): %v, want store.ErrNotFound", id, err)
 			}
 		}
 	})
 	t.Run("soft delete", func(t *testing.T) {
 		f.clock.Advance(time.Minute)
-		got, err := f.svc.Delete(ctx, alice, e.ID)
+		got, err := f.svc.Delete(ctx, corrAlice, e.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.DeletedAt == nil || !got.DeletedAt.Equal(ct0.Add(2*time.Minute)) {
-			t.Errorf("deletedAt = %v, want %v", got.DeletedAt, ct0.Add(2*time.Minute))
+		if got.DeletedAt == nil || !got.DeletedAt.Equal(corrT0.Add(2*time.Minute)) {
+			t.Errorf("deletedAt = %v, want %v", got.DeletedAt, corrT0.Add(2*time.Minute))
 		}
-		if _, err := f.svc.Get(ctx, alice, e.ID); !errors.Is(err, store.ErrNotFound) {
+		if _, err := f.svc.Get(ctx, corrAlice, e.ID); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Get of a deleted event: %v, want store.ErrNotFound", err)
 		}
-		if _, err := f.svc.Delete(ctx, alice, e.ID); !errors.Is(err, store.ErrNotFound) {
+		if _, err := f.svc.Delete(ctx, corrAlice, e.ID); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("second Delete: %v, want store.ErrNotFound", err)
 		}
 		// A key bound to a deleted event still replays it, as it is now.
-		replay, d := f.create(alice, `{"category":"c","action":"a","correlationKey":"ck","idempotencyKey":"k"}`)
-		diffDisposition(t, correlate.Replayed, d)
-		diffEvent(t, "replayed deleted event", got, replay)
+		replay, d := f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck","idempotencyKey":"k"}`)
+		diffCorrDisposition(t, correlate.Replayed, d)
+		diffCorrEvent(t, "replayed deleted event", got, replay)
 		// A deleted event is no longer the open event of its key.
-		next, d := f.create(alice, `{"category":"c","action":"a","correlationKey":"ck"}`)
-		diffDisposition(t, correlate.Created, d)
+		next, d := f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck"}`)
+		diffCorrDisposition(t, correlate.Created, d)
 		if next.ID == e.ID {
 			t.Errorf("an occurrence counted on a deleted event")
 		}
@@ -867,7 +875,7 @@ func testReadWrite(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 func RunCorrelateConcurrency(t *testing.T, newStores func(t *testing.T) (correlate.Store, correlate.Store)) {
 	two := func(t *testing.T) (*correlateFixture, [2]*correlate.Service) {
 		a, b := newStores(t)
-		f := newFixtureOn(t, a, correlate.Options{})
+		f := newCorrFixtureOn(t, a, correlate.Options{})
 		s2, err := correlate.New(b, correlate.Options{Now: f.clock.Now})
 		if err != nil {
 			t.Fatal(err)
@@ -877,14 +885,14 @@ func RunCorrelateConcurrency(t *testing.T, newStores func(t *testing.T) (correla
 	t.Run("64 concurrent first occurrences of one key: one created, 63 incremented, count 64", func(t *testing.T) {
 		// "so two concurrent first occurrences cannot both open the condition"
 		f, svcs := two(t)
-		got := concurrently(t, 64, func(i int) (correlate.Event, correlate.Disposition, error) {
-			return svcs[i%2].Create(context.Background(), alice, correlate.Payload{Category: "c", Action: "a", CorrelationKey: "hot"})
+		got := corrConcurrently(t, 64, func(i int) (correlate.Event, correlate.Disposition, error) {
+			return svcs[i%2].Create(context.Background(), corrAlice, correlate.Payload{Category: "c", Action: "a", CorrelationKey: "hot"})
 		})
 		want := map[correlate.Disposition]int{correlate.Created: 1, correlate.Incremented: 63}
 		if diff := cmp.Diff(want, got.dispositions); diff != "" {
 			t.Errorf("dispositions (-want +got):\n%s", diff)
 		}
-		p := f.list(alice, correlate.Query{})
+		p := f.list(corrAlice, correlate.Query{})
 		if p.TotalCount != 1 || *p.Data[0].OccurrenceCount != 64 {
 			t.Errorf("%d events, first %+v; want one event with count 64", p.TotalCount, p.Data)
 		}
@@ -893,14 +901,14 @@ func RunCorrelateConcurrency(t *testing.T, newStores func(t *testing.T) (correla
 		// DECISIONS.md: "Two creates with one idempotencyKey in flight:
 		// Exactly one effect; the other waits for it and replays."
 		f, svcs := two(t)
-		got := concurrently(t, 16, func(i int) (correlate.Event, correlate.Disposition, error) {
-			return svcs[i%2].Create(context.Background(), alice, correlate.Payload{Category: "c", Action: "a", CorrelationKey: "ck", IdempotencyKey: "once"})
+		got := corrConcurrently(t, 16, func(i int) (correlate.Event, correlate.Disposition, error) {
+			return svcs[i%2].Create(context.Background(), corrAlice, correlate.Payload{Category: "c", Action: "a", CorrelationKey: "ck", IdempotencyKey: "once"})
 		})
 		want := map[correlate.Disposition]int{correlate.Created: 1, correlate.Replayed: 15}
 		if diff := cmp.Diff(want, got.dispositions); diff != "" {
 			t.Errorf("dispositions (-want +got):\n%s", diff)
 		}
-		p := f.list(alice, correlate.Query{})
+		p := f.list(corrAlice, correlate.Query{})
 		if p.TotalCount != 1 || *p.Data[0].OccurrenceCount != 1 || len(got.ids) != 1 {
 			t.Errorf("%d events (%d ids answered), first %+v; want one event with count 1", p.TotalCount, len(got.ids), p.Data)
 		}
@@ -908,17 +916,17 @@ func RunCorrelateConcurrency(t *testing.T, newStores func(t *testing.T) (correla
 	t.Run("occurrences racing resolutions: never two open events, no occurrence lost", func(t *testing.T) {
 		f, svcs := two(t)
 		const occurrences, resolutions = 48, 16
-		got := concurrently(t, occurrences+resolutions, func(i int) (correlate.Event, correlate.Disposition, error) {
+		got := corrConcurrently(t, occurrences+resolutions, func(i int) (correlate.Event, correlate.Disposition, error) {
 			p := correlate.Payload{Category: "c", Action: "a", CorrelationKey: "race"}
 			if i%4 == 3 {
-				p.ResolvedAt = new(T0)
-				p.OccurrenceCount = n(1000) // a resolution of an open event never adds it
+				p.ResolvedAt = new(correlateT0)
+				p.OccurrenceCount = corrN(1000) // a resolution of an open event never adds it
 			}
-			return svcs[i%2].Create(context.Background(), alice, p)
+			return svcs[i%2].Create(context.Background(), corrAlice, p)
 		})
 		var all []correlate.Event
 		for page := 0; ; page++ {
-			p := f.list(alice, correlate.Query{Page: page, PageSize: correlate.MaxPageSize})
+			p := f.list(corrAlice, correlate.Query{Page: page, PageSize: correlate.MaxPageSize})
 			all = append(all, p.Data...)
 			if len(p.Data) < correlate.MaxPageSize {
 				break
@@ -947,20 +955,20 @@ func RunCorrelateConcurrency(t *testing.T, newStores func(t *testing.T) (correla
 	})
 }
 
-type concurrentResult struct {
+type corrConcurrentResult struct {
 	dispositions map[correlate.Disposition]int
 	ids          map[string]bool
 }
 
-// concurrently runs fn in n goroutines released at once and collects the
+// corrConcurrently runs fn in n goroutines released at once and collects the
 // dispositions; any error fails the test.
-func concurrently(t *testing.T, n int, fn func(i int) (correlate.Event, correlate.Disposition, error)) concurrentResult {
+func corrConcurrently(t *testing.T, n int, fn func(i int) (correlate.Event, correlate.Disposition, error)) corrConcurrentResult {
 	t.Helper()
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		start = make(chan struct{})
-		res   = concurrentResult{dispositions: map[correlate.Disposition]int{}, ids: map[string]bool{}}
+		res   = corrConcurrentResult{dispositions: map[correlate.Disposition]int{}, ids: map[string]bool{}}
 		errs  []error
 	)
 	for i := range n {

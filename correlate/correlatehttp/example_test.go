@@ -1,0 +1,50 @@
+package correlatehttp_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/tallyhq/tally/correlate"
+	"github.com/tallyhq/tally/correlate/correlatehttp"
+	"github.com/tallyhq/tally/store/memstore"
+)
+
+// Mount the events API on a server's mux; the server authenticates.
+func ExampleHandler() {
+	svc, err := correlate.New(memstore.New(memstore.Options{}), correlate.Options{})
+	if err != nil {
+		panic(err)
+	}
+	h, err := correlatehttp.New(correlatehttp.Options{
+		Service: svc,
+		CallerFrom: func(r *http.Request) (correlate.Caller, bool) {
+			if r.Header.Get("Authorization") != "Bearer demo" {
+				return correlate.Caller{}, false
+			}
+			return correlate.Caller{Organization: "acme", User: "alice"}, true
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	h.Register(mux)
+
+	for _, body := range []string{
+		`{"category":"connection","action":"connect","correlationKey":"prod-1/unreachable"}`,
+		`{"category":"connection","action":"connect","correlationKey":"prod-1/unreachable"}`,
+		`{"category":"connection","action":"connect","correlationKey":"prod-1/unreachable","resolvedAt":"2026-03-01T12:00:00Z"}`,
+	} {
+		req := httptest.NewRequest("POST", "/api/events", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer demo")
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		fmt.Println(rec.Code, rec.Header().Get(correlatehttp.DispositionHeader))
+	}
+	// Output:
+	// 201 created
+	// 200 incremented
+	// 200 resolved
+}
