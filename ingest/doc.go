@@ -1,3 +1,42 @@
 // Package ingest is the lifecycle ingestion pipeline of tally
-// (canonical-event.md, sections Size schemas, Size names, Delivery, Rules).
+// (canonical-event.md, sections Size schemas, Size names, Delivery, Rules):
+// a batch of raw items goes in; each item is accepted, a duplicate, or
+// refused with a reason; the batch lands whole or not at all.
+//
+// # The pipeline
+//
+// [Service.Ingest] takes up to [MaxBatch] raw items and judges each, in this
+// order: strict decoding and validation ([event.Decode], [event.Validate];
+// refusal "schema: …"), the caller's scope (refusal "scope", an audit row,
+// no dead letter), size names ([sizenames.Resolve], with
+// payload.provider.size_as_reported recording what was replaced), the size
+// schema of its (platform, resource_type) (refusal "size_schema: …"), and the
+// stored source (the caller's pipeline). It then commits the survivors, the
+// dead letters and the audit rows in one [Store.Commit], and answers a
+// [Result]. [SplitBatch] turns a request body into raw items without
+// decoding them.
+//
+// # The size-schema registry
+//
+// Size schemas are JSON Schema documents kept per (platform, resource_type)
+// in the store ([ResourceType]); five are seeded ([SeedResourceTypes]). They
+// are compiled with github.com/santhosh-tekuri/jsonschema/v6, format
+// assertions on and external references refused ([CompileSizeSchema]), and
+// cached by pair and Version: each batch reads the row of each pair it meets
+// once and recompiles only when the Version changed, so a schema put through
+// any process sharing the store is in force at the next batch.
+// [Service.PutResourceType] refuses a document that does not compile with a
+// [*SchemaError].
+//
+// # Reading back
+//
+// [Service.DeadLetters] and [Service.Audit] page oldest first with an opaque
+// cursor ([EncodeCursor]); [Service.ResourceTypes], [Service.ResourceType]
+// and [Service.Events] read the registry and the stored events.
+//
+// # Stores
+//
+// The package declares the [Store] it needs; store/memstore and
+// store/pgstore implement it and pass the suite in store/storetest. The HTTP
+// routes are in [github.com/tallyhq/tally/ingest/ingesthttp].
 package ingest

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/big"
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -155,7 +157,7 @@ func validateSize(sch *jsonschema.Schema, size jsontext.Value) ([]string, error)
 		if kp := e.ErrorKind.KeywordPath(); len(kp) > 0 {
 			rule = kp[len(kp)-1]
 		}
-		out = append(out, path+": "+rule+": "+e.ErrorKind.LocalizedString(printer))
+		out = append(out, path+": "+rule+": "+problemMessage(e.ErrorKind, rule))
 	}
 	walk(verr)
 	sort.Strings(out)
@@ -167,6 +169,50 @@ func validateSize(sch *jsonschema.Schema, size jsontext.Value) ([]string, error)
 		out = append(out[:maxSizeProblems], fmt.Sprintf("and %d more", rest))
 	}
 	return out, nil
+}
+
+// maxProblemMessage bounds one problem's message in bytes, so a long value
+// is never quoted back whole.
+const maxProblemMessage = 200
+
+// problemMessage says what a leaf error asks for, in words; numbers exactly.
+func problemMessage(k jsonschema.ErrorKind, rule string) string {
+	var msg string
+	switch k := k.(type) {
+	case *kind.Minimum:
+		msg = "must be at least " + ratText(k.Want) + ", is " + ratText(k.Got)
+	case *kind.ExclusiveMinimum:
+		msg = "must be greater than " + ratText(k.Want) + ", is " + ratText(k.Got)
+	case *kind.Maximum:
+		msg = "must be at most " + ratText(k.Want) + ", is " + ratText(k.Got)
+	case *kind.ExclusiveMaximum:
+		msg = "must be less than " + ratText(k.Want) + ", is " + ratText(k.Got)
+	case *kind.Type:
+		msg = "must be " + strings.Join(k.Want, " or ") + ", is " + k.Got
+	default:
+		msg = strings.TrimPrefix(k.LocalizedString(printer), rule+": ")
+	}
+	if len(msg) > maxProblemMessage {
+		cut := maxProblemMessage
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "…"
+	}
+	return msg
+}
+
+// ratText writes r as a decimal, exactly when it terminates within 30
+// digits.
+func ratText(r *big.Rat) string {
+	if r == nil {
+		return "?"
+	}
+	if r.IsInt() {
+		return r.Num().String()
+	}
+	s := strings.TrimRight(r.FloatString(30), "0")
+	return strings.TrimSuffix(s, ".")
 }
 
 // pointer renders tokens as a JSON Pointer suffix ("" for none).

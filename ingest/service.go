@@ -139,7 +139,8 @@ type Rejection struct {
 	// EventID is the event_id the item carried, read best effort even from
 	// an invalid item; "" when none could be read.
 	EventID string `json:"event_id"`
-	// Reason is "schema: <problems>", "size_schema: <problems>" or "scope".
+	// Reason is "schema: <problems>", "size_schema: <problems>" or "scope";
+	// valid UTF-8 without NUL, at most MaxReasonBytes.
 	Reason string `json:"reason"`
 }
 
@@ -211,9 +212,11 @@ func New(s Store, opts Options) (*Service, error) {
 // when every item was refused.
 //
 // It returns [ErrBatchTooLarge] before anything else for more than
-// [MaxBatch] items, [ErrInvalidCaller] for an invalid caller, and the
-// store's error (wrapped) when a read or the commit fails, in which case
-// nothing of the batch is stored. An item is never an error: it is a
+// [MaxBatch] items, [ErrInvalidCaller] for an invalid caller, the store's
+// error (wrapped) when a read or the commit fails, and an error when a
+// registered size schema no longer compiles (only a row written around
+// [Service.PutResourceType] can); in every case nothing of the batch is
+// stored, and the caller may retry the whole batch. An item is never an error: it is a
 // Rejection.
 func (s *Service) Ingest(ctx context.Context, caller Caller, items [][]byte) (Result, error) {
 	if len(items) > MaxBatch {
@@ -246,6 +249,7 @@ func (s *Service) Ingest(ctx context.Context, caller Caller, items [][]byte) (Re
 		rejByKind = map[Kind]int{}
 	)
 	reject := func(i int, id string, kind Kind, reason string, raw []byte) {
+		reason = cleanReason(reason)
 		res.Rejected = append(res.Rejected, Rejection{Index: i, EventID: id, Reason: reason})
 		rejByKind[kind]++
 		if kind == KindScope {
@@ -376,12 +380,12 @@ func (s *Service) Ingest(ctx context.Context, caller Caller, items [][]byte) (Re
 	return res, nil
 }
 
+// schemaLookup is the registry row of one pair (nil when none) and its
+// compiled schema.
 type schemaLookup struct {
 	rt     *ResourceType
-	schema schemaValidator
+	schema *jsonschema.Schema
 }
-
-type schemaValidator = *jsonschema.Schema
 
 // lookupSchema reads the registry row of a pair and returns it compiled
 // (from the cache when its Version is the cached one), or a lookup with a nil
@@ -444,6 +448,26 @@ func withSizeAsReported(provider jsontext.Value, replaced map[string]string) (js
 	out = append(out, `"size_as_reported":`...)
 	out = append(out, sar...)
 	return jsontext.Value(append(out, '}')), nil
+}
+
+// MaxReasonBytes bounds a refusal reason; a longer one is cut at a
+// character boundary and ends in "…".
+const MaxReasonBytes = 4096
+
+// cleanReason makes a reason storable as text anywhere: valid UTF-8 (an
+// invalid byte becomes U+FFFD), no NUL (written \u0000, as JSON would), and
+// at most MaxReasonBytes. A reason can quote a member name from the item.
+func cleanReason(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", `\u0000`)
+	if len(s) > MaxReasonBytes {
+		cut := MaxReasonBytes - len("…")
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
 }
 
 // BestEffortEventID returns the event_id an item carries, read leniently

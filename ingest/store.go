@@ -119,7 +119,8 @@ type Position struct {
 }
 
 // DeadLetterQuery selects dead letters. A zero From or To leaves that end
-// open. Limit is 1..1000.
+// open. A positive Limit caps the rows returned (the Service asks for one
+// more than its page, so up to 1001); 0 means no cap.
 type DeadLetterQuery struct {
 	From, To time.Time
 	After    *Position
@@ -134,7 +135,8 @@ type EventQuery struct {
 }
 
 // AuditQuery selects audit rows. A zero From or To leaves that end open.
-// Limit is 1..1000.
+// A positive Limit caps the rows returned (up to 1001 from the Service); 0
+// means no cap.
 type AuditQuery struct {
 	Action   string
 	From, To time.Time

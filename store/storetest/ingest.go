@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -121,6 +122,8 @@ var ingestCases = []ingestCase{
 	{"Rules/payload.size is required on a create", testSizeRequired},
 	{"Rules/stored source is the ingesting pipeline", testSource},
 	{"Rules/a source outside the two refuses the item", testSourceRefused},
+	{"Rules/event_id is the item's own, deterministic or not", testEventIDKept},
+	{"Rules/project_id names the owner at or after the event", testProjectTransfer},
 	// Size schemas.
 	{"SizeSchemas/size validated against the registry whenever the payload carries one", testSizeValidated},
 	{"SizeSchemas/five seeded pairs under openstack", testSeeds},
@@ -577,6 +580,8 @@ func testNamesExample(t *testing.T, newStore func(t *testing.T) IngestStore) {
 
 // "A member that is absent, is not a string, or matches no row stays as it
 // arrived, and so does every member of an event whose pair has no rows."
+// Also the second limit: "A cloud nothing reconciles has no rows. Its volume
+// events keep the id" (otherCloud below).
 func testNamesStay(t *testing.T, newStore func(t *testing.T) IngestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	e.names("c1", volumeTypeRow("c1", volumeTypeID, "ssd"), sizenames.Row{Cloud: "c1", ResourceType: "share", Member: "gb", Value: "7", Name: "seven"})
@@ -714,7 +719,8 @@ func testReplaceCloud(t *testing.T, newStore func(t *testing.T) IngestStore) {
 }
 
 // "Stored events are never rewritten, so an event stored before its names
-// existed keeps the id."
+// existed keeps the id." Also the first limit: "An event that arrives before
+// the first run of its cloud stored names ... is stored with the id."
 func testNeverRewritten(t *testing.T, newStore func(t *testing.T) IngestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	it := volumeCreate("a", t0).set("payload.size.type", volumeTypeID)
@@ -821,6 +827,8 @@ func testDeadLetterRaw(t *testing.T, newStore func(t *testing.T) IngestStore) {
 		{},
 		big,
 		[]byte("[1,2]"),
+		[]byte(`{"event_id":"nulname","a\u0000b":1}`),
+		[]byte("{\"event_id\":\"longname\",\"" + strings.Repeat("n", 9000) + "\":1}"),
 	}
 	clockAt := t0.Add(3 * time.Hour)
 	e.clock.Advance(3 * time.Hour)
@@ -831,7 +839,7 @@ func testDeadLetterRaw(t *testing.T, newStore func(t *testing.T) IngestStore) {
 	var want []ingest.DeadLetter
 	for i, raw := range batch {
 		dl := ingest.DeadLetter{Raw: raw, RawSize: len(raw), Reason: res.Rejected[i].Reason, EventID: res.Rejected[i].EventID, ReceivedAt: clockAt}
-		if i == 6 {
+		if i == 6 || i == 9 {
 			dl.Raw = nil
 		}
 		want = append(want, dl)
@@ -847,10 +855,17 @@ func testDeadLetterRaw(t *testing.T, newStore func(t *testing.T) IngestStore) {
 	if diff := cmp.Diff(want, got, opts); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	wantIDs := []string{"nul", "nul2", "utf8", "", "", "", "big", ""}
+	wantIDs := []string{"nul", "nul2", "utf8", "", "", "", "big", "", "nulname", "longname"}
 	for i, id := range wantIDs {
 		if res.Rejected[i].EventID != id {
 			t.Errorf("item %d: event_id %q, want %q", i, res.Rejected[i].EventID, id)
+		}
+	}
+	// A reason can name a member of the item: it is kept storable as text
+	// (no NUL, valid UTF-8) and bounded.
+	for i, r := range res.Rejected {
+		if strings.IndexByte(r.Reason, 0) >= 0 || !utf8.ValidString(r.Reason) || len(r.Reason) > ingest.MaxReasonBytes {
+			t.Errorf("item %d: reason %q is not storable text within %d bytes", i, r.Reason[:min(len(r.Reason), 80)], ingest.MaxReasonBytes)
 		}
 	}
 }
@@ -1085,5 +1100,47 @@ func testConcurrent(t *testing.T, newStore func(t *testing.T) IngestStore) {
 	}
 	if got := len(storedEvents(t, e.st)); got != n {
 		t.Errorf("%d events stored, want %d", got, n)
+	}
+}
+
+// "event_id is the provider's own event or action id where one exists ...
+// Where none exists it is the deterministic hash": the pipeline stores the
+// id the item carries and computes none.
+func testEventIDKept(t *testing.T, newStore func(t *testing.T) IngestStore) {
+	e := newEnv(t, newStore, ingest.Options{})
+	det := event.DeterministicID("openstack", "c1", "vol-x", "volume.create.end", t0)
+	own := volumeCreate("req-5f1c0a2e-oslo-message-id", t0)
+	hashed := volumeCreate(det, t0).set("resource_id", "vol-x")
+	if res := e.ingest(collector, own.bytes(), hashed.bytes()); res.Accepted != 2 {
+		t.Fatalf("%+v", res)
+	}
+	want := []eventForm{expected(t, hashed.bytes(), event.SourceCollector), expected(t, own.bytes(), event.SourceCollector)}
+	if want[0].EventID > want[1].EventID {
+		want[0], want[1] = want[1], want[0]
+	}
+	if diff := cmp.Diff(want, storedEvents(t, e.st)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// "project_id is the project owning the resource at or after the event. On
+// an ownership transfer the event names the new owner, and the previous one
+// stays implicit in the earlier history."
+func testProjectTransfer(t *testing.T, newStore func(t *testing.T) IngestStore) {
+	e := newEnv(t, newStore, ingest.Options{})
+	create := volumeCreate("a", t0)
+	transfer := volumeCreate("b", t0.Add(time.Hour)).set("event_type", "volume.transfer.accept.end").set("project_id", "p2").set("payload.size", nil)
+	transfer["resource_id"] = create["resource_id"]
+	e.ingest(collector, transfer.bytes(), create.bytes())
+	evs, err := e.svc.Events(context.Background(), ingest.EventQuery{Cloud: "c1", ResourceType: "volume", ResourceID: "vol-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range evs {
+		got = append(got, ev.EventID+":"+ev.ProjectID)
+	}
+	if diff := cmp.Diff([]string{"a:p1", "b:p2"}, got); diff != "" {
+		t.Errorf("history ordered by timestamp (-want +got):\n%s", diff)
 	}
 }

@@ -1,0 +1,54 @@
+package ingest_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/sizenames"
+	"github.com/tallyhq/tally/store/memstore"
+)
+
+func Example() {
+	ctx := context.Background()
+	st := memstore.New(memstore.Options{})
+	// A reconciliation run stored the names of cloud c1's volume types.
+	_ = sizenames.ReplaceCloud(ctx, st, "c1", []sizenames.Row{
+		{Cloud: "c1", ResourceType: "volume", Member: "type", Value: "7a8b9c0d-1e2f-4a3b-8c4d-5e6f70819203", Name: "ssd"},
+	})
+	svc, err := ingest.New(st, ingest.Options{})
+	if err != nil {
+		panic(err)
+	}
+	body := `[
+	  {"event_id":"e1","timestamp":"2026-03-01T12:00:00Z","event_type":"volume.create.end","platform":"openstack","cloud":"c1",
+	   "resource_type":"volume","resource_id":"v1","project_id":"p1",
+	   "payload":{"state":"available","size":{"size_gb":100,"type":"7a8b9c0d-1e2f-4a3b-8c4d-5e6f70819203"},"provider":{"oslo_event_type":"volume.create.end"}}},
+	  {"event_id":"e1","timestamp":"2026-03-01T12:00:00Z","event_type":"volume.create.end","platform":"openstack","cloud":"c1",
+	   "resource_type":"volume","resource_id":"v1","project_id":"p1","payload":{"state":"available","size":{"size_gb":100,"type":"ssd"}}},
+	  {"event_id":"e2","timestamp":"2026-03-01T12:00:00Z","event_type":"volume.create.end","platform":"openstack","cloud":"c1",
+	   "resource_type":"volume","resource_id":"v2","project_id":"p1","payload":{"state":"available","size":{"size_gb":0,"type":"ssd"}}},
+	  42
+	]`
+	items, err := ingest.SplitBatch(strings.NewReader(body))
+	if err != nil {
+		panic(err)
+	}
+	caller := ingest.Caller{Credential: "collector-c1", Platform: "openstack", Cloud: "c1"}
+	res, err := svc.Ingest(ctx, caller, items)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("accepted", res.Accepted, "duplicates", res.Duplicates)
+	for _, r := range res.Rejected {
+		fmt.Printf("item %d (%q): %s\n", r.Index, r.EventID, r.Reason)
+	}
+	evs, _ := svc.Events(ctx, ingest.EventQuery{Cloud: "c1", ResourceID: "v1"})
+	fmt.Printf("stored size %s, provider %s\n", evs[0].Payload.Size, evs[0].Payload.Provider)
+	// Output:
+	// accepted 1 duplicates 1
+	// item 2 ("e2"): size_schema: /payload/size/size_gb: exclusiveMinimum: must be greater than 0, is 0
+	// item 3 (""): schema: the item must be a JSON object, not a number
+	// stored size {"size_gb":100,"type":"ssd"}, provider {"oslo_event_type":"volume.create.end","size_as_reported":{"type":"7a8b9c0d-1e2f-4a3b-8c4d-5e6f70819203"}}
+}

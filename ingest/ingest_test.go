@@ -1,0 +1,181 @@
+package ingest_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/store/memstore"
+)
+
+func TestNewValidatesOptions(t *testing.T) {
+	_, err := ingest.New(nil, ingest.Options{MaxDeadLetterBytes: -1})
+	if err == nil || !strings.Contains(err.Error(), "store is required") || !strings.Contains(err.Error(), "MaxDeadLetterBytes") {
+		t.Errorf("New: %v, want both problems", err)
+	}
+	if _, err := ingest.New(memstore.New(memstore.Options{}), ingest.Options{}); err != nil {
+		t.Errorf("zero Options: %v", err)
+	}
+}
+
+// The seeded documents are the files under ingest/schemas, which the
+// PostgreSQL migration must insert byte for byte, and each compiles.
+func TestSeedResourceTypesAreTheFiles(t *testing.T) {
+	seeds := ingest.SeedResourceTypes()
+	var names []string
+	for _, rt := range seeds {
+		names = append(names, rt.ResourceType)
+		b, err := os.ReadFile(filepath.Join("schemas", rt.ResourceType+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := string(rt.SizeSchema), strings.TrimSpace(string(b)); got != want {
+			t.Errorf("%s: SizeSchema differs from its file", rt.ResourceType)
+		}
+		if rt.Platform != "openstack" || rt.Version != 1 {
+			t.Errorf("%s: %+v", rt.ResourceType, rt)
+		}
+		if _, err := ingest.CompileSizeSchema(rt.SizeSchema); err != nil {
+			t.Errorf("%s does not compile: %v", rt.ResourceType, err)
+		}
+	}
+	if diff := cmp.Diff([]string{"floating_ip", "image", "instance", "loadbalancer", "volume"}, names); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	files, _ := filepath.Glob("schemas/*.json")
+	if len(files) != len(seeds) {
+		t.Errorf("%d schema files, %d seeds", len(files), len(seeds))
+	}
+}
+
+func TestCompileSizeSchemaFormatAsserted(t *testing.T) {
+	sch, err := ingest.CompileSizeSchema(jsontext.Value(`{"properties":{"at":{"type":"string","format":"date-time"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sch.Validate(map[string]any{"at": "yesterday"}); err == nil {
+		t.Error("format date-time not asserted")
+	}
+	if err := sch.Validate(map[string]any{"at": "2026-03-01T12:00:00Z"}); err != nil {
+		t.Errorf("valid date-time refused: %v", err)
+	}
+}
+
+func TestBestEffortEventID(t *testing.T) {
+	tests := []struct{ raw, want string }{
+		{`{"event_id":"a"}`, "a"},
+		{`{"x":{"event_id":"nested"},"event_id":"top"}`, "top"},
+		{`{"event_id":"first","event_id":"second"}`, "first"},
+		{`{"event_id":"broken", "timestamp":`, "broken"},
+		{`{"timestamp":"x", "event_id"`, ""},
+		{`{"event_id":7}`, ""},
+		{`{"event_id":"a\u0000b"}`, ""},
+		{"{\"event_id\":\"a\xffb\"}", ""},
+		{"{\"event_id\":\"ok\",\"x\":\"\xff\"}", "ok"},
+		{`[{"event_id":"a"}]`, ""},
+		{``, ""},
+		{`not json`, ""},
+	}
+	for _, tt := range tests {
+		if got := ingest.BestEffortEventID([]byte(tt.raw)); got != tt.want {
+			t.Errorf("BestEffortEventID(%q) = %q, want %q", tt.raw, got, tt.want)
+		}
+	}
+}
+
+func TestCursorRoundTrip(t *testing.T) {
+	p := ingest.Position{At: time.Date(2026, 3, 1, 12, 0, 0, 123456000, time.UTC), ID: 42}
+	got, err := ingest.DecodeCursor(ingest.EncodeCursor(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(p, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	for _, c := range []string{"", "x", "djEuMS4y=", "djEuYS4y", "djEuMS4tMQ"} {
+		if _, err := ingest.DecodeCursor(c); !errors.Is(err, ingest.ErrBadCursor) {
+			t.Errorf("DecodeCursor(%q) = %v, want ErrBadCursor", c, err)
+		}
+	}
+}
+
+func FuzzDecodeCursor(f *testing.F) {
+	f.Add(ingest.EncodeCursor(ingest.Position{At: time.Unix(1, 0), ID: 3}))
+	f.Add("djEuMS4y")
+	f.Fuzz(func(t *testing.T, c string) {
+		p, err := ingest.DecodeCursor(c)
+		if err != nil {
+			if !errors.Is(err, ingest.ErrBadCursor) {
+				t.Fatalf("error %v does not match ErrBadCursor", err)
+			}
+			return
+		}
+		again, err := ingest.DecodeCursor(ingest.EncodeCursor(p))
+		if err != nil || !again.At.Equal(p.At) || again.ID != p.ID {
+			t.Fatalf("round trip of %+v: %+v, %v", p, again, err)
+		}
+	})
+}
+
+// A size_schema reason names each member and rule, one problem per leaf,
+// in a stable order, and is bounded.
+func TestSizeSchemaReason(t *testing.T) {
+	st := memstore.New(memstore.Options{})
+	svc, err := ingest.New(st, ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	item := `{"event_id":"e","timestamp":"2026-03-01T12:00:00Z","event_type":"compute.instance.create.end","platform":"openstack","cloud":"c","resource_type":"instance","resource_id":"r","project_id":"p","payload":{"state":"active","size":{"vcpus":0,"ram_gb":"4","disk_gb":-1}}}`
+	res, err := svc.Ingest(ctx, ingest.Caller{}, [][]byte{[]byte(item)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "size_schema: /payload/size/disk_gb: minimum: must be at least 0, is -1; " +
+		"/payload/size/flavor: required: is required; " +
+		"/payload/size/ram_gb: type: must be number, is string; " +
+		"/payload/size/vcpus: minimum: must be at least 1, is 0"
+	if len(res.Rejected) != 1 {
+		t.Fatalf("%+v", res)
+	}
+	if diff := cmp.Diff(want, res.Rejected[0].Reason); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+
+	// Many problems are cut at ten.
+	many := `{"type":"object","properties":{` + strings.Repeat(`"x":{"type":"string"},`, 0)
+	for i := range 15 {
+		if i > 0 {
+			many += ","
+		}
+		many += `"m` + string(rune('a'+i)) + `":{"type":"string"}`
+	}
+	many += `}}`
+	if _, err := svc.PutResourceType(ctx, "openstack", "many", jsontext.Value(many)); err != nil {
+		t.Fatal(err)
+	}
+	size := "{"
+	for i := range 15 {
+		if i > 0 {
+			size += ","
+		}
+		size += `"m` + string(rune('a'+i)) + `":1`
+	}
+	size += "}"
+	item = strings.Replace(strings.Replace(item, `"resource_type":"instance"`, `"resource_type":"many"`, 1), `{"vcpus":0,"ram_gb":"4","disk_gb":-1}`, size, 1)
+	res, err = svc.Ingest(ctx, ingest.Caller{}, [][]byte{[]byte(item)})
+	if err != nil || len(res.Rejected) != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if r := res.Rejected[0].Reason; strings.Count(r, "; ") != 10 || !strings.HasSuffix(r, "; and 5 more") {
+		t.Errorf("reason %q, want ten problems and a count of the rest", r)
+	}
+}
