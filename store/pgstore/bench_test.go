@@ -9,6 +9,7 @@ import (
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/internal/pgtest"
+	"github.com/tallyhq/tally/store/storetest"
 )
 
 // benchBatch returns 1000 distinct valid events; n makes the batch unique.
@@ -60,58 +61,29 @@ func BenchmarkCommit(b *testing.B) {
 
 // BenchmarkIngest measures the whole pipeline (ingest.Service.Ingest:
 // decode, validate, size names, size schema, one Commit) on PostgreSQL with
-// 1000-item batches of valid instance creates. "fresh" sends new events
-// every iteration; "replay" resends one stored batch (every item a
-// duplicate).
+// 1000-item batches. "fresh" is the shared storetest.BenchmarkIngest (new
+// events every iteration, the figure every store reports); "replay" resends
+// one stored batch, every item a duplicate.
 //
-//	go test -run '^$' -bench BenchmarkIngest -benchtime 100x ./store/pgstore/
+//	go test -run '^$' -bench BenchmarkIngest ./store/pgstore/
 func BenchmarkIngest(b *testing.B) {
-	ctx := context.Background()
-	items := func(b *testing.B, n int) [][]byte {
-		evs := benchBatch(n)
-		out := make([][]byte, len(evs))
-		for i := range evs {
-			out[i] = raw(b, evs[i])
-		}
-		return out
-	}
-	service := func(b *testing.B) *ingest.Service {
+	b.Run("fresh", func(b *testing.B) {
+		storetest.BenchmarkIngest(b, func(b *testing.B) storetest.IngestStore { return pgtest.Store(b) })
+	})
+	b.Run("replay", func(b *testing.B) {
+		ctx := context.Background()
 		svc, err := ingest.New(pgtest.Store(b), ingest.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		return svc
-	}
-	caller := ingest.Caller{Credential: "bench", Platform: "openstack", Cloud: "east"}
-	b.Run("fresh", func(b *testing.B) {
-		svc := service(b)
-		batches := make([][][]byte, b.N)
-		for i := range batches {
-			batches[i] = items(b, i)
+		batch := storetest.GenerateBatch(0, 1000)
+		if res, err := svc.Ingest(ctx, ingest.Caller{Credential: "bench"}, batch); err != nil || res.Accepted != 1000 {
+			b.Fatalf("first ingest: %+v, %v", res, err)
 		}
 		b.ReportAllocs()
 		b.ResetTimer()
-		for i := range b.N {
-			res, err := svc.Ingest(ctx, caller, batches[i])
-			if err != nil {
-				b.Fatal(err)
-			}
-			if res.Accepted != 1000 {
-				b.Fatalf("accepted %d of 1000", res.Accepted)
-			}
-		}
-		b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "events/s")
-	})
-	b.Run("replay", func(b *testing.B) {
-		svc := service(b)
-		batch := items(b, 0)
-		if _, err := svc.Ingest(ctx, caller, batch); err != nil {
-			b.Fatal(err)
-		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		for range b.N {
-			res, err := svc.Ingest(ctx, caller, batch)
+		for b.Loop() {
+			res, err := svc.Ingest(ctx, ingest.Caller{Credential: "bench"}, batch)
 			if err != nil {
 				b.Fatal(err)
 			}
