@@ -213,14 +213,14 @@ func synthetic(n int) string {
 func TestBatching(t *testing.T) {
 	f := &fakeIngest{token: "tok"}
 	url := serve(t, f)
-	r := runCollector(t, synthetic(2500), append(fast, "--cloud", "c", "--server", url, "--token", "tok")...)
+	r := runCollector(t, synthetic(2001), append(fast, "--cloud", "c", "--server", url, "--token", "tok")...)
 	if r.err != nil {
 		t.Fatal(r.err, r.stderr)
 	}
-	if diff := cmp.Diff([]int{1000, 1000, 500}, f.sizes); diff != "" {
+	if diff := cmp.Diff([]int{1000, 1000, 1}, f.sizes); diff != "" {
 		t.Errorf("batch sizes (-want +got):\n%s", diff)
 	}
-	if !strings.Contains(r.stdout, "sent 2500 in 3 batches: accepted 2500, duplicates 0, rejected 0") {
+	if !strings.Contains(r.stdout, "sent 2001 in 3 batches: accepted 2001, duplicates 0, rejected 0") {
 		t.Errorf("stdout:\n%s", r.stdout)
 	}
 }

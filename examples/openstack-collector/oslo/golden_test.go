@@ -111,6 +111,10 @@ func mapCorpus(t *testing.T) []goldenEntry {
 // the diff by hand against ../shared/data/openstack/README.md).
 func TestGolden(t *testing.T) {
 	entries := mapCorpus(t)
+	// Mapping is a pure function of the input: a second pass agrees.
+	if diff := cmp.Diff(marshalEntries(t, entries), marshalEntries(t, mapCorpus(t))); diff != "" {
+		t.Fatalf("two passes over the corpus differ (-first +second):\n%s", diff)
+	}
 	got, err := json.Marshal(entries, json.Deterministic(true))
 	if err != nil {
 		t.Fatal(err)
@@ -131,4 +135,13 @@ func TestGolden(t *testing.T) {
 	if !bytes.Equal(want, got) {
 		t.Errorf("mapping differs from %s (-want +got):\n%s", goldenPath, cmp.Diff(string(want), string(got)))
 	}
+}
+
+func marshalEntries(t *testing.T, es []goldenEntry) string {
+	t.Helper()
+	b, err := json.Marshal(es, json.Deterministic(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -67,6 +67,7 @@ type Object map[string]jsontext.Value
 // all: not a JSON object, or one without event_type or payload.
 type ParseError struct{ Reason string }
 
+// Error says why the line is not a notification.
 func (e *ParseError) Error() string { return "not an oslo notification: " + e.Reason }
 
 // Parse decodes one notification and recognises its envelope. It is
@@ -105,11 +106,11 @@ func Parse(raw []byte) (*Notification, error) {
 		n.Shape = ShapeListener
 		n.Context = top.Obj("ctxt")
 		n.MessageID = first(meta.Str("message_id"), top.Str("message_id"))
-		n.Timestamp = first(meta.Str("timestamp"), top.Str("timestamp"))
+		n.Timestamp = first(timeText(meta, "timestamp"), timeText(top, "timestamp"))
 	case wireKeys(top):
 		n.Shape = ShapeWire
 		n.MessageID = top.Str("message_id")
-		n.Timestamp = top.Str("timestamp")
+		n.Timestamp = timeText(top, "timestamp")
 		n.Context = Object{}
 		for k, v := range top {
 			if rest, ok := strings.CutPrefix(k, "_context_"); ok && rest != "" {
@@ -119,11 +120,21 @@ func Parse(raw []byte) (*Notification, error) {
 	default:
 		n.Shape = ShapeVersioned
 	}
-	if v, ok := top["timestamp"]; ok && n.Timestamp == "" && v.Kind() != 'n' {
-		// A timestamp that is not a string is damaged, not absent.
-		n.Timestamp = string(v)
-	}
 	return n, nil
+}
+
+// timeText returns member k as a string to parse: the string itself, or
+// the JSON text of a value of another kind (a timestamp that is not a
+// string is damaged, not absent); "" when absent or null.
+func timeText(o Object, k string) string {
+	v, ok := o[k]
+	if !ok || v.Kind() == 'n' {
+		return ""
+	}
+	if s, ok := stringValue(v); ok {
+		return s
+	}
+	return string(v)
 }
 
 // wireKeys reports whether top has a member only the wire envelope carries.

@@ -17,6 +17,15 @@ import (
 
 func corpusLines(t *testing.T) [][]byte {
 	t.Helper()
+	lines := readCorpus(t)
+	if len(lines) != 30 {
+		t.Fatalf("the corpus has %d lines, want 30", len(lines))
+	}
+	return lines
+}
+
+func readCorpus(t testing.TB) [][]byte {
+	t.Helper()
 	f, err := os.Open(corpusPath(t))
 	if err != nil {
 		t.Fatal(err)
@@ -30,9 +39,6 @@ func corpusLines(t *testing.T) [][]byte {
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
-	}
-	if len(lines) != 30 {
-		t.Fatalf("the corpus has %d lines, want 30", len(lines))
 	}
 	return lines
 }
@@ -315,6 +321,11 @@ func TestMapRules(t *testing.T) {
 		{
 			name:           "a timestamp that is not a string is damaged",
 			line:           `{"message_id":"m","timestamp":12,"event_type":"volume.update","payload":{"volume_id":"v","status":"x","tenant_id":"t"}}`,
+			wantUnmappable: "timestamp: ",
+		},
+		{
+			name:           "a metadata.timestamp that is not a string is damaged",
+			line:           `{"event_type":"volume.update","ctxt":{},"metadata":{"message_id":"m","timestamp":{}},"payload":{"volume_id":"v","status":"x","tenant_id":"t","updated_at":"2020-01-01T00:00:00Z"}}`,
 			wantUnmappable: "timestamp: ",
 		},
 		{
