@@ -239,8 +239,8 @@ func (s *Store) Commit(ctx context.Context, b ingest.Batch) ([]bool, error) {
 	return inserted, nil
 }
 
-// canonicalRow is an events row as sqlx scans it.
-type canonicalRow struct {
+// eventRow is an events row as sqlx scans it.
+type eventRow struct {
 	EventID      string    `db:"event_id"`
 	Timestamp    time.Time `db:"timestamp"`
 	EventType    string    `db:"event_type"`
@@ -275,7 +275,7 @@ func (s *Store) Events(ctx context.Context, q ingest.EventQuery) ([]event.Event,
 			conds = append(conds, fmt.Sprintf("%s = $%d", f.col, len(args)))
 		}
 	}
-	var rows []canonicalRow
+	var rows []eventRow
 	err := s.db.SelectContext(ctx, &rows, `
 SELECT event_id, timestamp, event_type, platform, cloud, resource_type, resource_id,
        project_id, source, payload::text AS payload
