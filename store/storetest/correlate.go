@@ -167,6 +167,7 @@ func RunCorrelate(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 	t.Run("Scope", func(t *testing.T) { testCorrelateScope(t, newStore) })
 	t.Run("Fields", func(t *testing.T) { testCorrelateFields(t, newStore) })
 	t.Run("StatusCode", func(t *testing.T) { testCorrelateStatusCode(t, newStore) })
+	t.Run("Cancelled", func(t *testing.T) { testCorrelateCancelled(t, newStore) })
 	t.Run("List", func(t *testing.T) { testCorrelateList(t, newStore) })
 	t.Run("ReadAndWrite", func(t *testing.T) { testCorrelateReadWrite(t, newStore) })
 	t.Run("Concurrency", func(t *testing.T) {
@@ -694,6 +695,24 @@ func testCorrelateFields(t *testing.T, newStore func(t *testing.T) correlate.Sto
 			t.Errorf("Create without organization: %v, want ErrNoOrganization", err)
 		}
 	})
+}
+
+// testCorrelateCancelled: a create whose context is cancelled fails and
+// leaves no trace (memstore: "a failure, including a cancelled context,
+// leaves no trace of it"; pgstore: the transaction never commits).
+func testCorrelateCancelled(t *testing.T, newStore func(t *testing.T) correlate.Store) {
+	f := newCorrFixture(t, newStore, correlate.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p := corrPayload(t, `{"category":"c","action":"a","correlationKey":"ck","idempotencyKey":"k"}`)
+	if _, _, err := f.svc.Create(ctx, corrAlice, p); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Create with a cancelled context: %v, want context.Canceled", err)
+	}
+	if page := f.list(corrAlice, correlate.Query{}); page.TotalCount != 0 {
+		t.Errorf("a cancelled create recorded %d events", page.TotalCount)
+	}
+	_, d := f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck","idempotencyKey":"k"}`)
+	diffCorrDisposition(t, correlate.Created, d) // the key was not bound
 }
 
 func testCorrelateStatusCode(t *testing.T, newStore func(t *testing.T) correlate.Store) {
