@@ -38,36 +38,50 @@ import (
 // shutdown on SIGTERM.
 
 var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
+	buildMu  sync.Mutex
+	binaries = map[string]string{} // package → built binary
+	buildDir string
 )
 
-// tallydBinary builds ./cmd/tallyd once per test binary.
-func tallydBinary(t *testing.T) string {
+// buildBinary builds the command in pkg (relative to the repository root,
+// such as ./cmd/tallyd) once per test binary and returns its path.
+func buildBinary(t *testing.T, pkg string) string {
 	t.Helper()
-	buildOnce.Do(func() {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := binaries[pkg]; ok {
+		return p
+	}
+	if buildDir == "" {
 		dir, err := os.MkdirTemp("", "tallyd-e2e-")
 		if err != nil {
-			buildErr = err
-			return
+			t.Fatal(err)
 		}
-		binPath = filepath.Join(dir, "tallyd")
-		goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(goBin); err != nil {
-			goBin = "go"
-		}
-		cmd := exec.Command(goBin, "build", "-o", binPath, ".")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+		buildDir = dir
 	}
-	return binPath
+	out := filepath.Join(buildDir, filepath.Base(pkg))
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goBin); err != nil {
+		goBin = "go"
+	}
+	cmd := exec.Command(goBin, "build", "-o", out, pkg)
+	cmd.Dir = repoRoot(t)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	binaries[pkg] = out
+	return out
 }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+func tallydBinary(t *testing.T) string { return buildBinary(t, "./cmd/tallyd") }
 
 // repoRoot is the directory holding go.mod.
 func repoRoot(t *testing.T) string {
@@ -88,18 +102,28 @@ func repoRoot(t *testing.T) string {
 	}
 }
 
-// corpus maps ../shared/data/openstack/notifications.jsonl (relative to the
-// repository root) with the collector's mapping, for cloud. Without the
-// file the test fails when CI is set and skips otherwise.
-func corpus(t *testing.T, cloud string) (events []event.Event, unmappable int) {
+// corpusPath is ../shared/data/openstack/notifications.jsonl, relative to
+// the repository root. Without the file the test fails when CI is set and
+// skips otherwise.
+func corpusPath(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(repoRoot(t), "..", "shared", "data", "openstack", "notifications.jsonl")
-	f, err := os.Open(p)
-	if err != nil {
+	if _, err := os.Stat(p); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("the OpenStack corpus is required in CI: %v", err)
 		}
 		t.Skipf("the OpenStack corpus is not here (%v); CI requires it", err)
+	}
+	return p
+}
+
+// corpus maps the corpus with the collector's mapping, for cloud: what the
+// collector sends.
+func corpus(t *testing.T, cloud string) (events []event.Event, unmappable int) {
+	t.Helper()
+	f, err := os.Open(corpusPath(t))
+	if err != nil {
+		t.Fatal(err)
 	}
 	defer f.Close()
 	r := oslo.Mapper{Cloud: cloud}.NewReader(f)
@@ -152,6 +176,7 @@ func writeCredentials(t *testing.T) string {
 type daemon struct {
 	cmd    *exec.Cmd
 	base   string
+	stdout *lockedBuffer
 	stderr *lockedBuffer
 	done   chan error // receives the exit once; see exit
 }
@@ -166,7 +191,7 @@ func startTallyd(t *testing.T, args ...string) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{cmd: cmd, stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	d := &daemon{cmd: cmd, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = d.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -176,6 +201,7 @@ func startTallyd(t *testing.T, args ...string) *daemon {
 		sc := bufio.NewScanner(stdout)
 		re := regexp.MustCompile(`^tallyd listening on (http://\S+)$`)
 		for sc.Scan() {
+			_, _ = d.stdout.Write(append(sc.Bytes(), '\n'))
 			if m := re.FindStringSubmatch(sc.Text()); m != nil {
 				addr <- m[1]
 			}
@@ -355,27 +381,38 @@ func endToEnd(t *testing.T, args ...string) {
 	if len(events) == 0 {
 		t.Fatal("the corpus mapped to no event")
 	}
-	batch := mustJSON(t, events)
-	status, _, body := call(t, "POST", base+"/api/v1/events", tokIngest, batch)
-	if status != 200 {
-		t.Fatalf("POST /api/v1/events: %d %s", status, body)
-	}
-	// "Idempotency is keyed on (event_id, timestamp)": the corpus may
-	// repeat a notification, which is then a duplicate within the batch.
+	// "Idempotency is keyed on (event_id, timestamp)": the corpus repeats a
+	// notification, which is then a duplicate within the batch.
 	distinct := map[string]bool{}
 	for _, e := range events {
 		distinct[e.EventID+"|"+e.Timestamp.UTC().Format(time.RFC3339Nano)] = true
 	}
 	stored := len(distinct)
-	res := decodeInto[ingestResult](t, body)
-	if res.Accepted != stored || res.Duplicates != len(events)-stored || len(res.Rejected) != 0 {
-		t.Errorf("first post of %d mapped events (%d distinct): %s; want every distinct one accepted, none refused", len(events), stored, body)
+	// The collector itself posts them, twice: the second run stores nothing.
+	collect := func() (accepted, duplicates, rejected int) {
+		t.Helper()
+		cmd := exec.Command(buildBinary(t, "./examples/openstack-collector"),
+			"--cloud", e2eCloud, "--server", base, "--token", tokIngest, corpusPath(t))
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("openstack-collector: %v\n%s%s", err, out.String(), errOut.String())
+		}
+		m := regexp.MustCompile(`(?m)^summary: .*accepted (\d+), duplicates (\d+), rejected (\d+)$`).FindStringSubmatch(out.String())
+		if m == nil {
+			t.Fatalf("openstack-collector printed no summary:\n%s", out.String())
+		}
+		a, _ := strconv.Atoi(m[1])
+		d, _ := strconv.Atoi(m[2])
+		r, _ := strconv.Atoi(m[3])
+		return a, d, r
 	}
-	// The same batch again: every item is a duplicate.
-	_, _, body = call(t, "POST", base+"/api/v1/events", tokIngest, batch)
-	res = decodeInto[ingestResult](t, body)
-	if res.Accepted != 0 || res.Duplicates != len(events) || len(res.Rejected) != 0 {
-		t.Errorf("second post: %s; want %d duplicates", body, len(events))
+	if a, d, r := collect(); a != stored || d != len(events)-stored || r != 0 {
+		t.Errorf("first collector run over %d mapped events (%d distinct): accepted %d, duplicates %d, rejected %d; want every distinct one accepted, none refused",
+			len(events), stored, a, d, r)
+	}
+	if a, d, r := collect(); a != 0 || d != len(events) || r != 0 {
+		t.Errorf("second collector run: accepted %d, duplicates %d, rejected %d; want %d duplicates", a, d, r, len(events))
 	}
 	if got := metric(t, base, "tally_ingest_events_ingested_total"); got != float64(stored) {
 		t.Errorf("tally_ingest_events_ingested_total = %v, want %d", got, stored)
@@ -401,8 +438,8 @@ func endToEnd(t *testing.T, args ...string) {
 	// A scope violation: the other cloud's collector posts an os-e2e event.
 	stray := events[0]
 	stray.EventID = "e2e-stray"
-	status, _, body = call(t, "POST", base+"/api/v1/events", tokOther, mustJSON(t, stray))
-	res = decodeInto[ingestResult](t, body)
+	status, _, body := call(t, "POST", base+"/api/v1/events", tokOther, mustJSON(t, stray))
+	res := decodeInto[ingestResult](t, body)
 	if status != 200 || len(res.Rejected) != 1 || res.Rejected[0].Reason != "scope" {
 		t.Errorf("out-of-scope post: %d %s; want one item refused scope", status, body)
 	}

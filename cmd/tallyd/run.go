@@ -81,41 +81,42 @@ func migrate(ctx context.Context, c config, stdout io.Writer) error {
 	return nil
 }
 
-// authenticator reads the credentials file, or makes the --dev token.
-func authenticator(c config, stdout io.Writer, log *slog.Logger) (*server.Authenticator, error) {
+// authenticator reads the credentials file, or makes the --dev token,
+// which it returns so that serve prints it once it listens.
+func authenticator(c config, log *slog.Logger) (auth *server.Authenticator, devToken string, err error) {
 	switch {
 	case c.CredentialsFile != "":
 		data, err := os.ReadFile(c.CredentialsFile)
 		if err != nil {
-			return nil, fmt.Errorf("read credentials file: %w", err)
+			return nil, "", fmt.Errorf("read credentials file: %w", err)
 		}
 		creds, err := server.ParseCredentials(data)
 		if err != nil {
-			return nil, fmt.Errorf("credentials file %s:\n%w", c.CredentialsFile, err)
+			return nil, "", fmt.Errorf("credentials file %s:\n%w", c.CredentialsFile, err)
 		}
 		if len(creds) == 0 {
-			return nil, fmt.Errorf("credentials file %s: no credential; nothing could call the API", c.CredentialsFile)
+			return nil, "", fmt.Errorf("credentials file %s: no credential; nothing could call the API", c.CredentialsFile)
 		}
 		if c.Dev {
 			log.Warn("--dev is ignored: a credentials file is given")
 		}
-		return server.NewAuthenticator(creds)
+		auth, err := server.NewAuthenticator(creds)
+		return auth, "", err
 	case c.Dev:
 		token, sum, err := server.NewToken()
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		cred, err := server.ParseCredentials(fmt.Appendf(nil,
 			`{"credentials":[{"name":"dev","token_sha256":%q,"roles":["ingest","read","admin","events"],"platform":"openstack","cloud":%q,"organization":"dev","user":"dev"}]}`,
 			sum, c.DevCloud))
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		fmt.Fprintf(stdout, "tallyd --dev: token with every role (ingest scope openstack/%s, events organization dev, user dev).\n", c.DevCloud)
-		fmt.Fprintf(stdout, "It is printed once, lives only in this process, and is for local use only:\n\n  export TALLY_TOKEN=%s\n\n", token)
-		return server.NewAuthenticator(cred)
+		auth, err := server.NewAuthenticator(cred)
+		return auth, token, err
 	default:
-		return nil, fmt.Errorf("%w: no credentials: give --credentials-file (or TALLY_CREDENTIALS_FILE), or --dev for a local, all-roles token", errUsage)
+		return nil, "", fmt.Errorf("%w: no credentials: give --credentials-file (or TALLY_CREDENTIALS_FILE), or --dev for a local, all-roles token", errUsage)
 	}
 }
 
@@ -146,7 +147,7 @@ var (
 
 func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	log := c.logger(stderr)
-	auth, err := authenticator(c, stdout, log)
+	auth, devToken, err := authenticator(c, log)
 	if err != nil {
 		return err
 	}
@@ -181,6 +182,12 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	fmt.Fprintf(stdout, "tallyd listening on http://%s\n", ln.Addr())
+	if devToken != "" {
+		// Printed once; only its hash is kept.
+		fmt.Fprintf(stdout, "\n--dev: one token with every role (ingest scope openstack/%s; events organization dev, user dev).\n"+
+			"It is for local use only, never for a shared or production server, and lives only in this process.\n"+
+			"In another shell:\n\n  export TALLY_SERVER=http://%s\n  export TALLY_TOKEN=%s\n\n", c.DevCloud, ln.Addr(), devToken)
+	}
 	log.Info("listening", "addr", ln.Addr().String())
 
 	served := make(chan error, 1)
