@@ -15,7 +15,7 @@ curl -s "$TALLY_SERVER/api/v1/rejected-events" -H "Authorization: Bearer $TALLY_
 # Report a failing connection twice, then its resolution: see Event-Disposition.
 curl -s -D - -o /dev/null -X POST "$TALLY_SERVER/api/events" -H "Authorization: Bearer $TALLY_TOKEN" -H 'Content-Type: application/json' -d '{"category":"connection","action":"failed","severity":"error","description":"db-1 unreachable","correlationKey":"db-1/connection"}'
 curl -s -D - -o /dev/null -X POST "$TALLY_SERVER/api/events" -H "Authorization: Bearer $TALLY_TOKEN" -H 'Content-Type: application/json' -d '{"category":"connection","action":"failed","severity":"error","description":"db-1 unreachable","correlationKey":"db-1/connection"}'
-curl -s -D - -o /dev/null -X POST "$TALLY_SERVER/api/events" -H "Authorization: Bearer $TALLY_TOKEN" -H 'Content-Type: application/json' -d '{"category":"connection","action":"failed","severity":"informational","description":"db-1 reachable again","correlationKey":"db-1/connection","resolvedAt":"2026-03-01T12:05:00Z"}'
+curl -s -D - -o /dev/null -X POST "$TALLY_SERVER/api/events" -H "Authorization: Bearer $TALLY_TOKEN" -H 'Content-Type: application/json' -d '{"category":"connection","action":"failed","severity":"informational","description":"db-1 reachable again","correlationKey":"db-1/connection","resolvedAt":"'"$(date -u +%FT%TZ)"'"}'
 
 # The open-then-resolved event, counted twice.
 curl -s "$TALLY_SERVER/api/events/list" -H "Authorization: Bearer $TALLY_TOKEN"
