@@ -150,3 +150,51 @@ func TestNewToken(t *testing.T) {
 		t.Error("two tokens are equal")
 	}
 }
+
+// FuzzParseCredentials: whatever the file holds, ParseCredentials never
+// panics, and what it accepts keeps every rule it enforces.
+func FuzzParseCredentials(f *testing.F) {
+	for _, s := range []string{
+		`{"credentials":[]}`,
+		`{"credentials":[{"name":"a","token":"x","roles":["read"]}]}`,
+		`{"credentials":[{"name":"c","token_sha256":"` + shaHex("t") + `","roles":["ingest"],"platform":"openstack","cloud":"os"}]}`,
+		`{"credentials":[{"name":"e","token":"y","roles":["events","read"],"organization":"o","user":"u"}]}`,
+		`{"credentials":[{"name":"a","token":"x","roles":["read"]},{"name":"a","token":"x","roles":["read"]}]}`,
+		`{"credentials":[{"name":"a","token":"x","roles":["root"],"extra":1}]}`,
+		`{"credentials":null}`, `[]`, `{`, "",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		creds, err := ParseCredentials(data)
+		if err != nil {
+			return
+		}
+		names := map[string]bool{}
+		hashes := map[[32]byte]bool{}
+		for _, c := range creds {
+			if c.Name == "" || names[c.Name] {
+				t.Fatalf("accepted an empty or repeated name %q", c.Name)
+			}
+			names[c.Name] = true
+			if hashes[c.TokenSHA256] {
+				t.Fatalf("accepted a repeated token (%q)", c.Name)
+			}
+			hashes[c.TokenSHA256] = true
+			if len(c.Roles) == 0 {
+				t.Fatalf("%q: accepted no role", c.Name)
+			}
+			for _, r := range c.Roles {
+				if !r.Valid() {
+					t.Fatalf("%q: accepted role %q", c.Name, r)
+				}
+			}
+			if c.Has(RoleIngest) && (c.Platform == "" || c.Cloud == "") {
+				t.Fatalf("%q: ingest without scope", c.Name)
+			}
+			if c.Has(RoleEvents) && c.Organization == "" {
+				t.Fatalf("%q: events without organization", c.Name)
+			}
+		}
+	})
+}

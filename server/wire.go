@@ -64,6 +64,8 @@ func apiRoutes(cfg Config) ([]route, error) {
 	}, nil
 }
 
+var _ correlatehttp.Observer = (*Metrics)(nil)
+
 // ingestCaller is the ingest.Caller of an authenticated request: the
 // credential's name (for audit rows) and its (platform, cloud) scope.
 func ingestCaller(r *http.Request) (ingest.Caller, bool) {
