@@ -179,3 +179,55 @@ func TestSizeSchemaReason(t *testing.T) {
 		t.Errorf("reason %q, want ten problems and a count of the rest", r)
 	}
 }
+
+type failCommit struct{ *memstore.Store }
+
+func (failCommit) Commit(context.Context, ingest.Batch) ([]bool, error) {
+	return nil, errors.New("commit failed")
+}
+
+type countAll struct{ calls int }
+
+func (c *countAll) Ingested(int)                        { c.calls++ }
+func (c *countAll) Duplicates(int)                      { c.calls++ }
+func (c *countAll) Rejected(ingest.Kind, int)           { c.calls++ }
+func (c *countAll) UnvalidatedSize(string, string, int) { c.calls++ }
+
+// The observer counts only what was committed.
+func TestObserverNotCalledOnFailure(t *testing.T) {
+	obs := &countAll{}
+	svc, err := ingest.New(failCommit{memstore.New(memstore.Options{})}, ingest.Options{Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Ingest(context.Background(), ingest.Caller{}, [][]byte{[]byte(`{}`)}); err == nil {
+		t.Fatal("Ingest succeeded over a failing commit")
+	}
+	if obs.calls != 0 {
+		t.Errorf("observer called %d times, want 0", obs.calls)
+	}
+}
+
+// The dead-letter cap keeps an item of exactly MaxDeadLetterBytes and
+// drops the raw bytes of one byte more.
+func TestDeadLetterCapBoundary(t *testing.T) {
+	st := memstore.New(memstore.Options{})
+	svc, err := ingest.New(st, ingest.Options{MaxDeadLetterBytes: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, over := []byte(`{"x":"12345678"}`), []byte(`{"x":"123456789"}`)
+	if len(at) != 16 {
+		t.Fatalf("test item is %d bytes", len(at))
+	}
+	if _, err := svc.Ingest(context.Background(), ingest.Caller{}, [][]byte{at, over}); err != nil {
+		t.Fatal(err)
+	}
+	dls, err := st.DeadLetters(context.Background(), ingest.DeadLetterQuery{})
+	if err != nil || len(dls) != 2 {
+		t.Fatalf("%v %d", err, len(dls))
+	}
+	if string(dls[0].Raw) != string(at) || dls[1].Raw != nil || dls[1].RawSize != len(over) {
+		t.Errorf("dead letters %+v", dls)
+	}
+}
