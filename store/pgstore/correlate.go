@@ -136,7 +136,8 @@ func corrInsertArgs(e correlate.Event) ([]any, error) {
 }
 
 // CreateCorrelatedEvent implements [correlate.Store]: the whole create is one
-// transaction. A serialization failure or deadlock (which the statements
+// transaction (or, without an idempotencyKey and for steps 2 and 3, one
+// statement). A serialization failure or deadlock (which the statements
 // below are not expected to cause) is retried a few times.
 func (s *Store) CreateCorrelatedEvent(ctx context.Context, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
 	for attempt := 1; ; attempt++ {
@@ -144,11 +145,18 @@ func (s *Store) CreateCorrelatedEvent(ctx context.Context, c correlate.Create) (
 			e correlate.Event
 			d correlate.Disposition
 		)
-		err := s.InTx(ctx, func(tx *sqlx.Tx) error {
-			var err error
-			e, d, err = corrCreateEvent(ctx, tx, c)
-			return err
-		})
+		var err error
+		if c.IdempotencyKey == "" && c.Step != correlate.StepResolution {
+			// One statement, atomic on its own: no transaction round trips.
+			e, d, err = corrCreateEvent(ctx, s.db, c)
+			err = interpretError(err)
+		} else {
+			err = s.InTx(ctx, func(tx *sqlx.Tx) error {
+				var err error
+				e, d, err = corrCreateEvent(ctx, tx, c)
+				return err
+			})
+		}
 		if errors.Is(err, errSerialization) && attempt < 4 {
 			continue
 		}
