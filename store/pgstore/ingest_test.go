@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
@@ -878,5 +881,40 @@ func TestSeededResourceTypes(t *testing.T) {
 	str := cmp.Transformer("string", func(v jsontext.Value) string { return string(v) })
 	if diff := cmp.Diff(want, got, str); diff != "" {
 		t.Errorf("seeded resource types (-want +got):\n%s", diff)
+	}
+}
+
+// Every migration can be rolled back and applied again: the Down sections
+// are valid, and Up after Down gives a working schema.
+func TestMigrationsDownAndUpAgain(t *testing.T) {
+	u := pgtest.URL(t)
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, db, os.DirFS("migrations"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DownTo(ctx, 0); err != nil {
+		t.Fatalf("down: %v", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatalf("up again: %v", err)
+	}
+	s, err := pgstore.Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rts, err := s.ResourceTypes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rts) != len(ingest.SeedResourceTypes()) {
+		t.Errorf("after down and up: %d resource types, want the %d seeds", len(rts), len(ingest.SeedResourceTypes()))
 	}
 }
