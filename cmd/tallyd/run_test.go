@@ -6,7 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,7 +18,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/pflag"
+
+	"github.com/tallyhq/tally/internal/pgtest"
 )
 
 func env(m map[string]string) func(string) string {
@@ -193,5 +199,57 @@ func TestMigrateNeedsDatabaseURL(t *testing.T) {
 	err := run(context.Background(), []string{"migrate"}, env(nil), &bytes.Buffer{}, &bytes.Buffer{})
 	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "--database-url") {
 		t.Errorf("migrate: %v", err)
+	}
+}
+
+// `tallyd migrate` applies the pending migrations of a fresh schema and
+// prints their versions; run again, it applies none.
+func TestMigrate(t *testing.T) {
+	base := os.Getenv(pgtest.EnvURL)
+	if base == "" {
+		pgtest.URL(t) // skips, or fails in CI
+	}
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	schema := fmt.Sprintf("t_migrate_%d", time.Now().UnixNano())
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+
+	var out bytes.Buffer
+	if err := run(ctx, []string{"migrate"}, env(map[string]string{"TALLY_DATABASE_URL": u.String()}), &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(filepath.Join(repoRoot(t), "store", "pgstore", "migrations"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	for _, e := range entries {
+		if v, ok := strings.CutSuffix(e.Name(), ".sql"); ok {
+			fmt.Fprintf(&want, "applied migration %s\n", v[:5])
+		}
+	}
+	if d := cmp.Diff(want.String(), out.String()); d != "" {
+		t.Errorf("first migrate (-want +got):\n%s", d)
+	}
+	out.Reset()
+	if err := run(ctx, []string{"migrate", "--database-url", u.String()}, env(nil), &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "schema is current; no migration applied\n" {
+		t.Errorf("second migrate printed %q", got)
 	}
 }
