@@ -37,7 +37,7 @@ func require(a *Authenticator, roles []Role, next http.Handler) http.Handler {
 		c, ok := a.Authenticate(r)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="tally"`)
-			problem.Write(w, problem.New(http.StatusUnauthorized, "unauthenticated", "Unauthenticated",
+			problem.Write(w, problem.New(http.StatusUnauthorized, "unauthorized", "Unauthorized",
 				"This route needs a bearer token from the credentials file (Authorization: Bearer <token>)."))
 			return
 		}
