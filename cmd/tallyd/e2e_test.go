@@ -153,7 +153,7 @@ const (
 	otherCloud  = "os-other"
 	e2eOrg      = "e2e-org"
 	unknownTok  = "not-a-known-token"
-	startupWait = 60 * time.Second
+	startupWait = 3 * time.Minute
 )
 
 func writeCredentials(t *testing.T) string {
@@ -187,6 +187,15 @@ func startTallyd(t *testing.T, args ...string) *daemon {
 	t.Helper()
 	cmd := exec.Command(tallydBinary(t), append([]string{"--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	return startCommand(t, cmd)
+}
+
+// startCommand starts cmd, a tallyd, in its own process group (so that a
+// `go run` and the program it runs are stopped together) and waits for the
+// line announcing where it listens.
+func startCommand(t *testing.T, cmd *exec.Cmd) *daemon {
+	t.Helper()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +219,8 @@ func startTallyd(t *testing.T, args ...string) *daemon {
 	}()
 	go func() { d.done <- cmd.Wait() }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill() // no-op when it has exited
+		// The whole group: a no-op when it has exited.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		select {
 		case <-d.done:
 		case <-time.After(10 * time.Second):

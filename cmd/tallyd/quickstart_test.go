@@ -18,7 +18,7 @@ import (
 // started with --dev.
 const quickstartScript = "testdata/quickstart.sh"
 
-// The README quickstart works as written: start `tallyd --dev`, export the
+// The README quickstart works as written: `go run ./cmd/tallyd --dev`, export the
 // two lines it prints, run the collector on the real notifications, list
 // rejected events, send correlated events with curl and see
 // Event-Disposition (issue 5, Acceptance).
@@ -26,7 +26,7 @@ func TestQuickstart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary and the collector")
 	}
-	for _, tool := range []string{"bash", "curl"} {
+	for _, tool := range []string{"go", "bash", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			if os.Getenv("CI") != "" {
 				t.Fatalf("the quickstart needs %s: %v", tool, err)
@@ -36,7 +36,11 @@ func TestQuickstart(t *testing.T) {
 	}
 	corpusPath(t) // skips (or fails in CI) without the shared data
 
-	d := startTallyd(t, "--dev")
+	// The README's command exactly, on a free port through the environment.
+	start := exec.Command("go", "run", "./cmd/tallyd", "--dev")
+	start.Dir = repoRoot(t)
+	start.Env = append(os.Environ(), "TALLY_LISTEN=127.0.0.1:0")
+	d := startCommand(t, start)
 	var server, token string
 	deadline := time.Now().Add(10 * time.Second)
 	re := regexp.MustCompile(`(?m)^  export TALLY_SERVER=(\S+)\n  export TALLY_TOKEN=(tly_[0-9a-f]{64})$`)
