@@ -1,0 +1,151 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tallyhq/tally/server"
+)
+
+// errUsage marks a command-line or environment mistake (exit status 2).
+var errUsage = errors.New("usage")
+
+// config is the server's configuration, from flags, then TALLY_*
+// environment variables, then defaults.
+type config struct {
+	Listen             string
+	DatabaseURL        string
+	CredentialsFile    string
+	Dev                bool
+	DevCloud           string
+	RequireSizeSchema  bool
+	MaxBodyBytes       int64
+	CORSAllowedOrigins []string
+	LogFormat          string
+	LogLevel           slog.Level
+	ShutdownTimeout    time.Duration
+}
+
+// flagEnv pairs each flag with its environment fallback, in --help order.
+var flagEnv = []struct{ flag, env string }{
+	{"listen", "TALLY_LISTEN"},
+	{"database-url", "TALLY_DATABASE_URL"},
+	{"credentials-file", "TALLY_CREDENTIALS_FILE"},
+	{"dev", "TALLY_DEV"},
+	{"dev-cloud", "TALLY_DEV_CLOUD"},
+	{"require-size-schema", "TALLY_INGEST_REQUIRE_SIZE_SCHEMA"},
+	{"max-body-bytes", "TALLY_MAX_BODY_BYTES"},
+	{"cors-allowed-origins", "TALLY_CORS_ALLOWED_ORIGINS"},
+	{"log-format", "TALLY_LOG_FORMAT"},
+	{"log-level", "TALLY_LOG_LEVEL"},
+	{"shutdown-timeout", "TALLY_SHUTDOWN_TIMEOUT"},
+}
+
+const usageHead = `tallyd is tally's reference server.
+
+Usage:
+  tallyd [serve] [flags]   serve the HTTP API (the default)
+  tallyd migrate [flags]   apply pending PostgreSQL migrations, print their versions, exit
+  tallyd token             print a new random token and its sha256 for the credentials file
+
+Every flag has an environment fallback, named after it. Precedence:
+a flag on the command line > its TALLY_* environment variable > the default.
+
+Flags:
+`
+
+// parseConfig reads args (after the subcommand) and the environment through
+// getenv. --help prints the usage to stdout and returns pflag.ErrHelp.
+func parseConfig(name string, args []string, getenv func(string) string, stdout io.Writer) (config, error) {
+	var (
+		c         config
+		origins   string
+		logLevel  string
+		fs        = pflag.NewFlagSet(name, pflag.ContinueOnError)
+		envByFlag = map[string]string{}
+	)
+	for _, fe := range flagEnv {
+		envByFlag[fe.flag] = fe.env
+	}
+	fs.SortFlags = false
+	fs.SetOutput(io.Discard)
+	usage := func(text string, flag string) string { return text + " (env " + envByFlag[flag] + ")" }
+	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", usage("address to listen on, host:port", "listen"))
+	fs.StringVar(&c.DatabaseURL, "database-url", "", usage("PostgreSQL URL; empty uses the in-memory store (nothing survives a restart). Migrations are applied on start", "database-url"))
+	fs.StringVar(&c.CredentialsFile, "credentials-file", "", usage("JSON credentials file (see README); required unless --dev", "credentials-file"))
+	fs.BoolVar(&c.Dev, "dev", false, usage("without a credentials file, create one token with every role, print it once; for local use only", "dev"))
+	fs.StringVar(&c.DevCloud, "dev-cloud", "os-dev", usage("cloud of the --dev token's ingest scope (platform openstack)", "dev-cloud"))
+	fs.BoolVar(&c.RequireSizeSchema, "require-size-schema", false, usage("refuse events whose (platform, resource_type) has no size schema instead of accepting payload.size unvalidated", "require-size-schema"))
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", server.DefaultMaxBodyBytes, usage("largest request body accepted, in bytes; larger → 413", "max-body-bytes"))
+	fs.StringVar(&origins, "cors-allowed-origins", "", usage(`comma-separated origins allowed to call the API from a browser ("*" for any); empty: no CORS`, "cors-allowed-origins"))
+	fs.StringVar(&c.LogFormat, "log-format", "text", usage("log format: text or json", "log-format"))
+	fs.StringVar(&logLevel, "log-level", "info", usage("log level: debug, info, warn or error", "log-level"))
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, usage("on SIGINT/SIGTERM, how long in-flight requests may take to finish", "shutdown-timeout"))
+	help := fs.BoolP("help", "h", false, "print this help")
+
+	// The environment first, then the command line over it: flag > env >
+	// default.
+	var errs []error
+	for _, fe := range flagEnv {
+		if v := getenv(fe.env); v != "" {
+			if err := fs.Set(fe.flag, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %v", fe.env, v, err))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, fmt.Errorf("%w: %w (see --help)", errUsage, err)
+	}
+	if *help {
+		fmt.Fprint(stdout, usageHead+fs.FlagUsages())
+		return c, pflag.ErrHelp
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("%w: unexpected argument %q (see --help)", errUsage, fs.Arg(0))
+	}
+
+	for _, o := range strings.Split(origins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			c.CORSAllowedOrigins = append(c.CORSAllowedOrigins, o)
+		}
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("--log-format %q: must be text or json", c.LogFormat))
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {
+		errs = append(errs, fmt.Errorf("--log-level %q: must be debug, info, warn or error", logLevel))
+	}
+	if c.MaxBodyBytes < 1 {
+		errs = append(errs, fmt.Errorf("--max-body-bytes %d: must be at least 1", c.MaxBodyBytes))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--shutdown-timeout %s: must be positive", c.ShutdownTimeout))
+	}
+	if c.Dev && c.DevCloud == "" {
+		errs = append(errs, errors.New("--dev-cloud: must not be empty"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return c, nil
+}
+
+// logger builds the slog logger the configuration asks for, writing to w.
+func (c config) logger(w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.LogLevel}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

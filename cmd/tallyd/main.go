@@ -1,0 +1,39 @@
+// Command tallyd is tally's reference server: the library's HTTP API over
+// the in-memory store or PostgreSQL.
+//
+// Usage:
+//
+//	tallyd [serve] [flags]   serve the API (the default)
+//	tallyd migrate [flags]   apply pending PostgreSQL migrations and exit
+//	tallyd token             print a new random token and its SHA-256
+//
+// Every flag has a TALLY_* environment fallback; a flag given on the command
+// line wins over the environment, which wins over the default. Run
+// `tallyd --help` for the list.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case err == nil, errors.Is(err, pflag.ErrHelp):
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(os.Stderr, "tallyd:", err)
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "tallyd:", err)
+		os.Exit(1)
+	}
+}

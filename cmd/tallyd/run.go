@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/tallyhq/tally/server"
+	"github.com/tallyhq/tally/store/memstore"
+	"github.com/tallyhq/tally/store/pgstore"
+)
+
+// run is tallyd without the process around it: args are the command-line
+// arguments after the program name, getenv reads the environment, stdout
+// gets what a person reads (the address, a --dev token, `token` output),
+// stderr the logs. It returns when ctx is cancelled (after a graceful
+// shutdown) or on an error.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 {
+		switch args[0] {
+		case "serve", "migrate", "token":
+			cmd, args = args[0], args[1:]
+		}
+	}
+	switch cmd {
+	case "token":
+		if len(args) > 0 {
+			if args[0] == "-h" || args[0] == "--help" {
+				fmt.Fprintln(stdout, "Usage: tallyd token\n\nPrints a new random bearer token and its sha256 (hex), the value of \"token_sha256\" in the credentials file.")
+				return nil
+			}
+			return fmt.Errorf("%w: token takes no arguments", errUsage)
+		}
+		return printToken(stdout)
+	case "migrate":
+		c, err := parseConfig("tallyd migrate", args, getenv, stdout)
+		if err != nil {
+			return err
+		}
+		return migrate(ctx, c, stdout)
+	default:
+		c, err := parseConfig("tallyd", args, getenv, stdout)
+		if err != nil {
+			return err
+		}
+		return serve(ctx, c, stdout, stderr)
+	}
+}
+
+func printToken(w io.Writer) error {
+	token, sum, err := server.NewToken()
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "token: %s\ntoken_sha256: %s\n", token, sum)
+	return err
+}
+
+func migrate(ctx context.Context, c config, stdout io.Writer) error {
+	if c.DatabaseURL == "" {
+		return fmt.Errorf("%w: migrate needs --database-url (or TALLY_DATABASE_URL)", errUsage)
+	}
+	applied, err := pgstore.Migrate(ctx, c.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		fmt.Fprintln(stdout, "schema is current; no migration applied")
+		return nil
+	}
+	for _, v := range applied {
+		fmt.Fprintf(stdout, "applied migration %05d\n", v)
+	}
+	return nil
+}
+
+// authenticator reads the credentials file, or makes the --dev token,
+// which it returns so that serve prints it once it listens.
+func authenticator(c config, log *slog.Logger) (auth *server.Authenticator, devToken string, err error) {
+	switch {
+	case c.CredentialsFile != "":
+		data, err := os.ReadFile(c.CredentialsFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("read credentials file: %w", err)
+		}
+		creds, err := server.ParseCredentials(data)
+		if err != nil {
+			return nil, "", fmt.Errorf("credentials file %s:\n%w", c.CredentialsFile, err)
+		}
+		if len(creds) == 0 {
+			return nil, "", fmt.Errorf("credentials file %s: no credential; nothing could call the API", c.CredentialsFile)
+		}
+		if c.Dev {
+			log.Warn("--dev is ignored: a credentials file is given")
+		}
+		auth, err := server.NewAuthenticator(creds)
+		return auth, "", err
+	case c.Dev:
+		token, sum, err := server.NewToken()
+		if err != nil {
+			return nil, "", err
+		}
+		cred, err := server.ParseCredentials(fmt.Appendf(nil,
+			`{"credentials":[{"name":"dev","token_sha256":%q,"roles":["ingest","read","admin","events"],"platform":"openstack","cloud":%q,"organization":"dev","user":"dev"}]}`,
+			sum, c.DevCloud))
+		if err != nil {
+			return nil, "", err
+		}
+		auth, err := server.NewAuthenticator(cred)
+		return auth, token, err
+	default:
+		return nil, "", fmt.Errorf("%w: no credentials: give --credentials-file (or TALLY_CREDENTIALS_FILE), or --dev for a local, all-roles token", errUsage)
+	}
+}
+
+// openStore opens PostgreSQL (after applying pending migrations) when a
+// database URL is given, else a new in-memory store. close releases it.
+func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store, close func(), err error) {
+	if c.DatabaseURL == "" {
+		log.Info("store: in memory; nothing survives a restart (give --database-url for PostgreSQL)")
+		return memstore.New(memstore.Options{}), func() {}, nil
+	}
+	applied, err := pgstore.Migrate(ctx, c.DatabaseURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	log.Info("store: PostgreSQL", "migrations_applied", applied)
+	pg, err := pgstore.Open(ctx, c.DatabaseURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pg, pg.Close, nil
+}
+
+// Both stores serve every route.
+var (
+	_ server.Store = (*memstore.Store)(nil)
+	_ server.Store = (*pgstore.Store)(nil)
+)
+
+func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
+	log := c.logger(stderr)
+	auth, devToken, err := authenticator(c, log)
+	if err != nil {
+		return err
+	}
+	st, closeStore, err := openStore(ctx, c, log)
+	if err != nil {
+		return err
+	}
+	defer closeStore() // after the server has shut down: see below
+
+	h, err := server.NewHandler(server.Config{
+		Store:              st,
+		Authenticator:      auth,
+		Logger:             log,
+		MaxBodyBytes:       c.MaxBodyBytes,
+		RequireSizeSchema:  c.RequireSizeSchema,
+		CORSAllowedOrigins: c.CORSAllowedOrigins,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		WriteTimeout:      2 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	fmt.Fprintf(stdout, "tallyd listening on http://%s\n", ln.Addr())
+	if devToken != "" {
+		// Printed once; only its hash is kept.
+		fmt.Fprintf(stdout, "\n--dev: one token with every role (ingest scope openstack/%s; events organization dev, user dev).\n"+
+			"It is for local use only, never for a shared or production server, and lives only in this process.\n"+
+			"In another shell:\n\n  export TALLY_SERVER=http://%s\n  export TALLY_TOKEN=%s\n\n", c.DevCloud, ln.Addr(), devToken)
+	}
+	log.Info("listening", "addr", ln.Addr().String())
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+
+	// Graceful shutdown: stop accepting, let in-flight requests finish
+	// (each writes its batch whole or not at all), then close the store.
+	log.Info("shutting down", "timeout", c.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/pflag"
+
+	"github.com/tallyhq/tally/internal/pgtest"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+// "--help states the precedence": flag > env > default.
+func TestConfigPrecedence(t *testing.T) {
+	defaults := config{
+		Listen: "127.0.0.1:8080", DevCloud: "os-dev", MaxBodyBytes: 8 << 20,
+		LogFormat: "text", LogLevel: slog.LevelInfo, ShutdownTimeout: 30 * time.Second,
+	}
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want func(c *config)
+	}{
+		{"defaults", nil, nil, func(c *config) {}},
+		{"env over default", nil, map[string]string{
+			"TALLY_LISTEN": "127.0.0.1:9000", "TALLY_DATABASE_URL": "postgres://x", "TALLY_CREDENTIALS_FILE": "/c.json",
+			"TALLY_DEV": "true", "TALLY_DEV_CLOUD": "os-x", "TALLY_INGEST_REQUIRE_SIZE_SCHEMA": "true",
+			"TALLY_MAX_BODY_BYTES": "1024", "TALLY_CORS_ALLOWED_ORIGINS": "https://a.example, https://b.example",
+			"TALLY_LOG_FORMAT": "json", "TALLY_LOG_LEVEL": "debug", "TALLY_SHUTDOWN_TIMEOUT": "5s",
+		}, func(c *config) {
+			c.Listen, c.DatabaseURL, c.CredentialsFile = "127.0.0.1:9000", "postgres://x", "/c.json"
+			c.Dev, c.DevCloud, c.RequireSizeSchema, c.MaxBodyBytes = true, "os-x", true, 1024
+			c.CORSAllowedOrigins = []string{"https://a.example", "https://b.example"}
+			c.LogFormat, c.LogLevel, c.ShutdownTimeout = "json", slog.LevelDebug, 5*time.Second
+		}},
+		{"flag over env", []string{
+			"--listen", "127.0.0.1:7000", "--database-url=postgres://flag", "--require-size-schema=false",
+			"--max-body-bytes", "2048", "--cors-allowed-origins", "https://c.example", "--log-level", "warn",
+		}, map[string]string{
+			"TALLY_LISTEN": "127.0.0.1:9000", "TALLY_DATABASE_URL": "postgres://env", "TALLY_INGEST_REQUIRE_SIZE_SCHEMA": "true",
+			"TALLY_MAX_BODY_BYTES": "1024", "TALLY_CORS_ALLOWED_ORIGINS": "https://a.example", "TALLY_LOG_LEVEL": "debug",
+		}, func(c *config) {
+			c.Listen, c.DatabaseURL, c.MaxBodyBytes = "127.0.0.1:7000", "postgres://flag", 2048
+			c.CORSAllowedOrigins, c.LogLevel = []string{"https://c.example"}, slog.LevelWarn
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseConfig("tallyd", tt.args, env(tt.env), &bytes.Buffer{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := defaults
+			tt.want(&want)
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("config (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestConfigRefuses(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"bad env value names the variable", nil, map[string]string{"TALLY_MAX_BODY_BYTES": "lots"}, `TALLY_MAX_BODY_BYTES="lots"`},
+		{"bad env bool", nil, map[string]string{"TALLY_DEV": "maybe"}, `TALLY_DEV="maybe"`},
+		{"unknown flag", []string{"--nope"}, nil, "unknown flag: --nope"},
+		{"log format", []string{"--log-format", "xml"}, nil, `--log-format "xml": must be text or json`},
+		{"log level", []string{"--log-level", "loud"}, nil, `--log-level "loud"`},
+		{"body cap", []string{"--max-body-bytes", "0"}, nil, "--max-body-bytes 0: must be at least 1"},
+		{"stray argument", []string{"extra"}, nil, `unexpected argument "extra"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseConfig("tallyd", tt.args, env(tt.env), &bytes.Buffer{})
+			if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v: want errUsage containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestHelpStatesPrecedence(t *testing.T) {
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"--help"}, env(nil), &out, &bytes.Buffer{})
+	if !errors.Is(err, pflag.ErrHelp) {
+		t.Fatalf("run --help: %v, want pflag.ErrHelp", err)
+	}
+	for _, want := range []string{
+		"a flag on the command line > its TALLY_* environment variable > the default",
+		"--listen", "(env TALLY_LISTEN)", `(default "127.0.0.1:8080")`,
+		"--require-size-schema", "(env TALLY_INGEST_REQUIRE_SIZE_SCHEMA)",
+		"--max-body-bytes", "(default 8388608)",
+		"tallyd migrate", "tallyd token",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--help output lacks %q:\n%s", want, out.String())
+		}
+	}
+	for _, fe := range flagEnv {
+		if !strings.Contains(out.String(), "--"+fe.flag) || !strings.Contains(out.String(), "(env "+fe.env+")") {
+			t.Errorf("--help does not name --%s and %s", fe.flag, fe.env)
+		}
+	}
+}
+
+func TestTokenSubcommand(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"token"}, env(nil), &out, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`^token: (tly_[0-9a-f]{64})\ntoken_sha256: ([0-9a-f]{64})\n$`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("token output %q: want two lines, token: tly_<64 hex> and token_sha256: <64 hex>", out.String())
+	}
+	sum := sha256.Sum256([]byte(m[1]))
+	if hex.EncodeToString(sum[:]) != m[2] {
+		t.Errorf("token_sha256 %s is not the sha256 of the token", m[2])
+	}
+	if err := run(context.Background(), []string{"token", "x"}, env(nil), &out, &bytes.Buffer{}); !errors.Is(err, errUsage) {
+		t.Errorf("token x: %v, want errUsage", err)
+	}
+}
+
+// "Without a credentials file the server refuses to start unless --dev is
+// given."
+func TestServeRefusesWithoutCredentials(t *testing.T) {
+	err := run(context.Background(), []string{"--listen", "127.0.0.1:0"}, env(nil), &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "no credentials: give --credentials-file (or TALLY_CREDENTIALS_FILE), or --dev") {
+		t.Errorf("run without credentials: %v", err)
+	}
+}
+
+func TestServeRefusesBadCredentialsFile(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name, data string
+		want       []string
+	}{
+		{"unknown role", `{"credentials":[{"name":"ops","token":"x","roles":["root"]}]}`,
+			[]string{`credentials[0] ("ops"): member "roles": unknown role "root"`}},
+		{"ingest without scope", `{"credentials":[{"name":"col","token":"x","roles":["ingest"],"platform":"openstack"}]}`,
+			[]string{`credentials[0] ("col"): member "cloud": is required with the ingest role`}},
+		{"events without organization", `{"credentials":[{"name":"app","token":"x","roles":["events"]}]}`,
+			[]string{`credentials[0] ("app"): member "organization": is required with the events role`}},
+		{"bad hex", `{"credentials":[{"name":"h","token_sha256":"nothex","roles":["read"]}]}`,
+			[]string{`credentials[0] ("h"): member "token_sha256": must be 64 hexadecimal digits`}},
+		{"unknown member", `{"credentials":[{"name":"u","token":"x","roles":["read"],"role":"admin"}]}`,
+			[]string{`credentials[0] ("u"): member "role": unknown member`}},
+		{"empty", `{"credentials":[]}`, []string{"no credential"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tt.name, " ", "_")+".json")
+			if err := os.WriteFile(path, []byte(tt.data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			err := run(context.Background(), []string{"--listen", "127.0.0.1:0", "--credentials-file", path}, env(nil), &bytes.Buffer{}, &bytes.Buffer{})
+			if err == nil {
+				t.Fatal("run: no error")
+			}
+			for _, w := range append(tt.want, path) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+	err := run(context.Background(), nil, env(map[string]string{"TALLY_CREDENTIALS_FILE": filepath.Join(dir, "missing.json")}), &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "missing.json") {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestMigrateNeedsDatabaseURL(t *testing.T) {
+	err := run(context.Background(), []string{"migrate"}, env(nil), &bytes.Buffer{}, &bytes.Buffer{})
+	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "--database-url") {
+		t.Errorf("migrate: %v", err)
+	}
+}
+
+// `tallyd migrate` applies the pending migrations of a fresh schema and
+// prints their versions; run again, it applies none.
+func TestMigrate(t *testing.T) {
+	base := os.Getenv(pgtest.EnvURL)
+	if base == "" {
+		pgtest.URL(t) // skips, or fails in CI
+	}
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	schema := fmt.Sprintf("t_migrate_%d", time.Now().UnixNano())
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+
+	var out bytes.Buffer
+	if err := run(ctx, []string{"migrate"}, env(map[string]string{"TALLY_DATABASE_URL": u.String()}), &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(filepath.Join(repoRoot(t), "store", "pgstore", "migrations"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	for _, e := range entries {
+		if v, ok := strings.CutSuffix(e.Name(), ".sql"); ok {
+			fmt.Fprintf(&want, "applied migration %s\n", v[:5])
+		}
+	}
+	if d := cmp.Diff(want.String(), out.String()); d != "" {
+		t.Errorf("first migrate (-want +got):\n%s", d)
+	}
+	out.Reset()
+	if err := run(ctx, []string{"migrate", "--database-url", u.String()}, env(nil), &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "schema is current; no migration applied\n" {
+		t.Errorf("second migrate printed %q", got)
+	}
+}

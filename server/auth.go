@@ -1,0 +1,53 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/tallyhq/tally/internal/problem"
+)
+
+type credentialKey struct{}
+
+// WithCredential returns a copy of ctx carrying c, as the authentication
+// middleware stores it for the handlers behind it.
+func WithCredential(ctx context.Context, c Credential) context.Context {
+	return context.WithValue(ctx, credentialKey{}, c)
+}
+
+// CredentialFrom returns the credential the authentication middleware put in
+// ctx, if any.
+func CredentialFrom(ctx context.Context) (Credential, bool) {
+	c, ok := ctx.Value(credentialKey{}).(Credential)
+	return c, ok
+}
+
+// require returns middleware that lets a request through only with a
+// credential holding one of roles. It runs before anything reads the body
+// (DECISIONS.md, Authentication vs body): no or unknown token → 401 with
+// WWW-Authenticate: Bearer; a known token without the role → 403.
+func require(a *Authenticator, roles []Role, next http.Handler) http.Handler {
+	names := make([]string, len(roles))
+	for i, r := range roles {
+		names[i] = string(r)
+	}
+	need := strings.Join(names, " or ")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, ok := a.Authenticate(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="tally"`)
+			problem.Write(w, problem.New(http.StatusUnauthorized, "unauthorized", "Unauthorized",
+				"This route needs a bearer token from the credentials file (Authorization: Bearer <token>)."))
+			return
+		}
+		if !c.Has(roles...) {
+			problem.Write(w, problem.New(http.StatusForbidden, "forbidden", "Forbidden",
+				"Credential "+quote(c.Name)+" lacks the role this route needs ("+need+")."))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(WithCredential(r.Context(), c)))
+	})
+}
+
+func quote(s string) string { return `"` + s + `"` }

@@ -1,0 +1,127 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// readSpy records whether anything read the body.
+type readSpy struct {
+	r    io.Reader
+	read bool
+}
+
+func (s *readSpy) Read(p []byte) (int, error) { s.read = true; return s.r.Read(p) }
+func (s *readSpy) Close() error               { return nil }
+
+func testAuthenticator(t *testing.T) *Authenticator {
+	t.Helper()
+	creds, err := ParseCredentials([]byte(`{"credentials":[
+	  {"name":"col","token":"t-ingest","roles":["ingest"],"platform":"openstack","cloud":"os-a"},
+	  {"name":"ops","token":"t-admin","roles":["admin"]},
+	  {"name":"dash","token":"t-read","roles":["read"],"organization":"acme"},
+	  {"name":"app","token":"t-events","roles":["events"],"organization":"acme","user":"u"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewAuthenticator(creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// DECISIONS.md, Authentication vs body: "Credentials are checked before the
+// body is read: no or unknown token → 401."
+func TestRequire(t *testing.T) {
+	a := testAuthenticator(t)
+	tests := []struct {
+		name      string
+		roles     []Role
+		token     string
+		want      int
+		wantCred  string
+		wantRead  bool
+		wantChall bool
+	}{
+		{"no token", []Role{RoleIngest}, "", 401, "", false, true},
+		{"unknown token", []Role{RoleIngest}, "t-nope", 401, "", false, true},
+		{"wrong role", []Role{RoleIngest}, "t-admin", 403, "", false, false},
+		{"role", []Role{RoleIngest}, "t-ingest", 200, "col", true, false},
+		{"one of two roles", []Role{RoleEvents, RoleRead}, "t-read", 200, "dash", true, false},
+		{"other of two roles", []Role{RoleEvents, RoleRead}, "t-events", 200, "app", true, false},
+		{"neither of two roles", []Role{RoleEvents, RoleRead}, "t-admin", 403, "", false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var gotCred string
+			inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				c, _ := CredentialFrom(r.Context())
+				gotCred = c.Name
+				_, _ = io.ReadAll(r.Body)
+			})
+			spy := &readSpy{r: strings.NewReader(`{"x":1}`)}
+			r := httptest.NewRequest("POST", "/x", nil)
+			r.Body = spy
+			if tt.token != "" {
+				r.Header.Set("Authorization", "Bearer "+tt.token)
+			}
+			w := httptest.NewRecorder()
+			require(a, tt.roles, inner).ServeHTTP(w, r)
+			got := struct {
+				Status int
+				Cred   string
+				Read   bool
+				Chall  bool
+			}{w.Code, gotCred, spy.read, strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Bearer")}
+			want := struct {
+				Status int
+				Cred   string
+				Read   bool
+				Chall  bool
+			}{tt.want, tt.wantCred, tt.wantRead, tt.wantChall}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+			if w.Code >= 400 && w.Header().Get("Content-Type") != "application/problem+json" {
+				t.Errorf("Content-Type %q, want application/problem+json", w.Header().Get("Content-Type"))
+			}
+		})
+	}
+}
+
+func TestLimitBody(t *testing.T) {
+	var readErr error
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, readErr = io.ReadAll(r.Body)
+	})
+	h := limitBody(4, inner)
+
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("POST", "/", strings.NewReader("12345")))
+	if w.Code != http.StatusRequestEntityTooLarge {
+		t.Errorf("declared 5 bytes over a cap of 4: %d, want 413", w.Code)
+	}
+
+	r := httptest.NewRequest("POST", "/", io.NopCloser(strings.NewReader("12345")))
+	r.ContentLength = -1 // undeclared: the reader enforces the cap
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	var mbe *http.MaxBytesError
+	if !errorsAs(readErr, &mbe) {
+		t.Errorf("undeclared 5 bytes over a cap of 4: read error %v, want *http.MaxBytesError", readErr)
+	}
+
+	readErr = nil
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/", strings.NewReader("1234")))
+	if readErr != nil {
+		t.Errorf("4 bytes under a cap of 4: %v", readErr)
+	}
+}
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }

@@ -1,0 +1,54 @@
+package server
+
+import (
+	"bytes"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/tallyhq/tally/internal/pgtest"
+	"github.com/tallyhq/tally/store/memstore"
+	"github.com/tallyhq/tally/store/storetest"
+)
+
+// BenchmarkPostEvents posts 1000-event batches of new events through the
+// whole handler (authentication, body cap, metrics, logging middleware,
+// ingesthttp, the pipeline and the store), in process, and reports
+// events/s.
+func BenchmarkPostEvents(b *testing.B) {
+	for _, s := range []struct {
+		name  string
+		store func(b *testing.B) Store
+	}{
+		{"memstore", func(b *testing.B) Store { return memstore.New(memstore.Options{}) }},
+		{"pgstore", func(b *testing.B) Store { return pgtest.Store(b) }},
+	} {
+		b.Run(s.name, func(b *testing.B) {
+			creds, err := ParseCredentials([]byte(`{"credentials":[{"name":"bench","token":"t","roles":["ingest"],"platform":"openstack","cloud":"bench"}]}`))
+			if err != nil {
+				b.Fatal(err)
+			}
+			a, _ := NewAuthenticator(creds)
+			h, err := NewHandler(Config{Store: s.store(b), Authenticator: a})
+			if err != nil {
+				b.Fatal(err)
+			}
+			const n = 1000
+			bodies := make([][]byte, b.N)
+			for i := range bodies {
+				bodies[i] = append(append([]byte("["), bytes.Join(storetest.GenerateBatch(i*n, n), []byte(","))...), ']')
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				r := httptest.NewRequest("POST", "/api/v1/events", bytes.NewReader(bodies[i]))
+				r.Header.Set("Authorization", "Bearer t")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != 200 || !bytes.Contains(w.Body.Bytes(), []byte(`"accepted":1000`)) {
+					b.Fatalf("%d %s", w.Code, w.Body.String()[:200])
+				}
+			}
+			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}

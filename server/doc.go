@@ -1,0 +1,48 @@
+// Package server assembles tally's HTTP API: the ingestion routes
+// ([github.com/tallyhq/tally/ingest/ingesthttp]), the correlation routes
+// ([github.com/tallyhq/tally/correlate/correlatehttp]), bearer
+// authentication by role, CORS, Prometheus metrics, health probes and the
+// OpenAPI document, on one [http.Handler]. cmd/tallyd serves it; a Go
+// program embedding tally mounts the same handler on its own mux.
+//
+// # Routes and roles
+//
+//	POST   /api/v1/events                                     ingest
+//	GET    /api/v1/rejected-events                            admin
+//	GET    /api/v1/audit                                      admin
+//	GET    /api/v1/resource-types                             read or admin
+//	GET    /api/v1/resource-types/{platform}/{resource_type}  read or admin
+//	PUT    /api/v1/resource-types/{platform}/{resource_type}  admin
+//	POST   /api/events                                        events
+//	GET    /api/events/list                                   events or read
+//	PUT    /api/events/{id}/status                            events
+//	DELETE /api/events/{id}                                   events
+//	GET    /metrics, /healthz, /readyz, /openapi.yaml         public
+//
+// [OpenAPI] documents every route; a test checks it against the live
+// handlers on both stores.
+//
+// # Credentials
+//
+// [ParseCredentials] reads the credentials file strictly; an
+// [Authenticator] keeps only the SHA-256 of each token and compares a
+// presented token's hash with every stored hash in constant time. A request
+// to a protected route is authenticated before anything reads its body
+// (DECISIONS.md, Authentication vs body): no or unknown token is 401 with
+// WWW-Authenticate: Bearer, a token without the route's role 403. An ingest
+// credential's (platform, cloud) is the caller's scope for
+// canonical-event.md's scope rule; an events or read credential's
+// organization and user are the scope of correlated events
+// (event-correlation.md, Scope and invariant).
+//
+// # Metrics
+//
+// [Metrics] registers on a private registry: the spec's
+// tally_ingest_unvalidated_size_total{platform,resource_type},
+// tally_ingest_events_ingested_total, tally_ingest_events_duplicate_total,
+// tally_ingest_events_rejected_total{reason} (schema, size_schema, scope),
+// tally_correlate_dispositions_total{disposition} and
+// tally_http_request_duration_seconds{route,code}, with route the mux
+// pattern. It implements ingest.Observer (through [Metrics.IngestObserver])
+// and correlatehttp.Observer.
+package server

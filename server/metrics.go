@@ -1,0 +1,160 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tallyhq/tally/correlate"
+	"github.com/tallyhq/tally/ingest"
+)
+
+// Metrics holds tally's Prometheus collectors, registered on a private
+// registry (never the global one), so that several handlers may live in one
+// process and an embedding program decides what it exposes. Safe for
+// concurrent use.
+type Metrics struct {
+	registry *prometheus.Registry
+
+	unvalidatedSize *prometheus.CounterVec
+	ingested        prometheus.Counter
+	duplicates      prometheus.Counter
+	rejected        *prometheus.CounterVec
+	dispositions    *prometheus.CounterVec
+	httpDuration    *prometheus.HistogramVec
+}
+
+// NewMetrics returns the collectors registered on reg, and the Go runtime
+// and process collectors with them. A nil reg gets a new private registry.
+// Errors: a collector already registered on reg.
+func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m := &Metrics{
+		registry: reg,
+		// canonical-event.md, Size schemas: "the server counts such events
+		// in tally_ingest_unvalidated_size_total{platform,resource_type}".
+		unvalidatedSize: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_ingest_unvalidated_size_total",
+			Help: "Accepted events whose payload.size was not validated because no size schema is registered for their (platform, resource_type).",
+		}, []string{"platform", "resource_type"}),
+		ingested: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_ingest_events_ingested_total",
+			Help: "Canonical events newly stored.",
+		}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_ingest_events_duplicate_total",
+			Help: "Items acknowledged as duplicates: their (event_id, timestamp) was stored already or came earlier in the batch.",
+		}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_ingest_events_rejected_total",
+			Help: "Items refused, by reason kind: schema, size_schema or scope (the text of the reason before its first colon).",
+		}, []string{"reason"}),
+		dispositions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_correlate_dispositions_total",
+			Help: "createEvent answers by disposition: created, incremented, resolved, replayed.",
+		}, []string{"disposition"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tally_http_request_duration_seconds",
+			Help:    "HTTP request durations by route pattern (method and path, as registered) and status code.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"route", "code"}),
+	}
+	for _, k := range ingest.Kinds() {
+		m.rejected.WithLabelValues(string(k)) // every kind shows, at 0
+	}
+	for _, d := range correlate.Dispositions() {
+		m.dispositions.WithLabelValues(string(d))
+	}
+	for _, c := range []prometheus.Collector{
+		m.unvalidatedSize, m.ingested, m.duplicates, m.rejected, m.dispositions, m.httpDuration,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// IngestObserver returns m as the observer of the ingestion pipeline
+// (ingest.Options.Observer).
+func (m *Metrics) IngestObserver() ingest.Observer { return ingestObserver{m} }
+
+// ingestObserver adapts [Metrics] to ingest.Observer.
+type ingestObserver struct{ m *Metrics }
+
+func (o ingestObserver) Ingested(n int)   { o.m.ingested.Add(float64(n)) }
+func (o ingestObserver) Duplicates(n int) { o.m.duplicates.Add(float64(n)) }
+func (o ingestObserver) Rejected(kind ingest.Kind, n int) {
+	o.m.rejected.WithLabelValues(string(kind)).Add(float64(n))
+}
+func (o ingestObserver) UnvalidatedSize(platform, resourceType string, n int) {
+	o.m.unvalidatedSize.WithLabelValues(platform, resourceType).Add(float64(n))
+}
+
+// ObserveDisposition counts one createEvent answer by its disposition.
+func (m *Metrics) ObserveDisposition(d correlate.Disposition) {
+	m.dispositions.WithLabelValues(string(d)).Inc()
+}
+
+// Registry returns the registry the collectors are registered on.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// Handler serves the registry in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// instrument observes the duration of every request by the pattern the mux
+// matched (r.Pattern, set in place by http.ServeMux) and the status written.
+// Requests that matched no route share the route label "unmatched", so
+// scanners cannot inflate the label set.
+func (m *Metrics) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		route := r.Pattern
+		if route == "" || route == "/" {
+			route = "unmatched"
+		}
+		m.httpDuration.WithLabelValues(route, strconv.Itoa(sw.code())).Observe(time.Since(start).Seconds())
+	})
+}
+
+// statusWriter records the status a handler writes.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

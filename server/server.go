@@ -1,0 +1,286 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/cors"
+
+	"github.com/tallyhq/tally/correlate"
+	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/internal/problem"
+)
+
+// DefaultMaxBodyBytes is the default cap on a request body: 8 MiB.
+const DefaultMaxBodyBytes = 8 << 20
+
+// Store is what the server needs from storage: the stores of every area it
+// serves. store/memstore.Store and store/pgstore.Store implement it. A store
+// that also has Ping(context.Context) error is pinged by /readyz.
+type Store interface {
+	ingest.Store
+	correlate.Store
+}
+
+// Pinger is implemented by a store that can tell whether it is reachable
+// (store/pgstore.Store); /readyz calls it. A store without it is always
+// ready (store/memstore.Store).
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Config configures [NewHandler].
+type Config struct {
+	// Store is the storage of every route. Required.
+	Store Store
+	// Authenticator maps bearer tokens to credentials. Required.
+	Authenticator *Authenticator
+	// Logger receives one line per request and every internal error. Nil
+	// discards.
+	Logger *slog.Logger
+	// Metrics holds the Prometheus collectors /metrics serves. Nil creates
+	// one on a new private registry.
+	Metrics *Metrics
+	// MaxBodyBytes caps every request body; a larger one is answered 413.
+	// Zero means [DefaultMaxBodyBytes].
+	MaxBodyBytes int64
+	// RequireSizeSchema refuses an event whose (platform, resource_type)
+	// has no size schema instead of accepting it unvalidated
+	// (canonical-event.md, Size schemas).
+	RequireSizeSchema bool
+	// CORSAllowedOrigins are the origins a browser may call the API from
+	// ("*" for any; a single "*" wildcard within an origin is allowed, as
+	// in "https://*.example.com"). Empty: no CORS headers at all.
+	CORSAllowedOrigins []string
+	// Now is the clock of the library. Nil means time.Now.
+	Now func() time.Time
+}
+
+// route is one registered route: its ServeMux pattern, the roles any one of
+// which lets a caller through (none: public), and its handler.
+type route struct {
+	pattern string
+	roles   []Role
+	handler http.Handler
+}
+
+// Handler is the whole HTTP API of tally. Build it with [NewHandler].
+type Handler struct {
+	mux     *http.ServeMux
+	handler http.Handler
+	routes  []route
+	metrics *Metrics
+}
+
+// ServeHTTP serves the API.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.handler.ServeHTTP(w, r) }
+
+// Metrics returns the collectors the handler reports to.
+func (h *Handler) Metrics() *Metrics { return h.metrics }
+
+// Patterns lists the ServeMux pattern of every route, in registration
+// order.
+func (h *Handler) Patterns() []string {
+	out := make([]string, len(h.routes))
+	for i, rt := range h.routes {
+		out[i] = rt.pattern
+	}
+	return out
+}
+
+// NewHandler assembles tally's HTTP API on one mux: the ingestion routes
+// (ingest/ingesthttp), the correlation routes (correlate/correlatehttp),
+// /metrics, /healthz, /readyz and /openapi.yaml (the document of every
+// route), behind bearer authentication by role, CORS and request logging.
+// A program embedding tally mounts the result on its own mux.
+//
+// Roles: ingest → POST /api/v1/events; admin → GET /api/v1/rejected-events,
+// GET /api/v1/audit, PUT /api/v1/resource-types/…; read or admin → GET
+// /api/v1/resource-types…; events or read → GET /api/events/list; events
+// → POST /api/events, PUT /api/events/{id}/status, DELETE
+// /api/events/{id}. /metrics, /healthz, /readyz and /openapi.yaml are
+// public.
+//
+// Errors (joined): a missing Store or Authenticator, a negative
+// MaxBodyBytes, or a library constructor's error.
+func NewHandler(cfg Config) (*Handler, error) {
+	var errs []error
+	if cfg.Store == nil {
+		errs = append(errs, errors.New("server: Store is required"))
+	}
+	if cfg.Authenticator == nil {
+		errs = append(errs, errors.New("server: Authenticator is required"))
+	}
+	if cfg.MaxBodyBytes < 0 {
+		errs = append(errs, errors.New("server: MaxBodyBytes is negative"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Metrics == nil {
+		m, err := NewMetrics(nil)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Metrics = m
+	}
+
+	api, err := apiRoutes(cfg)
+	if err != nil {
+		return nil, err
+	}
+	routes := append(api,
+		route{pattern: "GET /metrics", handler: cfg.Metrics.Handler()},
+		route{pattern: "GET /healthz", handler: http.HandlerFunc(healthz)},
+		route{pattern: "GET /readyz", handler: readyz(cfg.Store, cfg.Logger)},
+		route{pattern: "GET /openapi.yaml", handler: http.HandlerFunc(serveOpenAPI)},
+	)
+
+	h := &Handler{mux: http.NewServeMux(), routes: routes, metrics: cfg.Metrics}
+	for _, rt := range routes {
+		var hh http.Handler = rt.handler
+		if len(rt.roles) > 0 {
+			hh = require(cfg.Authenticator, rt.roles, limitBody(cfg.MaxBodyBytes, hh))
+		}
+		h.mux.Handle(rt.pattern, hh)
+	}
+	h.mux.Handle("/", notFound(h.mux))
+
+	var hh http.Handler = h.mux
+	hh = recoverPanics(cfg.Logger, hh)
+	hh = logRequests(cfg.Logger, hh)
+	hh = cfg.Metrics.instrument(hh)
+	if len(cfg.CORSAllowedOrigins) > 0 {
+		hh = cors.New(cors.Options{
+			AllowedOrigins: cfg.CORSAllowedOrigins,
+			AllowedMethods: []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete},
+			AllowedHeaders: []string{"Authorization", "Content-Type", "Idempotency-Key"},
+			ExposedHeaders: []string{"Event-Disposition", "WWW-Authenticate"},
+			MaxAge:         600,
+		}).Handler(hh)
+	}
+	h.handler = hh
+	return h, nil
+}
+
+// limitBody refuses a declared body over max with 413 before anything reads
+// it, and caps what a handler can read of an undeclared one (the reader
+// then fails with *http.MaxBytesError, which the adapters answer 413).
+func limitBody(max int64, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > max {
+			problem.Write(w, problem.New(http.StatusRequestEntityTooLarge, "body_too_large", "Request body too large",
+				fmt.Sprintf("The body is %d bytes; this server accepts at most %d.", r.ContentLength, max)))
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, max)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// notFound answers a request no route matched: 405 with Allow when the path
+// exists for other methods, else 404, both as problem details.
+func notFound(mux *http.ServeMux) http.Handler {
+	methods := []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var allow []string
+		for _, m := range methods {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pattern := mux.Handler(probe); pattern != "/" && pattern != "" {
+				allow = append(allow, m)
+				if m == http.MethodGet {
+					allow = append(allow, http.MethodHead)
+				}
+			}
+		}
+		if len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			problem.Write(w, problem.New(http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed",
+				r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+strings.Join(allow, ", ")+"."))
+			return
+		}
+		problem.Write(w, problem.New(http.StatusNotFound, "not_found", "Not found",
+			"No route matches "+r.URL.Path+"; GET /openapi.yaml lists the routes."))
+	})
+}
+
+func healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+}
+
+// readyz answers 200 when the store is reachable (a store without Ping
+// always is), else 503.
+func readyz(st Store, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p, ok := st.(Pinger); ok {
+			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+			defer cancel()
+			if err := p.Ping(ctx); err != nil {
+				log.ErrorContext(r.Context(), "readyz: store unreachable", "err", err)
+				problem.Write(w, problem.New(http.StatusServiceUnavailable, "store_unreachable", "Store unreachable",
+					"The store does not answer."))
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ready"}` + "\n"))
+	})
+}
+
+// recoverPanics answers 500 for a handler that panicked (unless it had
+// started its answer) and logs the panic.
+func recoverPanics(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				log.ErrorContext(r.Context(), "handler panicked", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
+				if sw.status == 0 {
+					problem.Write(sw, problem.New(http.StatusInternalServerError, "internal", "Internal server error", "The server failed; the error is logged."))
+				}
+			}
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// logRequests logs one line per request: method, route pattern, path,
+// status, duration; at debug level for the probes and /metrics, info
+// otherwise.
+func logRequests(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		level := slog.LevelInfo
+		switch r.Pattern {
+		case "GET /healthz", "GET /readyz", "GET /metrics":
+			level = slog.LevelDebug
+		}
+		log.Log(r.Context(), level, "request",
+			"method", r.Method, "route", r.Pattern, "path", r.URL.Path,
+			"status", strconv.Itoa(sw.code()), "duration", time.Since(start))
+	})
+}

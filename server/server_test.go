@@ -1,0 +1,236 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tallyhq/tally/internal/pgtest"
+	"github.com/tallyhq/tally/store/memstore"
+	"github.com/tallyhq/tally/store/pgstore"
+)
+
+func newTestHandler(t *testing.T, origins ...string) *Handler {
+	t.Helper()
+	h, err := NewHandler(Config{
+		Store:              memstore.New(memstore.Options{}),
+		Authenticator:      testAuthenticator(t),
+		CORSAllowedOrigins: origins,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestNewHandlerRefusesBadConfig(t *testing.T) {
+	_, err := NewHandler(Config{MaxBodyBytes: -1})
+	for _, want := range []string{"Store is required", "Authenticator is required", "MaxBodyBytes is negative"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("NewHandler: %v; want it to say %q", err, want)
+		}
+	}
+}
+
+// issue 5: "CORS: allowed origins from the flag;
+// Access-Control-Expose-Headers: Event-Disposition; preflight answered."
+func TestCORS(t *testing.T) {
+	h := newTestHandler(t, "https://app.example")
+	type answer struct {
+		Status        int
+		AllowOrigin   string
+		AllowMethods  string
+		AllowHeaders  string
+		ExposeHeaders string
+	}
+	serve := func(r *http.Request) answer {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return answer{w.Code, w.Header().Get("Access-Control-Allow-Origin"), w.Header().Get("Access-Control-Allow-Methods"),
+			w.Header().Get("Access-Control-Allow-Headers"), w.Header().Get("Access-Control-Expose-Headers")}
+	}
+	preflight := func(origin string) *http.Request {
+		r := httptest.NewRequest("OPTIONS", "/api/events", nil)
+		r.Header.Set("Origin", origin)
+		r.Header.Set("Access-Control-Request-Method", "POST")
+		r.Header.Set("Access-Control-Request-Headers", "authorization, content-type, idempotency-key")
+		return r
+	}
+	tests := []struct {
+		name string
+		req  *http.Request
+		want answer
+	}{
+		{"preflight from an allowed origin", preflight("https://app.example"),
+			answer{Status: 204, AllowOrigin: "https://app.example", AllowMethods: "POST", AllowHeaders: "authorization, content-type, idempotency-key"}},
+		{"preflight from another origin", preflight("https://evil.example"), answer{Status: 204}},
+		{"request from an allowed origin", func() *http.Request {
+			r := httptest.NewRequest("POST", "/api/events", strings.NewReader(`{"category":"c","action":"a"}`))
+			r.Header.Set("Origin", "https://app.example")
+			r.Header.Set("Authorization", "Bearer t-events")
+			return r
+		}(), answer{Status: 201, AllowOrigin: "https://app.example", ExposeHeaders: "Event-Disposition, Www-Authenticate"}},
+		{"request from another origin", func() *http.Request {
+			r := httptest.NewRequest("GET", "/healthz", nil)
+			r.Header.Set("Origin", "https://evil.example")
+			return r
+		}(), answer{Status: 200}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if d := cmp.Diff(tt.want, serve(tt.req)); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+
+	// Without allowed origins, no CORS header at all.
+	w := httptest.NewRecorder()
+	newTestHandler(t).ServeHTTP(w, preflight("https://app.example"))
+	if got := w.Header().Get("Access-Control-Allow-Origin"); got != "" {
+		t.Errorf("no origins configured: Access-Control-Allow-Origin %q", got)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	h := newTestHandler(t)
+	post := func(path, token, body string) int {
+		r := httptest.NewRequest("POST", path, strings.NewReader(body))
+		r.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	// Two events of a pair with no size schema (counted unvalidated), one
+	// refused item, one out of scope.
+	ev := func(id, cloud string) string {
+		return `{"event_id":"` + id + `","timestamp":"2026-03-01T12:00:00Z","event_type":"widget.create.end",` +
+			`"platform":"openstack","cloud":"` + cloud + `","resource_type":"widget","resource_id":"w-` + id + `","project_id":"p",` +
+			`"payload":{"state":"active","size":{"n":1}}}`
+	}
+	if c := post("/api/v1/events", "t-ingest", "["+ev("1", "os-a")+","+ev("2", "os-a")+","+ev("1", "os-a")+`,{"x":1},`+ev("3", "os-b")+"]"); c != 200 {
+		t.Fatalf("ingest: %d", c)
+	}
+	for range 2 {
+		if c := post("/api/events", "t-events", `{"category":"c","action":"a","correlationKey":"k"}`); c/100 != 2 {
+			t.Fatalf("create: %d", c)
+		}
+	}
+	got := map[string]string{}
+	for _, series := range []string{
+		`tally_ingest_unvalidated_size_total{platform="openstack",resource_type="widget"}`,
+		`tally_ingest_events_ingested_total`,
+		`tally_ingest_events_duplicate_total`,
+		`tally_ingest_events_rejected_total{reason="schema"}`,
+		`tally_ingest_events_rejected_total{reason="scope"}`,
+		`tally_ingest_events_rejected_total{reason="size_schema"}`,
+		`tally_correlate_dispositions_total{disposition="created"}`,
+		`tally_correlate_dispositions_total{disposition="incremented"}`,
+		`tally_correlate_dispositions_total{disposition="resolved"}`,
+		`tally_correlate_dispositions_total{disposition="replayed"}`,
+		`tally_http_request_duration_seconds_count{code="200",route="POST /api/v1/events"}`,
+		`tally_http_request_duration_seconds_count{code="201",route="POST /api/events"}`,
+		`tally_http_request_duration_seconds_count{code="200",route="POST /api/events"}`,
+	} {
+		got[series] = scrape(t, h, series)
+	}
+	want := map[string]string{
+		// canonical-event.md, Size schemas: accepted unvalidated, counted.
+		`tally_ingest_unvalidated_size_total{platform="openstack",resource_type="widget"}`:  "2",
+		`tally_ingest_events_ingested_total`:                                                "2",
+		`tally_ingest_events_duplicate_total`:                                               "1",
+		`tally_ingest_events_rejected_total{reason="schema"}`:                               "1",
+		`tally_ingest_events_rejected_total{reason="scope"}`:                                "1",
+		`tally_ingest_events_rejected_total{reason="size_schema"}`:                          "0",
+		`tally_correlate_dispositions_total{disposition="created"}`:                         "1",
+		`tally_correlate_dispositions_total{disposition="incremented"}`:                     "1",
+		`tally_correlate_dispositions_total{disposition="resolved"}`:                        "0",
+		`tally_correlate_dispositions_total{disposition="replayed"}`:                        "0",
+		`tally_http_request_duration_seconds_count{code="200",route="POST /api/v1/events"}`: "1",
+		`tally_http_request_duration_seconds_count{code="201",route="POST /api/events"}`:    "1",
+		`tally_http_request_duration_seconds_count{code="200",route="POST /api/events"}`:    "1",
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("metrics (-want +got):\n%s", d)
+	}
+	if scrape(t, h, "go_goroutines") == "" {
+		t.Error("/metrics lacks the Go runtime collector")
+	}
+
+	// Unmatched paths share one label value, so scanners cannot grow the
+	// label set.
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/no/such/path/1", nil))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/no/such/path/2", nil))
+	if got := scrape(t, h, `tally_http_request_duration_seconds_count{code="404",route="unmatched"}`); got != "2" {
+		t.Errorf("unmatched requests: %q, want 2", got)
+	}
+	// Two handlers in one process do not collide: each has its own registry.
+	newTestHandler(t)
+}
+
+func TestReadyz(t *testing.T) {
+	url := pgtest.URL(t)
+	st, err := pgstore.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewHandler(Config{Store: st, Authenticator: testAuthenticator(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := func() int {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/readyz", nil))
+		return w.Code
+	}
+	if c := probe(); c != 200 {
+		t.Errorf("/readyz with the database up: %d", c)
+	}
+	st.Close()
+	if c := probe(); c != 503 {
+		t.Errorf("/readyz with the store closed: %d, want 503", c)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/healthz", nil))
+	if w.Code != 200 {
+		t.Errorf("/healthz with the store closed: %d, want 200 (the process is up)", w.Code)
+	}
+}
+
+func TestNotFoundAndMethodNotAllowed(t *testing.T) {
+	h := newTestHandler(t)
+	tests := []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{"GET", "/nope", 404, ""},
+		{"DELETE", "/api/v1/events", 405, "POST"},
+		{"POST", "/api/v1/resource-types/openstack/instance", 405, "GET, HEAD, PUT"},
+		{"GET", "/api/events/abc", 405, "DELETE"},
+	}
+	for _, tt := range tests {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(tt.method, tt.path, nil))
+		if w.Code != tt.status || w.Header().Get("Allow") != tt.allow || w.Header().Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s %s: %d Allow %q %q; want %d Allow %q problem+json", tt.method, tt.path, w.Code, w.Header().Get("Allow"), w.Header().Get("Content-Type"), tt.status, tt.allow)
+		}
+	}
+}
+
+// scrape returns the value of one series of GET /metrics, "" when absent.
+func scrape(t *testing.T, h http.Handler, series string) string {
+	t.Helper()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	for _, line := range strings.Split(w.Body.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
