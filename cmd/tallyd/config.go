@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/tallyhq/tally/server"
+	"github.com/tallyhq/tally/cmd/tallyd/server"
 )
 
 // errUsage marks a command-line or environment mistake (exit status 2).

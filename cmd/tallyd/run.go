@@ -11,7 +11,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/tallyhq/tally/server"
+	"github.com/tallyhq/tally/cmd/tallyd/server"
 	"github.com/tallyhq/tally/store/memstore"
 	"github.com/tallyhq/tally/store/pgstore"
 )

@@ -25,6 +25,7 @@ type Metrics struct {
 	duplicates      prometheus.Counter
 	rejected        *prometheus.CounterVec
 	dispositions    *prometheus.CounterVec
+	replays         *prometheus.CounterVec
 	httpDuration    *prometheus.HistogramVec
 }
 
@@ -59,6 +60,10 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 			Name: "tally_correlate_dispositions_total",
 			Help: "createEvent answers by disposition: created, incremented, resolved, replayed.",
 		}, []string{"disposition"}),
+		replays: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_projection_replays_total",
+			Help: "Late events (older than their resource's last folded event) that made the projection replay the resource's history, by cloud.",
+		}, []string{"cloud"}),
 		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tally_http_request_duration_seconds",
 			Help:    "HTTP request durations by route pattern (method and path, as registered) and status code.",
@@ -72,7 +77,7 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 		m.dispositions.WithLabelValues(string(d))
 	}
 	for _, c := range []prometheus.Collector{
-		m.unvalidatedSize, m.ingested, m.duplicates, m.rejected, m.dispositions, m.httpDuration,
+		m.unvalidatedSize, m.ingested, m.duplicates, m.rejected, m.dispositions, m.replays, m.httpDuration,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
@@ -84,8 +89,11 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 }
 
 // IngestObserver returns m as the observer of the ingestion pipeline
-// (ingest.Options.Observer).
+// (ingest.Options.Observer); it also counts projection replays
+// (ingest.ReplayObserver).
 func (m *Metrics) IngestObserver() ingest.Observer { return ingestObserver{m} }
+
+var _ ingest.ReplayObserver = ingestObserver{}
 
 // ingestObserver adapts [Metrics] to ingest.Observer.
 type ingestObserver struct{ m *Metrics }
@@ -97,6 +105,10 @@ func (o ingestObserver) Rejected(kind ingest.Kind, n int) {
 }
 func (o ingestObserver) UnvalidatedSize(platform, resourceType string, n int) {
 	o.m.unvalidatedSize.WithLabelValues(platform, resourceType).Add(float64(n))
+}
+
+func (o ingestObserver) ProjectionReplays(cloud string, n int) {
+	o.m.replays.WithLabelValues(cloud).Add(float64(n))
 }
 
 // ObserveDisposition counts one createEvent answer by its disposition.

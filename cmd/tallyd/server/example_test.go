@@ -7,7 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 
-	"github.com/tallyhq/tally/server"
+	"github.com/tallyhq/tally/cmd/tallyd/server"
 	"github.com/tallyhq/tally/store/memstore"
 )
 

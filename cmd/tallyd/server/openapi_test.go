@@ -286,6 +286,26 @@ var scenarios = map[string][]scenario{
 	},
 	"GET /api/v1/audit 200": {{name: "scope violations", request: fixed("GET", "/api/v1/audit?action=events.scope_violation", tAdmin, "")}},
 	"GET /api/v1/audit 400": {{name: "bad from", request: fixed("GET", "/api/v1/audit?from=yesterday", tAdmin, "")}},
+	"GET /api/v1/resources 200": {
+		{name: "every resource", request: fixed("GET", "/api/v1/resources", tRead, "")},
+		{name: "filtered and alive", request: func(e contractEnv) *http.Request {
+			if w := e.serve(e.req("POST", "/api/v1/events", tIngest, validEvent)); w.Code != 200 {
+				e.t.Fatalf("ingest: %d %s", w.Code, w.Body)
+			}
+			return e.req("GET", "/api/v1/resources?cloud=os-a&resource_type=widget&alive_at=2026-03-02T00:00:00Z&limit=1", tAdmin, "")
+		}},
+	},
+	"GET /api/v1/resources 400": {
+		{name: "bad alive_at", request: fixed("GET", "/api/v1/resources?alive_at=tomorrow", tRead, "")},
+		{name: "malformed cursor", request: fixed("GET", "/api/v1/resources?cursor=%21%21", tRead, "")},
+	},
+	"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id} 200": {{name: "with its history", request: func(e contractEnv) *http.Request {
+		if w := e.serve(e.req("POST", "/api/v1/events", tIngest, validEvent)); w.Code != 200 {
+			e.t.Fatalf("ingest: %d %s", w.Code, w.Body)
+		}
+		return e.req("GET", "/api/v1/resources/os-a/widget/w-1", tRead, "")
+	}}},
+	"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id} 404": {{name: "unknown resource", request: fixed("GET", "/api/v1/resources/os-a/widget/nope", tRead, "")}},
 	"GET /api/v1/resource-types 200": {
 		{name: "read role", request: fixed("GET", "/api/v1/resource-types", tRead, "")},
 		{name: "admin role", request: fixed("GET", "/api/v1/resource-types", tAdmin, "")},

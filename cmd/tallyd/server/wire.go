@@ -56,6 +56,8 @@ func apiRoutes(cfg Config) ([]route, error) {
 		{"GET /api/v1/resource-types/{platform}/{resource_type}", readers, http.HandlerFunc(ih.GetResourceType)},
 		{"PUT /api/v1/resource-types/{platform}/{resource_type}", []Role{RoleAdmin}, http.HandlerFunc(ih.PutResourceType)},
 		{"GET /api/v1/audit", []Role{RoleAdmin}, http.HandlerFunc(ih.ListAudit)},
+		{"GET /api/v1/resources", readers, http.HandlerFunc(ih.ListResources)},
+		{"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}", readers, http.HandlerFunc(ih.GetResource)},
 
 		{"POST /api/events", []Role{RoleEvents}, events},
 		{"GET /api/events/list", []Role{RoleEvents, RoleRead}, events},
