@@ -53,6 +53,8 @@ Usage:
   tallyd [serve] [flags]   serve the HTTP API (the default)
   tallyd migrate [flags]   apply pending PostgreSQL migrations, print their versions, exit
   tallyd token             print a new random token and its sha256 for the credentials file
+  tallyd projection rebuild [--cloud C] [--resource-type T]
+                           recompute the projection of current resources from the events
 
 Every flag has an environment fallback, named after it. Precedence:
 a flag on the command line > its TALLY_* environment variable > the default.

@@ -431,6 +431,38 @@ func endToEnd(t *testing.T, args ...string) {
 		t.Errorf("tally_ingest_events_duplicate_total = %v, want %d", got, 2*len(events)-stored)
 	}
 
+	// The projection holds one row per resource the stored events name, each
+	// the in-order fold of its history (issue 6).
+	// Only the first of a duplicate pair is stored (lines 19 and 20 share
+	// (message_id, timestamp), so line 20's volume has no row).
+	keys, seen := map[string]bool{}, map[string]bool{}
+	for _, e := range events {
+		if pair := e.EventID + "|" + e.Timestamp.UTC().Format(time.RFC3339Nano); !seen[pair] {
+			seen[pair] = true
+			keys[e.Cloud+"/"+e.ResourceType+"/"+e.ResourceID] = true
+		}
+	}
+	status, _, body := call(t, "GET", base+"/api/v1/resources?limit=1000", tokAdmin, nil)
+	type resourcePage struct {
+		Items []struct {
+			Cloud        string `json:"cloud"`
+			ResourceType string `json:"resource_type"`
+			ResourceID   string `json:"resource_id"`
+		} `json:"items"`
+	}
+	rows := map[string]bool{}
+	for _, r := range decodeInto[resourcePage](t, body).Items {
+		rows[r.Cloud+"/"+r.ResourceType+"/"+r.ResourceID] = true
+	}
+	if diff := cmp.Diff(keys, rows); status != 200 || diff != "" {
+		t.Errorf("GET /api/v1/resources: %d; rows (-stored resources +rows):\n%s", status, diff)
+	}
+	// The versioned nova instance (lines 1-9) ends deleted.
+	status, _, body = call(t, "GET", base+"/api/v1/resources/"+e2eCloud+"/instance/178b0921-8f85-4257-88b6-2e743b5a975c", tokAdmin, nil)
+	if status != 200 || !bytes.Contains(body, []byte(`"state":"deleted"`)) || !bytes.Contains(body, []byte(`"events":[`)) {
+		t.Errorf("GET the nova instance's row: %d %s; want it deleted, with its history", status, body)
+	}
+
 	// 413: 1001 items, nothing stored.
 	fresh := make([]event.Event, 1001)
 	for i := range fresh {
@@ -448,7 +480,7 @@ func endToEnd(t *testing.T, args ...string) {
 	// A scope violation: the other cloud's collector posts an os-e2e event.
 	stray := events[0]
 	stray.EventID = "e2e-stray"
-	status, _, body := call(t, "POST", base+"/api/v1/events", tokOther, mustJSON(t, stray))
+	status, _, body = call(t, "POST", base+"/api/v1/events", tokOther, mustJSON(t, stray))
 	res := decodeInto[ingestResult](t, body)
 	if status != 200 || len(res.Rejected) != 1 || res.Rejected[0].Reason != "scope" {
 		t.Errorf("out-of-scope post: %d %s; want one item refused scope", status, body)

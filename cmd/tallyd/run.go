@@ -25,7 +25,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cmd := "serve"
 	if len(args) > 0 {
 		switch args[0] {
-		case "serve", "migrate", "token":
+		case "serve", "migrate", "token", "projection":
 			cmd, args = args[0], args[1:]
 		}
 	}
@@ -39,6 +39,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return fmt.Errorf("%w: token takes no arguments", errUsage)
 		}
 		return printToken(stdout)
+	case "projection":
+		return projection(ctx, args, getenv, stdout)
 	case "migrate":
 		c, err := parseConfig("tallyd migrate", args, getenv, stdout)
 		if err != nil {

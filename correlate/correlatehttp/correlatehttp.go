@@ -170,7 +170,7 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	case errors.As(err, &re):
 		problem.Write(w, problem.New(re.status, re.code, re.title, re.detail, re.members...))
 	case errors.As(err, &mb):
-		problem.Write(w, problem.New(http.StatusRequestEntityTooLarge, "payload_too_large", "Payload too large",
+		problem.Write(w, problem.New(http.StatusRequestEntityTooLarge, "body_too_large", "Body too large",
 			"The request body is larger than "+strconv.FormatInt(mb.Limit, 10)+" bytes."))
 	case errors.As(err, &ve):
 		code, title := "invalid_event", "Invalid event"

@@ -208,7 +208,7 @@ func TestCreateProblems(t *testing.T) {
 		{"empty Idempotency-Key", `{"category":"c","action":"a"}`, []string{"Idempotency-Key", `""`}, 400, "invalid_event", []string{"Idempotency-Key"}},
 		{"Idempotency-Key problem listed with the body's problems", `{"category":"c"}`, []string{"Idempotency-Key", strings.Repeat("k", 256)},
 			400, "invalid_event", []string{"/action", "Idempotency-Key"}},
-		{"body too large", `{"category":"c","action":"a","description":"` + strings.Repeat("x", 5000) + `"}`, nil, 413, "payload_too_large", nil},
+		{"body too large", `{"category":"c","action":"a","description":"` + strings.Repeat("x", 5000) + `"}`, nil, 413, "body_too_large", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
