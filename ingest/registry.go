@@ -30,6 +30,7 @@ type SchemaError struct {
 	Message      string
 }
 
+// Error renders "ingest: size schema of (platform, resource_type): message".
 func (e *SchemaError) Error() string {
 	return fmt.Sprintf("ingest: size schema of (%s, %s): %s", e.Platform, e.ResourceType, e.Message)
 }
