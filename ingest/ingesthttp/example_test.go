@@ -1,0 +1,51 @@
+package ingesthttp_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/ingesthttp"
+	"github.com/tallyhq/tally/store/memstore"
+)
+
+// A program embedding tally mounts the ingestion routes on its own mux,
+// with its own authentication in the wrap function and CallerFrom.
+func Example() {
+	svc, err := ingest.New(memstore.New(memstore.Options{}), ingest.Options{})
+	if err != nil {
+		panic(err)
+	}
+	h, err := ingesthttp.New(svc, ingesthttp.Options{
+		CallerFrom: func(r *http.Request) (ingest.Caller, bool) {
+			if r.Header.Get("Authorization") != "Bearer s3cret" {
+				return ingest.Caller{}, false
+			}
+			return ingest.Caller{Credential: "collector", Platform: "openstack", Cloud: "os-demo"}, true
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	h.Register(mux, func(role string, next http.Handler) http.Handler { return next })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	body := `[{"event_id":"e1","timestamp":"2026-03-01T12:00:00Z","event_type":"volume.create.end","platform":"openstack","cloud":"os-demo","resource_type":"volume","resource_id":"vol-1","project_id":"p1","payload":{"state":"available","size":{"size_gb":10,"type":"ssd"}}},` +
+		`{"event_id":"e2","timestamp":"2026-03-01T12:00:00Z","event_type":"volume.create.end","platform":"openstack","cloud":"os-other","resource_type":"volume","resource_id":"vol-2","project_id":"p1","payload":{"state":"available","size":{"size_gb":10,"type":"ssd"}}}]`
+	req, _ := http.NewRequest("POST", srv.URL+"/api/v1/events", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		panic(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	fmt.Print(resp.StatusCode, " ", string(b))
+	// Output:
+	// 200 {"accepted":1,"duplicates":0,"rejected":[{"index":1,"event_id":"e2","reason":"scope"}]}
+}
