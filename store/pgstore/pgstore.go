@@ -34,11 +34,32 @@
 //     schemas of ingest.SeedResourceTypes.
 //   - size_names: primary key (cloud, resource_type, member, value) and name.
 //
-// [Store.Commit] writes a batch in one transaction with at most three
+// [Store.Commit] writes a batch in one transaction with a fixed number of
 // set-based statements (INSERT … SELECT FROM unnest(…); for events ON CONFLICT
 // (event_id, timestamp) DO NOTHING RETURNING), never one round trip per
 // event. Events are inserted sorted by (event_id, timestamp), so concurrent
 // overlapping batches take their locks in one order and do not deadlock.
+//
+// # The projection
+//
+// Migration 00020 holds current_resources, one row per (cloud,
+// resource_type, resource_id), folded by ingest.FoldBatch from the events a
+// Commit newly stored, in the same transaction. Before folding, a
+// transaction takes one advisory lock per resource it touches
+// (pg_advisory_xact_lock of a hash of the key), all in one statement and in
+// ascending lock order, so parallel batches on the same resources queue up
+// instead of deadlocking, and each folds onto the row its predecessor
+// committed. A late event re-reads the resource's history from events
+// (which the transaction sees, its own inserts included) and replays it.
+// [Store.RebuildResources] recomputes rows in bounded transactions under the
+// same locks.
+//
+// # Correlated events
+//
+// Migration 00010 holds correlated_events and their idempotency keys; see
+// the comments in store/pgstore/correlate.go for how one open event per
+// (organization, user, correlationKey) and one effect per idempotency key are
+// enforced by the database.
 //
 // # TimescaleDB
 //
