@@ -78,6 +78,19 @@ func DecodeCursor(c string) (Position, error) {
 	return Position{At: time.UnixMicro(us).UTC(), ID: id}, nil
 }
 
+// paginate cuts items, read with limit+1, to one page: the first limit
+// items (never nil) and, when there were more, the cursor after the last.
+func paginate[T any](items []T, limit int, cursor func(T) string) ([]T, *string) {
+	if len(items) > limit {
+		c := cursor(items[limit-1])
+		return items[:limit], &c
+	}
+	if items == nil {
+		items = []T{}
+	}
+	return items, nil
+}
+
 func (p Page) resolve() (limit int, after *Position, err error) {
 	limit = p.Limit
 	switch {
@@ -109,16 +122,10 @@ func (s *Service) DeadLetters(ctx context.Context, p Page) (DeadLetterPage, erro
 	if err != nil {
 		return DeadLetterPage{}, fmt.Errorf("ingest: list dead letters: %w", err)
 	}
-	out := DeadLetterPage{Items: items}
-	if len(items) > limit {
-		out.Items = items[:limit]
-		last := out.Items[limit-1]
-		c := EncodeCursor(Position{At: last.ReceivedAt, ID: last.ID})
-		out.NextCursor = &c
-	}
-	if out.Items == nil {
-		out.Items = []DeadLetter{}
-	}
+	out := DeadLetterPage{}
+	out.Items, out.NextCursor = paginate(items, limit, func(d DeadLetter) string {
+		return EncodeCursor(Position{At: d.ReceivedAt, ID: d.ID})
+	})
 	return out, nil
 }
 
@@ -134,16 +141,10 @@ func (s *Service) Audit(ctx context.Context, action string, p Page) (AuditPage, 
 	if err != nil {
 		return AuditPage{}, fmt.Errorf("ingest: list audit rows: %w", err)
 	}
-	out := AuditPage{Items: items}
-	if len(items) > limit {
-		out.Items = items[:limit]
-		last := out.Items[limit-1]
-		c := EncodeCursor(Position{At: last.At, ID: last.ID})
-		out.NextCursor = &c
-	}
-	if out.Items == nil {
-		out.Items = []AuditEntry{}
-	}
+	out := AuditPage{}
+	out.Items, out.NextCursor = paginate(items, limit, func(a AuditEntry) string {
+		return EncodeCursor(Position{At: a.At, ID: a.ID})
+	})
 	return out, nil
 }
 

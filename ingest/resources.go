@@ -90,15 +90,8 @@ func (s *Service) Resources(ctx context.Context, f ResourceFilter) (ResourcePage
 	if err != nil {
 		return ResourcePage{}, fmt.Errorf("ingest: list resources: %w", err)
 	}
-	out := ResourcePage{Items: items}
-	if len(items) > limit {
-		out.Items = items[:limit]
-		c := encodeKeyCursor(out.Items[limit-1].ResourceKey)
-		out.NextCursor = &c
-	}
-	if out.Items == nil {
-		out.Items = []Resource{}
-	}
+	out := ResourcePage{}
+	out.Items, out.NextCursor = paginate(items, limit, func(r Resource) string { return encodeKeyCursor(r.ResourceKey) })
 	return out, nil
 }
 
