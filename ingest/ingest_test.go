@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/store"
 	"github.com/tallyhq/tally/store/memstore"
 )
 
@@ -229,5 +230,28 @@ func TestDeadLetterCapBoundary(t *testing.T) {
 	}
 	if string(dls[0].Raw) != string(at) || dls[1].Raw != nil || dls[1].RawSize != len(over) {
 		t.Errorf("dead letters %+v", dls)
+	}
+}
+
+// A schema with a member given twice is refused, naming it, and nothing is
+// stored: the registry keeps no document it would read differently.
+func TestPutResourceTypeRefusesDuplicateMembers(t *testing.T) {
+	st := memstore.New(memstore.Options{})
+	svc, err := ingest.New(st, ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range []string{
+		`{"type":"object","required":["a"],"type":"array"}`,
+		`{"properties":{"a":{"minimum":1,"minimum":2}}}`,
+		`{"type":"object"} {}`,
+	} {
+		_, err := svc.PutResourceType(context.Background(), "dup", "thing", jsontext.Value(doc))
+		if !errors.Is(err, ingest.ErrInvalidSchema) {
+			t.Errorf("PutResourceType(%s): %v, want ErrInvalidSchema", doc, err)
+		}
+	}
+	if _, err := svc.ResourceType(context.Background(), "dup", "thing"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a refused schema was stored: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"sort"
 	"strings"
@@ -54,7 +55,14 @@ func (noLoader) Load(url string) (any, error) {
 // and no external reference ($ref to a URL or file) resolved. It returns the
 // compiler's message as the error when doc does not compile. It is safe for
 // concurrent use.
+//
+// doc must be strict JSON as the events are (RFC 7493: no member given twice,
+// valid UTF-8), so that the schema the registry keeps is the schema that
+// validates: a duplicated member would otherwise be read as its last copy.
 func CompileSizeSchema(doc jsontext.Value) (*jsonschema.Schema, error) {
+	if err := checkStrictJSON(doc); err != nil {
+		return nil, err
+	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {
 		return nil, fmt.Errorf("not a JSON document: %v", err)
@@ -225,4 +233,21 @@ func pointer(tokens []string) string {
 		b.WriteString(strings.ReplaceAll(t, "/", "~1"))
 	}
 	return b.String()
+}
+
+// checkStrictJSON refuses a document with a member given twice, invalid
+// UTF-8 or trailing data, naming where (a JSON Pointer).
+func checkStrictJSON(doc jsontext.Value) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(doc))
+	if _, err := dec.ReadValue(); err != nil {
+		var se *jsontext.SyntacticError
+		if errors.As(err, &se) && errors.Is(se.Err, jsontext.ErrDuplicateName) {
+			return fmt.Errorf("not strict JSON: member %s is given more than once", se.JSONPointer)
+		}
+		return fmt.Errorf("not a JSON document: %v", err)
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return errors.New("not a JSON document: data after the schema")
+	}
+	return nil
 }
