@@ -133,6 +133,9 @@ func (s *Service) DeadLetters(ctx context.Context, p Page) (DeadLetterPage, erro
 // page's window, oldest first. Items is never nil. It returns [ErrBadLimit],
 // [ErrBadCursor], or the store's error wrapped.
 func (s *Service) Audit(ctx context.Context, action string, p Page) (AuditPage, error) {
+	if err := checkText("action", action); err != nil {
+		return AuditPage{}, err
+	}
 	limit, after, err := p.resolve()
 	if err != nil {
 		return AuditPage{}, err
@@ -174,6 +177,9 @@ func (s *Service) ResourceTypes(ctx context.Context) ([]ResourceType, error) {
 // ResourceType returns the registry row of (platform, resourceType), or an
 // error matching store.ErrNotFound when there is none.
 func (s *Service) ResourceType(ctx context.Context, platform, resourceType string) (ResourceType, error) {
+	if err := checkText("platform", platform, "resource_type", resourceType); err != nil {
+		return ResourceType{}, err
+	}
 	rt, err := s.store.ResourceType(ctx, platform, resourceType)
 	if err != nil {
 		return ResourceType{}, fmt.Errorf("ingest: get resource type (%s, %s): %w", platform, resourceType, err)
@@ -199,6 +205,8 @@ func (s *Service) PutResourceType(ctx context.Context, platform, resourceType st
 		return ResourceType{}, fail("platform and resource_type are required")
 	case len(platform) > event.IdentifierMaxLen || len(resourceType) > event.IdentifierMaxLen:
 		return ResourceType{}, fail(fmt.Sprintf("platform and resource_type are at most %d bytes", event.IdentifierMaxLen))
+	case checkText("platform", platform, "resource_type", resourceType) != nil:
+		return ResourceType{}, fail("platform and resource_type must be valid UTF-8 without NUL")
 	}
 	if _, err := CompileSizeSchema(sizeSchema); err != nil {
 		return ResourceType{}, fail(err.Error())

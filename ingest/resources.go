@@ -65,9 +65,14 @@ func decodeKeyCursor(c string) (ResourceKey, error) {
 
 // Resources lists one page of the projection of current resources
 // (canonical-event.md, Event: derived from the events and rebuildable).
-// Items is never nil. It returns [ErrBadLimit], [ErrBadCursor], or the
-// store's error wrapped.
+// Items is never nil. It returns a [*ParamError] for a filter that is not
+// valid UTF-8 or holds a NUL, [ErrBadLimit], [ErrBadCursor], or the store's
+// error wrapped.
 func (s *Service) Resources(ctx context.Context, f ResourceFilter) (ResourcePage, error) {
+	if err := checkText("cloud", f.Cloud, "platform", f.Platform, "resource_type", f.ResourceType,
+		"project_id", f.ProjectID, "state", f.State); err != nil {
+		return ResourcePage{}, err
+	}
 	limit := f.Limit
 	switch {
 	case limit == 0:
@@ -98,6 +103,9 @@ func (s *Service) Resources(ctx context.Context, f ResourceFilter) (ResourcePage
 // Resource returns one resource's row and its event history, or an error
 // matching store.ErrNotFound when the projection has no such resource.
 func (s *Service) Resource(ctx context.Context, k ResourceKey) (ResourceDetail, error) {
+	if err := checkText("cloud", k.Cloud, "resource_type", k.ResourceType, "resource_id", k.ResourceID); err != nil {
+		return ResourceDetail{}, err
+	}
 	r, err := s.store.Resource(ctx, k)
 	if err != nil {
 		return ResourceDetail{}, fmt.Errorf("ingest: get resource: %w", err)
@@ -118,6 +126,9 @@ func (s *Service) Resource(ctx context.Context, k ResourceKey) (ResourceDetail, 
 // rebuilt. The result equals the incremental projection, and a rebuild is
 // idempotent, so it is safe to run beside live ingestion and to repeat.
 func (s *Service) RebuildResources(ctx context.Context, q RebuildQuery, progress func(done int)) (int, error) {
+	if err := checkText("cloud", q.Cloud, "resource_type", q.ResourceType); err != nil {
+		return 0, err
+	}
 	n, err := s.store.RebuildResources(ctx, q, progress)
 	if err != nil {
 		return n, fmt.Errorf("ingest: rebuild resources: %w", err)

@@ -354,8 +354,12 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var (
 		maxBytes *http.MaxBytesError
 		schema   *ingest.SchemaError
+		param    *ingest.ParamError
 	)
 	switch {
+	case errors.As(err, &param):
+		problem.Write(w, problem.New(http.StatusBadRequest, "invalid_parameter", "Invalid parameter",
+			param.Param+": "+param.Message, problem.Member{Member: param.Param, Rule: "utf8", Message: param.Message}))
 	case errors.Is(err, ingest.ErrBatchTooLarge):
 		problem.Write(w, problem.New(http.StatusRequestEntityTooLarge, "batch_too_large", "Batch too large",
 			fmt.Sprintf("a batch holds at most %d events; nothing was stored", ingest.MaxBatch)))

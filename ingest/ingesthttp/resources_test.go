@@ -63,3 +63,26 @@ func TestResources(t *testing.T) {
 		}
 	})
 }
+
+// A parameter that cannot name anything stored (NUL, invalid UTF-8) is a
+// client mistake: 400 naming it, on every read route, never a store error.
+func TestTextParameters(t *testing.T) {
+	s := newServer(t, memstore.New(memstore.Options{}), 0)
+	for _, tt := range []struct{ method, path, param string }{
+		{"GET", "/api/v1/resources?cloud=%00", "cloud"},
+		{"GET", "/api/v1/resources?state=%ff", "state"},
+		{"GET", "/api/v1/resources?project_id=a%00", "project_id"},
+		{"GET", "/api/v1/resources/c1/volume/a%00b", "resource_id"},
+		{"GET", "/api/v1/audit?action=%00", "action"},
+		{"GET", "/api/v1/resource-types/x%ff/y", "platform"},
+	} {
+		code, _, body := s.do(t, tt.method, tt.path, "", true)
+		if code != 400 || !strings.Contains(body, `"member":"`+tt.param+`"`) {
+			t.Errorf("%s %s: %d %s; want 400 naming %s", tt.method, tt.path, code, body, tt.param)
+		}
+	}
+	code, _, body := s.do(t, "PUT", "/api/v1/resource-types/x%00/thing", `{"type":"object"}`, true)
+	if code != 400 || !strings.Contains(body, "invalid_size_schema") {
+		t.Errorf("PUT with a NUL in the platform: %d %s; want 400", code, body)
+	}
+}
