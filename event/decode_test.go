@@ -3,6 +3,7 @@ package event_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -616,5 +617,26 @@ func TestDecodeKeepsNoReference(t *testing.T) {
 	}
 	if diff := cmp.Diff(string(before), string(after)); diff != "" {
 		t.Errorf("event changed with its input buffer (-before +after):\n%s", diff)
+	}
+}
+
+// A refusal deep inside the payload keeps its rule and message: the path is
+// bounded (MaxPathLen) and cut at a token boundary.
+func TestDecodeBoundsDeepPaths(t *testing.T) {
+	deep := `{"event_id":"e","payload":{"provider":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}}`
+	long := `{"payload":{"provider":{"` + strings.Repeat("k", 5000) + `":1,"` + strings.Repeat("k", 5000) + `":2}}}`
+	for name, in := range map[string]string{"deep nesting": deep, "huge duplicated name": long} {
+		_, err := event.Decode([]byte(in))
+		var e *event.Error
+		if !errors.As(err, &e) || len(e.Problems) != 1 {
+			t.Fatalf("%s: %v, want one problem", name, err)
+		}
+		p := e.Problems[0]
+		if len(p.Path) > event.MaxPathLen || p.Rule == "" || p.Message == "" {
+			t.Errorf("%s: path of %d bytes, rule %q, message %q", name, len(p.Path), p.Rule, p.Message)
+		}
+		if !strings.HasPrefix(p.Path, "/payload/provider") {
+			t.Errorf("%s: path %q does not name the member", name, p.Path)
+		}
 	}
 }

@@ -103,11 +103,29 @@ func single(path, rule, msg string) error {
 	return &Error{Problems: []Problem{{Path: safePointer(path), Rule: rule, Message: msg}}}
 }
 
+// MaxPathLen bounds a [Problem.Path] in bytes. A longer pointer (a member
+// nested thousands deep, or a huge unknown member name) is cut at a token
+// boundary and ends in "/…", so the rule and message of a refusal always
+// survive in a bounded reason.
+const MaxPathLen = 256
+
 // safePointer cuts a JSON Pointer before the first reference token that
 // holds a NUL character or invalid UTF-8, so it names the object holding the
-// offending member name. A problem's path is stored and logged as text, and
-// PostgreSQL text holds neither.
+// offending member name (a problem's path is stored and logged as text, and
+// PostgreSQL text holds neither), and bounds it to MaxPathLen bytes.
 func safePointer(p string) string {
+	p = validPointer(p)
+	if len(p) <= MaxPathLen {
+		return p
+	}
+	cut := strings.LastIndexByte(p[:MaxPathLen-len("/…")+1], '/')
+	if cut <= 0 {
+		return "/…"
+	}
+	return p[:cut] + "/…"
+}
+
+func validPointer(p string) string {
 	for i := 0; i < len(p); {
 		j := strings.IndexByte(p[i+1:], '/')
 		if j < 0 {
