@@ -20,6 +20,7 @@ package correlatehttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -287,8 +288,13 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, caller correlate.
 		for _, name := range names {
 			if s := v.Get(name); s != "" {
 				n, err := strconv.Atoi(s)
-				if err != nil {
+				switch {
+				case err != nil:
 					ps = append(ps, correlate.Problem{Member: name, Rule: "integer", Message: "must be an integer"})
+				case n == 0 && name != "page":
+					// 0 would read as "the default" below; a client that
+					// asks for an empty page gets told.
+					ps = append(ps, correlate.Problem{Member: name, Rule: "range", Message: fmt.Sprintf("must be between 1 and %d", correlate.MaxPageSize)})
 				}
 				return n
 			}

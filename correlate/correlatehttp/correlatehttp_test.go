@@ -331,6 +331,11 @@ func TestListStatusDeleteAndScope(t *testing.T) {
 	if p := decode[problem.Details](t, res.body); res.status != 400 || len(p.Errors) != 2 {
 		t.Errorf("bad values: %d %s, want 400 listing pageSize and order", res.status, res.body)
 	}
+	// pageSize=0 is not "the default": a client asking for no rows is told.
+	res = s.do("GET", "/api/events/list?pageSize=0", "org-1/alice", "")
+	if p := decode[problem.Details](t, res.body); res.status != 400 || len(p.Errors) != 1 || p.Errors[0].Member != "pageSize" {
+		t.Errorf("pageSize=0: %d %s, want 400 naming pageSize", res.status, res.body)
+	}
 
 	res = s.do("PUT", "/api/events/"+a.ID+"/status", "org-1/alice", `{"status":"read"}`)
 	if res.status != 200 || decode[correlate.Event](t, res.body).Status != correlate.StatusRead {
