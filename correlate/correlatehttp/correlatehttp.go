@@ -175,8 +175,11 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 			"The request body is larger than "+strconv.FormatInt(mb.Limit, 10)+" bytes."))
 	case errors.As(err, &ve):
 		code, title := "invalid_event", "Invalid event"
-		if r.Method == http.MethodGet {
+		switch {
+		case r.Method == http.MethodGet:
 			code, title = "invalid_query", "Invalid query"
+		case r.Method == http.MethodPut:
+			title = "Invalid status update"
 		}
 		problem.Write(w, invalid(code, title, ve.Problems).problem())
 	case errors.Is(err, store.ErrNotFound):

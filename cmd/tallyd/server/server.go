@@ -184,7 +184,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 func limitBody(max int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > max {
-			problem.Write(w, problem.New(http.StatusRequestEntityTooLarge, "body_too_large", "Request body too large",
+			problem.Write(w, problem.New(http.StatusRequestEntityTooLarge, "body_too_large", "Body too large",
 				fmt.Sprintf("The body is %d bytes; this server accepts at most %d.", r.ContentLength, max)))
 			return
 		}
