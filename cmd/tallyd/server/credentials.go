@@ -98,7 +98,8 @@ type credentialEntry struct {
 // not 64 hex digits, a token used twice, no role or an unknown or repeated
 // role, an ingest role without platform and cloud, platform or cloud
 // without the ingest role, an events role without organization, or user
-// without organization is refused. Every problem is reported (joined), each
+// without organization, and an ingest scope naming meta or partner are
+// refused. Every problem is reported (joined), each
 // naming the entry (index and name) and the member. A plain token is hashed
 // at once and not kept.
 func ParseCredentials(data []byte) ([]Credential, error) {
@@ -190,6 +191,13 @@ func ParseCredentials(data []byte) ([]Credential, error) {
 			}
 			if c.Cloud == "" {
 				bad("cloud", "is required with the ingest role")
+			}
+			// canonical-event.md, Rules: "platform and cloud are neither meta
+			// nor partner"; a scope naming one could never ingest anything.
+			for member, v := range map[string]string{"platform": c.Platform, "cloud": c.Cloud} {
+				if v == "meta" || v == "partner" {
+					bad(member, "must not be %q: it names a virtual project, which owns no resources, so every item would be refused", v)
+				}
 			}
 		} else {
 			if c.Platform != "" {

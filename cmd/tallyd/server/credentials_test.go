@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/http/httptest"
 	"regexp"
 	"strings"
@@ -197,4 +198,20 @@ func FuzzParseCredentials(f *testing.F) {
 			}
 		}
 	})
+}
+
+// "platform and cloud are neither meta nor partner" (canonical-event.md,
+// Rules): an ingest scope naming one could never ingest, so it is refused.
+func TestParseCredentialsRefusesVirtualScope(t *testing.T) {
+	for _, member := range []string{"platform", "cloud"} {
+		for _, v := range []string{"meta", "partner"} {
+			scope := map[string]string{"platform": "openstack", "cloud": "os-a"}
+			scope[member] = v
+			data := fmt.Sprintf(`{"credentials":[{"name":"c","token":"x","roles":["ingest"],"platform":%q,"cloud":%q}]}`, scope["platform"], scope["cloud"])
+			_, err := ParseCredentials([]byte(data))
+			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("member %q: must not be %q", member, v)) {
+				t.Errorf("%s %s: %v", member, v, err)
+			}
+		}
+	}
 }
