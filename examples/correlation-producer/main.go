@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -29,7 +30,9 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); errors.Is(err, pflag.ErrHelp) {
+		return
+	} else if err != nil {
 		fmt.Fprintln(os.Stderr, "correlation-producer:", err)
 		os.Exit(1)
 	}
@@ -41,6 +44,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	token := fs.String("token", "", "bearer token of an events credential (default $TALLY_TOKEN)")
 	key := fs.String("key", "example-producer/k8s-connection/prod-1/unreachable", "correlationKey naming the condition")
 	n := fs.Int("occurrences", 3, "occurrences to report before the resolution")
+	fs.SetOutput(stdout)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
