@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"regexp"
 	"slices"
 	"strconv"
 	"time"
@@ -216,7 +217,8 @@ func (p *Payload) set(ps *problems, name string, v jsontext.Value) {
 			return
 		}
 		t, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
+		if err != nil || !rfc3339.MatchString(s) {
+			// time.Parse alone admits a one-digit hour; RFC 3339 does not.
 			ps.add(member, "format", "must be an RFC 3339 date-time with Z or an offset")
 			return
 		}
@@ -422,3 +424,6 @@ func DecodeExtra(data []byte) (map[string]jsontext.Value, error) {
 	}
 	return m, nil
 }
+
+// rfc3339 is the shape of an RFC 3339 date-time with a zone (section 5.6).
+var rfc3339 = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$`)

@@ -92,6 +92,9 @@ func TestDecodePayloadFieldRules(t *testing.T) {
 		{"date-time without zone", `"lastSeenAt":"2026-03-01T12:00:00"`, []string{"/lastSeenAt format"}},
 		{"date-time not a date", `"resolvedAt":"yesterday"`, []string{"/resolvedAt format"}},
 		{"date-time year 0", `"resolvedAt":"0000-01-01T00:00:00Z"`, []string{"/resolvedAt range"}},
+		{"date-time with a one-digit hour (found by FuzzDecodePayload)", `"resolvedAt":"2026-03-01T1:00:00+01:00"`, []string{"/resolvedAt format"}},
+		{"date-time at the zero instant, indistinguishable from absent", `"resolvedAt":"0001-01-01T01:00:00+01:00"`, []string{"/resolvedAt range"}},
+		{"date-time just after the zero instant", `"resolvedAt":"0001-01-01T00:00:01Z"`, nil},
 		// idempotencyKey 1..255
 		{"idempotencyKey", `"idempotencyKey":"` + long(255) + `"`, nil},
 		{"idempotencyKey too long", `"idempotencyKey":"` + long(256) + `"`, []string{"/idempotencyKey maxLength"}},

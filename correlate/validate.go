@@ -182,8 +182,10 @@ func validTime(ps *problems, member string, t *time.Time) {
 	if t == nil {
 		return
 	}
-	if y := t.UTC().Year(); y < 1 || y > 9999 {
-		ps.add(member, "range", "must be between years 1 and 9999")
+	// The zero instant (0001-01-01T00:00:00Z) is Go's "no time": an
+	// event could not tell it from an absent member, so it is out of range.
+	if y := t.UTC().Year(); y < 1 || y > 9999 || t.IsZero() {
+		ps.add(member, "range", "must be after 0001-01-01T00:00:00Z and before year 10000")
 	}
 }
 
