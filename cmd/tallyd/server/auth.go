@@ -10,6 +10,13 @@ import (
 
 type credentialKey struct{}
 
+// logNoteKey carries a *logNote from the request log middleware to the
+// authentication middleware inside it, so the request line names the
+// credential that made the call (never its token).
+type logNoteKey struct{}
+
+type logNote struct{ credential string }
+
 // WithCredential returns a copy of ctx carrying c, as the authentication
 // middleware stores it for the handlers behind it.
 func WithCredential(ctx context.Context, c Credential) context.Context {
@@ -35,6 +42,9 @@ func require(a *Authenticator, roles []Role, next http.Handler) http.Handler {
 	need := strings.Join(names, " or ")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, ok := a.Authenticate(r)
+		if n, has := r.Context().Value(logNoteKey{}).(*logNote); has && ok {
+			n.credential = c.Name
+		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="tally"`)
 			problem.Write(w, problem.New(http.StatusUnauthorized, "unauthorized", "Unauthorized",

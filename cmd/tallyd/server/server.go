@@ -267,13 +267,19 @@ func recoverPanics(log *slog.Logger, next http.Handler) http.Handler {
 }
 
 // logRequests logs one line per request: method, route pattern, path,
-// status, duration; at debug level for the probes and /metrics, info
+// status, duration, and the name of the credential that made the call (""
+// when none was presented or it was unknown; never the token); at debug level for the probes and /metrics, info
 // otherwise.
 func logRequests(log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r)
+		note := &logNote{}
+		inner := r.WithContext(context.WithValue(r.Context(), logNoteKey{}, note))
+		next.ServeHTTP(sw, inner)
+		// The mux sets Pattern on the request it serves, which is inner;
+		// the middleware outside this one (metrics) reads it from r.
+		r.Pattern = inner.Pattern
 		level := slog.LevelInfo
 		switch r.Pattern {
 		case "GET /healthz", "GET /readyz", "GET /metrics":
@@ -281,6 +287,6 @@ func logRequests(log *slog.Logger, next http.Handler) http.Handler {
 		}
 		log.Log(r.Context(), level, "request",
 			"method", r.Method, "route", r.Pattern, "path", r.URL.Path,
-			"status", strconv.Itoa(sw.code()), "duration", time.Since(start))
+			"status", strconv.Itoa(sw.code()), "duration", time.Since(start), "credential", note.credential)
 	})
 }

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -233,4 +235,38 @@ func scrape(t *testing.T, h http.Handler, series string) string {
 		}
 	}
 	return ""
+}
+
+// The request log names the credential that made a call, never its token,
+// and the route pattern reaches both the log and the metrics.
+func TestRequestLogNamesTheCredential(t *testing.T) {
+	var logs bytes.Buffer
+	h, err := NewHandler(Config{
+		Store:         memstore.New(memstore.Options{}),
+		Authenticator: testAuthenticator(t),
+		Logger:        slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{"t-admin", "wrong-token"} {
+		r := httptest.NewRequest("GET", "/api/v1/audit", nil)
+		r.Header.Set("Authorization", "Bearer "+tok)
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d log lines, want 2:\n%s", len(lines), logs.String())
+	}
+	for i, want := range []string{`status=200`, `status=401`} {
+		if !strings.Contains(lines[i], `route="GET /api/v1/audit"`) || !strings.Contains(lines[i], want) {
+			t.Errorf("line %d: %s; want the route and %s", i, lines[i], want)
+		}
+	}
+	if !strings.Contains(lines[0], "credential=ops") || !strings.Contains(lines[1], `credential=""`) {
+		t.Errorf("credentials not logged as expected:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), "t-admin") || strings.Contains(logs.String(), "wrong-token") {
+		t.Errorf("a token reached the log:\n%s", logs.String())
+	}
 }
