@@ -272,21 +272,19 @@ func (h *Handler) PutResourceType(w http.ResponseWriter, r *http.Request) {
 // ordered by (cloud, resource_type, resource_id), or 400 naming the
 // malformed parameter.
 func (h *Handler) ListResources(w http.ResponseWriter, r *http.Request) {
-	page, ok := parsePage(w, r)
+	limit, cursor, ok := parseLimitCursor(w, r)
 	if !ok {
 		return
 	}
 	q := r.URL.Query()
 	f := ingest.ResourceFilter{
 		Cloud: q.Get("cloud"), Platform: q.Get("platform"), ResourceType: q.Get("resource_type"),
-		ProjectID: q.Get("project_id"), State: q.Get("state"), Limit: page.Limit, Cursor: page.Cursor,
+		ProjectID: q.Get("project_id"), State: q.Get("state"), Limit: limit, Cursor: cursor,
 	}
 	if v := q.Get("alive_at"); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			msg := "must be an RFC 3339 date-time, such as 2026-03-01T12:00:00Z"
-			problem.Write(w, problem.New(http.StatusBadRequest, "invalid_parameter", "Invalid query parameter", "alive_at: "+msg,
-				problem.Member{Member: "alive_at", Message: msg}))
+			badParam(w, "alive_at", "must be an RFC 3339 date-time, such as 2026-03-01T12:00:00Z")
 			return
 		}
 		f.AliveAt = t.UTC()
@@ -318,11 +316,6 @@ func (h *Handler) GetResource(w http.ResponseWriter, r *http.Request) {
 func parsePage(w http.ResponseWriter, r *http.Request) (ingest.Page, bool) {
 	q := r.URL.Query()
 	var p ingest.Page
-	bad := func(param, msg string) (ingest.Page, bool) {
-		problem.Write(w, problem.New(http.StatusBadRequest, "invalid_parameter", "Invalid query parameter", param+": "+msg,
-			problem.Member{Member: param, Message: msg}))
-		return ingest.Page{}, false
-	}
 	for _, f := range []struct {
 		name string
 		dst  *time.Time
@@ -330,23 +323,41 @@ func parsePage(w http.ResponseWriter, r *http.Request) (ingest.Page, bool) {
 		if v := q.Get(f.name); v != "" {
 			t, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil {
-				return bad(f.name, "must be an RFC 3339 date-time, such as 2026-03-01T12:00:00Z")
+				return badParam(w, f.name, "must be an RFC 3339 date-time, such as 2026-03-01T12:00:00Z")
 			}
 			*f.dst = t.UTC()
 		}
 	}
+	limit, cursor, ok := parseLimitCursor(w, r)
+	p.Limit, p.Cursor = limit, cursor
+	return p, ok
+}
+
+// parseLimitCursor reads limit and cursor, or answers 400 naming the
+// malformed one.
+func parseLimitCursor(w http.ResponseWriter, r *http.Request) (limit int, cursor string, ok bool) {
+	q := r.URL.Query()
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > ingest.MaxLimit {
-			return bad("limit", fmt.Sprintf("must be an integer from 1 to %d", ingest.MaxLimit))
+			_, ok := badParam(w, "limit", fmt.Sprintf("must be an integer from 1 to %d", ingest.MaxLimit))
+			return 0, "", ok
 		}
-		p.Limit = n
+		limit = n
 	}
-	p.Cursor = q.Get("cursor")
-	if _, has := q["cursor"]; has && p.Cursor == "" {
-		return bad("cursor", "must be the next_cursor of an earlier page")
+	cursor = q.Get("cursor")
+	if _, has := q["cursor"]; has && cursor == "" {
+		_, ok := badParam(w, "cursor", "must be the next_cursor of an earlier page")
+		return 0, "", ok
 	}
-	return p, true
+	return limit, cursor, true
+}
+
+// badParam answers 400 naming the parameter.
+func badParam(w http.ResponseWriter, param, msg string) (ingest.Page, bool) {
+	problem.Write(w, problem.New(http.StatusBadRequest, "invalid_parameter", "Invalid query parameter", param+": "+msg,
+		problem.Member{Member: param, Message: msg}))
+	return ingest.Page{}, false
 }
 
 // fail maps an error of the library to its answer; the one place that does.
