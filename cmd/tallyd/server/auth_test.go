@@ -125,3 +125,34 @@ func TestLimitBody(t *testing.T) {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+func TestRequireJSON(t *testing.T) {
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
+	h := requireJSON(inner)
+	for _, tt := range []struct {
+		contentType string
+		want        int
+	}{
+		{"", 204},
+		{"application/json", 204},
+		{"application/json; charset=utf-8", 204},
+		{"application/cloudevents+json", 204},
+		{"text/plain", 415},
+		{"application/x-www-form-urlencoded", 415},
+		{"application/xml", 415},
+		{"garbage;;", 415},
+	} {
+		r := httptest.NewRequest("POST", "/api/events", strings.NewReader("{}"))
+		if tt.contentType != "" {
+			r.Header.Set("Content-Type", tt.contentType)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tt.want {
+			t.Errorf("Content-Type %q: %d, want %d", tt.contentType, w.Code, tt.want)
+		}
+		if tt.want == 415 && !strings.Contains(w.Body.String(), `"code":"unsupported_media_type"`) {
+			t.Errorf("Content-Type %q: body %s", tt.contentType, w.Body.String())
+		}
+	}
+}

@@ -249,7 +249,7 @@ func fixed(method, target, token, body string) func(contractEnv) *http.Request {
 	return func(e contractEnv) *http.Request { return e.req(method, target, token, body) }
 }
 
-// scenarios are keyed "METHOD path status". 401, 403 and 413 are generic
+// scenarios are keyed "METHOD path status". 401, 403, 413 and 415 are generic
 // (see genericScenario).
 var scenarios = map[string][]scenario{
 	"POST /api/v1/events 200": {
@@ -400,6 +400,19 @@ func genericScenario(h *Handler, op operation, status string) []scenario {
 				return []scenario{{name: "token without the role", request: fixed(op.method, target, tok.token, body)}}
 			}
 		}
+	case "415":
+		token := tAdmin
+		switch {
+		case slices.Contains(roles, RoleIngest):
+			token = tIngest
+		case slices.Contains(roles, RoleEvents):
+			token = tEvents
+		}
+		return []scenario{{name: "a form body", request: func(e contractEnv) *http.Request {
+			r := e.req(op.method, target, token, body)
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			return r
+		}}}
 	case "413":
 		var token string
 		switch {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -155,7 +156,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 	for _, rt := range routes {
 		var hh http.Handler = rt.handler
 		if len(rt.roles) > 0 {
-			hh = require(cfg.Authenticator, rt.roles, limitBody(cfg.MaxBodyBytes, hh))
+			hh = require(cfg.Authenticator, rt.roles, requireJSON(limitBody(cfg.MaxBodyBytes, hh)))
 		}
 		h.mux.Handle(rt.pattern, hh)
 	}
@@ -176,6 +177,25 @@ func NewHandler(cfg Config) (*Handler, error) {
 	}
 	h.handler = hh
 	return h, nil
+}
+
+// requireJSON answers 415 to a request whose Content-Type names a media
+// type other than application/json or a +json type, before anything reads
+// its body. A request without Content-Type is read as JSON (curl-like
+// clients and the collectors of the reference implementation send none).
+func requireJSON(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ct := r.Header.Get("Content-Type"); ct != "" {
+			mt, _, err := mime.ParseMediaType(ct)
+			if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+				problem.Write(w, problem.New(http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type",
+					"The body must be JSON: send Content-Type: application/json, or none.",
+					problem.Member{Member: "Content-Type", Rule: "media_type", Message: "must be application/json"}))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // limitBody refuses a declared body over max with 413 before anything reads
