@@ -13,6 +13,8 @@
 //	GET    /api/v1/resource-types                             read or admin
 //	GET    /api/v1/resource-types/{platform}/{resource_type}  read or admin
 //	PUT    /api/v1/resource-types/{platform}/{resource_type}  admin
+//	GET    /api/v1/resources                                  read or admin
+//	GET    /api/v1/resources/{cloud}/{resource_type}/{resource_id}  read or admin
 //	POST   /api/events                                        events
 //	GET    /api/events/list                                   events or read
 //	PUT    /api/events/{id}/status                            events
@@ -29,7 +31,8 @@
 // presented token's hash with every stored hash in constant time. A request
 // to a protected route is authenticated before anything reads its body
 // (DECISIONS.md, Authentication vs body): no or unknown token is 401 with
-// WWW-Authenticate: Bearer, a token without the route's role 403. An ingest
+// WWW-Authenticate: Bearer, a token without the route's role 403. A body
+// whose Content-Type is not JSON is answered 415 before it is read. An ingest
 // credential's (platform, cloud) is the caller's scope for
 // canonical-event.md's scope rule; an events or read credential's
 // organization and user are the scope of correlated events
@@ -41,7 +44,8 @@
 // tally_ingest_unvalidated_size_total{platform,resource_type},
 // tally_ingest_events_ingested_total, tally_ingest_events_duplicate_total,
 // tally_ingest_events_rejected_total{reason} (schema, size_schema, scope),
-// tally_correlate_dispositions_total{disposition} and
+// tally_correlate_dispositions_total{disposition},
+// tally_projection_replays_total{cloud} and
 // tally_http_request_duration_seconds{route,code}, with route the mux
 // pattern. It implements ingest.Observer (through [Metrics.IngestObserver])
 // and correlatehttp.Observer.
