@@ -158,7 +158,11 @@ func (w *wireEvent) event() Event {
 // U+2028/U+2029 as it does for every Marshaler, so its bytes differ from
 // these by that escaping only.
 func (e Event) MarshalJSON() ([]byte, error) {
-	return json.Marshal(e.wire(), json.Deterministic(true))
+	b, err := json.Marshal(e.wire(), json.Deterministic(true))
+	if err != nil {
+		return nil, err // never a truncated document
+	}
+	return b, nil
 }
 
 // UnmarshalJSON decodes b strictly with [Decode], so an Event read through
@@ -177,7 +181,11 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 // size and provider (when non-nil), then the unknown members in the order
 // they came. It fails when a raw member is not valid JSON.
 func (p PayloadEnvelope) MarshalJSON() ([]byte, error) {
-	return json.Marshal(wirePayload(p), json.Deterministic(true))
+	b, err := json.Marshal(wirePayload(p), json.Deterministic(true))
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // UnmarshalJSON decodes an envelope alone, keeping unknown members exactly.

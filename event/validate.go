@@ -1,6 +1,7 @@
 package event
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"regexp"
@@ -164,6 +165,9 @@ func validPointer(p string) string {
 // [RuleReserved], [RuleEnum] and [RuleType], at most one per member.
 // Validate reads e only; it is safe for concurrent use.
 func Validate(e *Event) error {
+	if e == nil {
+		return single("", RuleRequired, "there is no event (nil)")
+	}
 	var ps []Problem
 	add := func(path, rule, msg string) { ps = append(ps, Problem{Path: path, Rule: rule, Message: msg}) }
 
@@ -172,9 +176,16 @@ func Validate(e *Event) error {
 		add("/event_id", RuleRequired, "is required (1 to 256 bytes)")
 	case n > EventIDMaxLen:
 		add("/event_id", RuleMaxLength, fmt.Sprintf("must be at most %d bytes, has %d", EventIDMaxLen, n))
+	default:
+		if rule, msg := textProblem(e.EventID); rule != "" {
+			add("/event_id", rule, msg)
+		}
 	}
-	if e.Timestamp.IsZero() {
+	switch y := e.Timestamp.UTC().Year(); {
+	case e.Timestamp.IsZero():
 		add("/timestamp", RuleRequired, "is required (RFC 3339 with a zone)")
+	case y < 0 || y > 9999:
+		add("/timestamp", RuleFormat, "must lie in years 0000 to 9999 in UTC, as RFC 3339 writes them")
 	}
 	switch n := len(e.EventType); {
 	case n == 0:
@@ -201,6 +212,10 @@ func Validate(e *Event) error {
 			add(f.path, RuleMaxLength, fmt.Sprintf("must be at most %d bytes, has %d", IdentifierMaxLen, n))
 		case f.virtual && (f.value == "meta" || f.value == "partner"):
 			add(f.path, RuleReserved, fmt.Sprintf("must not be %q: meta and partner name the virtual projects, which own no resources", f.value))
+		default:
+			if rule, msg := textProblem(f.value); rule != "" {
+				add(f.path, rule, msg)
+			}
 		}
 	}
 	if e.Source != "" && !e.Source.Valid() {
@@ -218,6 +233,10 @@ func Validate(e *Event) error {
 		add("/payload/state", RuleMaxLength, fmt.Sprintf("must be at most %d bytes, has %d", StateMaxLen, len(st.String())))
 	case st.Missing() && cat != CategoryDelete:
 		add("/payload/state", RuleRequired, "is required on every event except a delete")
+	default:
+		if rule, msg := textProblem(st.String()); rule != "" {
+			add("/payload/state", rule, msg)
+		}
 	}
 	switch k := rawKind(e.Payload.Size); {
 	case k != '{' && k != 0 && k != 'n':
@@ -227,6 +246,25 @@ func Validate(e *Event) error {
 	}
 	if k := rawKind(e.Payload.Provider); k != '{' && k != 0 && k != 'n' {
 		add("/payload/provider", RuleType, "must be an object, not "+jsonKind(jsontext.Kind(k)))
+	}
+	// A Go-built event can carry raw members Decode would never produce; they
+	// must be what the encoder and the stores can keep.
+	for _, f := range [...]struct {
+		path string
+		raw  jsontext.Value
+	}{{"/payload/size", e.Payload.Size}, {"/payload/provider", e.Payload.Provider}, {"/payload", e.Payload.Unknown}} {
+		if rule, msg := rawProblem(f.raw); rule != "" {
+			add(f.path, rule, msg)
+		}
+	}
+	if k := rawKind(e.Payload.Unknown); k != 0 && k != '{' {
+		add("/payload", RuleType, "unknown members must form an object, not "+jsonKind(jsontext.Kind(k)))
+	} else if k == '{' {
+		for _, name := range [...]string{"state", "size", "provider"} {
+			if unknownHas(e.Payload.Unknown, name) {
+				add("/payload/"+name, RuleDuplicate, "is given more than once (also among the unknown members)")
+			}
+		}
 	}
 
 	if ps == nil {
@@ -246,4 +284,54 @@ func rawKind(v jsontext.Value) byte {
 		return '0'
 	}
 	return k
+}
+
+// textProblem reports a string member that is not valid UTF-8 or holds a
+// NUL character, which Decode refuses and PostgreSQL text cannot hold.
+func textProblem(s string) (rule, msg string) {
+	switch {
+	case !utf8.ValidString(s):
+		return RuleUTF8, "must be valid UTF-8"
+	case strings.IndexByte(s, 0) >= 0:
+		return RuleNUL, "must not contain a NUL character"
+	}
+	return "", ""
+}
+
+// rawProblem reports a raw member that is not one strict JSON value (RFC
+// 7493: valid UTF-8, no member given twice) or holds a NUL character.
+func rawProblem(v jsontext.Value) (rule, msg string) {
+	if len(v) == 0 {
+		return "", ""
+	}
+	if !v.IsValid() {
+		return RuleSyntax, "must be one valid JSON value (valid UTF-8, no member given twice)"
+	}
+	if bytes.Contains(v, nulEscape) {
+		if _, found := findNUL(v); found {
+			return RuleNUL, "must not contain a NUL character (\\u0000)"
+		}
+	}
+	return "", ""
+}
+
+// unknownHas reports whether the object of unknown members names name.
+func unknownHas(obj jsontext.Value, name string) bool {
+	dec := jsontext.NewDecoder(bytes.NewReader(obj))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return false
+	}
+	for dec.PeekKind() == '"' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return false
+		}
+		if tok.String() == name {
+			return true
+		}
+		if err := dec.SkipValue(); err != nil {
+			return false
+		}
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package event_test
 
 import (
 	"errors"
+	"github.com/go-json-experiment/json/jsontext"
 	"strconv"
 	"strings"
 	"testing"
@@ -630,4 +631,70 @@ func patternProblem(v string) event.Problem {
 
 func reserved(path, v string) event.Problem {
 	return event.Problem{Path: path, Rule: event.RuleReserved, Message: `must not be "` + v + `": meta and partner name the virtual projects, which own no resources`}
+}
+
+// A Go-built event can hold what Decode never produces; Validate refuses
+// whatever the encoder or a store could not keep, so an event that passes
+// Validate always encodes (and MarshalJSON never returns a partial document).
+func TestValidateGoBuiltEvents(t *testing.T) {
+	base := func() event.Event {
+		return event.Event{
+			EventID: "e", Timestamp: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), EventType: "volume.create.end",
+			Platform: "openstack", Cloud: "c", ResourceType: "volume", ResourceID: "v", ProjectID: "p",
+			Payload: event.PayloadEnvelope{State: event.StateOf("available"), Size: jsontext.Value(`{"size_gb":1}`)},
+		}
+	}
+	tests := []struct {
+		name     string
+		mutate   func(*event.Event)
+		wantPath string
+		wantRule string
+	}{
+		{"NUL in cloud", func(e *event.Event) { e.Cloud = "c\x00" }, "/cloud", event.RuleNUL},
+		{"invalid UTF-8 in resource_id", func(e *event.Event) { e.ResourceID = "v\xff" }, "/resource_id", event.RuleUTF8},
+		{"invalid UTF-8 in state", func(e *event.Event) { e.Payload.State = event.StateOf("\xff") }, "/payload/state", event.RuleUTF8},
+		{"broken size", func(e *event.Event) { e.Payload.Size = jsontext.Value(`{bad`) }, "/payload/size", event.RuleSyntax},
+		{"two values as size", func(e *event.Event) { e.Payload.Size = jsontext.Value(`{"a":1}{"b":2}`) }, "/payload/size", event.RuleSyntax},
+		{"duplicate member in provider", func(e *event.Event) { e.Payload.Provider = jsontext.Value(`{"a":1,"a":2}`) }, "/payload/provider", event.RuleSyntax},
+		{"NUL in provider", func(e *event.Event) { e.Payload.Provider = jsontext.Value(`{"a":"\u0000"}`) }, "/payload/provider", event.RuleNUL},
+		{"unknown members not an object", func(e *event.Event) { e.Payload.Unknown = jsontext.Value(`[1]`) }, "/payload", event.RuleType},
+		{"unknown member named like a known one", func(e *event.Event) { e.Payload.Unknown = jsontext.Value(`{"state":"dup"}`) }, "/payload/state", event.RuleDuplicate},
+		{"year 10000", func(e *event.Event) { e.Timestamp = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, "/timestamp", event.RuleFormat},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := base()
+			tt.mutate(&e)
+			err := event.Validate(&e)
+			var ve *event.Error
+			if !errors.As(err, &ve) {
+				t.Fatalf("Validate: %v, want an *event.Error", err)
+			}
+			found := false
+			for _, p := range ve.Problems {
+				found = found || (p.Path == tt.wantPath && p.Rule == tt.wantRule)
+			}
+			if !found {
+				t.Errorf("problems %+v lack %s %s", ve.Problems, tt.wantPath, tt.wantRule)
+			}
+			if b, err := e.MarshalJSON(); err != nil && b != nil {
+				t.Errorf("MarshalJSON returned %d bytes with its error", len(b))
+			}
+		})
+	}
+	t.Run("a valid Go-built event encodes", func(t *testing.T) {
+		e := base()
+		e.Payload.Unknown = jsontext.Value(`{"extra":1}`)
+		if err := event.Validate(&e); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.MarshalJSON(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("nil", func(t *testing.T) {
+		if err := event.Validate(nil); !errors.Is(err, event.ErrInvalid) {
+			t.Errorf("Validate(nil): %v", err)
+		}
+	})
 }
