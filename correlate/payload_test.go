@@ -2,6 +2,7 @@ package correlate_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -222,5 +223,50 @@ func TestDispositionStatusCode(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("status codes (-want +got):\n%s", diff)
+	}
+}
+
+// A Go caller's raw metadata and extra members get the rules DecodePayload
+// applies to a body, so no store keeps what the other would refuse (found by
+// embedding the library: memstore used to keep broken metadata that then
+// failed every listing).
+func TestValidateRawMembersOfAGoPayload(t *testing.T) {
+	base := func() correlate.Payload { return correlate.Payload{Category: "c", Action: "a"} }
+	tests := []struct {
+		name   string
+		mutate func(*correlate.Payload)
+		want   string // "member rule", or "" for valid
+	}{
+		{"broken metadata", func(p *correlate.Payload) { p.Metadata = jsontext.Value(`{"a":`) }, "/metadata syntax"},
+		{"invalid UTF-8 in metadata", func(p *correlate.Payload) { p.Metadata = jsontext.Value("{\"bad\":\"\xff\"}") }, "/metadata syntax"},
+		{"duplicate member in metadata", func(p *correlate.Payload) { p.Metadata = jsontext.Value(`{"a":1,"a":2}`) }, "/metadata syntax"},
+		{"NUL in metadata", func(p *correlate.Payload) { p.Metadata = jsontext.Value(`{"a":"\u0000"}`) }, "/metadata nul"},
+		{"an escaped backslash before u0000 is no NUL", func(p *correlate.Payload) { p.Metadata = jsontext.Value(`{"a":"\\u0000"}`) }, ""},
+		{"metadata not an object", func(p *correlate.Payload) { p.Metadata = jsontext.Value(`[1]`) }, "/metadata type"},
+		{"NUL in an extra member", func(p *correlate.Payload) { p.Extra = map[string]jsontext.Value{"x": jsontext.Value(`"\u0000"`)} }, "/x nul"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := base()
+			tt.mutate(&p)
+			err := p.Validate()
+			if tt.want == "" {
+				if err != nil {
+					t.Errorf("Validate: %v, want nil", err)
+				}
+				return
+			}
+			var ve *correlate.ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("Validate: %v, want a *ValidationError", err)
+			}
+			var got []string
+			for _, pr := range ve.Problems {
+				got = append(got, pr.Member+" "+pr.Rule)
+			}
+			if !slices.Contains(got, tt.want) {
+				t.Errorf("problems %v lack %q", got, tt.want)
+			}
+		})
 	}
 }

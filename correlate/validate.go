@@ -1,8 +1,10 @@
 package correlate
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"github.com/go-json-experiment/json/jsontext"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -134,8 +136,17 @@ func (p Payload) validate(ps *problems) {
 	if p.Description != nil {
 		str("/description", *p.Description, 0, 5000)
 	}
-	if p.Metadata != nil && p.Metadata.Kind() != '{' {
+	switch {
+	case p.Metadata == nil:
+	case !p.Metadata.IsValid():
+		// Strict JSON (RFC 7493: valid UTF-8, no member twice), as
+		// DecodePayload reads it: a Go caller's raw value gets the same
+		// rule, so no store keeps what another would refuse.
+		ps.add("/metadata", "syntax", "must be one valid JSON object (valid UTF-8, no member given twice)")
+	case p.Metadata.Kind() != '{':
 		ps.add("/metadata", "type", "must be a JSON object")
+	case hasNUL(p.Metadata):
+		ps.add("/metadata", "nul", "must not contain NUL")
 	}
 	opt("/correlationKey", p.CorrelationKey, 255)
 	if p.OccurrenceCount != nil && *p.OccurrenceCount < 1 {
@@ -164,8 +175,12 @@ func (p Payload) validate(ps *problems) {
 			ps.add(m, "reserved", "names a listed member; set the field instead")
 		} else if !utf8.ValidString(name) {
 			ps.add(m, "utf8", "member name must be valid UTF-8")
+		} else if strings.IndexByte(name, 0) >= 0 {
+			ps.add(m, "nul", "member name must not contain NUL")
 		} else if !p.Extra[name].IsValid() {
 			ps.add(m, "syntax", "must be valid JSON")
+		} else if hasNUL(p.Extra[name]) {
+			ps.add(m, "nul", "must not contain NUL")
 		}
 	}
 }
@@ -254,4 +269,22 @@ func isHex(c byte) bool {
 
 func escapePointer(name string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(name, "~", "~0"), "/", "~1")
+}
+
+// hasNUL reports whether a valid JSON value holds a NUL character in a name
+// or string (the escape \u0000; a raw NUL is not valid JSON).
+func hasNUL(v jsontext.Value) bool {
+	if !bytes.Contains(v, []byte(`\u0000`)) {
+		return false
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(v))
+	for {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return false
+		}
+		if tok.Kind() == '"' && strings.IndexByte(tok.String(), 0) >= 0 {
+			return true
+		}
+	}
 }
