@@ -80,6 +80,11 @@ func (s *Store) ReplaceSizeNames(ctx context.Context, cloud string, rows []sizen
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	for i, r := range rows {
+		if r.Cloud != cloud {
+			return fmt.Errorf("memstore: replace size names of cloud %q: row %d names cloud %q", cloud, i, r.Cloud)
+		}
+	}
 	cp := slices.Clone(rows)
 	slices.SortFunc(cp, func(a, b sizenames.Row) int {
 		return cmp.Or(cmp.Compare(a.ResourceType, b.ResourceType), cmp.Compare(a.Member, b.Member), cmp.Compare(a.Value, b.Value))

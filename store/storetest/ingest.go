@@ -707,6 +707,15 @@ func testReplaceCloud(t *testing.T, newStore func(t *testing.T) IngestStore) {
 	if got := read("c1", "volume"); len(got) != 0 {
 		t.Errorf("c1 rows %v after an empty replace, want none", got)
 	}
+	// The store itself refuses a row of another cloud (the contract says
+	// every row's Cloud equals cloud), and changes nothing.
+	if err := e.st.ReplaceSizeNames(ctx, "c2", []sizenames.Row{volumeTypeRow("c3", "x", "a")}); err == nil {
+		t.Errorf("ReplaceSizeNames with a row of another cloud succeeded")
+	}
+	if diff := cmp.Diff([]sizenames.Row{volumeTypeRow("c2", "id1", "gold")}, read("c2", "volume")); diff != "" {
+		t.Errorf("c2 after a refused store replace (-want +got):
+%s", diff)
+	}
 	// A cancelled context changes nothing.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
