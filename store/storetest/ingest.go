@@ -713,8 +713,7 @@ func testReplaceCloud(t *testing.T, newStore func(t *testing.T) IngestStore) {
 		t.Errorf("ReplaceSizeNames with a row of another cloud succeeded")
 	}
 	if diff := cmp.Diff([]sizenames.Row{volumeTypeRow("c2", "id1", "gold")}, read("c2", "volume")); diff != "" {
-		t.Errorf("c2 after a refused store replace (-want +got):
-%s", diff)
+		t.Errorf("c2 after a refused store replace (-want +got):\n%s", diff)
 	}
 	// A cancelled context changes nothing.
 	cctx, cancel := context.WithCancel(ctx)
