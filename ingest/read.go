@@ -78,6 +78,22 @@ func DecodeCursor(c string) (Position, error) {
 	return Position{At: time.UnixMicro(us).UTC(), ID: id}, nil
 }
 
+// ceilMicro rounds t up to the next microsecond, the precision every stored
+// time has, so that a window [From, To) finer than a microsecond selects the
+// same rows on every store: a row at T is before From = T+400ns (From rounds
+// to T+1µs) and before To = T+400ns (To rounds to T+1µs), as exact
+// arithmetic says.
+func ceilMicro(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	u := t.UTC().Truncate(time.Microsecond)
+	if u.Before(t) {
+		u = u.Add(time.Microsecond)
+	}
+	return u
+}
+
 // paginate cuts items, read with limit+1, to one page: the first limit
 // items (never nil) and, when there were more, the cursor after the last.
 func paginate[T any](items []T, limit int, cursor func(T) string) ([]T, *string) {
@@ -118,7 +134,7 @@ func (s *Service) DeadLetters(ctx context.Context, p Page) (DeadLetterPage, erro
 	if err != nil {
 		return DeadLetterPage{}, err
 	}
-	items, err := s.store.DeadLetters(ctx, DeadLetterQuery{From: p.From, To: p.To, After: after, Limit: limit + 1})
+	items, err := s.store.DeadLetters(ctx, DeadLetterQuery{From: ceilMicro(p.From), To: ceilMicro(p.To), After: after, Limit: limit + 1})
 	if err != nil {
 		return DeadLetterPage{}, fmt.Errorf("ingest: list dead letters: %w", err)
 	}
@@ -140,7 +156,7 @@ func (s *Service) Audit(ctx context.Context, action string, p Page) (AuditPage, 
 	if err != nil {
 		return AuditPage{}, err
 	}
-	items, err := s.store.Audit(ctx, AuditQuery{Action: action, From: p.From, To: p.To, After: after, Limit: limit + 1})
+	items, err := s.store.Audit(ctx, AuditQuery{Action: action, From: ceilMicro(p.From), To: ceilMicro(p.To), After: after, Limit: limit + 1})
 	if err != nil {
 		return AuditPage{}, fmt.Errorf("ingest: list audit rows: %w", err)
 	}

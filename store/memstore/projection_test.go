@@ -12,3 +12,7 @@ func TestProjectionConformance(t *testing.T) {
 		return memstore.New(memstore.Options{})
 	})
 }
+
+func TestWindowsConformance(t *testing.T) {
+	storetest.RunWindows(t, func(t *testing.T) storetest.IngestStore { return memstore.New(memstore.Options{}) })
+}

@@ -10,3 +10,7 @@ import (
 func TestProjectionConformance(t *testing.T) {
 	storetest.RunProjection(t, func(t *testing.T) storetest.IngestStore { return pgtest.Store(t) })
 }
+
+func TestWindowsConformance(t *testing.T) {
+	storetest.RunWindows(t, func(t *testing.T) storetest.IngestStore { return pgtest.Store(t) })
+}

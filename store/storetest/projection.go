@@ -529,3 +529,35 @@ func testProjectionConcurrent(t *testing.T, st IngestStore, resources, goroutine
 		}
 	}
 }
+
+// RunWindows checks that a listing window finer than a microsecond selects
+// the same rows on every store (stored times have microsecond precision).
+func RunWindows(t *testing.T, newStore func(t *testing.T) IngestStore) {
+	st := newStore(t)
+	at := t0.Add(5 * time.Second)
+	svc, err := ingest.New(st, ingest.Options{Now: func() time.Time { return at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Ingest(context.Background(), ingest.Caller{Credential: "test"}, [][]byte{[]byte(`{"event_id":"w"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name     string
+		from, to time.Time
+		want     int
+	}{
+		{"from 400ns after: the row is before the window", at.Add(400 * time.Nanosecond), time.Time{}, 0},
+		{"to 400ns after: the row is inside the window", time.Time{}, at.Add(400 * time.Nanosecond), 1},
+		{"from exactly at", at, time.Time{}, 1},
+		{"to exactly at: the window ends before the row", time.Time{}, at, 0},
+	} {
+		page, err := svc.DeadLetters(context.Background(), ingest.Page{From: tt.from, To: tt.to})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Items) != tt.want {
+			t.Errorf("%s: %d dead letters, want %d", tt.name, len(page.Items), tt.want)
+		}
+	}
+}
