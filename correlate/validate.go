@@ -1,10 +1,8 @@
 package correlate
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"github.com/go-json-experiment/json/jsontext"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -145,8 +143,6 @@ func (p Payload) validate(ps *problems) {
 		ps.add("/metadata", "syntax", "must be one valid JSON object (valid UTF-8, no member given twice)")
 	case p.Metadata.Kind() != '{':
 		ps.add("/metadata", "type", "must be a JSON object")
-	case hasNUL(p.Metadata):
-		ps.add("/metadata", "nul", "must not contain NUL")
 	}
 	opt("/correlationKey", p.CorrelationKey, 255)
 	if p.OccurrenceCount != nil && *p.OccurrenceCount < 1 {
@@ -179,8 +175,6 @@ func (p Payload) validate(ps *problems) {
 			ps.add(m, "nul", "member name must not contain NUL")
 		} else if !p.Extra[name].IsValid() {
 			ps.add(m, "syntax", "must be valid JSON")
-		} else if hasNUL(p.Extra[name]) {
-			ps.add(m, "nul", "must not contain NUL")
 		}
 	}
 }
@@ -269,22 +263,4 @@ func isHex(c byte) bool {
 
 func escapePointer(name string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(name, "~", "~0"), "/", "~1")
-}
-
-// hasNUL reports whether a valid JSON value holds a NUL character in a name
-// or string (the escape \u0000; a raw NUL is not valid JSON).
-func hasNUL(v jsontext.Value) bool {
-	if !bytes.Contains(v, []byte(`\u0000`)) {
-		return false
-	}
-	dec := jsontext.NewDecoder(bytes.NewReader(v))
-	for {
-		tok, err := dec.ReadToken()
-		if err != nil {
-			return false
-		}
-		if tok.Kind() == '"' && strings.IndexByte(tok.String(), 0) >= 0 {
-			return true
-		}
-	}
 }

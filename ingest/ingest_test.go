@@ -84,6 +84,9 @@ func TestBestEffortEventID(t *testing.T) {
 		{`[{"event_id":"a"}]`, ""},
 		{``, ""},
 		{`not json`, ""},
+		// An over-long id is echoed only up to the bound, at a rune boundary.
+		{`{"event_id":"` + strings.Repeat("x", 20000) + `"}`, strings.Repeat("x", 256)},
+		{`{"event_id":"` + strings.Repeat("x", 255) + `€€"}`, strings.Repeat("x", 255)},
 	}
 	for _, tt := range tests {
 		if got := ingest.BestEffortEventID([]byte(tt.raw)); got != tt.want {

@@ -489,7 +489,8 @@ func cleanReason(s string) string {
 // from bytes that may not be a valid event: the first top-level "event_id"
 // member holding a string. It returns "" when the item is not a JSON object,
 // breaks off before such a member, or the id holds invalid UTF-8 or a NUL
-// character (which no store could keep as text).
+// character (which no store could keep as text). An id longer than
+// event.EventIDMaxLen bytes is cut to that length.
 func BestEffortEventID(raw []byte) string {
 	dec := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	tok, err := dec.ReadToken()
@@ -516,8 +517,23 @@ func BestEffortEventID(raw []byte) string {
 		if strings.IndexByte(id, 0) >= 0 || strings.ContainsRune(id, utf8.RuneError) && !utf8.Valid(raw) {
 			return ""
 		}
+		return capID(id)
+	}
+}
+
+// capID bounds an echoed event_id to event.EventIDMaxLen bytes, cut at a
+// rune boundary: an id longer than that was refused for its length, and
+// quoting all of it back (in the result and the dead letter) would let one
+// item inflate both without bound.
+func capID(id string) string {
+	if len(id) <= event.EventIDMaxLen {
 		return id
 	}
+	cut := event.EventIDMaxLen
+	for cut > 0 && !utf8.RuneStart(id[cut]) {
+		cut--
+	}
+	return id[:cut]
 }
 
 func firstByte(b []byte) byte {
