@@ -136,8 +136,8 @@ type Result struct {
 	// Duplicates counts the items whose (event_id, timestamp) was stored
 	// already or came earlier in the batch.
 	Duplicates int `json:"duplicates"`
-	// Rejected lists the refused items in index order; never nil, so it
-	// encodes as [] when empty.
+	// Rejected lists the refused items in index order; never nil in a
+	// Result returned with a nil error, so it encodes as [] when empty.
 	Rejected []Rejection `json:"rejected"`
 }
 

@@ -7,10 +7,13 @@
 // A program builds a [Handler] with [New] and mounts it with
 // [Handler.Register] on its own *http.ServeMux, passing a wrap function that
 // authenticates the request and checks the route's role before the body is
-// read. cmd/tallyd mounts it as:
+// read:
 //
-//	h, err := ingesthttp.New(svc, ingesthttp.Options{CallerFrom: callerFrom, Logger: logger, MaxBodyBytes: cfg.MaxBodyBytes})
-//	h.Register(mux, func(role string, next http.Handler) http.Handler { return auth.Require(role, next) })
+//	h, err := ingesthttp.New(svc, ingesthttp.Options{CallerFrom: callerFrom, Logger: logger, MaxBodyBytes: maxBody})
+//	h.Register(mux, func(role string, next http.Handler) http.Handler { return myAuth(role, next) })
+//
+// (cmd/tallyd/server mounts the exported handler methods one by one, with
+// its own role table.)
 //
 // The routes, with the role each is registered under:
 //
@@ -20,6 +23,8 @@
 //	GET  /api/v1/resource-types/{platform}/{resource_type}  read
 //	PUT  /api/v1/resource-types/{platform}/{resource_type}  admin
 //	GET  /api/v1/audit                                      admin
+//	GET  /api/v1/resources                                  read
+//	GET  /api/v1/resources/{cloud}/{resource_type}/{resource_id}  read
 //
 // Every error is an RFC 9457 problem body ([github.com/tallyhq/tally/internal/problem]).
 // An internal error is logged with the injected *slog.Logger and answered
@@ -27,6 +32,7 @@
 package ingesthttp
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -35,8 +41,6 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
-
-	"encoding/base64"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"

@@ -162,8 +162,9 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Migrate applies every pending embedded migration to the database at url, in
-// the schema its search_path names, and returns the versions it applied (in
-// order; empty when the schema was current). It is safe to run against a
+// the schema its search_path names (which must exist: Migrate creates tables,
+// not schemas), and returns the versions it applied (in order; empty when the
+// schema was current). It is safe to run against a
 // database that is already current. Concurrent runs are serialised by goose's
 // advisory lock.
 func Migrate(ctx context.Context, url string) ([]int64, error) {
