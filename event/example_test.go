@@ -124,3 +124,12 @@ func ExampleDeterministicID() {
 	// openstack-56e3f54aefd66cdc729b86ddc7ad894b8010095a2edbde2881319b1de7522d4f
 	// openstack-56e3f54aefd66cdc729b86ddc7ad894b8010095a2edbde2881319b1de7522d4f
 }
+
+// DecodeValidate is the one call for untrusted bytes: decoding and every rule.
+func ExampleDecodeValidate() {
+	_, err := event.DecodeValidate([]byte(`{"event_id":"e1","timestamp":"2026-03-01T12:00:00Z","event_type":"volume.create.end",
+		"platform":"meta","cloud":"c1","resource_type":"volume","resource_id":"v1","project_id":"p1","payload":{"state":"available"}}`))
+	fmt.Println(err)
+	// Output:
+	// platform: must not be "meta": meta and partner name the virtual projects, which own no resources; payload.size: is required on a create (the full size object)
+}

@@ -3,6 +3,7 @@ package event_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +50,15 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ev, err := event.Decode(data)
+		// DecodeValidate skips only checks Decode has made: it answers
+		// exactly what Decode then Validate answer.
+		want := err
+		if want == nil {
+			want = event.Validate(&ev)
+		}
+		if _, got := event.DecodeValidate(data); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("DecodeValidate: %v; Decode then Validate: %v", got, want)
+		}
 		if err != nil {
 			var e *event.Error
 			if !errors.As(err, &e) || !errors.Is(err, event.ErrInvalid) || len(e.Problems) != 1 {

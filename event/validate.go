@@ -168,6 +168,23 @@ func Validate(e *Event) error {
 	if e == nil {
 		return single("", RuleRequired, "there is no event (nil)")
 	}
+	return validate(e, true)
+}
+
+// DecodeValidate is [Decode] followed by [Validate], in one call: the path
+// every ingested item takes. It returns the decoded event, or the refusal of
+// whichever step failed ([*Error], matching [ErrInvalid]). It is faster than
+// the two calls, because it does not re-check the raw payload members Decode
+// has just read strictly (valid JSON, valid UTF-8, no member twice, no NUL).
+func DecodeValidate(b []byte) (Event, error) {
+	e, err := Decode(b)
+	if err != nil {
+		return e, err
+	}
+	return e, validate(&e, false)
+}
+
+func validate(e *Event, checkRaw bool) error {
 	var ps []Problem
 	add := func(path, rule, msg string) { ps = append(ps, Problem{Path: path, Rule: rule, Message: msg}) }
 
@@ -249,20 +266,22 @@ func Validate(e *Event) error {
 	}
 	// A Go-built event can carry raw members Decode would never produce; they
 	// must be what the encoder and the stores can keep.
-	for _, f := range [...]struct {
-		path string
-		raw  jsontext.Value
-	}{{"/payload/size", e.Payload.Size}, {"/payload/provider", e.Payload.Provider}, {"/payload", e.Payload.Unknown}} {
-		if rule, msg := rawProblem(f.raw); rule != "" {
-			add(f.path, rule, msg)
+	if checkRaw {
+		for _, f := range [...]struct {
+			path string
+			raw  jsontext.Value
+		}{{"/payload/size", e.Payload.Size}, {"/payload/provider", e.Payload.Provider}, {"/payload", e.Payload.Unknown}} {
+			if rule, msg := rawProblem(f.raw); rule != "" {
+				add(f.path, rule, msg)
+			}
 		}
-	}
-	if k := rawKind(e.Payload.Unknown); k != 0 && k != '{' {
-		add("/payload", RuleType, "unknown members must form an object, not "+jsonKind(jsontext.Kind(k)))
-	} else if k == '{' {
-		for _, name := range [...]string{"state", "size", "provider"} {
-			if unknownHas(e.Payload.Unknown, name) {
-				add("/payload/"+name, RuleDuplicate, "is given more than once (also among the unknown members)")
+		if k := rawKind(e.Payload.Unknown); k != 0 && k != '{' {
+			add("/payload", RuleType, "unknown members must form an object, not "+jsonKind(jsontext.Kind(k)))
+		} else if k == '{' {
+			for _, name := range [...]string{"state", "size", "provider"} {
+				if unknownHas(e.Payload.Unknown, name) {
+					add("/payload/"+name, RuleDuplicate, "is given more than once (also among the unknown members)")
+				}
 			}
 		}
 	}

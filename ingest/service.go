@@ -194,7 +194,8 @@ func New(s Store, opts Options) (*Service, error) {
 // schemas, Size names, Delivery, Rules) and commits it in one
 // [Store.Commit]. Each item is taken, in this order:
 //
-//  1. strictly decoded ([event.Decode]) and validated ([event.Validate]);
+//  1. strictly decoded and validated ([event.DecodeValidate]: [event.Decode],
+//     then [event.Validate]);
 //     a failure refuses it "schema: <every problem, joined by "; ">";
 //  2. checked against the caller's scope, when it has one: platform and
 //     cloud must both match, else it is refused "scope", an audit row of
@@ -275,12 +276,10 @@ func (s *Service) Ingest(ctx context.Context, caller Caller, items [][]byte) (Re
 	}
 
 	for i, raw := range items {
-		ev, err := event.Decode(raw)
-		id := ev.EventID
-		if err != nil {
+		ev, err := event.DecodeValidate(raw)
+		id := capID(ev.EventID)
+		if id == "" {
 			id = BestEffortEventID(raw)
-		} else {
-			err = event.Validate(&ev)
 		}
 		if err != nil {
 			reject(i, id, KindSchema, "schema: "+err.Error(), raw)
