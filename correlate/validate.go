@@ -21,19 +21,19 @@ var ErrNoOrganization = errors.New("correlate: caller has no organization")
 type Problem struct {
 	// Member is a JSON Pointer (RFC 6901) into the payload, such as
 	// "/traceId"; "" names the payload as a whole.
-	Member string
+	Member string `json:"member"`
 	// Rule is the short name of the rule: syntax, duplicate, type, required,
 	// minLength, maxLength, minimum, integer, range, format, enum, utf8, nul,
 	// reserved.
-	Rule string
+	Rule string `json:"rule"`
 	// Message says what is wrong, in a sentence.
-	Message string
+	Message string `json:"message"`
 }
 
 // ValidationError lists every problem of a payload at once, in member order.
 // It matches [ErrInvalid] with errors.Is; inspect it with errors.As.
 type ValidationError struct {
-	Problems []Problem
+	Problems []Problem `json:"problems"`
 }
 
 // Error lists the problems in one line: "member: message; …".
