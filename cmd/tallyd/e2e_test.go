@@ -147,7 +147,7 @@ func corpus(t *testing.T, cloud string) (events []event.Event, unmappable int) {
 const (
 	tokIngest   = "e2e-ingest-token"
 	tokOther    = "e2e-other-cloud-token"
-	tokAdmin    = "e2e-admin-token"
+	tokAdmin    = "e2e-admin-token-1"
 	tokEvents   = "e2e-events-token"
 	e2eCloud    = "os-e2e"
 	otherCloud  = "os-other"

@@ -160,15 +160,15 @@ func TestServeRefusesBadCredentialsFile(t *testing.T) {
 		name, data string
 		want       []string
 	}{
-		{"unknown role", `{"credentials":[{"name":"ops","token":"x","roles":["root"]}]}`,
+		{"unknown role", `{"credentials":[{"name":"ops","token":"x-token-for-tests","roles":["root"]}]}`,
 			[]string{`credentials[0] ("ops"): member "roles": unknown role "root"`}},
-		{"ingest without scope", `{"credentials":[{"name":"col","token":"x","roles":["ingest"],"platform":"openstack"}]}`,
+		{"ingest without scope", `{"credentials":[{"name":"col","token":"x-token-for-tests","roles":["ingest"],"platform":"openstack"}]}`,
 			[]string{`credentials[0] ("col"): member "cloud": is required with the ingest role`}},
-		{"events without organization", `{"credentials":[{"name":"app","token":"x","roles":["events"]}]}`,
+		{"events without organization", `{"credentials":[{"name":"app","token":"x-token-for-tests","roles":["events"]}]}`,
 			[]string{`credentials[0] ("app"): member "organization": is required with the events role`}},
 		{"bad hex", `{"credentials":[{"name":"h","token_sha256":"nothex","roles":["read"]}]}`,
 			[]string{`credentials[0] ("h"): member "token_sha256": must be 64 hexadecimal digits`}},
-		{"unknown member", `{"credentials":[{"name":"u","token":"x","roles":["read"],"role":"admin"}]}`,
+		{"unknown member", `{"credentials":[{"name":"u","token":"x-token-for-tests","roles":["read"],"role":"admin"}]}`,
 			[]string{`credentials[0] ("u"): member "role": unknown member`}},
 		{"empty", `{"credentials":[]}`, []string{"no credential"}},
 	}

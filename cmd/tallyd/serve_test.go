@@ -20,7 +20,7 @@ import (
 // then run returns nil.
 func TestServeGracefulShutdown(t *testing.T) {
 	creds := filepath.Join(t.TempDir(), "credentials.json")
-	if err := os.WriteFile(creds, []byte(`{"credentials":[{"name":"col","token":"t-ingest","roles":["ingest"],"platform":"openstack","cloud":"os-a"}]}`), 0o600); err != nil {
+	if err := os.WriteFile(creds, []byte(`{"credentials":[{"name":"col","token":"t-ingest-token-01","roles":["ingest"],"platform":"openstack","cloud":"os-a"}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -47,7 +47,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer t-ingest")
+	req.Header.Set("Authorization", "Bearer t-ingest-token-01")
 	type result struct {
 		status int
 		body   string

@@ -23,10 +23,10 @@ func (s *readSpy) Close() error               { return nil }
 func testAuthenticator(t *testing.T) *Authenticator {
 	t.Helper()
 	creds, err := ParseCredentials([]byte(`{"credentials":[
-	  {"name":"col","token":"t-ingest","roles":["ingest"],"platform":"openstack","cloud":"os-a"},
-	  {"name":"ops","token":"t-admin","roles":["admin"]},
-	  {"name":"dash","token":"t-read","roles":["read"],"organization":"acme"},
-	  {"name":"app","token":"t-events","roles":["events"],"organization":"acme","user":"u"}]}`))
+	  {"name":"col","token":"t-ingest-token-01","roles":["ingest"],"platform":"openstack","cloud":"os-a"},
+	  {"name":"ops","token":"t-admin-token-001","roles":["admin"]},
+	  {"name":"dash","token":"t-read-token-0001","roles":["read"],"organization":"acme"},
+	  {"name":"app","token":"t-events-token-01","roles":["events"],"organization":"acme","user":"u"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,11 +52,11 @@ func TestRequire(t *testing.T) {
 	}{
 		{"no token", []Role{RoleIngest}, "", 401, "", false, true},
 		{"unknown token", []Role{RoleIngest}, "t-nope", 401, "", false, true},
-		{"wrong role", []Role{RoleIngest}, "t-admin", 403, "", false, false},
-		{"role", []Role{RoleIngest}, "t-ingest", 200, "col", true, false},
-		{"one of two roles", []Role{RoleEvents, RoleRead}, "t-read", 200, "dash", true, false},
-		{"other of two roles", []Role{RoleEvents, RoleRead}, "t-events", 200, "app", true, false},
-		{"neither of two roles", []Role{RoleEvents, RoleRead}, "t-admin", 403, "", false, false},
+		{"wrong role", []Role{RoleIngest}, "t-admin-token-001", 403, "", false, false},
+		{"role", []Role{RoleIngest}, "t-ingest-token-01", 200, "col", true, false},
+		{"one of two roles", []Role{RoleEvents, RoleRead}, "t-read-token-0001", 200, "dash", true, false},
+		{"other of two roles", []Role{RoleEvents, RoleRead}, "t-events-token-01", 200, "app", true, false},
+		{"neither of two roles", []Role{RoleEvents, RoleRead}, "t-admin-token-001", 403, "", false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

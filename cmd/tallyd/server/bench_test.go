@@ -23,7 +23,7 @@ func BenchmarkPostEvents(b *testing.B) {
 		{"pgstore", func(b *testing.B) Store { return pgtest.Store(b) }},
 	} {
 		b.Run(s.name, func(b *testing.B) {
-			creds, err := ParseCredentials([]byte(`{"credentials":[{"name":"bench","token":"t","roles":["ingest"],"platform":"openstack","cloud":"bench"}]}`))
+			creds, err := ParseCredentials([]byte(`{"credentials":[{"name":"bench","token":"t-bench-token-0001","roles":["ingest"],"platform":"openstack","cloud":"bench"}]}`))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -41,7 +41,7 @@ func BenchmarkPostEvents(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				r := httptest.NewRequest("POST", "/api/v1/events", bytes.NewReader(bodies[i]))
-				r.Header.Set("Authorization", "Bearer t")
+				r.Header.Set("Authorization", "Bearer t-bench-token-0001")
 				w := httptest.NewRecorder()
 				h.ServeHTTP(w, r)
 				if w.Code != 200 || !bytes.Contains(w.Body.Bytes(), []byte(`"accepted":1000`)) {

@@ -87,6 +87,11 @@ type credentialEntry struct {
 	User         string   `json:"user"`
 }
 
+// MinPlainTokenLen is the shortest plain "token" a credentials file may
+// give; a shorter one is guessable. Tokens made by `tallyd token` are 68
+// characters, and token_sha256 entries have no such bound to check.
+const MinPlainTokenLen = 16
+
 // ParseCredentials reads a credentials file:
 //
 //	{"credentials":[{"name":"…","token_sha256":"<hex>" or "token":"<plain>",
@@ -98,8 +103,8 @@ type credentialEntry struct {
 // not 64 hex digits, a token used twice, no role or an unknown or repeated
 // role, an ingest role without platform and cloud, platform or cloud
 // without the ingest role, an events role without organization, or user
-// without organization, and an ingest scope naming meta or partner are
-// refused. Every problem is reported (joined), each
+// without organization, a plain token shorter than MinPlainTokenLen, and an
+// ingest scope naming meta or partner are refused. Every problem is reported (joined), each
 // naming the entry (index and name) and the member. A plain token is hashed
 // at once and not kept.
 func ParseCredentials(data []byte) ([]Credential, error) {
@@ -158,8 +163,8 @@ func ParseCredentials(data []byte) ([]Credential, error) {
 				copy(c.TokenSHA256[:], b)
 			}
 		default:
-			if *e.Token == "" {
-				bad("token", "must not be empty")
+			if len(*e.Token) < MinPlainTokenLen {
+				bad("token", "must be at least %d characters: a short token is guessable (`tallyd token` makes a strong one)", MinPlainTokenLen)
 			} else {
 				c.TokenSHA256 = sha256.Sum256([]byte(*e.Token))
 			}

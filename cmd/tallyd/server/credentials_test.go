@@ -19,9 +19,9 @@ func shaHex(s string) string { h := sha(s); return hex.EncodeToString(h[:]) }
 func TestParseCredentials(t *testing.T) {
 	data := `{"credentials":[
 	  {"name":"collector","token_sha256":"` + shaHex("t1") + `","roles":["ingest"],"platform":"openstack","cloud":"os-a"},
-	  {"name":"ops","token":"t2","roles":["admin","read"]},
-	  {"name":"app","token":"t3","roles":["events"],"organization":"acme","user":"u1"},
-	  {"name":"dash","token":"t4","roles":["read"],"organization":"acme"}
+	  {"name":"ops","token":"t2-token-for-tests","roles":["admin","read"]},
+	  {"name":"app","token":"t3-token-for-tests","roles":["events"],"organization":"acme","user":"u1"},
+	  {"name":"dash","token":"t4-token-for-tests","roles":["read"],"organization":"acme"}
 	]}`
 	got, err := ParseCredentials([]byte(data))
 	if err != nil {
@@ -29,9 +29,9 @@ func TestParseCredentials(t *testing.T) {
 	}
 	want := []Credential{
 		{Name: "collector", TokenSHA256: sha("t1"), Roles: []Role{RoleIngest}, Platform: "openstack", Cloud: "os-a"},
-		{Name: "ops", TokenSHA256: sha("t2"), Roles: []Role{RoleAdmin, RoleRead}},
-		{Name: "app", TokenSHA256: sha("t3"), Roles: []Role{RoleEvents}, Organization: "acme", User: "u1"},
-		{Name: "dash", TokenSHA256: sha("t4"), Roles: []Role{RoleRead}, Organization: "acme"},
+		{Name: "ops", TokenSHA256: sha("t2-token-for-tests"), Roles: []Role{RoleAdmin, RoleRead}},
+		{Name: "app", TokenSHA256: sha("t3-token-for-tests"), Roles: []Role{RoleEvents}, Organization: "acme", User: "u1"},
+		{Name: "dash", TokenSHA256: sha("t4-token-for-tests"), Roles: []Role{RoleRead}, Organization: "acme"},
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("ParseCredentials (-want +got):\n%s", d)
@@ -41,7 +41,7 @@ func TestParseCredentials(t *testing.T) {
 // Every refusal names the entry and the member, so an operator can fix the
 // file from the message alone.
 func TestParseCredentialsRefuses(t *testing.T) {
-	h := shaHex("x")
+	h := shaHex("x-token-for-tests")
 	tests := []struct {
 		name, data string
 		want       []string // each must appear in the error
@@ -49,7 +49,7 @@ func TestParseCredentialsRefuses(t *testing.T) {
 		{"not JSON", `{`, []string{"credentials:"}},
 		{"unknown top-level member", `{"credentials":[],"extra":1}`, []string{`unknown member "extra"`}},
 		{"no credentials member", `{}`, []string{`member "credentials" is missing`}},
-		{"unknown member", `{"credentials":[{"name":"a","token":"x","roles":["read"],"tokn":"y"}]}`,
+		{"unknown member", `{"credentials":[{"name":"a","token":"x-token-for-tests","roles":["read"],"tokn":"y"}]}`,
 			[]string{`credentials[0] ("a"): member "tokn": unknown member`}},
 		{"bad hex", `{"credentials":[{"name":"a","token_sha256":"zz","roles":["read"]}]}`,
 			[]string{`credentials[0] ("a"): member "token_sha256": must be 64 hexadecimal digits`}},
@@ -57,28 +57,30 @@ func TestParseCredentialsRefuses(t *testing.T) {
 			[]string{`member "token_sha256": must be 64 hexadecimal digits`}},
 		{"no token", `{"credentials":[{"name":"a","roles":["read"]}]}`,
 			[]string{`credentials[0] ("a"): member "token_sha256": one of "token_sha256" or "token" is required`}},
-		{"both tokens", `{"credentials":[{"name":"a","token":"x","token_sha256":"` + h + `","roles":["read"]}]}`,
+		{"both tokens", `{"credentials":[{"name":"a","token":"x-token-for-tests","token_sha256":"` + h + `","roles":["read"]}]}`,
 			[]string{`member "token": give "token_sha256" or "token", not both`}},
-		{"unknown role", `{"credentials":[{"name":"a","token":"x","roles":["root"]}]}`,
+		{"unknown role", `{"credentials":[{"name":"a","token":"x-token-for-tests","roles":["root"]}]}`,
 			[]string{`credentials[0] ("a"): member "roles": unknown role "root"`}},
-		{"no role", `{"credentials":[{"name":"a","token":"x","roles":[]}]}`,
+		{"no role", `{"credentials":[{"name":"a","token":"x-token-for-tests","roles":[]}]}`,
 			[]string{`member "roles": at least one role is required`}},
-		{"ingest without scope", `{"credentials":[{"name":"c","token":"x","roles":["ingest"]}]}`,
+		{"ingest without scope", `{"credentials":[{"name":"c","token":"x-token-for-tests","roles":["ingest"]}]}`,
 			[]string{`credentials[0] ("c"): member "platform": is required with the ingest role`,
 				`credentials[0] ("c"): member "cloud": is required with the ingest role`}},
-		{"ingest without cloud", `{"credentials":[{"name":"c","token":"x","roles":["ingest"],"platform":"openstack"}]}`,
+		{"ingest without cloud", `{"credentials":[{"name":"c","token":"x-token-for-tests","roles":["ingest"],"platform":"openstack"}]}`,
 			[]string{`member "cloud": is required with the ingest role`}},
-		{"events without organization", `{"credentials":[{"name":"e","token":"x","roles":["events"]}]}`,
+		{"events without organization", `{"credentials":[{"name":"e","token":"x-token-for-tests","roles":["events"]}]}`,
 			[]string{`credentials[0] ("e"): member "organization": is required with the events role`}},
-		{"scope without ingest", `{"credentials":[{"name":"r","token":"x","roles":["read"],"platform":"p"}]}`,
+		{"scope without ingest", `{"credentials":[{"name":"r","token":"x-token-for-tests","roles":["read"],"platform":"p"}]}`,
 			[]string{`member "platform": applies only to the ingest role`}},
-		{"duplicate name", `{"credentials":[{"name":"a","token":"x","roles":["read"]},{"name":"a","token":"y","roles":["read"]}]}`,
+		{"duplicate name", `{"credentials":[{"name":"a","token":"x-token-for-tests","roles":["read"]},{"name":"a","token":"y-token-for-tests","roles":["read"]}]}`,
 			[]string{`credentials[1] ("a"): member "name": is also the name of credentials[0]`}},
-		{"duplicate token", `{"credentials":[{"name":"a","token":"x","roles":["read"]},{"name":"b","token_sha256":"` + h + `","roles":["read"]}]}`,
+		{"duplicate token", `{"credentials":[{"name":"a","token":"x-token-for-tests","roles":["read"]},{"name":"b","token_sha256":"` + h + `","roles":["read"]}]}`,
 			[]string{`credentials[1] ("b"): member "token": is also the token of credentials[0]`}},
-		{"no name", `{"credentials":[{"token":"x","roles":["read"]}]}`,
+		{"short plain token", `{"credentials":[{"name":"s","token":"hunter2","roles":["read"]}]}`,
+			[]string{`credentials[0] ("s"): member "token": must be at least 16 characters`}},
+		{"no name", `{"credentials":[{"token":"x-token-for-tests","roles":["read"]}]}`,
 			[]string{`credentials[0]: member "name": is required`}},
-		{"duplicate member", `{"credentials":[{"name":"a","name":"b","token":"x","roles":["read"]}]}`,
+		{"duplicate member", `{"credentials":[{"name":"a","name":"b","token":"x-token-for-tests","roles":["read"]}]}`,
 			[]string{`/credentials/0`, `duplicate object member name "name"`}},
 	}
 	for _, tt := range tests {
@@ -98,7 +100,7 @@ func TestParseCredentialsRefuses(t *testing.T) {
 
 func TestAuthenticator(t *testing.T) {
 	creds, err := ParseCredentials([]byte(`{"credentials":[
-	  {"name":"a","token":"alpha","roles":["read"]},
+	  {"name":"a","token":"alpha-token-for-tests","roles":["read"]},
 	  {"name":"b","token_sha256":"` + shaHex("beta") + `","roles":["admin"]}]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -111,13 +113,13 @@ func TestAuthenticator(t *testing.T) {
 		header string
 		want   string // credential name, "" for none
 	}{
-		{"Bearer alpha", "a"},
+		{"Bearer alpha-token-for-tests", "a"},
 		{"bearer beta", "b"},
 		{"BEARER  beta ", "b"},
 		{"Bearer gamma", ""},
 		{"Bearer ", ""},
 		{"Basic YTpi", ""},
-		{"alpha", ""},
+		{"alpha-token-for-tests", ""},
 		{"", ""},
 	}
 	for _, tt := range tests {
@@ -157,11 +159,11 @@ func TestNewToken(t *testing.T) {
 func FuzzParseCredentials(f *testing.F) {
 	for _, s := range []string{
 		`{"credentials":[]}`,
-		`{"credentials":[{"name":"a","token":"x","roles":["read"]}]}`,
+		`{"credentials":[{"name":"a","token":"x-token-for-tests","roles":["read"]}]}`,
 		`{"credentials":[{"name":"c","token_sha256":"` + shaHex("t") + `","roles":["ingest"],"platform":"openstack","cloud":"os"}]}`,
-		`{"credentials":[{"name":"e","token":"y","roles":["events","read"],"organization":"o","user":"u"}]}`,
-		`{"credentials":[{"name":"a","token":"x","roles":["read"]},{"name":"a","token":"x","roles":["read"]}]}`,
-		`{"credentials":[{"name":"a","token":"x","roles":["root"],"extra":1}]}`,
+		`{"credentials":[{"name":"e","token":"y-token-for-tests","roles":["events","read"],"organization":"o","user":"u"}]}`,
+		`{"credentials":[{"name":"a","token":"x-token-for-tests","roles":["read"]},{"name":"a","token":"x-token-for-tests","roles":["read"]}]}`,
+		`{"credentials":[{"name":"a","token":"x-token-for-tests","roles":["root"],"extra":1}]}`,
 		`{"credentials":null}`, `[]`, `{`, "",
 	} {
 		f.Add([]byte(s))
@@ -207,7 +209,7 @@ func TestParseCredentialsRefusesVirtualScope(t *testing.T) {
 		for _, v := range []string{"meta", "partner"} {
 			scope := map[string]string{"platform": "openstack", "cloud": "os-a"}
 			scope[member] = v
-			data := fmt.Sprintf(`{"credentials":[{"name":"c","token":"x","roles":["ingest"],"platform":%q,"cloud":%q}]}`, scope["platform"], scope["cloud"])
+			data := fmt.Sprintf(`{"credentials":[{"name":"c","token":"x-token-for-tests","roles":["ingest"],"platform":%q,"cloud":%q}]}`, scope["platform"], scope["cloud"])
 			_, err := ParseCredentials([]byte(data))
 			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("member %q: must not be %q", member, v)) {
 				t.Errorf("%s %s: %v", member, v, err)

@@ -15,7 +15,7 @@ import (
 // the in-memory store, with one credential.
 func Example() {
 	creds, err := server.ParseCredentials([]byte(`{"credentials":[
-	  {"name":"app","token":"local-secret","roles":["events"],"organization":"acme","user":"ops"}]}`))
+	  {"name":"app","token":"local-secret-token","roles":["events"],"organization":"acme","user":"ops"}]}`))
 	if err != nil {
 		panic(err)
 	}
@@ -35,7 +35,7 @@ func Example() {
 	for range 2 {
 		req, _ := http.NewRequest("POST", srv.URL+"/api/events",
 			strings.NewReader(`{"category":"connection","action":"failed","correlationKey":"db-1"}`))
-		req.Header.Set("Authorization", "Bearer local-secret")
+		req.Header.Set("Authorization", "Bearer local-secret-token")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			panic(err)

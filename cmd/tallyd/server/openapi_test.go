@@ -190,10 +190,10 @@ type contractEnv struct {
 }
 
 const (
-	tIngest = "t-ingest"
-	tAdmin  = "t-admin"
-	tRead   = "t-read"
-	tEvents = "t-events"
+	tIngest = "t-ingest-token-01"
+	tAdmin  = "t-admin-token-001"
+	tRead   = "t-read-token-0001"
+	tEvents = "t-events-token-01"
 
 	testMaxBody = 64 << 10
 	unknownID   = "0190aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee"

@@ -73,7 +73,7 @@ func TestCORS(t *testing.T) {
 		{"request from an allowed origin", func() *http.Request {
 			r := httptest.NewRequest("POST", "/api/events", strings.NewReader(`{"category":"c","action":"a"}`))
 			r.Header.Set("Origin", "https://app.example")
-			r.Header.Set("Authorization", "Bearer t-events")
+			r.Header.Set("Authorization", "Bearer t-events-token-01")
 			return r
 		}(), answer{Status: 201, AllowOrigin: "https://app.example", ExposeHeaders: "Event-Disposition, Www-Authenticate"}},
 		{"request from another origin", func() *http.Request {
@@ -114,11 +114,11 @@ func TestMetrics(t *testing.T) {
 			`"platform":"openstack","cloud":"` + cloud + `","resource_type":"widget","resource_id":"w-` + id + `","project_id":"p",` +
 			`"payload":{"state":"active","size":{"n":1}}}`
 	}
-	if c := post("/api/v1/events", "t-ingest", "["+ev("1", "os-a")+","+ev("2", "os-a")+","+ev("1", "os-a")+`,{"x":1},`+ev("3", "os-b")+"]"); c != 200 {
+	if c := post("/api/v1/events", "t-ingest-token-01", "["+ev("1", "os-a")+","+ev("2", "os-a")+","+ev("1", "os-a")+`,{"x":1},`+ev("3", "os-b")+"]"); c != 200 {
 		t.Fatalf("ingest: %d", c)
 	}
 	for range 2 {
-		if c := post("/api/events", "t-events", `{"category":"c","action":"a","correlationKey":"k"}`); c/100 != 2 {
+		if c := post("/api/events", "t-events-token-01", `{"category":"c","action":"a","correlationKey":"k"}`); c/100 != 2 {
 			t.Fatalf("create: %d", c)
 		}
 	}
@@ -249,7 +249,7 @@ func TestRequestLogNamesTheCredential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tok := range []string{"t-admin", "wrong-token"} {
+	for _, tok := range []string{"t-admin-token-001", "wrong-token"} {
 		r := httptest.NewRequest("GET", "/api/v1/audit", nil)
 		r.Header.Set("Authorization", "Bearer "+tok)
 		h.ServeHTTP(httptest.NewRecorder(), r)
@@ -266,7 +266,7 @@ func TestRequestLogNamesTheCredential(t *testing.T) {
 	if !strings.Contains(lines[0], "credential=ops") || !strings.Contains(lines[1], `credential=""`) {
 		t.Errorf("credentials not logged as expected:\n%s", logs.String())
 	}
-	if strings.Contains(logs.String(), "t-admin") || strings.Contains(logs.String(), "wrong-token") {
+	if strings.Contains(logs.String(), "t-admin-token-001") || strings.Contains(logs.String(), "wrong-token") {
 		t.Errorf("a token reached the log:\n%s", logs.String())
 	}
 }
