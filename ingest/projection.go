@@ -83,12 +83,13 @@ func comparePos(at time.Time, atype, aid string, bt time.Time, btype, bid string
 // CompareKeyed orders events by resource key (cloud, resource_type,
 // resource_id), then by [Compare]. Stores fold a batch in this order.
 func CompareKeyed(a, b *event.Event) int {
-	return cmp.Or(
-		cmp.Compare(a.Cloud, b.Cloud),
-		cmp.Compare(a.ResourceType, b.ResourceType),
-		cmp.Compare(a.ResourceID, b.ResourceID),
-		Compare(a, b),
-	)
+	return cmp.Or(Key(a).Compare(Key(b)), Compare(a, b))
+}
+
+// Compare orders keys by cloud, then resource_type, then resource_id: the
+// order listings of the projection use. It returns -1, 0 or +1.
+func (k ResourceKey) Compare(o ResourceKey) int {
+	return cmp.Or(cmp.Compare(k.Cloud, o.Cloud), cmp.Compare(k.ResourceType, o.ResourceType), cmp.Compare(k.ResourceID, o.ResourceID))
 }
 
 // After reports whether e sorts after the last event folded into r, in which
@@ -145,18 +146,9 @@ func applyPayload(r *Resource, e *event.Event) {
 	if !e.Payload.State.Missing() {
 		r.State = e.Payload.State.String()
 	}
-	if k := firstNonSpace(e.Payload.Size); k == '{' {
+	if e.Payload.Size.Kind() == '{' {
 		r.Size = e.Payload.Size
 	}
-}
-
-func firstNonSpace(v jsontext.Value) byte {
-	for _, c := range v {
-		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			return c
-		}
-	}
-	return 0
 }
 
 // Fold returns the projection row of one resource from its whole history,

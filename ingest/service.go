@@ -294,7 +294,7 @@ func (s *Service) Ingest(ctx context.Context, caller Caller, items [][]byte) (Re
 			continue
 		}
 		var unvalidated *pair
-		if k := firstByte(ev.Payload.Size); k == '{' {
+		if ev.Payload.Size.Kind() == '{' {
 			np := pair{ev.Cloud, ev.ResourceType}
 			r, ok := rows[np]
 			if !ok {
@@ -428,7 +428,7 @@ func withSizeAsReported(provider jsontext.Value, replaced map[string]string) (js
 		return nil, err
 	}
 	out := []byte{'{'}
-	if firstByte(provider) == '{' {
+	if provider.Kind() == '{' {
 		dec := jsontext.NewDecoder(bytes.NewReader(provider))
 		if _, err := dec.ReadToken(); err != nil {
 			return nil, err
@@ -533,15 +533,4 @@ func capID(id string) string {
 		cut--
 	}
 	return id[:cut]
-}
-
-func firstByte(b []byte) byte {
-	for _, c := range b {
-		switch c {
-		case ' ', '\t', '\r', '\n':
-			continue
-		}
-		return c
-	}
-	return 0
 }

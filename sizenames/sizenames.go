@@ -37,7 +37,7 @@ var ErrInvalid = errors.New("sizenames: invalid rows")
 // [github.com/tallyhq/tally/event.Decode] has already refused for any item
 // that reaches the pipeline. Resolve is pure and safe for concurrent use.
 func Resolve(rows []Row, size jsontext.Value) (jsontext.Value, map[string]string, error) {
-	if len(rows) == 0 || firstByte(size) != '{' {
+	if len(rows) == 0 || size.Kind() != '{' {
 		return size, nil, nil
 	}
 	type key struct{ member, value string }
@@ -115,17 +115,6 @@ func unquote(v jsontext.Value) (string, error) {
 		return "", err
 	}
 	return tok.String(), nil
-}
-
-func firstByte(b []byte) byte {
-	for _, c := range b {
-		switch c {
-		case ' ', '\t', '\r', '\n':
-			continue
-		}
-		return c
-	}
-	return 0
 }
 
 // ReplaceCloud replaces every size-name row of cloud by rows, in one

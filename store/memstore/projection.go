@@ -1,7 +1,6 @@
 package memstore
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -47,7 +46,7 @@ func (s *Store) Resources(ctx context.Context, q ingest.ResourceQuery) ([]ingest
 			out = append(out, r)
 		}
 	}
-	slices.SortFunc(out, func(a, b ingest.Resource) int { return compareKeys(a.ResourceKey, b.ResourceKey) })
+	slices.SortFunc(out, func(a, b ingest.Resource) int { return a.ResourceKey.Compare(b.ResourceKey) })
 	if limit := max(q.Limit, 1); len(out) > limit {
 		out = out[:limit]
 	}
@@ -61,7 +60,7 @@ func matches(r *ingest.Resource, q *ingest.ResourceQuery) bool {
 		q.ResourceType != "" && r.ResourceType != q.ResourceType,
 		q.ProjectID != "" && r.ProjectID != q.ProjectID,
 		q.State != "" && r.State != q.State,
-		q.After != nil && compareKeys(r.ResourceKey, *q.After) <= 0:
+		q.After != nil && r.ResourceKey.Compare(*q.After) <= 0:
 		return false
 	}
 	if !q.AliveAt.IsZero() {
@@ -74,10 +73,6 @@ func matches(r *ingest.Resource, q *ingest.ResourceQuery) bool {
 		}
 	}
 	return true
-}
-
-func compareKeys(a, b ingest.ResourceKey) int {
-	return cmp.Or(cmp.Compare(a.Cloud, b.Cloud), cmp.Compare(a.ResourceType, b.ResourceType), cmp.Compare(a.ResourceID, b.ResourceID))
 }
 
 // Resource returns one projection row (ingest.ProjectionStore); the error
@@ -127,7 +122,7 @@ func (s *Store) RebuildResources(ctx context.Context, q ingest.RebuildQuery, pro
 		}
 	}
 	s.mu.Unlock()
-	slices.SortFunc(keys, compareKeys)
+	slices.SortFunc(keys, ingest.ResourceKey.Compare)
 	done := 0
 	for len(keys) > 0 {
 		if err := ctx.Err(); err != nil {

@@ -155,7 +155,7 @@ func upsertResources(ctx context.Context, tx *sqlx.Tx, rows map[ingest.ResourceK
 	for k := range rows {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, compareKeys)
+	slices.SortFunc(keys, ingest.ResourceKey.Compare)
 	for _, k := range keys {
 		r := rows[k]
 		clouds, types, ids = append(clouds, k.Cloud), append(types, k.ResourceType), append(ids, k.ResourceID)
@@ -187,16 +187,6 @@ ON CONFLICT (cloud, resource_type, resource_id) DO UPDATE SET
 		return fmt.Errorf("upsert resources: %w", err)
 	}
 	return nil
-}
-
-func compareKeys(a, b ingest.ResourceKey) int {
-	if c := strings.Compare(a.Cloud, b.Cloud); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.ResourceType, b.ResourceType); c != 0 {
-		return c
-	}
-	return strings.Compare(a.ResourceID, b.ResourceID)
 }
 
 // history returns every stored event of one resource, in fold order
