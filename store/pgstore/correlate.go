@@ -26,7 +26,7 @@ const corrInsertValues = `($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $1
 	$15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)`
 
 // corrOpenPredicate is the predicate of the partial unique index
-// correlated_events_open_key (migration 00010): the rows that count as the
+// correlated_events_open_key (migration 00007): the rows that count as the
 // open event of their (organization, user_id, correlation_key). ON CONFLICT
 // names it verbatim so that PostgreSQL infers that index.
 const corrOpenPredicate = `resolved_at IS NULL AND deleted_at IS NULL AND user_id <> '' AND correlation_key IS NOT NULL`

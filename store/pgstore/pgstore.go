@@ -12,9 +12,19 @@
 // rolls back on an error or a panic. Driver errors are translated in one
 // place ([interpretError]) so that pgx types never leak to callers.
 //
+// # Migrations
+//
+// The embedded migrations form one sequence, 00001, 00002, … with no gaps
+// and no numbers reserved by area: goose refuses a database that has applied
+// a later version than a new file's (missing, out-of-order migration), so a
+// new migration always takes the next number. TestMigrationsAreOneSequence
+// fails otherwise. Released schema versions are listed in the upgrade test
+// (releasedVersions in migrate_test.go), which upgrades a database from each
+// of them to the current version.
+//
 // # Ingestion tables
 //
-// Migrations 00002-00009 hold lifecycle ingestion (canonical-event.md,
+// Migrations 00001-00006 hold lifecycle ingestion (canonical-event.md,
 // sections Rules, Size schemas, Size names, Delivery):
 //
 //   - events: one row per (event_id, timestamp), the primary key and the
@@ -42,7 +52,7 @@
 //
 // # The projection
 //
-// Migration 00020 holds current_resources, one row per (cloud,
+// Migration 00008 holds current_resources, one row per (cloud,
 // resource_type, resource_id), folded by ingest.FoldBatch from the events a
 // Commit newly stored, in the same transaction. Before folding, a
 // transaction takes one advisory lock per resource it touches
@@ -56,7 +66,7 @@
 //
 // # Correlated events
 //
-// Migration 00010 holds correlated_events and their idempotency keys; see
+// Migration 00007 holds correlated_events and their idempotency keys; see
 // the comments in store/pgstore/correlate.go for how one open event per
 // (organization, user, correlationKey) and one effect per idempotency key are
 // enforced by the database.
@@ -64,7 +74,7 @@
 // # TimescaleDB
 //
 // When the timescaledb extension is installed in the database before the
-// migrations run, migration 00002 turns the events table into a hypertable
+// migrations run, migration 00001 turns the events table into a hypertable
 // partitioned on timestamp (the primary key holds the partition column, as
 // timescaledb requires); nothing else changes. Installing the extension later
 // does not convert an existing table. Without the extension events stays a
