@@ -59,9 +59,22 @@ func (noLoader) Load(url string) (any, error) {
 // doc must be strict JSON as the events are (RFC 7493: no member given twice,
 // valid UTF-8), so that the schema the registry keeps is the schema that
 // validates: a duplicated member would otherwise be read as its last copy.
+// Every number in doc must lie in the range the validator judges
+// ([MaxNumberDigits], [MaxNumberExponent]): a bound such as
+// "minimum": 1e1000001 could never be enforced, so it is refused, the error
+// naming the keyword by its JSON Pointer ("/properties/gb/minimum").
 func CompileSizeSchema(doc jsontext.Value) (*jsonschema.Schema, error) {
 	if err := checkStrictJSON(doc); err != nil {
 		return nil, err
+	}
+	if ptrs, total, err := numbersOutOfRange(doc, 1); err != nil {
+		return nil, fmt.Errorf("not a JSON document: %v", err)
+	} else if total > 0 {
+		more := ""
+		if total > 1 {
+			more = fmt.Sprintf(" (and %d more numbers)", total-1)
+		}
+		return nil, fmt.Errorf("%s: %s: %s, so it cannot be enforced%s", ptrs[0], RuleNumberRange, msgNumberRange, more)
 	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -109,6 +111,10 @@ type Options struct {
 	// MaxDeadLetterBytes caps the raw bytes kept per dead letter; 0 means
 	// DefaultMaxDeadLetterBytes; it must not be negative.
 	MaxDeadLetterBytes int
+	// Logger receives the one thing the pipeline logs: an item whose checks
+	// panicked (at ERROR, with the stack; the item is refused). nil means
+	// slog.Default().
+	Logger *slog.Logger
 }
 
 // Caller is who submits a batch.
@@ -161,6 +167,7 @@ type Service struct {
 	now      func() time.Time
 	observer Observer
 	maxDL    int
+	log      *slog.Logger
 	reg      registry
 }
 
@@ -187,6 +194,10 @@ func New(s Store, opts Options) (*Service, error) {
 	if svc.maxDL == 0 {
 		svc.maxDL = DefaultMaxDeadLetterBytes
 	}
+	svc.log = opts.Logger
+	if svc.log == nil {
+		svc.log = slog.Default()
+	}
 	return svc, nil
 }
 
@@ -206,7 +217,11 @@ func New(s Store, opts Options) (*Service, error) {
 //     payload.provider.size_as_reported is set to the replaced members with
 //     the values they arrived with, overriding any the item brought (the
 //     provider object is created when absent);
-//  4. the size (after replacement) is validated against the size schema of
+//  4. every number of the size (after replacement) must lie in the range
+//     the validator judges ([MaxNumberDigits], [MaxNumberExponent]), else it
+//     is refused "size_schema: /payload/size/gb: number_range: …", so one
+//     item's cost stays bounded by its bytes; then the size is validated
+//     against the size schema of
 //     its (platform, resource_type), read once per pair and batch; a failure
 //     refuses it "size_schema: <problems>", each problem naming the member
 //     (/payload/size/vcpus) and the rule. A pair with no schema is accepted
@@ -227,171 +242,318 @@ func New(s Store, opts Options) (*Service, error) {
 // registered size schema no longer compiles (only a row written around
 // [Service.PutResourceType] can); in every case nothing of the batch is
 // stored, and the caller may retry the whole batch. An item is never an error: it is a
-// Rejection.
+// Rejection. A panic inside one item's checks (a validator's bug) refuses
+// that item, its reason naming the stage ("size_schema: /payload/size:
+// internal: the size_schema stage failed…"), is logged at ERROR with its
+// stack, and the rest of the batch goes on.
 func (s *Service) Ingest(ctx context.Context, caller Caller, items [][]byte) (Result, error) {
-	if len(items) > MaxBatch {
-		return Result{}, ErrBatchTooLarge
+	source, err := checkCall(caller, len(items))
+	if err != nil {
+		return Result{}, err
+	}
+	run := s.newRun(ctx, caller, source, len(items))
+	for i, raw := range items {
+		if err := run.item(i, raw); err != nil {
+			return Result{}, err
+		}
+	}
+	return run.commit()
+}
+
+// checkCall judges the call before any item: the batch's length and the
+// caller. It returns the pipeline the events are stored with.
+func checkCall(caller Caller, n int) (event.Source, error) {
+	if n > MaxBatch {
+		return "", ErrBatchTooLarge
 	}
 	if (caller.Platform == "") != (caller.Cloud == "") {
-		return Result{}, fmt.Errorf("%w: a scope names both platform and cloud, or neither", ErrInvalidCaller)
+		return "", fmt.Errorf("%w: a scope names both platform and cloud, or neither", ErrInvalidCaller)
 	}
 	source := caller.Source
 	if source == "" {
 		source = event.SourceCollector
 	}
 	if !source.Valid() {
-		return Result{}, fmt.Errorf("%w: source %q", ErrInvalidCaller, caller.Source)
+		return "", fmt.Errorf("%w: source %q", ErrInvalidCaller, caller.Source)
 	}
-	now := s.now().UTC().Truncate(time.Microsecond)
+	return source, nil
+}
 
-	type dupKey struct {
-		id string
-		ts int64
+type dupKey struct {
+	id string
+	ts int64
+}
+
+// run is the state of one [Service.Ingest] call: what the batch will write
+// and the lookups read once per pair and batch.
+type run struct {
+	s         *Service
+	ctx       context.Context
+	caller    Caller
+	source    event.Source
+	now       time.Time
+	res       Result
+	batch     Batch
+	seen      map[dupKey]bool
+	rows      map[pair][]sizenames.Row
+	schemas   map[pair]*schemaLookup
+	unvalid   []*pair // parallel to batch.Events: the pair of an unvalidated size, or nil
+	dups      int
+	rejByKind map[Kind]int
+}
+
+func (s *Service) newRun(ctx context.Context, caller Caller, source event.Source, n int) *run {
+	return &run{
+		s: s, ctx: ctx, caller: caller, source: source,
+		now:       s.now().UTC().Truncate(time.Microsecond),
+		res:       Result{Rejected: []Rejection{}},
+		seen:      make(map[dupKey]bool, n),
+		rows:      make(map[pair][]sizenames.Row),
+		schemas:   make(map[pair]*schemaLookup),
+		rejByKind: map[Kind]int{},
 	}
-	var (
-		res       = Result{Rejected: []Rejection{}}
-		batch     Batch
-		seen      = make(map[dupKey]bool, len(items))
-		rows      = make(map[pair][]sizenames.Row)
-		schemas   = make(map[pair]*schemaLookup)
-		unvalid   []*pair // parallel to batch.Events: the pair of an unvalidated size, or nil
-		dups      int
-		rejByKind = map[Kind]int{}
-	)
-	reject := func(i int, id string, kind Kind, reason string, raw []byte) {
-		reason = cleanReason(reason)
-		res.Rejected = append(res.Rejected, Rejection{Index: i, EventID: id, Reason: reason})
-		rejByKind[kind]++
-		if kind == KindScope {
-			return
-		}
-		dl := DeadLetter{RawSize: len(raw), Reason: reason, EventID: id, ReceivedAt: now}
-		if len(raw) <= s.maxDL {
-			dl.Raw = bytes.Clone(raw)
-			if dl.Raw == nil {
-				dl.Raw = []byte{}
+}
+
+// The stages of one item, named in the reason of an item whose checks
+// panicked.
+const (
+	stageDecode     = "decode"
+	stageScope      = "scope"
+	stageSizeNames  = "size_names"
+	stageSizeSchema = "size_schema"
+	stageAdmit      = "admit"
+)
+
+// item runs one item through the stages. It returns an error only for a
+// failure of the store or of a registered schema, which fails the batch. A
+// panic inside the item's checks refuses that item (DECISIONS.md: one item
+// must not sink a batch): its reason names the stage, the panic is logged
+// with its stack, and the rest of the batch goes on.
+func (r *run) item(i int, raw []byte) (err error) {
+	stage := stageDecode
+	id := ""
+	defer func() {
+		if p := recover(); p != nil {
+			r.s.log.ErrorContext(r.ctx, "ingest: an item's checks panicked; the item is refused",
+				"index", i, "stage", stage, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			kind, ptr := KindSchema, ""
+			if stage == stageSizeNames || stage == stageSizeSchema {
+				kind, ptr = KindSizeSchema, "/payload/size"
 			}
+			if id == "" {
+				id = BestEffortEventID(raw)
+			}
+			r.reject(i, id, kind, fmt.Sprintf("%s: %s: internal: the %s stage failed on this item; it was refused and kept as a dead letter", kind, ptr, stage), raw)
+			err = nil
 		}
-		batch.DeadLetters = append(batch.DeadLetters, dl)
+	}()
+	ev, id, ok := r.decode(i, raw)
+	if !ok {
+		return nil
 	}
-
-	for i, raw := range items {
-		ev, err := event.DecodeValidate(raw)
-		id := capID(ev.EventID)
-		if id == "" {
-			id = BestEffortEventID(raw)
-		}
+	stage = stageScope
+	if !r.inScope(i, raw, id, ev) {
+		return nil
+	}
+	var unvalidated *pair
+	if ev.Payload.Size.Kind() == '{' {
+		stage = stageSizeNames
+		size, replaced, err := r.resolveSizeNames(i, ev)
 		if err != nil {
-			reject(i, id, KindSchema, "schema: "+err.Error(), raw)
-			continue
+			return err
 		}
-		if caller.Platform != "" && (ev.Platform != caller.Platform || ev.Cloud != caller.Cloud) {
-			reject(i, id, KindScope, string(KindScope), raw)
-			batch.Audit = append(batch.Audit, AuditEntry{
-				At: now, Action: ActionScopeViolation, Credential: caller.Credential,
-				EventID: id, Platform: ev.Platform, Cloud: ev.Cloud,
-			})
-			continue
+		stage = stageSizeSchema
+		var ok bool
+		if unvalidated, ok, err = r.checkSize(i, raw, id, ev, size); err != nil || !ok {
+			return err
 		}
-		var unvalidated *pair
-		if ev.Payload.Size.Kind() == '{' {
-			np := pair{ev.Cloud, ev.ResourceType}
-			r, ok := rows[np]
-			if !ok {
-				if r, err = s.store.SizeNames(ctx, ev.Cloud, ev.ResourceType); err != nil {
-					return Result{}, fmt.Errorf("ingest: read size names of (%s, %s): %w", ev.Cloud, ev.ResourceType, err)
-				}
-				rows[np] = r
-			}
-			size, replaced, err := sizenames.Resolve(r, ev.Payload.Size)
+		if replaced != nil {
+			prov, err := withSizeAsReported(ev.Payload.Provider, replaced)
 			if err != nil {
-				return Result{}, fmt.Errorf("ingest: item %d: %w", i, err)
+				return fmt.Errorf("ingest: item %d: %w", i, err)
 			}
-			sp := pair{ev.Platform, ev.ResourceType}
-			lk, ok := schemas[sp]
-			if !ok {
-				if lk, err = s.lookupSchema(ctx, ev.Platform, ev.ResourceType); err != nil {
-					return Result{}, err
-				}
-				schemas[sp] = lk
-			}
-			switch {
-			case lk.rt == nil && s.opts.RequireSizeSchema:
-				reject(i, id, KindSizeSchema, fmt.Sprintf("size_schema: no size schema registered for (%s, %s)", ev.Platform, ev.ResourceType), raw)
-				continue
-			case lk.rt == nil:
-				unvalidated = &sp
-			default:
-				problems, err := validateSize(lk.schema, size)
-				if err != nil {
-					return Result{}, fmt.Errorf("ingest: item %d: %w", i, err)
-				}
-				if problems != nil {
-					reject(i, id, KindSizeSchema, "size_schema: "+strings.Join(problems, "; "), raw)
-					continue
-				}
-			}
-			if replaced != nil {
-				prov, err := withSizeAsReported(ev.Payload.Provider, replaced)
-				if err != nil {
-					return Result{}, fmt.Errorf("ingest: item %d: %w", i, err)
-				}
-				ev.Payload.Size = size
-				ev.Payload.Provider = prov
-			}
+			ev.Payload.Size = size
+			ev.Payload.Provider = prov
 		}
-		ev.Source = source
-		dk := dupKey{ev.EventID, ev.Timestamp.UnixMicro()}
-		if seen[dk] {
-			dups++
-			continue
-		}
-		seen[dk] = true
-		batch.Events = append(batch.Events, ev)
-		unvalid = append(unvalid, unvalidated)
 	}
+	stage = stageAdmit
+	r.admit(ev, unvalidated)
+	return nil
+}
 
-	committed, err := s.store.Commit(ctx, batch)
-	inserted := committed.Inserted
+// decode is stage 1: strict decoding and every rule of the event.
+func (r *run) decode(i int, raw []byte) (event.Event, string, bool) {
+	ev, err := event.DecodeValidate(raw)
+	id := capID(ev.EventID)
+	if id == "" {
+		id = BestEffortEventID(raw)
+	}
+	if err != nil {
+		r.reject(i, id, KindSchema, "schema: "+err.Error(), raw)
+		return ev, id, false
+	}
+	return ev, id, true
+}
+
+// inScope is stage 2: the caller's scope, when it has one.
+func (r *run) inScope(i int, raw []byte, id string, ev event.Event) bool {
+	if r.caller.Platform == "" || (ev.Platform == r.caller.Platform && ev.Cloud == r.caller.Cloud) {
+		return true
+	}
+	r.reject(i, id, KindScope, string(KindScope), raw)
+	r.batch.Audit = append(r.batch.Audit, AuditEntry{
+		At: r.now, Action: ActionScopeViolation, Credential: r.caller.Credential,
+		EventID: id, Platform: ev.Platform, Cloud: ev.Cloud,
+	})
+	return false
+}
+
+// resolveSizeNames is stage 3: the size names of the item's (cloud,
+// resource_type) applied to its size.
+func (r *run) resolveSizeNames(i int, ev event.Event) (jsontext.Value, map[string]string, error) {
+	np := pair{ev.Cloud, ev.ResourceType}
+	rows, ok := r.rows[np]
+	if !ok {
+		var err error
+		if rows, err = r.s.store.SizeNames(r.ctx, ev.Cloud, ev.ResourceType); err != nil {
+			return nil, nil, fmt.Errorf("ingest: read size names of (%s, %s): %w", ev.Cloud, ev.ResourceType, err)
+		}
+		r.rows[np] = rows
+	}
+	size, replaced, err := sizenames.Resolve(rows, ev.Payload.Size)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ingest: item %d: %w", i, err)
+	}
+	return size, replaced, nil
+}
+
+// checkSize is stage 4: the size's numbers must lie in the range the
+// validator judges, then the size must satisfy the schema of its
+// (platform, resource_type). It reports false when it refused the item,
+// and the pair when the size was taken unvalidated.
+func (r *run) checkSize(i int, raw []byte, id string, ev event.Event, size jsontext.Value) (*pair, bool, error) {
+	ptrs, total, err := numbersOutOfRange(size, maxSizeProblems)
+	if err != nil {
+		return nil, false, fmt.Errorf("ingest: item %d: read size: %w", i, err)
+	}
+	if total > 0 {
+		problems := make([]string, 0, len(ptrs)+1)
+		for _, p := range ptrs {
+			problems = append(problems, "/payload/size"+p+": "+RuleNumberRange+": "+msgNumberRange)
+		}
+		if total > len(ptrs) {
+			problems = append(problems, fmt.Sprintf("and %d more", total-len(ptrs)))
+		}
+		r.reject(i, id, KindSizeSchema, "size_schema: "+strings.Join(problems, "; "), raw)
+		return nil, false, nil
+	}
+	sp := pair{ev.Platform, ev.ResourceType}
+	lk, ok := r.schemas[sp]
+	if !ok {
+		if lk, err = r.s.lookupSchema(r.ctx, ev.Platform, ev.ResourceType); err != nil {
+			return nil, false, err
+		}
+		r.schemas[sp] = lk
+	}
+	switch {
+	case lk.rt == nil && r.s.opts.RequireSizeSchema:
+		r.reject(i, id, KindSizeSchema, fmt.Sprintf("size_schema: no size schema registered for (%s, %s)", ev.Platform, ev.ResourceType), raw)
+		return nil, false, nil
+	case lk.rt == nil:
+		return &sp, true, nil
+	}
+	problems, err := validateSize(lk.schema, size)
+	if err != nil {
+		return nil, false, fmt.Errorf("ingest: item %d: %w", i, err)
+	}
+	if problems != nil {
+		r.reject(i, id, KindSizeSchema, "size_schema: "+strings.Join(problems, "; "), raw)
+		return nil, false, nil
+	}
+	return nil, true, nil
+}
+
+// admit is stage 5: the caller's pipeline as source, then the survivor is
+// kept unless an earlier survivor of the batch has its (event_id,
+// timestamp).
+func (r *run) admit(ev event.Event, unvalidated *pair) {
+	ev.Source = r.source
+	dk := dupKey{ev.EventID, ev.Timestamp.UnixMicro()}
+	if r.seen[dk] {
+		r.dups++
+		return
+	}
+	r.seen[dk] = true
+	r.batch.Events = append(r.batch.Events, ev)
+	r.unvalid = append(r.unvalid, unvalidated)
+}
+
+// reject records a refused item: in the result, and as a dead letter
+// unless it is a scope refusal (audited instead).
+func (r *run) reject(i int, id string, kind Kind, reason string, raw []byte) {
+	reason = cleanReason(reason)
+	r.res.Rejected = append(r.res.Rejected, Rejection{Index: i, EventID: id, Reason: reason})
+	r.rejByKind[kind]++
+	if kind == KindScope {
+		return
+	}
+	dl := DeadLetter{RawSize: len(raw), Reason: reason, EventID: id, ReceivedAt: r.now}
+	if len(raw) <= r.s.maxDL {
+		dl.Raw = bytes.Clone(raw)
+		if dl.Raw == nil {
+			dl.Raw = []byte{}
+		}
+	}
+	r.batch.DeadLetters = append(r.batch.DeadLetters, dl)
+}
+
+// commit writes the batch in one transaction, then counts it.
+func (r *run) commit() (Result, error) {
+	committed, err := r.s.store.Commit(r.ctx, r.batch)
 	if err != nil {
 		return Result{}, fmt.Errorf("ingest: commit batch: %w", err)
 	}
-	if len(inserted) != len(batch.Events) {
-		return Result{}, fmt.Errorf("ingest: commit batch: store reported %d results for %d events", len(inserted), len(batch.Events))
+	if len(committed.Inserted) != len(r.batch.Events) {
+		return Result{}, fmt.Errorf("ingest: commit batch: store reported %d results for %d events", len(committed.Inserted), len(r.batch.Events))
 	}
-	unvalidatedCounts := map[pair]int{}
-	for i, ok := range inserted {
+	unvalidated := map[pair]int{}
+	for i, ok := range committed.Inserted {
 		if !ok {
-			dups++
+			r.dups++
 			continue
 		}
-		res.Accepted++
-		if p := unvalid[i]; p != nil {
-			unvalidatedCounts[*p]++
+		r.res.Accepted++
+		if p := r.unvalid[i]; p != nil {
+			unvalidated[*p]++
 		}
 	}
-	res.Duplicates = dups
+	r.res.Duplicates = r.dups
+	r.observe(unvalidated, committed.Replays)
+	return r.res, nil
+}
 
-	if res.Accepted > 0 {
-		s.observer.Ingested(res.Accepted)
+// observe reports a committed batch's counts to the Observer.
+func (r *run) observe(unvalidated map[pair]int, replays map[string]int) {
+	o := r.s.observer
+	if r.res.Accepted > 0 {
+		o.Ingested(r.res.Accepted)
 	}
-	if dups > 0 {
-		s.observer.Duplicates(dups)
+	if r.dups > 0 {
+		o.Duplicates(r.dups)
 	}
 	for _, k := range Kinds() {
-		if n := rejByKind[k]; n > 0 {
-			s.observer.Rejected(k, n)
+		if n := r.rejByKind[k]; n > 0 {
+			o.Rejected(k, n)
 		}
 	}
-	for p, n := range unvalidatedCounts {
-		s.observer.UnvalidatedSize(p.a, p.b, n)
+	for p, n := range unvalidated {
+		o.UnvalidatedSize(p.a, p.b, n)
 	}
-	if ro, ok := s.observer.(ReplayObserver); ok {
-		for cloud, n := range committed.Replays {
+	if ro, ok := o.(ReplayObserver); ok {
+		for cloud, n := range replays {
 			ro.ProjectionReplays(cloud, n)
 		}
 	}
-	return res, nil
 }
 
 // schemaLookup is the registry row of one pair (nil when none) and its
