@@ -130,8 +130,15 @@ type Caller struct {
 	// Organization is required.
 	Organization string
 	// User is the authenticated user; "" for a call that identifies no user
-	// (such as a public token), which records every create as sent (step 2).
+	// (such as a public token), which records every create as sent (step 2)
+	// and so never correlates.
 	User string
+	// AllUsers widens [Service.List] to the events of every user of
+	// Organization (those recorded with no user included): the view of a
+	// reader of the whole organization, such as tallyd's `read` credential
+	// (DECISIONS.md, Who reads correlated events). Create, Get, SetStatus
+	// and Delete ignore it and stay scoped to (Organization, User).
+	AllUsers bool
 }
 
 // Severity is the eight-level ladder of event-correlation.md (`source`,

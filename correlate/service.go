@@ -85,6 +85,11 @@ func (s *Service) StatusCode(p Payload, d Disposition) int {
 //  5. Binding: the idempotencyKey is bound to that event, atomically with
 //     the effect.
 //
+// A caller with no User never correlates: every create it makes is
+// recorded as sent (step 2), since correlation is scoped to (organization,
+// user) and a call that identifies no user has none to scope to. Give every
+// producer that needs correlation a user.
+//
 // Errors: a [*ValidationError] (errors.Is [ErrInvalid]) listing every
 // problem of p, [ErrNoOrganization], or the store's error. A refused create
 // records nothing and binds no key. Times in p are taken in UTC, truncated
@@ -245,10 +250,13 @@ func (s *Service) Get(ctx context.Context, caller Caller, id string) (Event, err
 	return e, nil
 }
 
-// List returns one page of getEvents. It lists only the events of the
-// caller's scope: those recorded by the same organization and the same
-// user (a caller with no user lists the events recorded with no user in
-// its organization), never deleted ones. Errors: a [*ValidationError]
+// List returns one page of getEvents, never listing deleted events. Who
+// sees what (DECISIONS.md, Who reads correlated events): a caller lists the
+// events recorded by its own (Organization, User), so a caller with no user
+// lists those recorded with no user in its organization; a caller with
+// AllUsers set (a reader of the organization) lists every event of its
+// organization, whoever recorded it. No caller ever lists another
+// organization's events. Errors: a [*ValidationError]
 // (members are parameter names: page, pageSize, order, severity, status,
 // category, action, correlationKey, search; page must be 0 to [MaxPage];
 // text must be valid UTF-8 without NUL)

@@ -151,7 +151,7 @@ func (s *Store) ListCorrelatedEvents(ctx context.Context, scope correlate.Caller
 	search := strings.ToLower(q.Search)
 	for _, e := range s.correlation.events {
 		switch {
-		case e.Organization != scope.Organization || e.User != scope.User || e.DeletedAt != nil:
+		case e.Organization != scope.Organization || (e.User != scope.User && !scope.AllUsers) || e.DeletedAt != nil:
 		case len(q.Category) > 0 && !slices.Contains(q.Category, e.Category):
 		case len(q.Action) > 0 && !slices.Contains(q.Action, e.Action):
 		case len(q.Severity) > 0 && !slices.Contains(q.Severity, e.Severity):

@@ -300,6 +300,11 @@ func (s *Store) GetCorrelatedEvent(ctx context.Context, scope correlate.Caller, 
 func (s *Store) ListCorrelatedEvents(ctx context.Context, scope correlate.Caller, q correlate.Query) ([]correlate.Event, int64, error) {
 	where := []string{corrScopeWhere}
 	args := []any{scope.Organization, scope.User}
+	if scope.AllUsers {
+		// Every user of the organization: a reader's view.
+		where = []string{`organization = $1 AND deleted_at IS NULL`}
+		args = args[:1]
+	}
 	add := func(cond string, v any) {
 		args = append(args, v)
 		where = append(where, strings.ReplaceAll(cond, "?", fmt.Sprintf("$%d", len(args))))

@@ -617,6 +617,42 @@ func testCorrelateScope(t *testing.T, newStore func(t *testing.T) correlate.Stor
 			diffCorrEvent(t, "alice's event after the others' calls", mine, f.get(corrAlice, mine.ID))
 		})
 	}
+	// DECISIONS.md, Who reads correlated events: "an events caller reads its
+	// own (organization, user); a read credential of an organization reads
+	// every event of that organization."
+	t.Run("a reader of the organization lists every user's events, and only those", func(t *testing.T) {
+		f := newCorrFixture(t, newStore, correlate.Options{})
+		var want []string
+		for _, c := range []correlate.Caller{corrAlice, corrBob, corrPublic} {
+			e, _ := f.create(c, `{"category":"c","action":"a","correlationKey":"ck"}`)
+			want = append(want, e.ID)
+			f.clock.Advance(time.Second)
+		}
+		f.create(corrMallory, `{"category":"c","action":"a","correlationKey":"ck"}`)
+		gone, _ := f.create(corrBob, `{"category":"c","action":"a"}`)
+		if _, err := f.svc.Delete(context.Background(), corrBob, gone.ID); err != nil {
+			t.Fatal(err)
+		}
+		for _, reader := range []correlate.Caller{
+			{Organization: "org-1", AllUsers: true},
+			{Organization: "org-1", User: "alice", AllUsers: true},
+		} {
+			page := f.list(reader, correlate.Query{Order: correlate.OrderAsc})
+			var got []string
+			for _, e := range page.Data {
+				got = append(got, e.ID)
+			}
+			if diff := cmp.Diff(want, got); diff != "" || page.TotalCount != 3 {
+				t.Errorf("List(%+v): totalCount %d, events (-want +got):\n%s", reader, page.TotalCount, diff)
+			}
+			if _, err := f.svc.Get(context.Background(), reader, want[1]); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("Get(%+v) of bob's event: error %v, want store.ErrNotFound (only List widens)", reader, err)
+			}
+		}
+		if p := f.list(corrAlice, correlate.Query{}); p.TotalCount != 1 {
+			t.Errorf("List(alice) without AllUsers: totalCount %d, want 1", p.TotalCount)
+		}
+	})
 }
 
 func testCorrelateFields(t *testing.T, newStore func(t *testing.T) correlate.Store) {

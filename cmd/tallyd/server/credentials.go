@@ -23,14 +23,16 @@ const (
 	// RoleIngest may post canonical events (POST /api/v1/events), within
 	// the credential's (platform, cloud) scope.
 	RoleIngest Role = "ingest"
-	// RoleRead may read the size-schema registry and list correlated
-	// events of the credential's organization.
+	// RoleRead may read the size-schema registry and the projection, and
+	// list the correlated events of the credential's whole organization,
+	// every user's (DECISIONS.md, Who reads correlated events).
 	RoleRead Role = "read"
 	// RoleAdmin may read dead letters and the audit log, and read and put
 	// size schemas.
 	RoleAdmin Role = "admin"
-	// RoleEvents may create, list, mark and delete correlated events of the
-	// credential's organization (and user).
+	// RoleEvents may create, list, mark and delete the correlated events of
+	// the credential's own (organization, user); without a user its creates
+	// never correlate.
 	RoleEvents Role = "events"
 )
 

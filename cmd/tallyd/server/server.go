@@ -141,6 +141,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		cfg.Metrics = m
 	}
 
+	warnUncorrelated(cfg.Logger, cfg.Authenticator)
 	api, err := apiRoutes(cfg)
 	if err != nil {
 		return nil, err
@@ -309,4 +310,16 @@ func logRequests(log *slog.Logger, next http.Handler) http.Handler {
 			"method", r.Method, "route", r.Pattern, "path", r.URL.Path,
 			"status", strconv.Itoa(sw.code()), "duration", time.Since(start), "credential", note.credential)
 	})
+}
+
+// warnUncorrelated warns once, at start, for each events credential with no
+// user: correlation is scoped to (organization, user), so every create it
+// makes is recorded as sent and never correlates (correlate.Service.Create).
+func warnUncorrelated(log *slog.Logger, a *Authenticator) {
+	for _, c := range a.Credentials() {
+		if c.Has(RoleEvents) && c.User == "" {
+			log.Warn("credential has the events role but no user: its creates never correlate (each is recorded as sent); give it a \"user\" to correlate",
+				"credential", c.Name, "organization", c.Organization)
+		}
+	}
 }

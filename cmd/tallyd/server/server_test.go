@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -268,5 +269,91 @@ func TestRequestLogNamesTheCredential(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "t-admin-token-001") || strings.Contains(logs.String(), "wrong-token") {
 		t.Errorf("a token reached the log:\n%s", logs.String())
+	}
+}
+
+// DECISIONS.md, Who reads correlated events: "An events caller reads its own
+// (organization, user); a read credential of an organization reads every
+// event of that organization."
+func TestWhoReadsCorrelatedEvents(t *testing.T) {
+	creds, err := ParseCredentials([]byte(`{"credentials":[
+	  {"name":"alice","token":"t-alice-token-001","roles":["events"],"organization":"acme","user":"alice"},
+	  {"name":"bob","token":"t-bob-token-00001","roles":["events"],"organization":"acme","user":"bob"},
+	  {"name":"other","token":"t-other-token-001","roles":["events"],"organization":"globex","user":"alice"},
+	  {"name":"dash","token":"t-read-token-0001","roles":["read"],"organization":"acme"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewAuthenticator(creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, st := range map[string]Store{"memstore": memstore.New(memstore.Options{}), "pgstore": nil} {
+		t.Run(name, func(t *testing.T) {
+			if st == nil {
+				st = pgtest.Store(t)
+			}
+			h, err := NewHandler(Config{Store: st, Authenticator: a})
+			if err != nil {
+				t.Fatal(err)
+			}
+			call := func(method, path, token, body string) *httptest.ResponseRecorder {
+				r := httptest.NewRequest(method, path, strings.NewReader(body))
+				r.Header.Set("Authorization", "Bearer "+token)
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				return w
+			}
+			for _, tok := range []string{"t-alice-token-001", "t-bob-token-00001", "t-other-token-001"} {
+				if w := call("POST", "/api/events", tok, `{"category":"c","action":"a","description":"`+tok+`"}`); w.Code != 201 {
+					t.Fatalf("create as %s: %d %s", tok, w.Code, w.Body)
+				}
+			}
+			got := map[string]string{}
+			for who, tok := range map[string]string{"alice": "t-alice-token-001", "dash": "t-read-token-0001"} {
+				w := call("GET", "/api/events/list?order=asc", tok, "")
+				var page struct {
+					Data []struct {
+						Description string `json:"description"`
+					} `json:"data"`
+				}
+				if err := json.Unmarshal(w.Body.Bytes(), &page); err != nil || w.Code != 200 {
+					t.Fatalf("list as %s: %d %s", who, w.Code, w.Body)
+				}
+				var ds []string
+				for _, d := range page.Data {
+					ds = append(ds, d.Description)
+				}
+				got[who] = strings.Join(ds, ",")
+			}
+			want := map[string]string{"alice": "t-alice-token-001", "dash": "t-alice-token-001,t-bob-token-00001"}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("listed descriptions (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// issue 11, Read credentials: "A caller or events credential with no user
+// never correlates: warn at start for such a credential."
+func TestWarnsForAnEventsCredentialWithoutUser(t *testing.T) {
+	creds, err := ParseCredentials([]byte(`{"credentials":[
+	  {"name":"public","token":"t-public-token-01","roles":["events"],"organization":"acme"},
+	  {"name":"app","token":"t-events-token-01","roles":["events"],"organization":"acme","user":"u"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewAuthenticator(creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	if _, err := NewHandler(Config{Store: memstore.New(memstore.Options{}), Authenticator: a,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}); err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if strings.Count(out, "level=WARN") != 1 || !strings.Contains(out, "credential=public") || !strings.Contains(out, "never correlate") {
+		t.Errorf("log, want one warning naming credential public:\n%s", out)
 	}
 }

@@ -80,13 +80,15 @@ func ingestCaller(r *http.Request) (ingest.Caller, bool) {
 
 // correlateCaller is the correlate.Caller of an authenticated request: the
 // credential's organization and user (event-correlation.md, Scope and
-// invariant).
+// invariant). A credential with the read role reads its whole organization
+// (AllUsers; DECISIONS.md, Who reads correlated events); it still creates
+// and changes events as its own (organization, user).
 func correlateCaller(r *http.Request) (correlate.Caller, bool) {
 	c, ok := CredentialFrom(r.Context())
 	if !ok || c.Organization == "" {
 		return correlate.Caller{}, false
 	}
-	return correlate.Caller{Organization: c.Organization, User: c.User}, true
+	return correlate.Caller{Organization: c.Organization, User: c.User, AllUsers: c.Has(RoleRead)}, true
 }
 
 // needOrganization answers 403 for a credential with no organization (a
