@@ -64,6 +64,17 @@ func admin(t testing.TB) (*pgxpool.Pool, string) {
 // dropped when the test and its subtests finish.
 func URL(t testing.TB) string {
 	t.Helper()
+	u := EmptyURL(t)
+	if _, err := pgstore.Migrate(context.Background(), u); err != nil {
+		t.Fatalf("pgtest: migrate: %v", err)
+	}
+	return u
+}
+
+// EmptyURL is [URL] without the migrations: the schema exists and holds
+// nothing.
+func EmptyURL(t testing.TB) string {
+	t.Helper()
 	pool, base := admin(t)
 	ctx := context.Background()
 
@@ -86,9 +97,6 @@ func URL(t testing.TB) string {
 	u, err := withSearchPath(base, schema)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
-	}
-	if _, err := pgstore.Migrate(ctx, u); err != nil {
-		t.Fatalf("pgtest: migrate schema %s: %v", schema, err)
 	}
 	return u
 }

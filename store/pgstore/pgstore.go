@@ -174,21 +174,24 @@ func (s *Store) Ping(ctx context.Context) error {
 // Migrate applies every pending embedded migration to the database at url, in
 // the schema its search_path names (which must exist: Migrate creates tables,
 // not schemas), and returns the versions it applied (in order; empty when the
-// schema was current). It is safe to run against a
-// database that is already current. Concurrent runs are serialised by goose's
-// advisory lock.
+// schema was current). It is safe to run against a database that is already
+// current, and concurrently with other Migrate calls, in this process or
+// others: a session-level advisory lock on the schema serialises them, so
+// one applies what is pending and the others, once it is done, find nothing
+// to apply (they wait for it as long as ctx allows). The URL's pool_*
+// parameters are read as Open reads them and never sent to the server.
 func Migrate(ctx context.Context, url string) ([]int64, error) {
-	cfg, err := pgx.ParseConfig(url)
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: parse database url: %w", err)
 	}
-	db := stdlib.OpenDB(*cfg)
+	db := stdlib.OpenDB(*cfg.ConnConfig)
 	defer db.Close()
 	return migrate(ctx, db)
 }
 
 func migrate(ctx context.Context, db *sql.DB) ([]int64, error) {
-	p, err := goose.NewProvider(goose.DialectPostgres, db, mustSub(migrations, "migrations"))
+	p, err := goose.NewProvider(goose.DialectPostgres, db, mustSub(migrations, "migrations"), goose.WithSessionLocker(migrationLock{}))
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: migrations: %w", err)
 	}
