@@ -26,6 +26,8 @@ type config struct {
 	DevCloud           string
 	RequireSizeSchema  bool
 	MaxBodyBytes       int64
+	BodyBudgetBytes    int64
+	BodyBudgetWait     time.Duration
 	CORSAllowedOrigins []string
 	LogFormat          string
 	LogLevel           slog.Level
@@ -41,6 +43,8 @@ var flagEnv = []struct{ flag, env string }{
 	{"dev-cloud", "TALLY_DEV_CLOUD"},
 	{"require-size-schema", "TALLY_INGEST_REQUIRE_SIZE_SCHEMA"},
 	{"max-body-bytes", "TALLY_MAX_BODY_BYTES"},
+	{"body-budget-bytes", "TALLY_BODY_BUDGET_BYTES"},
+	{"body-budget-wait", "TALLY_BODY_BUDGET_WAIT"},
 	{"cors-allowed-origins", "TALLY_CORS_ALLOWED_ORIGINS"},
 	{"log-format", "TALLY_LOG_FORMAT"},
 	{"log-level", "TALLY_LOG_LEVEL"},
@@ -84,7 +88,9 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	fs.BoolVar(&c.Dev, "dev", false, usage("without a credentials file, create one token with every role, print it once; for local use only", "dev"))
 	fs.StringVar(&c.DevCloud, "dev-cloud", "os-dev", usage("cloud of the --dev token's ingest scope (platform openstack)", "dev-cloud"))
 	fs.BoolVar(&c.RequireSizeSchema, "require-size-schema", false, usage("refuse events whose (platform, resource_type) has no size schema instead of accepting payload.size unvalidated", "require-size-schema"))
-	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", server.DefaultMaxBodyBytes, usage("largest request body accepted, in bytes; larger → 413", "max-body-bytes"))
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", server.DefaultMaxBodyBytes, usage("largest request body accepted, in bytes, as sent and as decoded (Content-Encoding); larger → 413", "max-body-bytes"))
+	fs.Int64Var(&c.BodyBudgetBytes, "body-budget-bytes", server.DefaultBodyBudgetBytes, usage("request body bytes all requests may hold at once; at least --max-body-bytes; beyond it a request waits --body-budget-wait, then 503", "body-budget-bytes"))
+	fs.DurationVar(&c.BodyBudgetWait, "body-budget-wait", server.DefaultBodyBudgetWait, usage("how long a request body waits for the budget before 503 with Retry-After", "body-budget-wait"))
 	fs.StringVar(&origins, "cors-allowed-origins", "", usage(`comma-separated origins allowed to call the API from a browser ("*" for any); empty: no CORS`, "cors-allowed-origins"))
 	fs.StringVar(&c.LogFormat, "log-format", "text", usage("log format: text or json", "log-format"))
 	fs.StringVar(&logLevel, "log-level", "info", usage("log level: debug, info, warn or error", "log-level"))
@@ -130,6 +136,12 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	}
 	if c.MaxBodyBytes < 1 {
 		errs = append(errs, fmt.Errorf("--max-body-bytes %d: must be at least 1", c.MaxBodyBytes))
+	}
+	if c.BodyBudgetBytes < c.MaxBodyBytes {
+		errs = append(errs, fmt.Errorf("--body-budget-bytes %d: must be at least --max-body-bytes (%d)", c.BodyBudgetBytes, c.MaxBodyBytes))
+	}
+	if c.BodyBudgetWait <= 0 {
+		errs = append(errs, fmt.Errorf("--body-budget-wait %s: must be positive", c.BodyBudgetWait))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout %s: must be positive", c.ShutdownTimeout))

@@ -164,6 +164,8 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 		Authenticator:      auth,
 		Logger:             log,
 		MaxBodyBytes:       c.MaxBodyBytes,
+		BodyBudgetBytes:    c.BodyBudgetBytes,
+		BodyBudgetWait:     c.BodyBudgetWait,
 		RequireSizeSchema:  c.RequireSizeSchema,
 		CORSAllowedOrigins: c.CORSAllowedOrigins,
 	})

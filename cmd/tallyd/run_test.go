@@ -31,7 +31,7 @@ func env(m map[string]string) func(string) string {
 // "--help states the precedence": flag > env > default.
 func TestConfigPrecedence(t *testing.T) {
 	defaults := config{
-		Listen: "127.0.0.1:8080", DevCloud: "os-dev", MaxBodyBytes: 8 << 20,
+		Listen: "127.0.0.1:8080", DevCloud: "os-dev", MaxBodyBytes: 8 << 20, BodyBudgetBytes: 64 << 20, BodyBudgetWait: 2 * time.Second,
 		LogFormat: "text", LogLevel: slog.LevelInfo, ShutdownTimeout: 30 * time.Second,
 	}
 	tests := []struct {
@@ -46,7 +46,9 @@ func TestConfigPrecedence(t *testing.T) {
 			"TALLY_DEV": "true", "TALLY_DEV_CLOUD": "os-x", "TALLY_INGEST_REQUIRE_SIZE_SCHEMA": "true",
 			"TALLY_MAX_BODY_BYTES": "1024", "TALLY_CORS_ALLOWED_ORIGINS": "https://a.example, https://b.example",
 			"TALLY_LOG_FORMAT": "json", "TALLY_LOG_LEVEL": "debug", "TALLY_SHUTDOWN_TIMEOUT": "5s",
+			"TALLY_BODY_BUDGET_BYTES": "4096", "TALLY_BODY_BUDGET_WAIT": "500ms",
 		}, func(c *config) {
+			c.BodyBudgetBytes, c.BodyBudgetWait = 4096, 500*time.Millisecond
 			c.Listen, c.DatabaseURL, c.CredentialsFile = "127.0.0.1:9000", "postgres://x", "/c.json"
 			c.Dev, c.DevCloud, c.RequireSizeSchema, c.MaxBodyBytes = true, "os-x", true, 1024
 			c.CORSAllowedOrigins = []string{"https://a.example", "https://b.example"}
@@ -91,6 +93,8 @@ func TestConfigRefuses(t *testing.T) {
 		{"log format", []string{"--log-format", "xml"}, nil, `--log-format "xml": must be text or json`},
 		{"log level", []string{"--log-level", "loud"}, nil, `--log-level "loud"`},
 		{"body cap", []string{"--max-body-bytes", "0"}, nil, "--max-body-bytes 0: must be at least 1"},
+		{"body budget below the cap", []string{"--body-budget-bytes", "1000", "--max-body-bytes", "2000"}, nil, "--body-budget-bytes 1000: must be at least --max-body-bytes (2000)"},
+		{"body budget wait", []string{"--body-budget-wait", "0s"}, nil, "--body-budget-wait 0s: must be positive"},
 		{"stray argument", []string{"extra"}, nil, `unexpected argument "extra"`},
 	}
 	for _, tt := range tests {

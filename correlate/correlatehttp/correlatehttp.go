@@ -21,7 +21,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -30,6 +29,7 @@ import (
 	"github.com/go-json-experiment/json"
 
 	"github.com/tallyhq/tally/correlate"
+	"github.com/tallyhq/tally/internal/httpbody"
 	"github.com/tallyhq/tally/internal/problem"
 	"github.com/tallyhq/tally/store"
 )
@@ -165,14 +165,13 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	var (
 		re *requestError
 		ve *correlate.ValidationError
-		mb *http.MaxBytesError
 	)
+	if httpbody.Answer(w, r, h.opts.Logger, err) {
+		return
+	}
 	switch {
 	case errors.As(err, &re):
 		problem.Write(w, problem.New(re.status, re.code, re.title, re.detail, re.members...))
-	case errors.As(err, &mb):
-		problem.Write(w, problem.New(http.StatusRequestEntityTooLarge, "body_too_large", "Body too large",
-			"The request body is larger than "+strconv.FormatInt(mb.Limit, 10)+" bytes."))
 	case errors.As(err, &ve):
 		code, title := "invalid_event", "Invalid event"
 		switch {
@@ -200,7 +199,7 @@ func (e *requestError) problem() problem.Details {
 }
 
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	return io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	return httpbody.Read(w, r, h.opts.MaxBodyBytes)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) error {

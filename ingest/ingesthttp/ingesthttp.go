@@ -32,10 +32,10 @@
 package ingesthttp
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -47,6 +47,7 @@ import (
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/internal/httpbody"
 	"github.com/tallyhq/tally/internal/problem"
 	"github.com/tallyhq/tally/store"
 )
@@ -137,7 +138,12 @@ func (h *Handler) PostEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	caller.Source = event.SourceCollector
-	items, err := ingest.SplitBatch(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	body, err := httpbody.Read(w, r, h.opts.MaxBodyBytes)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	items, err := ingest.SplitBatch(bytes.NewReader(body))
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -255,7 +261,7 @@ func (h *Handler) GetResourceType(w http.ResponseWriter, r *http.Request) {
 // (as GetResourceType), 400 with the compiler's message when the document
 // does not compile, or 413 for a body over the cap.
 func (h *Handler) PutResourceType(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	body, err := httpbody.Read(w, r, h.opts.MaxBodyBytes)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -366,10 +372,12 @@ func badParam(w http.ResponseWriter, param, msg string) (ingest.Page, bool) {
 
 // fail maps an error of the library to its answer; the one place that does.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if httpbody.Answer(w, r, h.log, err) {
+		return
+	}
 	var (
-		maxBytes *http.MaxBytesError
-		schema   *ingest.SchemaError
-		param    *ingest.ParamError
+		schema *ingest.SchemaError
+		param  *ingest.ParamError
 	)
 	switch {
 	case errors.As(err, &param):
@@ -378,9 +386,6 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, ingest.ErrBatchTooLarge):
 		problem.Write(w, problem.New(http.StatusRequestEntityTooLarge, "batch_too_large", "Batch too large",
 			fmt.Sprintf("a batch holds at most %d events; nothing was stored", ingest.MaxBatch)))
-	case errors.As(err, &maxBytes):
-		problem.Write(w, problem.New(http.StatusRequestEntityTooLarge, "body_too_large", "Body too large",
-			fmt.Sprintf("the body exceeds %d bytes; nothing was stored", maxBytes.Limit)))
 	case errors.Is(err, ingest.ErrNotJSON):
 		problem.Write(w, problem.New(http.StatusBadRequest, "invalid_body", "Body is not JSON",
 			"the body must be one JSON object or an array of them"))

@@ -96,31 +96,41 @@ func TestRequire(t *testing.T) {
 	}
 }
 
-func TestLimitBody(t *testing.T) {
-	var readErr error
-	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, readErr = io.ReadAll(r.Body)
-	})
-	h := limitBody(4, inner)
-
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest("POST", "/", strings.NewReader("12345")))
-	if w.Code != http.StatusRequestEntityTooLarge {
-		t.Errorf("declared 5 bytes over a cap of 4: %d, want 413", w.Code)
-	}
-
-	r := httptest.NewRequest("POST", "/", io.NopCloser(strings.NewReader("12345")))
-	r.ContentLength = -1 // undeclared: the reader enforces the cap
-	h.ServeHTTP(httptest.NewRecorder(), r)
-	var mbe *http.MaxBytesError
-	if !errorsAs(readErr, &mbe) {
-		t.Errorf("undeclared 5 bytes over a cap of 4: read error %v, want *http.MaxBytesError", readErr)
-	}
-
-	readErr = nil
-	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/", strings.NewReader("1234")))
-	if readErr != nil {
-		t.Errorf("4 bytes under a cap of 4: %v", readErr)
+// TestCheckBody: issue 10, Transport: a declared body over the cap is 413
+// and a coding the reader does not decode is 415 with Accept-Encoding, both
+// before the body is read (internal/httpbody reads it, and caps it again).
+func TestCheckBody(t *testing.T) {
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
+	h := checkBody(nil, 4, inner)
+	for _, tt := range []struct {
+		name, body, coding string
+		want               int
+		wantAccept         string
+	}{
+		{"declared over the cap", "12345", "", 413, ""},
+		{"at the cap", "1234", "", 204, ""},
+		{"gzip", "1234", "gzip", 204, ""},
+		{"br", "1234", "br", 415, "gzip, deflate, zstd"},
+		{"no body, any coding", "", "br", 204, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("POST", "/", strings.NewReader(tt.body))
+			if tt.coding != "" {
+				r.Header.Set("Content-Encoding", tt.coding)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			got := struct {
+				Code   int
+				Accept string
+			}{w.Code, w.Header().Get("Accept-Encoding")}
+			if d := cmp.Diff(struct {
+				Code   int
+				Accept string
+			}{tt.want, tt.wantAccept}, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
 	}
 }
 

@@ -15,11 +15,20 @@ import (
 
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/internal/httpbody"
 	"github.com/tallyhq/tally/internal/problem"
 )
 
-// DefaultMaxBodyBytes is the default cap on a request body: 8 MiB.
+// DefaultMaxBodyBytes is the default cap on a request body: 8 MiB, as sent
+// and as decoded (Content-Encoding).
 const DefaultMaxBodyBytes = 8 << 20
+
+// DefaultBodyBudgetBytes is the default of [Config].BodyBudgetBytes: 64 MiB,
+// eight bodies of the default cap at once.
+const DefaultBodyBudgetBytes = 64 << 20
+
+// DefaultBodyBudgetWait is the default of [Config].BodyBudgetWait: 2 s.
+const DefaultBodyBudgetWait = 2 * time.Second
 
 // Store is what the server needs from storage: the stores of every area it
 // serves. store/memstore.Store and store/pgstore.Store implement it. A store
@@ -48,9 +57,18 @@ type Config struct {
 	// Metrics holds the Prometheus collectors /metrics serves. Nil creates
 	// one on a new private registry.
 	Metrics *Metrics
-	// MaxBodyBytes caps every request body; a larger one is answered 413.
-	// Zero means [DefaultMaxBodyBytes].
+	// MaxBodyBytes caps every request body, as sent and as decoded; a
+	// larger one is answered 413. Zero means [DefaultMaxBodyBytes].
 	MaxBodyBytes int64
+	// BodyBudgetBytes bounds the decoded request body bytes that all
+	// requests hold at once (issue 10, Memory per request): a body that
+	// does not fit waits up to BodyBudgetWait, then is answered 503 with
+	// Retry-After: 1. Zero means [DefaultBodyBudgetBytes]; it must be at
+	// least MaxBodyBytes.
+	BodyBudgetBytes int64
+	// BodyBudgetWait is how long a body waits for the budget. Zero means
+	// [DefaultBodyBudgetWait]; it must not be negative.
+	BodyBudgetWait time.Duration
 	// RequireSizeSchema refuses an event whose (platform, resource_type)
 	// has no size schema instead of accepting it unvalidated
 	// (canonical-event.md, Size schemas).
@@ -108,7 +126,14 @@ func (h *Handler) Patterns() []string {
 // /api/events/{id}. /metrics, /healthz, /readyz and /openapi.yaml are
 // public.
 //
+// Request bodies are read by one reader (internal/httpbody): it decodes
+// Content-Encoding gzip, deflate and zstd (any other coding: 415 with
+// Accept-Encoding), caps the body as sent and as decoded (413), charges the
+// body budget (503 with Retry-After), and answers a client's failure to
+// send its body 400 or 408, or not at all when the client is gone.
+//
 // Errors (joined): a missing Store or Authenticator, a negative
+// MaxBodyBytes, BodyBudgetBytes or BodyBudgetWait, a BodyBudgetBytes below
 // MaxBodyBytes, or a library constructor's error.
 func NewHandler(cfg Config) (*Handler, error) {
 	var errs []error
@@ -121,11 +146,31 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if cfg.MaxBodyBytes < 0 {
 		errs = append(errs, errors.New("server: MaxBodyBytes is negative"))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	if cfg.BodyBudgetBytes < 0 {
+		errs = append(errs, errors.New("server: BodyBudgetBytes is negative"))
+	}
+	if cfg.BodyBudgetWait < 0 {
+		errs = append(errs, errors.New("server: BodyBudgetWait is negative"))
 	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.BodyBudgetBytes == 0 {
+		cfg.BodyBudgetBytes = max(DefaultBodyBudgetBytes, cfg.MaxBodyBytes)
+	}
+	if cfg.BodyBudgetWait == 0 {
+		cfg.BodyBudgetWait = DefaultBodyBudgetWait
+	}
+	if cfg.BodyBudgetBytes > 0 && cfg.BodyBudgetBytes < cfg.MaxBodyBytes {
+		errs = append(errs, fmt.Errorf("server: BodyBudgetBytes (%d) is below MaxBodyBytes (%d): a body of the cap could never be read",
+			cfg.BodyBudgetBytes, cfg.MaxBodyBytes))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	budget, err := httpbody.NewBudget(cfg.BodyBudgetBytes, cfg.BodyBudgetWait)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -157,7 +202,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 	for _, rt := range routes {
 		var hh http.Handler = rt.handler
 		if len(rt.roles) > 0 {
-			hh = require(cfg.Authenticator, rt.roles, requireJSON(limitBody(cfg.MaxBodyBytes, hh)))
+			hh = require(cfg.Authenticator, rt.roles, requireJSON(checkBody(cfg.Logger, cfg.MaxBodyBytes, budget.Handler(hh))))
 		}
 		h.mux.Handle(rt.pattern, hh)
 	}
@@ -199,18 +244,15 @@ func requireJSON(next http.Handler) http.Handler {
 	})
 }
 
-// limitBody refuses a declared body over max with 413 before anything reads
-// it, and caps what a handler can read of an undeclared one (the reader
-// then fails with *http.MaxBytesError, which the adapters answer 413).
-func limitBody(max int64, next http.Handler) http.Handler {
+// checkBody refuses, before anything reads the body, a declared body over
+// max (413) and a content coding the body reader does not decode (415 with
+// Accept-Encoding); the adapters read the body with the same reader
+// (internal/httpbody), which caps it as sent and as decoded.
+func checkBody(log *slog.Logger, max int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > max {
-			problem.Write(w, problem.New(http.StatusRequestEntityTooLarge, "body_too_large", "Body too large",
-				fmt.Sprintf("The body is %d bytes; this server accepts at most %d.", r.ContentLength, max)))
+		if err := httpbody.Check(r, max); err != nil {
+			httpbody.Answer(w, r, log, err)
 			return
-		}
-		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = http.MaxBytesReader(w, r.Body, max)
 		}
 		next.ServeHTTP(w, r)
 	})
