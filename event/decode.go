@@ -22,6 +22,17 @@ var decodeOptions = json.JoinOptions(
 
 var nulEscape = []byte(`\u0000`)
 
+// MaxDepth is how deep an item may nest objects and arrays, the item's own
+// object counting as level 1 (the limit of the JSON decoder,
+// github.com/go-json-experiment/json). [Decode] refuses a deeper item with
+// [RuleDepth], naming the member where the limit is crossed; inside a batch
+// only that item is refused (DECISIONS.md, An item that breaks a parser
+// limit).
+const MaxDepth = 10000
+
+// RuleDepth is the rule of an item nested deeper than [MaxDepth].
+const RuleDepth = "depth"
+
 // Decode reads one canonical event from b, strictly (canonical-event.md,
 // Members; DECISIONS.md, Canonical events):
 //
@@ -48,7 +59,7 @@ var nulEscape = []byte(`\u0000`)
 // the error is an [*Error] with exactly one [Problem]: its Path is the JSON
 // Pointer of the member ("" for the item as a whole, or the object holding a
 // member name that has a NUL or invalid UTF-8), its Rule one of [RuleType],
-// [RuleSyntax], [RuleUnknown], [RuleDuplicate], [RuleUTF8], [RuleNUL] and
+// [RuleSyntax], [RuleDepth], [RuleUnknown], [RuleDuplicate], [RuleUTF8], [RuleNUL] and
 // [RuleFormat]; errors.Is(err, ErrInvalid) holds. The returned Event is the
 // zero Event then. Decode keeps no reference to b and is safe for concurrent
 // use.
@@ -155,6 +166,8 @@ func decodeProblem(b []byte, err error) error {
 			return single(ptr, RuleNUL, msgNUL)
 		case isUTF8Error(synErr):
 			return single(ptr, RuleUTF8, "must be valid UTF-8")
+		case synErr.Err != nil && synErr.Err.Error() == "exceeded max depth":
+			return single(depthPointer(ptr), RuleDepth, fmt.Sprintf("must not nest objects and arrays more than %d levels deep", MaxDepth))
 		case errors.Is(synErr.Err, io.ErrUnexpectedEOF):
 			return single(ptr, RuleSyntax, "invalid JSON: unexpected end of input")
 		default:
@@ -180,6 +193,22 @@ func decodeProblem(b []byte, err error) error {
 		}
 	}
 	return single("", RuleSyntax, "invalid JSON: "+err.Error())
+}
+
+// depthPointer names where the depth limit was crossed by its first four
+// reference tokens ("/payload/provider/a/a"): the whole pointer of a value
+// 10,000 levels deep would fill the reason.
+func depthPointer(p string) string {
+	n := 0
+	for i := 0; i < len(p); i++ {
+		if p[i] == '/' {
+			if n == 4 {
+				return p[:i]
+			}
+			n++
+		}
+	}
+	return p
 }
 
 func isUTF8Error(e *jsontext.SyntacticError) bool {

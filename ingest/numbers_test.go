@@ -11,7 +11,9 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/sizenames"
 	"github.com/tallyhq/tally/store/memstore"
@@ -163,5 +165,46 @@ func TestPanicInOneItemRefusesOnlyThatItem(t *testing.T) {
 	dls, err := st.DeadLetters(context.Background(), ingest.DeadLetterQuery{})
 	if err != nil || len(dls) != 1 || !bytes.Equal(dls[0].Raw, bad) {
 		t.Errorf("dead letters %+v, %v; want the refused item", dls, err)
+	}
+}
+
+// DECISIONS.md, An item that breaks a parser limit (depth) inside a batch:
+// "Refused as that item and dead-lettered; the rest of the batch proceeds."
+func TestOverDeepItemInABatchIsRefusedAlone(t *testing.T) {
+	st := memstore.New(memstore.Options{})
+	svc, err := ingest.New(st, ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// payload.provider nested 10,001 deep: the item's object is level 1,
+	// payload 2, provider 3.
+	nest := func(n int) string { return strings.Repeat(`{"a":`, n-1) + `{}` + strings.Repeat(`}`, n-1) }
+	deep := bytes.Replace(instanceItem("deep", okSize+`,"disk_gb":1`), []byte(`"payload":{`),
+		[]byte(`"payload":{"provider":`+nest(event.MaxDepth-1)+`,`), 1)
+	body := "[" + string(deep) + "," + string(instanceItem("good", okSize+`,"disk_gb":1`)) + "]"
+	items, err := ingest.SplitBatch(strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.Ingest(context.Background(), ingest.Caller{}, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ingest.Result{Accepted: 1, Rejected: []ingest.Rejection{{Index: 0, EventID: "deep"}}}
+	if diff := cmp.Diff(want, res, cmpopts.IgnoreFields(ingest.Rejection{}, "Reason")); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if len(res.Rejected) == 1 && (!strings.HasPrefix(res.Rejected[0].Reason, "schema: ") || !strings.Contains(res.Rejected[0].Reason, "provider") || !strings.Contains(res.Rejected[0].Reason, "more than 10000 levels deep")) {
+		t.Errorf("reason %q does not name the depth limit", res.Rejected[0].Reason)
+	}
+	dls, err := st.DeadLetters(context.Background(), ingest.DeadLetterQuery{})
+	if err != nil || len(dls) != 1 || !bytes.Equal(dls[0].Raw, deep) {
+		t.Errorf("dead letters %d, %v; want the over-deep item", len(dls), err)
+	}
+	// One level less is within the limit.
+	ok := bytes.Replace(instanceItem("ok", okSize+`,"disk_gb":1`), []byte(`"payload":{`),
+		[]byte(`"payload":{"provider":`+nest(event.MaxDepth-2)+`,`), 1)
+	if res, err := svc.Ingest(context.Background(), ingest.Caller{}, [][]byte{ok}); err != nil || res.Accepted != 1 {
+		t.Errorf("item at the limit: %+v, %v", res, err)
 	}
 }

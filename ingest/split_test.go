@@ -8,6 +8,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tallyhq/tally/ingest"
@@ -35,7 +36,18 @@ func TestSplitBatch(t *testing.T) {
 		{"unclosed element", `[{"a":1]`, nil, ingest.ErrNotJSON},
 		{"data after the array", `[] x`, nil, ingest.ErrNotJSON},
 		{"two arrays", `[][]`, nil, ingest.ErrNotJSON},
-		{"raw NUL inside an array", "[{\"a\":\"\x00\"}]", nil, ingest.ErrNotJSON},
+		{"raw NUL inside an array is an item", "[{\"a\":\"\x00\"}]", []string{"{\"a\":\"\x00\"}"}, nil},
+		{"element deeper than the decoder's limit is an item", `[{"a":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `},{}]`, []string{`{"a":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, `{}`}, nil},
+		{"broken syntax inside balanced brackets is an item", `[{"a":1,}, {"a" 1}, tru, {}]`, []string{`{"a":1,}`, `{"a" 1}`, `tru`, `{}`}, nil},
+		{"brackets and quotes inside strings do not count", `[{"a":"]}[{\"\\"},"]"]`, []string{`{"a":"]}[{\"\\"}`, `"]"`}, nil},
+		{"mismatched brackets", `[{"a":[1}]}]`, nil, ingest.ErrNotJSON},
+		{"trailing comma", `[{},]`, nil, ingest.ErrNotJSON},
+		{"leading comma", `[,{}]`, nil, ingest.ErrNotJSON},
+		{"missing comma", `[{} {}]`, nil, ingest.ErrNotJSON},
+		{"scalars without comma", `[1 2]`, nil, ingest.ErrNotJSON},
+		{"unclosed string", `["abc]`, nil, ingest.ErrNotJSON},
+		{"array nested 100,000 deep is one item", strings.Repeat("[", 100000) + strings.Repeat("]", 100000), []string{strings.Repeat("[", 99999) + strings.Repeat("]", 99999)}, nil},
+		{"array nested 100,000 deep, unclosed", strings.Repeat("[", 100000), nil, ingest.ErrNotJSON},
 		{"1000 items", "[" + strings.Repeat("{},", 999) + "{}]", repeat("{}", 1000), nil},
 		{"1001 items", "[" + strings.Repeat("{},", 1000) + "{}]", nil, ingest.ErrBatchTooLarge},
 		{"1001 items then garbage is still too large", "[" + strings.Repeat("{},", 1000) + "{} garbage", nil, ingest.ErrBatchTooLarge},
@@ -105,6 +117,13 @@ func FuzzSplitBatch(f *testing.F) {
 		if bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{")) {
 			return
 		}
+		// Where the JSON decoder reads the body as an array, the items are
+		// its elements, byte for byte.
+		if want, ok := jsonElements(body); ok {
+			if diff := cmp.Diff(want, items); diff != "" {
+				t.Fatalf("items differ from the decoder's elements (-decoder +split):\n%s", diff)
+			}
+		}
 		again, err := ingest.SplitBatch(bytes.NewReader(append(append([]byte("["), bytes.Join(items, []byte(","))...), ']')))
 		if err != nil {
 			t.Fatalf("re-split: %v", err)
@@ -113,4 +132,28 @@ func FuzzSplitBatch(f *testing.F) {
 			t.Fatalf("(-first +again):\n%s", diff)
 		}
 	})
+}
+
+// jsonElements returns the elements of body as jsontext reads them, when it
+// reads body as one array.
+func jsonElements(body []byte) ([][]byte, bool) {
+	dec := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
+		return nil, false
+	}
+	out := [][]byte{}
+	for dec.PeekKind() != ']' {
+		v, err := dec.ReadValue()
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, bytes.Clone(v))
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, false
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, false
+	}
+	return out, true
 }
