@@ -1,0 +1,184 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// corrConfig shapes the Meshery-like correlation traffic.
+type corrConfig struct {
+	Seed uint64
+	// Org is the organization every credential names.
+	Org string
+	// Prefix starts every correlationKey.
+	Prefix string
+	// Creates is how many distinct creates are sent (a retry is not counted
+	// here, but is sent and timed).
+	Creates   int
+	Keys      int     // correlation keys per user (200)
+	Users     int     // users, one events credential each (4)
+	Producers int     // concurrent producers (64)
+	Resolve   float64 // share of creates that resolve (0.12)
+	Retry     float64 // share of creates sent with an idempotencyKey and retried (0.10)
+}
+
+// corrOp is one create.
+type corrOp struct {
+	User, Key int
+	Resolve   bool
+	// IdemKey is "" for a create sent once; else it is sent twice.
+	IdemKey string
+}
+
+// corrOps returns each producer's creates, spread over (user, key) at
+// random: producers share keys, as several Meshery Servers reporting one
+// condition do.
+func corrOps(cfg corrConfig) [][]corrOp {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0xc0de))
+	out := make([][]corrOp, cfg.Producers)
+	for i := range cfg.Creates {
+		op := corrOp{User: rng.IntN(cfg.Users), Key: rng.IntN(cfg.Keys), Resolve: rng.Float64() < cfg.Resolve}
+		if rng.Float64() < cfg.Retry {
+			op.IdemKey = fmt.Sprintf("%s-idem-%d-%016x", cfg.Prefix, i, rng.Uint64())
+		}
+		out[i%cfg.Producers] = append(out[i%cfg.Producers], op)
+	}
+	return out
+}
+
+func (c corrConfig) user(u int) string { return fmt.Sprintf("user-%d", u+1) }
+func (c corrConfig) key(k int) string  { return fmt.Sprintf("%s/connection-%03d", c.Prefix, k) }
+func (c corrConfig) system() string    { return "6c1bd1ab-1f39-4a0a-9a1f-6a4a6e7b0a01" }
+func (c corrConfig) actedUpon(k int) string {
+	return fmt.Sprintf("0f1e2d3c-4b5a-4697-8877-%012x", k)
+}
+
+// body renders op as a Meshery Server's createEvent payload.
+func (c corrConfig) body(op corrOp, now time.Time) []byte {
+	var b strings.Builder
+	b.WriteString(`{"category":"connection","action":"`)
+	if op.Resolve {
+		b.WriteString(`connected","severity":"informational","description":"Connection restored"`)
+	} else {
+		b.WriteString(`failed","severity":"error","description":"Connection to the Kubernetes cluster failed"`)
+	}
+	fmt.Fprintf(&b, `,"systemId":%q,"actedUpon":%q,"correlationKey":%q`, c.system(), c.actedUpon(op.Key), c.key(op.Key))
+	b.WriteString(`,"source":"/meshery/server","type":"io.meshery.connection","specversion":"1.0"`)
+	fmt.Fprintf(&b, `,"metadata":{"error":"dial tcp 10.96.0.1:443: i/o timeout","connectionKind":"kubernetes","connectionName":"cluster-%03d"}`, op.Key)
+	if op.Resolve {
+		fmt.Fprintf(&b, `,"resolvedAt":%q`, now.UTC().Format(time.RFC3339Nano))
+	}
+	if op.IdemKey != "" {
+		fmt.Fprintf(&b, `,"idempotencyKey":%q`, op.IdemKey)
+	}
+	b.WriteString(`}`)
+	return []byte(b.String())
+}
+
+// corrAnswer is what one create answered.
+type corrAnswer struct {
+	Op          corrOp
+	Retry       bool
+	Disposition string
+	ID          string
+}
+
+// corrPair is one (user, correlationKey).
+type corrPair struct{ User, Key string }
+
+// corrAgg is what a store holds for one pair.
+type corrAgg struct {
+	Events, Open, Resolved int
+	SumCount               int64
+}
+
+// checkCorrelation checks the stored aggregates against the answers,
+// whatever order the creates ran in (event-correlation.md):
+//   - every occurrence is counted: the pair's occurrence counts sum to its
+//     occurrences plus the resolutions that recorded a new event;
+//   - the pair holds one event per "created" answer, and at most one open;
+//   - its resolved events are its "resolved" and resolution-"created"
+//     answers;
+//   - an occurrence answers created or incremented, a resolution resolved or
+//     created, and a retry replays the event its first send answered.
+func checkCorrelation(cfg corrConfig, answers []corrAnswer, got map[corrPair]corrAgg) []string {
+	type want struct {
+		occ, created, resolved, resCreated int
+	}
+	wants := map[corrPair]*want{}
+	first := map[string]string{} // idempotency key → id of the first answer
+	var problems []string
+	bad := 0
+	report := func(format string, args ...any) {
+		bad++
+		if len(problems) < 10 {
+			problems = append(problems, fmt.Sprintf(format, args...))
+		}
+	}
+	for _, a := range answers {
+		if !a.Retry && a.Op.IdemKey != "" {
+			first[a.Op.IdemKey] = a.ID
+		}
+	}
+	for _, a := range answers {
+		p := corrPair{cfg.user(a.Op.User), cfg.key(a.Op.Key)}
+		w := wants[p]
+		if w == nil {
+			w = &want{}
+			wants[p] = w
+		}
+		if a.Retry {
+			if a.Disposition != "replayed" || a.ID != first[a.Op.IdemKey] {
+				report("correlation: the retry of %s answered %s %s, want replayed %s", a.Op.IdemKey, a.Disposition, a.ID, first[a.Op.IdemKey])
+			}
+			continue
+		}
+		switch {
+		case !a.Op.Resolve && a.Disposition == "created":
+			w.occ++
+			w.created++
+		case !a.Op.Resolve && a.Disposition == "incremented":
+			w.occ++
+		case a.Op.Resolve && a.Disposition == "resolved":
+			w.resolved++
+		case a.Op.Resolve && a.Disposition == "created":
+			w.resCreated++
+			w.created++
+		default:
+			report("correlation: a create (resolution %t) of %v answered %q", a.Op.Resolve, p, a.Disposition)
+		}
+	}
+	pairs := make([]corrPair, 0, len(wants))
+	for p := range wants {
+		pairs = append(pairs, p)
+	}
+	for p := range got {
+		if wants[p] == nil {
+			pairs = append(pairs, p)
+			wants[p] = &want{}
+		}
+	}
+	slices.SortFunc(pairs, func(a, b corrPair) int { return strings.Compare(a.User+"\x00"+a.Key, b.User+"\x00"+b.Key) })
+	for _, p := range pairs {
+		w, g := wants[p], got[p]
+		if g.Open > 1 {
+			report("correlation: %v has %d open events (at most one)", p, g.Open)
+		}
+		if g.SumCount != int64(w.occ+w.resCreated) {
+			report("correlation: %v counts %d occurrences, %d were sent (%d occurrences, %d resolutions recorded new)", p, g.SumCount, w.occ+w.resCreated, w.occ, w.resCreated)
+		}
+		if g.Events != w.created {
+			report("correlation: %v holds %d events, %d creates answered created", p, g.Events, w.created)
+		}
+		if g.Resolved != w.resolved+w.resCreated {
+			report("correlation: %v holds %d resolved events, want %d", p, g.Resolved, w.resolved+w.resCreated)
+		}
+	}
+	if bad > len(problems) {
+		problems = append(problems, fmt.Sprintf("correlation: %d more problems", bad-len(problems)))
+	}
+	return problems
+}

@@ -1,0 +1,299 @@
+// Command tally-bench measures tally's write paths against the physical
+// limit of the machine, in one run on one database, and checks after every
+// phase that what was stored is right (issue 14).
+//
+// On PostgreSQL it creates a database of its own (dropped at exit, one
+// migrated schema per phase) and runs, in order:
+//
+//  1. the ceiling: pgx CopyFrom of the same rows into the product's events
+//     table (same columns and indexes, no checks, no projection), 2
+//     connections, one COPY per batch;
+//  2. the library path: ingest.Service.Ingest on pgstore, 2 goroutines,
+//     batches of 1000 items, with size names, the seeded size schemas and
+//     the projection;
+//  3. the all-duplicates path: the same events again;
+//  4. the HTTP path: tallyd (started from --tallyd, or --url), 2 clients
+//     posting 1000-item bodies;
+//  5. the correlation ceiling: the product's createEvent statements as bare
+//     SQL through pgx on 64 connections;
+//  6. correlation over HTTP: 64 producers.
+//
+// The OpenStack workload: five resource types with sizes valid for the
+// seeded schemas (instance flavors and volume types sent as ids that size
+// names replace), several clouds with one ingest credential each, 1 % late
+// events (sent after a newer event of their resource), and configurable
+// shares of duplicates and invalid items. The Meshery-shaped correlation
+// traffic: 200 keys × 4 users, 12 % resolutions, 10 % of the creates sent
+// with an idempotency key and retried.
+//
+// After each phase it checks: every event stored once, one dead letter per
+// invalid item, each batch's answer (invalid items refused at their index),
+// the projection equal to the bench's own fold of what it sent; at most one
+// open correlated event per key, occurrence counts equal to what was sent,
+// every retry replayed. A run whose checks fail exits 1; a run that cannot
+// run exits 2.
+//
+// It prints events/s (creates/s), p50 and p99 of one call, tallyd's peak
+// RSS (from /proc), the ratios to the ceilings, and the machine. --json
+// writes the same as JSON on stdout. Traffic goes only to the database
+// URL and to tallyd on loopback, or to --url.
+//
+//	go build -o /tmp/tallyd ./cmd/tallyd
+//	go run ./cmd/tally-bench --tallyd /tmp/tallyd
+//	go run ./cmd/tally-bench --tallyd /tmp/tallyd --store memory
+//	go run ./cmd/tally-bench --tallyd /tmp/tallyd --short   # CI: checks only
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+type options struct {
+	databaseURL  string
+	store        string
+	tallyd       string
+	url          string
+	events       int
+	creates      int
+	batch        int
+	clouds       int
+	dupShare     float64
+	invalidShare float64
+	lateShare    float64
+	producers    int
+	seed         uint64
+	short        bool
+	jsonOut      bool
+	quiet        bool
+	timeout      time.Duration
+	tallydArgs   []string
+	printCreds   bool
+}
+
+const (
+	maxEvents  = 2_000_000
+	maxCreates = 500_000
+)
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	var o options
+	fs := pflag.NewFlagSet("tally-bench", pflag.ContinueOnError)
+	fs.StringVar(&o.databaseURL, "database-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
+		"PostgreSQL server to bench on: a URL whose user may CREATE DATABASE (the bench creates its own and drops it)")
+	fs.StringVar(&o.store, "store", "postgres", "postgres, or memory (the in-memory store: no ceilings, results labelled in-memory)")
+	fs.StringVar(&o.tallyd, "tallyd", "", "path of a tallyd binary to start for the HTTP phases (go build -o /tmp/tallyd ./cmd/tallyd)")
+	fs.StringVar(&o.url, "url", "", "use this running tallyd instead (started with the file --print-credentials writes, on an empty store)")
+	fs.StringArrayVar(&o.tallydArgs, "tallyd-arg", nil, "an extra argument for the tallyd the bench starts (repeatable)")
+	fs.IntVar(&o.events, "events", 100_000, fmt.Sprintf("distinct valid events per ingest phase (at most %d)", maxEvents))
+	fs.IntVar(&o.creates, "creates", 20_000, fmt.Sprintf("correlation creates per phase, retries not counted (at most %d)", maxCreates))
+	fs.IntVar(&o.batch, "batch", 1000, "items per batch (1..1000)")
+	fs.IntVar(&o.clouds, "clouds", 4, "clouds, one ingest credential each")
+	fs.Float64Var(&o.dupShare, "duplicates", 0.02, "share of items that repeat an item sent before")
+	fs.Float64Var(&o.invalidShare, "invalid", 0.01, "share of items that break a rule (half the canonical schema, half a size schema)")
+	fs.Float64Var(&o.lateShare, "late", 0.01, "share of events sent after a newer event of their resource")
+	fs.IntVar(&o.producers, "producers", 64, "concurrent correlation producers (and bare-SQL connections)")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the workload (and of the tokens)")
+	fs.BoolVar(&o.short, "short", false, "a small run for CI: 3000 events, 600 creates, 8 producers; checks only, the rates mean nothing")
+	fs.BoolVar(&o.jsonOut, "json", false, "write the report as JSON on stdout")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress line on stderr")
+	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "the whole run stops after this")
+	fs.BoolVar(&o.printCreds, "print-credentials", false, "print the credentials file a tallyd for --url needs, and exit")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if o.short {
+		if !fs.Changed("events") {
+			o.events = 3000
+		}
+		if !fs.Changed("creates") {
+			o.creates = 600
+		}
+		if !fs.Changed("producers") {
+			o.producers = 8
+		}
+		if !fs.Changed("timeout") {
+			o.timeout = 5 * time.Minute
+		}
+	}
+	if err := o.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "tally-bench:", err)
+		return 2
+	}
+	b := newBench(o)
+	if o.printCreds {
+		os.Stdout.Write(b.creds.file(b.w.Clouds, b.cc))
+		return 0
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(ctx, o.timeout)
+	defer cancelT()
+
+	stop := make(chan struct{})
+	progDone := make(chan struct{})
+	go func() { b.prog.run(stop); close(progDone) }()
+	err := b.run(ctx)
+	close(stop)
+	<-progDone
+	if err != nil {
+		b.rep.Errors = append(b.rep.Errors, err.Error())
+	}
+	b.rep.OK = b.rep.ok()
+	if o.jsonOut {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(b.rep)
+	} else {
+		b.rep.print(os.Stdout)
+	}
+	switch {
+	case err != nil:
+		return 2
+	case !b.rep.OK:
+		return 1
+	}
+	return 0
+}
+
+func (o *options) validate() error {
+	var errs []error
+	if o.store != "postgres" && o.store != "memory" {
+		errs = append(errs, fmt.Errorf("--store: postgres or memory, not %q", o.store))
+	}
+	if o.events < 1 || o.events > maxEvents {
+		errs = append(errs, fmt.Errorf("--events: 1..%d", maxEvents))
+	}
+	if o.creates < 1 || o.creates > maxCreates {
+		errs = append(errs, fmt.Errorf("--creates: 1..%d", maxCreates))
+	}
+	if o.batch < 1 || o.batch > 1000 {
+		errs = append(errs, errors.New("--batch: 1..1000"))
+	}
+	if o.clouds < 1 || o.clouds > 100 {
+		errs = append(errs, errors.New("--clouds: 1..100"))
+	}
+	if o.producers < 1 || o.producers > 256 {
+		errs = append(errs, errors.New("--producers: 1..256"))
+	}
+	for _, s := range []struct {
+		name string
+		v    float64
+	}{{"--duplicates", o.dupShare}, {"--invalid", o.invalidShare}, {"--late", o.lateShare}} {
+		if s.v < 0 || s.v > 0.5 {
+			errs = append(errs, fmt.Errorf("%s: 0..0.5", s.name))
+		}
+	}
+	if !o.printCreds && o.tallyd == "" && o.url == "" {
+		errs = append(errs, errors.New("--tallyd or --url is required (the HTTP phases)"))
+	}
+	if o.tallyd != "" && o.url != "" {
+		errs = append(errs, errors.New("--tallyd and --url exclude each other"))
+	}
+	return errors.Join(errs...)
+}
+
+func newBench(o options) *bench {
+	prefix := fmt.Sprintf("bench%d", o.seed)
+	w := generate(genConfig{Seed: o.seed, Prefix: prefix, Clouds: o.clouds, Events: o.events, BatchSize: o.batch,
+		LateShare: o.lateShare, DupShare: o.dupShare, InvalidShare: o.invalidShare})
+	cc := corrConfig{Seed: o.seed, Org: "bench-org", Prefix: prefix, Creates: o.creates, Keys: 200, Users: 4,
+		Producers: o.producers, Resolve: 0.12, Retry: 0.10}
+	b := &bench{opt: o, w: w, cc: cc, creds: makeCreds(o.seed, w.Clouds, cc), prog: newProgress(o.quiet)}
+	store := "postgresql"
+	if o.store == "memory" {
+		store = "in-memory"
+	}
+	b.rep = &report{Store: store, Short: o.short, Machine: readMachine(), Workload: map[string]any{
+		"events": w.Valid, "batches": len(w.Batches), "batch_items": o.batch, "clouds": len(w.Clouds), "resource_types": len(resourceSpecs),
+		"late": w.Late, "duplicates": w.Dups, "invalid": w.Invalid,
+		"creates": o.creates, "producers": o.producers, "keys": fmt.Sprintf("%d×%d users", cc.Keys, cc.Users),
+		"resolutions": cc.Resolve, "retried_with_key": cc.Retry, "seed": o.seed,
+	}}
+	return b
+}
+
+func (b *bench) run(ctx context.Context) error {
+	if b.opt.store == "postgres" {
+		pg, err := createDatabase(ctx, b.opt.databaseURL)
+		if err != nil {
+			return err
+		}
+		b.pg = pg
+		defer func() {
+			b.prog.note("dropping database %s", pg.name)
+			if err := pg.drop(); err != nil {
+				b.rep.Errors = append(b.rep.Errors, fmt.Sprintf("drop database %s: %v", pg.name, err))
+			}
+		}()
+		b.prog.note("database %s created (dropped at exit)", pg.name)
+		if b.rep.Machine.PostgreSQL, err = machinePG(ctx, pg.admin); err != nil {
+			return err
+		}
+	}
+	add := func(p *phaseResult) {
+		b.prog.end()
+		b.rep.Phases = append(b.rep.Phases, p)
+		b.prog.note("%-40s %10s %s  p50 %.1f ms  p99 %.1f ms  %s", p.Name, thousands(p.Rate), p.Unit, p.P50Ms, p.P99Ms, map[bool]string{true: "checks ok", false: "CHECKS FAILED"}[len(p.Problems) == 0])
+	}
+	var ceiling, lib, dup, web, corrSQL, corrWeb *phaseResult
+	var err error
+	if b.pg != nil {
+		if ceiling, err = b.phaseCeiling(ctx); err != nil {
+			return fmt.Errorf("copy ceiling: %w", err)
+		}
+		add(ceiling)
+	}
+	ps, err := b.phaseLibrary(ctx)
+	if err != nil {
+		return fmt.Errorf("library: %w", err)
+	}
+	lib, dup = ps[0], ps[1]
+	add(lib)
+	add(dup)
+	if err := b.startServer(ctx); err != nil {
+		return fmt.Errorf("start tallyd: %w", err)
+	}
+	defer b.srv.stop()
+	if web, err = b.phaseHTTP(ctx); err != nil {
+		return fmt.Errorf("HTTP: %w", err)
+	}
+	add(web)
+	ops := corrOps(b.cc)
+	if b.pg != nil {
+		if corrSQL, err = b.phaseCorrSQL(ctx, ops); err != nil {
+			return fmt.Errorf("correlation SQL: %w", err)
+		}
+		add(corrSQL)
+	}
+	if corrWeb, err = b.phaseCorrHTTP(ctx, ops); err != nil {
+		return fmt.Errorf("correlation HTTP: %w", err)
+	}
+	add(corrWeb)
+	if ceiling != nil {
+		b.rep.Ratios = append(b.rep.Ratios,
+			ratio{"library / copy ceiling", lib.Rate / ceiling.Rate, "target ≥ 0.50"},
+			ratio{"HTTP / copy ceiling", web.Rate / ceiling.Rate, "target ≥ 0.45"},
+			ratio{"all duplicates / copy ceiling", dup.Rate / ceiling.Rate, "target ≥ 1.0"},
+			ratio{"correlation HTTP / bare SQL", corrWeb.Rate / corrSQL.Rate, fmt.Sprintf("target ≥ 0.6, p99 ≤ 50 ms (p99 %.0f ms)", corrWeb.P99Ms)})
+	}
+	if web.ServerRSSEarlyMiB > 0 {
+		b.rep.Ratios = append(b.rep.Ratios, ratio{"server RSS end / after a tenth (HTTP ingest)", web.ServerRSSEndMiB / web.ServerRSSEarlyMiB, "target ≤ 1.2"})
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("stopped: %w", ctx.Err())
+	}
+	return nil
+}

@@ -1,0 +1,325 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pgServer is the PostgreSQL server the run uses, and the database it made.
+type pgServer struct {
+	admin *pgxpool.Pool
+	base  *url.URL // the bench database
+	name  string
+}
+
+// createDatabase creates a database of its own on the server adminURL names
+// and returns it; drop removes it.
+func createDatabase(ctx context.Context, adminURL string) (*pgServer, error) {
+	u, err := url.Parse(adminURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return nil, fmt.Errorf("--database-url: want a postgres:// URL, got %q", adminURL)
+	}
+	cfg, err := pgxpool.ParseConfig(adminURL)
+	if err != nil {
+		return nil, fmt.Errorf("--database-url: %w", err)
+	}
+	cfg.MaxConns = 2
+	admin, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("tally_bench_%d_%d", time.Now().Unix(), time.Now().Nanosecond()%100000)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		admin.Close()
+		return nil, fmt.Errorf("create database %s: %w", name, err)
+	}
+	b := *u
+	b.Path = "/" + name
+	return &pgServer{admin: admin, base: &b, name: name}, nil
+}
+
+// drop drops the bench database (connections still open are ended).
+func (s *pgServer) drop() error {
+	// DROP DATABASE waits for a checkpoint, which takes tens of seconds on a
+	// loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	defer s.admin.Close()
+	_, err := s.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{s.name}.Sanitize()+" WITH (FORCE)")
+	return err
+}
+
+// schemaURL is the URL of the bench database whose search_path is schema.
+func (s *pgServer) schemaURL(schema string) string {
+	u := *s.base
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// newSchema creates schema in the bench database and applies the product's
+// migrations to it.
+func (s *pgServer) newSchema(ctx context.Context, schema string) (string, error) {
+	conn, err := pgx.Connect(ctx, s.base.String())
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		return "", fmt.Errorf("create schema %s: %w", schema, err)
+	}
+	u := s.schemaURL(schema)
+	if err := migrate(ctx, u); err != nil {
+		return "", fmt.Errorf("migrate schema %s: %w", schema, err)
+	}
+	return u, nil
+}
+
+func pool(ctx context.Context, u string, conns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(u)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns, cfg.MinConns = conns, conns
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// machinePG reads the server's version and the settings that decide write
+// speed.
+func machinePG(ctx context.Context, p *pgxpool.Pool) (map[string]string, error) {
+	out := map[string]string{}
+	for _, name := range []string{"server_version", "fsync", "synchronous_commit", "full_page_writes", "wal_level",
+		"shared_buffers", "wal_buffers", "max_wal_size", "checkpoint_timeout", "commit_delay", "max_connections"} {
+		var v string
+		if err := p.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v); err != nil {
+			return nil, err
+		}
+		out[name] = v
+	}
+	return out, nil
+}
+
+var eventColumns = []string{"event_id", "timestamp", "event_type", "platform", "cloud", "resource_type",
+	"resource_id", "project_id", "source", "payload", "category", "received_at"}
+
+// copyRows turns the valid items of each batch into rows of the events
+// table (the same rows the library path stores, payload as sent).
+func copyRows(bs []batch) [][][]any {
+	now := time.Now().UTC()
+	out := make([][][]any, 0, len(bs))
+	for _, b := range bs {
+		rows := make([][]any, 0, len(b.Items))
+		for _, it := range b.Items {
+			if it.Kind != itemValid {
+				continue
+			}
+			e := it.Ev
+			cat := map[category]string{catCreate: "create", catUpdate: "update", catDelete: "delete"}[e.Category]
+			rows = append(rows, []any{e.EventID, e.Timestamp, e.EventType, "openstack", e.Cloud, e.ResourceType,
+				e.ResourceID, e.ProjectID, "collector", string(appendPayload(nil, e, false)), cat, now})
+		}
+		out = append(out, rows)
+	}
+	return out
+}
+
+// runCopy is the ceiling: pgx CopyFrom of each batch's rows into events,
+// one COPY (one transaction) per batch, on conns connections.
+func runCopy(ctx context.Context, p *pgxpool.Pool, batches [][][]any, conns int, prog *progress) (lat []time.Duration, err error) {
+	work := make(chan [][]any)
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for range conns {
+		wg.Go(func() {
+			var mine []time.Duration
+			for rows := range work {
+				t := time.Now()
+				_, err := p.CopyFrom(ctx, pgx.Identifier{"events"}, eventColumns, pgx.CopyFromRows(rows))
+				mine = append(mine, time.Since(t))
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+				prog.add(len(rows))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		})
+	}
+	for _, b := range batches {
+		select {
+		case work <- b:
+		case <-ctx.Done():
+		}
+	}
+	close(work)
+	wg.Wait()
+	return lat, errors.Join(errs...)
+}
+
+// pgReader reads what a run stored in one schema, with plain SQL.
+type pgReader struct{ p *pgxpool.Pool }
+
+func (r pgReader) eventCount(ctx context.Context) (int, error) {
+	var n int
+	err := r.p.QueryRow(ctx, "SELECT count(*) FROM events").Scan(&n)
+	return n, err
+}
+
+func (r pgReader) deadLetterCount(ctx context.Context) (int, error) {
+	var n int
+	err := r.p.QueryRow(ctx, "SELECT count(*) FROM dead_letters").Scan(&n)
+	return n, err
+}
+
+func (r pgReader) resources(ctx context.Context) (map[resKey]row, error) {
+	rows, err := r.p.Query(ctx, `SELECT cloud, resource_type, resource_id, platform, project_id, state, size::text,
+		created_at, deleted_at, first_event_at, last_event_at, last_event_type, last_event_id FROM current_resources`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[resKey]row{}
+	for rows.Next() {
+		var (
+			k    resKey
+			v    row
+			size *string
+		)
+		if err := rows.Scan(&k.Cloud, &k.ResourceType, &k.ResourceID, &v.Platform, &v.ProjectID, &v.State, &size,
+			&v.CreatedAt, &v.DeletedAt, &v.FirstEventAt, &v.LastEventAt, &v.LastEventType, &v.LastEventID); err != nil {
+			return nil, err
+		}
+		if size != nil {
+			v.Size = []byte(*size)
+		}
+		out[k] = v
+	}
+	return out, rows.Err()
+}
+
+func (r pgReader) correlation(ctx context.Context, org string) (map[corrPair]corrAgg, error) {
+	rows, err := r.p.Query(ctx, `SELECT user_id, correlation_key, count(*),
+			count(*) FILTER (WHERE resolved_at IS NULL AND deleted_at IS NULL),
+			count(*) FILTER (WHERE resolved_at IS NOT NULL),
+			coalesce(sum(occurrence_count), 0)::bigint
+		FROM correlated_events WHERE organization = $1 GROUP BY 1, 2`, org)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[corrPair]corrAgg{}
+	for rows.Next() {
+		var (
+			p corrPair
+			a corrAgg
+		)
+		if err := rows.Scan(&p.User, &p.Key, &a.Events, &a.Open, &a.Resolved, &a.SumCount); err != nil {
+			return nil, err
+		}
+		out[p] = a
+	}
+	return out, rows.Err()
+}
+
+// The bare-SQL correlation ceiling runs the statements the product runs for
+// each step of createEvent (store/pgstore/correlate.go), through pgx on its
+// own connections, without HTTP, JSON, validation or database/sql.
+const (
+	corrCols = `id, organization, user_id, system_id, acted_upon, category, action, severity, status, description,
+		metadata, created_at, updated_at, correlation_key, occurrence_count, first_seen_at, last_seen_at, resolved_at,
+		source, type, specversion`
+	corrVals       = `($1, $2, $3, $4, $5, $6, $7, $8, 'unread', $9, $10::json, $11, $11, $12, 1, $13, $13, $14, $15, $16, '1.0')`
+	corrOpen       = `resolved_at IS NULL AND deleted_at IS NULL AND user_id <> '' AND correlation_key IS NOT NULL`
+	corrInsert     = `INSERT INTO correlated_events (` + corrCols + `) VALUES ` + corrVals + ` RETURNING id::text`
+	corrOccurrence = `INSERT INTO correlated_events AS e (` + corrCols + `) VALUES ` + corrVals + `
+		ON CONFLICT (organization, user_id, correlation_key) WHERE ` + corrOpen + `
+		DO UPDATE SET occurrence_count = e.occurrence_count + 1,
+			last_seen_at = GREATEST(e.last_seen_at, EXCLUDED.last_seen_at),
+			updated_at = GREATEST(e.updated_at, EXCLUDED.updated_at)
+		RETURNING id::text, (xmax = 0)`
+	corrResolve = `UPDATE correlated_events SET resolved_at = $4, severity = $5, description = $6,
+			last_seen_at = GREATEST(last_seen_at, $7::timestamptz), updated_at = GREATEST(updated_at, $7::timestamptz)
+		WHERE organization = $1 AND user_id = $2 AND correlation_key = $3 AND ` + corrOpen + ` RETURNING id::text`
+	corrLookup = `SELECT k.event_id::text FROM correlated_event_idempotency_keys k
+		WHERE k.organization = $1 AND k.user_id = $2 AND k.key = $3`
+	corrBind = `INSERT INTO correlated_event_idempotency_keys (organization, user_id, key, event_id, bound_at)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (organization, user_id, key) DO UPDATE
+		SET event_id = EXCLUDED.event_id, bound_at = EXCLUDED.bound_at`
+)
+
+// sqlCreate applies one create as bare SQL and returns its disposition and
+// event id.
+func sqlCreate(ctx context.Context, p *pgxpool.Pool, cfg corrConfig, op corrOp) (disp, id string, err error) {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	user, key := cfg.user(op.User), cfg.key(op.Key)
+	action, severity, desc := "failed", "error", "Connection to the Kubernetes cluster failed"
+	var resolved *time.Time
+	if op.Resolve {
+		action, severity, desc = "connected", "informational", "Connection restored"
+		resolved = &now
+	}
+	meta := fmt.Sprintf(`{"error":"dial tcp 10.96.0.1:443: i/o timeout","connectionKind":"kubernetes","connectionName":"cluster-%03d"}`, op.Key)
+	args := []any{uuid.Must(uuid.NewV7()).String(), cfg.Org, user, cfg.system(), cfg.actedUpon(op.Key), "connection", action, severity,
+		desc, meta, now, key, now, resolved, "/meshery/server", "io.meshery.connection"}
+	if op.IdemKey == "" && !op.Resolve {
+		var inserted bool
+		err = p.QueryRow(ctx, corrOccurrence, args...).Scan(&id, &inserted)
+		if inserted {
+			return "created", id, err
+		}
+		return "incremented", id, err
+	}
+	err = pgx.BeginFunc(ctx, p, func(tx pgx.Tx) error {
+		if op.IdemKey != "" {
+			lock := fmt.Sprintf("tally.correlate.idempotency:%d:%s:%d:%s:%s", len(cfg.Org), cfg.Org, len(user), user, op.IdemKey)
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, lock); err != nil {
+				return err
+			}
+			err := tx.QueryRow(ctx, corrLookup, cfg.Org, user, op.IdemKey).Scan(&id)
+			if err == nil {
+				disp = "replayed"
+				return nil
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+		}
+		var err error
+		switch {
+		case op.Resolve:
+			err = tx.QueryRow(ctx, corrResolve, cfg.Org, user, key, now, severity, desc, now).Scan(&id)
+			disp = "resolved"
+			if errors.Is(err, pgx.ErrNoRows) {
+				err = tx.QueryRow(ctx, corrInsert, args...).Scan(&id)
+				disp = "created"
+			}
+		default:
+			var inserted bool
+			err = tx.QueryRow(ctx, corrOccurrence, args...).Scan(&id, &inserted)
+			disp = map[bool]string{true: "created", false: "incremented"}[inserted]
+		}
+		if err != nil {
+			return err
+		}
+		if op.IdemKey != "" {
+			_, err = tx.Exec(ctx, corrBind, cfg.Org, user, op.IdemKey, id, now)
+		}
+		return err
+	})
+	return disp, id, err
+}
