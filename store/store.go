@@ -22,3 +22,13 @@ import "errors"
 // ErrNotFound is returned (wrapped) by a store when the row a call names does
 // not exist. Test for it with errors.Is.
 var ErrNotFound = errors.New("store: not found")
+
+// ErrUnavailable is returned (wrapped) by a store when the database could
+// not be reached or did not answer in time: a refused or broken connection,
+// a server shutting down or restarting, too many connections, or a statement
+// cancelled by its timeout. The operation was not applied, unless the
+// connection broke while its commit was in flight, when the outcome is
+// unknown; either way retrying later is right (ingestion is idempotent, and
+// a createEvent with an idempotency key is too). HTTP adapters answer it 503
+// with Retry-After. Test for it with errors.Is.
+var ErrUnavailable = errors.New("store: unavailable")

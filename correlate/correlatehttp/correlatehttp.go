@@ -183,6 +183,9 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		problem.Write(w, invalid(code, title, ve.Problems).problem())
 	case errors.Is(err, store.ErrNotFound):
 		problem.Write(w, problem.New(http.StatusNotFound, "not_found", "Not found", "No such event."))
+	case problem.Unavailable(err):
+		h.opts.Logger.WarnContext(r.Context(), "correlatehttp: store unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
+		problem.WriteUnavailable(w)
 	default:
 		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 			return // the client went away; nobody reads the answer

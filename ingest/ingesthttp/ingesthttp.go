@@ -400,6 +400,9 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		problem.Write(w, problem.New(http.StatusBadRequest, "invalid_size_schema", "Invalid size schema", schema.Message))
 	case errors.Is(err, store.ErrNotFound):
 		problem.Write(w, problem.New(http.StatusNotFound, "not_found", "Not found", "nothing is stored under "+r.URL.Path))
+	case problem.Unavailable(err):
+		h.log.WarnContext(r.Context(), "ingesthttp: store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		problem.WriteUnavailable(w)
 	default:
 		h.log.ErrorContext(r.Context(), "ingesthttp: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		problem.Write(w, problem.New(http.StatusInternalServerError, "internal", "Internal error", "the request could not be completed; nothing was stored"))

@@ -85,9 +85,13 @@ package pgstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -256,7 +260,9 @@ var (
 
 // interpretError translates driver errors in one place: no rows becomes
 // store.ErrNotFound, SQLSTATE 23505 errUniqueViolation, 40001 and 40P01
-// errSerialization. Any other error is returned unchanged.
+// errSerialization, and an unreachable or unanswering database
+// store.ErrUnavailable (see unavailable). Any other error is returned
+// unchanged.
 func interpretError(err error) error {
 	if err == nil {
 		return nil
@@ -273,5 +279,38 @@ func interpretError(err error) error {
 			return errors.Join(errSerialization, err)
 		}
 	}
+	if unavailable(err) {
+		return errors.Join(store.ErrUnavailable, err)
+	}
 	return err
+}
+
+// unavailable reports whether err says the database could not be reached
+// or did not answer in time, rather than that the statement was wrong:
+//   - SQLSTATE class 08 (connection exception), 53300 (too many
+//     connections), 57014 (statement cancelled: statement_timeout),
+//     55P03 (lock_timeout), 57P01-57P03 (server shutting down, crashed,
+//     starting up);
+//   - a connection that could not be made or broke (pgconn's connect
+//     errors, network errors, EOF, a closed connection, pgconn's
+//     safe-to-retry and timeout classes, database/sql's bad connection).
+func unavailable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case strings.HasPrefix(pgErr.Code, "08"),
+			pgErr.Code == "53300", pgErr.Code == "57014", pgErr.Code == "55P03",
+			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03":
+			return true
+		}
+		return false
+	}
+	var (
+		connectErr *pgconn.ConnectError
+		netErr     net.Error
+	)
+	return errors.As(err, &connectErr) || errors.As(err, &netErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
+		pgconn.SafeToRetry(err) || pgconn.Timeout(err)
 }
