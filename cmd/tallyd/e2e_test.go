@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,11 +59,8 @@ func buildBinary(t *testing.T, pkg string) string {
 		buildDir = dir
 	}
 	out := filepath.Join(buildDir, filepath.Base(pkg))
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		goBin = "go"
-	}
-	cmd := exec.Command(goBin, "build", "-o", out, pkg)
+	// go test puts the running toolchain's GOROOT/bin first in PATH.
+	cmd := exec.Command("go", "build", "-o", out, pkg)
 	cmd.Dir = repoRoot(t)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", pkg, err, b)

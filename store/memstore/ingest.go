@@ -26,8 +26,6 @@ type eventKey struct {
 
 type rtKey struct{ platform, resourceType string }
 
-type namesKey struct{ cloud, resourceType string }
-
 // ingestData holds this area's tables. Guarded by Store.mu.
 type ingestData struct {
 	events        map[eventKey]event.Event

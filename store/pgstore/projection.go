@@ -193,7 +193,7 @@ ON CONFLICT (cloud, resource_type, resource_id) DO UPDATE SET
 // (ingest.Compare), reading through q (the ingest transaction, which sees
 // its own inserts).
 func history(ctx context.Context, q querier, k ingest.ResourceKey) ([]event.Event, error) {
-	out, err := selectEvents(ctx, q, ingest.EventQuery{Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID})
+	out, err := selectEvents(ctx, q, ingest.EventQuery(k))
 	if err != nil {
 		return nil, fmt.Errorf("read history: %w", err)
 	}

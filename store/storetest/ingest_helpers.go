@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/big"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -381,13 +380,4 @@ func allAudit(t *testing.T, st ingest.Store) []ingest.AuditEntry {
 		t.Fatalf("Audit: %v", err)
 	}
 	return as
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
