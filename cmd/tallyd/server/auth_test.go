@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -133,8 +132,6 @@ func TestCheckBody(t *testing.T) {
 		})
 	}
 }
-
-func errorsAs(err error, target any) bool { return errors.As(err, target) }
 
 func TestRequireJSON(t *testing.T) {
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
