@@ -96,12 +96,12 @@ type workload struct {
 }
 
 type resourceSpec struct {
-	typ                       string
-	create, delete            string
-	updates                   []string // update types carrying state (and size for the first)
-	sizeOnUpdate              []bool
-	states                    []string // state per update type
-	createState, deletedState string
+	typ            string
+	create, delete string
+	updates        []string // update types carrying state (and size for the first)
+	sizeOnUpdate   []bool
+	states         []string // state per update type
+	createState    string
 }
 
 // The five resource types the seeded size schemas cover.
