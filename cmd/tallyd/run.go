@@ -176,12 +176,21 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	// A connection flood never exhausts the descriptors: at the cap the
+	// longest-idle connection is shed for a new one (issue 10, Connections).
+	conns := server.NewConnLimiter(c.MaxConnections)
+	log.Info("connections", "max", conns.Max(), "idle_timeout", c.IdleTimeout)
+	if err := h.Metrics().ObserveConns(conns); err != nil {
+		return err
+	}
+	ln = conns.Listener(ln)
 	srv := &http.Server{
 		Handler:           h,
+		ConnState:         conns.ConnState,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       2 * time.Minute,
 		WriteTimeout:      2 * time.Minute,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       c.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}

@@ -32,7 +32,8 @@ func env(m map[string]string) func(string) string {
 func TestConfigPrecedence(t *testing.T) {
 	defaults := config{
 		Listen: "127.0.0.1:8080", DevCloud: "os-dev", MaxBodyBytes: 8 << 20, BodyBudgetBytes: 64 << 20, BodyBudgetWait: 2 * time.Second,
-		LogFormat: "text", LogLevel: slog.LevelInfo, ShutdownTimeout: 30 * time.Second,
+		IdleTimeout: 30 * time.Second,
+		LogFormat:   "text", LogLevel: slog.LevelInfo, ShutdownTimeout: 30 * time.Second,
 	}
 	tests := []struct {
 		name string
@@ -47,8 +48,10 @@ func TestConfigPrecedence(t *testing.T) {
 			"TALLY_MAX_BODY_BYTES": "1024", "TALLY_CORS_ALLOWED_ORIGINS": "https://a.example, https://b.example",
 			"TALLY_LOG_FORMAT": "json", "TALLY_LOG_LEVEL": "debug", "TALLY_SHUTDOWN_TIMEOUT": "5s",
 			"TALLY_BODY_BUDGET_BYTES": "4096", "TALLY_BODY_BUDGET_WAIT": "500ms",
+			"TALLY_MAX_CONNECTIONS": "100", "TALLY_IDLE_TIMEOUT": "5s",
 		}, func(c *config) {
 			c.BodyBudgetBytes, c.BodyBudgetWait = 4096, 500*time.Millisecond
+			c.MaxConnections, c.IdleTimeout = 100, 5*time.Second
 			c.Listen, c.DatabaseURL, c.CredentialsFile = "127.0.0.1:9000", "postgres://x", "/c.json"
 			c.Dev, c.DevCloud, c.RequireSizeSchema, c.MaxBodyBytes = true, "os-x", true, 1024
 			c.CORSAllowedOrigins = []string{"https://a.example", "https://b.example"}

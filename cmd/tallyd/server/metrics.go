@@ -11,6 +11,7 @@ import (
 
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/internal/httpbody"
 )
 
 // Metrics holds tally's Prometheus collectors, registered on a private
@@ -114,6 +115,50 @@ func (o ingestObserver) ProjectionReplays(cloud string, n int) {
 // ObserveDisposition counts one createEvent answer by its disposition.
 func (m *Metrics) ObserveDisposition(d correlate.Disposition) {
 	m.dispositions.WithLabelValues(string(d)).Inc()
+}
+
+// ObserveConns registers gauges of l on m's registry:
+// tally_http_connections_open, tally_http_connections_max and the counter
+// tally_http_connections_shed_total (idle connections closed at the cap).
+// Errors: l's collectors are registered already.
+func (m *Metrics) ObserveConns(l *ConnLimiter) error {
+	return registerAll(m.registry,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tally_http_connections_open",
+			Help: "Connections open now.",
+		}, func() float64 { return float64(l.Open()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tally_http_connections_max",
+			Help: "The cap on open connections; at it, the longest-idle connection is closed for a new one.",
+		}, func() float64 { return float64(l.Max()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tally_http_connections_shed_total",
+			Help: "Idle connections closed to make room for new ones at the cap.",
+		}, func() float64 { return float64(l.Shed()) }),
+	)
+}
+
+// observeBudget registers the gauges of the request body budget.
+func (m *Metrics) observeBudget(b *httpbody.Budget) error {
+	return registerAll(m.registry,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tally_http_body_budget_bytes",
+			Help: "The budget of request body bytes held at once by all requests.",
+		}, func() float64 { return float64(b.Size()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tally_http_body_budget_in_use_bytes",
+			Help: "Request body bytes held now.",
+		}, func() float64 { return float64(b.InUse()) }),
+	)
+}
+
+func registerAll(reg *prometheus.Registry, cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Registry returns the registry the collectors are registered on.

@@ -185,6 +185,9 @@ func NewHandler(cfg Config) (*Handler, error) {
 		}
 		cfg.Metrics = m
 	}
+	if err := cfg.Metrics.observeBudget(budget); err != nil {
+		return nil, err
+	}
 
 	warnUncorrelated(cfg.Logger, cfg.Authenticator)
 	api, err := apiRoutes(cfg)

@@ -1,0 +1,143 @@
+package server
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// get sends GET path on c and reads the answer's status; the connection
+// stays open (keep-alive).
+func get(t *testing.T, c net.Conn, path string) int {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestConnLimiterShedsIdle: issue 10, Connections: "at the cap, idle
+// keep-alive connections are shed to make room for new requests".
+func TestConnLimiterShedsIdle(t *testing.T) {
+	l := NewConnLimiter(2)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(healthz))
+	srv.Listener = l.Listener(srv.Listener)
+	srv.Config.ConnState = l.ConnState
+	srv.Start()
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+
+	var conns []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if got := get(t, c, "/healthz"); got != 200 {
+			t.Fatalf("GET /healthz: %d", got)
+		}
+		conns = append(conns, c)
+	}
+	if l.Shed() != 1 {
+		t.Errorf("Shed() = %d, want 1 (the first connection, idle the longest)", l.Shed())
+	}
+	// The first connection was closed by the server.
+	_ = conns[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := conns[0].Read(make([]byte, 1)); err == nil {
+		t.Errorf("the shed connection is still open (read %d bytes)", n)
+	}
+	// The second is still served.
+	if got := get(t, conns[1], "/healthz"); got != 200 {
+		t.Errorf("GET /healthz on a kept connection: %d", got)
+	}
+	if got := l.Open(); got > 2 {
+		t.Errorf("Open() = %d, over the cap of 2", got)
+	}
+}
+
+// TestConnLimiterWaitsForBusy: a connection busy with a request is never
+// shed; a new one waits until a place frees.
+func TestConnLimiterWaitsForBusy(t *testing.T) {
+	l := NewConnLimiter(1)
+	release := make(chan struct{})
+	busy := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(busy)
+			<-release
+		}
+		w.WriteHeader(204)
+	}))
+	srv.Listener = l.Listener(srv.Listener)
+	srv.Config.ConnState = l.ConnState
+	srv.Start()
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+
+	slow := make(chan int)
+	go func() {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			slow <- 0
+			return
+		}
+		defer c.Close()
+		_, _ = io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			slow <- 0
+			return
+		}
+		slow <- resp.StatusCode
+	}()
+	<-busy
+	fast := make(chan int)
+	go func() {
+		c, err := net.Dial("tcp", addr) // the kernel's backlog accepts it
+		if err != nil {
+			fast <- 0
+			return
+		}
+		defer c.Close()
+		_, _ = io.WriteString(c, "GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			fast <- 0
+			return
+		}
+		fast <- resp.StatusCode
+	}()
+	select {
+	case got := <-fast:
+		t.Fatalf("the new connection was served (%d) while the only place was busy", got)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	if got := <-slow; got != 204 {
+		t.Errorf("busy request: %d, want 204 (it must not be shed)", got)
+	}
+	if got := <-fast; got != 204 {
+		t.Errorf("waiting request: %d, want 204", got)
+	}
+	if l.Shed() != 0 {
+		t.Errorf("Shed() = %d, want 0", l.Shed())
+	}
+}
+
+func TestDefaultMaxConns(t *testing.T) {
+	if n := DefaultMaxConns(); n < 1 {
+		t.Errorf("DefaultMaxConns() = %d", n)
+	}
+}
