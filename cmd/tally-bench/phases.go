@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"time"
@@ -332,9 +334,14 @@ func (b *bench) phaseLibrary(ctx context.Context) ([]*phaseResult, error) {
 	rs := renderBatches(b.w.Batches)
 	var t tally
 	b.prog.begin(lib.Name, itemCount(b.w.Batches))
+	stopProfile, err := startProfile(b.opt.cpuProfile)
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	b.runIngest(ctx, svc, b.w.Batches, rs, &t)
 	timed(lib, b.w.Valid, start)
+	stopProfile()
 	t.finish(lib, b.w.Valid, b.w.Dups)
 	b.checkStored(ctx, lib, rd, b.w.Valid, b.w.Invalid, true)
 	rs = nil
@@ -615,4 +622,21 @@ func (b *bench) phaseCorrHTTP(ctx context.Context, ops [][]corrOp) (*phaseResult
 	}
 	b.corrChecks(p, answers, got)
 	return p, nil
+}
+
+// startProfile starts a CPU profile into path ("" for none) and returns
+// what stops it.
+func startProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
