@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,6 +14,52 @@ import (
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/internal/httpbody"
 )
+
+// MaxLabelValues is how many distinct values each metric label whose
+// values come from input keeps (issue 10, Metric labels from input): 100
+// per label (platform, resource_type and cloud), the first seen by the
+// process; any further value is counted under [OtherLabelValue]. A single
+// POST of 300 resource types thus adds at most 100 series, ever.
+const MaxLabelValues = 100
+
+// OtherLabelValue is the label value that stands for every value beyond
+// [MaxLabelValues].
+const OtherLabelValue = "other"
+
+// MetricsMaxRequestsInFlight and MetricsTimeout bound GET /metrics
+// (promhttp.HandlerOpts): at most 4 scrapes at once (a further one is
+// answered 503), each cut off after 10 s (Prometheus's default scrape
+// timeout; answered 503).
+const (
+	MetricsMaxRequestsInFlight = 4
+	MetricsTimeout             = 10 * time.Second
+)
+
+// boundedLabel maps input to at most max distinct label values.
+type boundedLabel struct {
+	mu   sync.Mutex
+	seen map[string]struct{}
+	max  int
+}
+
+func newBoundedLabel(max int) *boundedLabel {
+	return &boundedLabel{seen: map[string]struct{}{}, max: max}
+}
+
+// value is v when v is one of the first max distinct values seen (or one
+// more fits), else OtherLabelValue.
+func (b *boundedLabel) value(v string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.seen[v]; ok {
+		return v
+	}
+	if len(b.seen) >= b.max {
+		return OtherLabelValue
+	}
+	b.seen[v] = struct{}{}
+	return v
+}
 
 // Metrics holds tally's Prometheus collectors, registered on a private
 // registry (never the global one), so that several handlers may live in one
@@ -28,6 +75,9 @@ type Metrics struct {
 	dispositions    *prometheus.CounterVec
 	replays         *prometheus.CounterVec
 	httpDuration    *prometheus.HistogramVec
+
+	// Labels whose values come from input, each bounded.
+	platformLabel, resourceTypeLabel, cloudLabel *boundedLabel
 }
 
 // NewMetrics returns the collectors registered on reg, and the Go runtime
@@ -38,12 +88,15 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 		reg = prometheus.NewRegistry()
 	}
 	m := &Metrics{
-		registry: reg,
+		registry:          reg,
+		platformLabel:     newBoundedLabel(MaxLabelValues),
+		resourceTypeLabel: newBoundedLabel(MaxLabelValues),
+		cloudLabel:        newBoundedLabel(MaxLabelValues),
 		// canonical-event.md, Size schemas: "the server counts such events
 		// in tally_ingest_unvalidated_size_total{platform,resource_type}".
 		unvalidatedSize: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_ingest_unvalidated_size_total",
-			Help: "Accepted events whose payload.size was not validated because no size schema is registered for their (platform, resource_type).",
+			Help: "Accepted events whose payload.size was not validated because no size schema is registered for their (platform, resource_type); each label keeps 100 distinct values, then other.",
 		}, []string{"platform", "resource_type"}),
 		ingested: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tally_ingest_events_ingested_total",
@@ -63,7 +116,7 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 		}, []string{"disposition"}),
 		replays: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_projection_replays_total",
-			Help: "Late events (older than their resource's last folded event) that made the projection replay the resource's history, by cloud.",
+			Help: "Late events (older than their resource's last folded event) that made the projection replay the resource's history, by cloud (100 distinct values, then other).",
 		}, []string{"cloud"}),
 		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tally_http_request_duration_seconds",
@@ -105,11 +158,11 @@ func (o ingestObserver) Rejected(kind ingest.Kind, n int) {
 	o.m.rejected.WithLabelValues(string(kind)).Add(float64(n))
 }
 func (o ingestObserver) UnvalidatedSize(platform, resourceType string, n int) {
-	o.m.unvalidatedSize.WithLabelValues(platform, resourceType).Add(float64(n))
+	o.m.unvalidatedSize.WithLabelValues(o.m.platformLabel.value(platform), o.m.resourceTypeLabel.value(resourceType)).Add(float64(n))
 }
 
 func (o ingestObserver) ProjectionReplays(cloud string, n int) {
-	o.m.replays.WithLabelValues(cloud).Add(float64(n))
+	o.m.replays.WithLabelValues(o.m.cloudLabel.value(cloud)).Add(float64(n))
 }
 
 // ObserveDisposition counts one createEvent answer by its disposition.
@@ -164,9 +217,15 @@ func registerAll(reg *prometheus.Registry, cs ...prometheus.Collector) error {
 // Registry returns the registry the collectors are registered on.
 func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
 
-// Handler serves the registry in the Prometheus exposition format.
+// Handler serves the registry in the Prometheus exposition format, at
+// most [MetricsMaxRequestsInFlight] scrapes at once, each within
+// [MetricsTimeout] (503 otherwise).
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{
+		Registry:            m.registry,
+		MaxRequestsInFlight: MetricsMaxRequestsInFlight,
+		Timeout:             MetricsTimeout,
+	})
 }
 
 // instrument observes the duration of every request by the pattern the mux
