@@ -90,6 +90,17 @@ func Decode(b []byte) (Event, error) {
 			return Event{}, single("/timestamp", RuleFormat, "must be an RFC 3339 date-time whose UTC form lies within the years 0000 to 9999")
 		}
 	}
+	if w.Payload.Unknown != nil {
+		// The json package gathers unknown members with their values as
+		// sent but their names re-quoted; keep the names as sent too.
+		raw, err := payloadMember(b)
+		if err == nil {
+			w.Payload.Unknown, err = rawUnknown(raw)
+		}
+		if err != nil {
+			return Event{}, single("/payload", RuleSyntax, "invalid JSON: "+err.Error())
+		}
+	}
 	return w.event(), nil
 }
 

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -147,22 +148,25 @@ func (w *wireEvent) event() Event {
 
 // MarshalJSON encodes e as compact JSON with its ten members in the spec's
 // order, source omitted when "". The timestamp is written as
-// time.RFC3339Nano writes it; the payload's raw members keep their values
-// and numbers exactly, with white space dropped and string escapes written
-// the encoder's way (the decoded value is the same). The output of an Event
-// from [Decode] decodes to an equal Event and encodes to the same bytes.
+// time.RFC3339Nano writes it; payload.size, payload.provider and each
+// unknown payload member (name and value) are written byte for byte as held
+// (for an Event from [Decode]: as sent, white space and string escapes
+// included); the rest is written the encoder's way (see the package's
+// Faithfulness notes in faithful.go). The output of an Event from [Decode]
+// decodes to an equal Event and encodes to the same bytes.
 //
-// It fails when a raw payload member is not valid JSON, or when the
+// It fails when a raw payload member is not valid JSON, when the unknown
+// members are not an object or repeat state, size or provider, or when the
 // timestamp's year is outside 0000 to 9999 (never for an Event from
-// [Decode]). encoding/json's Marshal calls it, then escapes <, >, & and
-// U+2028/U+2029 as it does for every Marshaler, so its bytes differ from
-// these by that escaping only.
+// [Decode]). encoding/json's Marshal calls it, then compacts white space and
+// escapes <, >, & and U+2028/U+2029 as it does for every Marshaler, and
+// github.com/go-json-experiment/json reformats it likewise: a caller that
+// must hand the bytes on as sent writes these bytes itself.
 func (e Event) MarshalJSON() ([]byte, error) {
-	b, err := json.Marshal(e.wire(), json.Deterministic(true))
-	if err != nil {
-		return nil, err // never a truncated document
+	if y := e.Timestamp.Year(); y < 0 || y > 9999 {
+		return nil, fmt.Errorf("event: timestamp year %d is outside 0000 to 9999", y)
 	}
-	return b, nil
+	return appendEvent(nil, &e) // never a truncated document
 }
 
 // UnmarshalJSON decodes b strictly with [Decode], so an Event read through
@@ -179,24 +183,27 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 
 // MarshalJSON encodes the envelope as compact JSON: state (when present),
 // size and provider (when non-nil), then the unknown members in the order
-// they came. It fails when a raw member is not valid JSON.
+// they came; size, provider and each unknown member byte for byte as held.
+// It fails when a raw member is not valid JSON.
 func (p PayloadEnvelope) MarshalJSON() ([]byte, error) {
-	b, err := json.Marshal(wirePayload(p), json.Deterministic(true))
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
+	return appendPayload(nil, &p)
 }
 
-// UnmarshalJSON decodes an envelope alone, keeping unknown members exactly.
-// Duplicate names, invalid UTF-8 and a state that is neither a string nor
-// null are refused, with the json package's own error; a NUL is not
-// checked. Decode whole events with [Decode], which checks everything and
-// returns an [*Error].
+// UnmarshalJSON decodes an envelope alone, keeping size, provider and each
+// unknown member (name and value) byte for byte. Duplicate names, invalid
+// UTF-8 and a state that is neither a string nor null are refused, with the
+// json package's own error; a NUL is not checked. Decode whole events with
+// [Decode], which checks everything and returns an [*Error].
 func (p *PayloadEnvelope) UnmarshalJSON(b []byte) error {
 	var w wirePayload
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
+	}
+	if w.Unknown != nil {
+		var err error
+		if w.Unknown, err = rawUnknown(b); err != nil {
+			return err
+		}
 	}
 	*p = PayloadEnvelope(w)
 	return nil

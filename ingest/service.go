@@ -582,48 +582,68 @@ func (s *Service) lookupSchema(ctx context.Context, platform, resourceType strin
 }
 
 // withSizeAsReported returns provider with its size_as_reported member set to
-// replaced (members sorted by name), every other member kept with its exact
-// value and in its order; a null or absent provider becomes a new object.
+// replaced (members sorted by name); a null or absent provider becomes a new
+// object. Every other byte of provider is kept as it arrived (DECISIONS.md,
+// Faithfulness): the member is inserted before the closing brace. Only when
+// the item brought a size_as_reported of its own is the object rebuilt
+// without it, each other member's name and value still byte for byte, the
+// white space between members dropped.
 func withSizeAsReported(provider jsontext.Value, replaced map[string]string) (jsontext.Value, error) {
 	sar, err := json.Marshal(replaced, json.Deterministic(true))
 	if err != nil {
 		return nil, err
 	}
-	out := []byte{'{'}
-	if provider.Kind() == '{' {
-		dec := jsontext.NewDecoder(bytes.NewReader(provider))
-		if _, err := dec.ReadToken(); err != nil {
+	member := append([]byte(`"size_as_reported":`), sar...)
+	if provider.Kind() != '{' {
+		return jsontext.Value(append(append([]byte{'{'}, member...), '}')), nil
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(provider))
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	var rebuilt []byte // non-nil once a size_as_reported of the item's is met
+	kept := []byte{'{'}
+	empty := true
+	for dec.PeekKind() == '"' {
+		name, err := dec.ReadValue()
+		if err != nil {
 			return nil, err
 		}
-		for dec.PeekKind() == '"' {
-			tok, err := dec.ReadToken()
-			if err != nil {
-				return nil, err
-			}
-			name := tok.String()
-			val, err := dec.ReadValue()
-			if err != nil {
-				return nil, err
-			}
-			if name == "size_as_reported" {
-				continue
-			}
-			if len(out) > 1 {
-				out = append(out, ',')
-			}
-			if out, err = jsontext.AppendQuote(out, name); err != nil {
-				return nil, err
-			}
-			out = append(out, ':')
-			out = append(out, val...)
+		entry := append(bytes.Clone(name), ':')
+		text, err := jsontext.AppendUnquote(nil, name)
+		if err != nil {
+			return nil, err
 		}
+		val, err := dec.ReadValue()
+		if err != nil {
+			return nil, err
+		}
+		if string(text) == "size_as_reported" {
+			rebuilt = kept
+			continue
+		}
+		if len(kept) > 1 {
+			kept = append(kept, ',')
+		}
+		kept = append(append(kept, entry...), val...)
+		empty = false
 	}
-	if len(out) > 1 {
+	if rebuilt != nil {
+		if len(kept) > 1 {
+			kept = append(kept, ',')
+		}
+		return jsontext.Value(append(append(kept, member...), '}')), nil
+	}
+	trimmed := bytes.TrimRight(provider, " \t\r\n")
+	body := bytes.TrimRight(trimmed[:len(trimmed)-1], " \t\r\n") // up to the last member
+	out := make([]byte, 0, len(provider)+len(member)+1)
+	out = append(out, body...)
+	if !empty {
 		out = append(out, ',')
 	}
-	out = append(out, `"size_as_reported":`...)
-	out = append(out, sar...)
-	return jsontext.Value(append(out, '}')), nil
+	out = append(out, member...)
+	out = append(out, provider[len(body):]...)
+	return jsontext.Value(out), nil
 }
 
 // MaxReasonBytes bounds a refusal reason; a longer one is cut at a

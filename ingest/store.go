@@ -39,8 +39,9 @@ type Store interface {
 
 	// Events lists stored events matching q, ordered by (timestamp,
 	// event_id). Each event is returned as stored: Source set, Timestamp in
-	// UTC, payload members with the same JSON values (a store may
-	// reformat whitespace or member order, never a value).
+	// UTC, payload.size, payload.provider and each unknown payload member
+	// (name and value) byte for byte as Commit was given them (DECISIONS.md,
+	// Faithfulness; store/storetest checks it).
 	Events(ctx context.Context, q EventQuery) ([]event.Event, error)
 
 	// DeadLetters lists dead letters received in [q.From, q.To), oldest

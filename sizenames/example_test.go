@@ -28,6 +28,6 @@ func Example() {
 	fmt.Println(string(size))
 	fmt.Println(replaced)
 	// Output:
-	// {"size_gb":100,"type":"ssd"}
+	// {"size_gb": 100, "type": "ssd"}
 	// map[type:7a8b9c0d-1e2f-4a3b-8c4d-5e6f70819203]
 }

@@ -27,9 +27,9 @@ var ErrInvalid = errors.New("sizenames: invalid rows")
 // It returns the new size and replaced, which maps each replaced member to
 // the value it arrived with (nil when nothing was replaced). When nothing is
 // replaced the returned size is size itself, byte for byte. Otherwise it is
-// a new object with the members in their order, every value not replaced
-// kept with its exact bytes (numbers are never reformatted), and the
-// whitespace between members dropped.
+// size with only the replaced values' bytes changed: every other byte
+// (member names, values not replaced, white space) is kept as it arrived
+// (DECISIONS.md, Faithfulness).
 //
 // A size that is absent, null or not an object is returned unchanged with no
 // error: the rule applies only to an object. An error is returned only for
@@ -56,9 +56,8 @@ func Resolve(rows []Row, size jsontext.Value) (jsontext.Value, map[string]string
 	var (
 		out      []byte
 		replaced map[string]string
-		first    = true
+		kept     int64 // size[:kept] is in out already
 	)
-	out = append(out, '{')
 	for dec.PeekKind() == '"' {
 		nameTok, err := dec.ReadToken()
 		if err != nil {
@@ -69,32 +68,29 @@ func Resolve(rows []Row, size jsontext.Value) (jsontext.Value, map[string]string
 		if err != nil {
 			return nil, nil, fmt.Errorf("sizenames: size: %w", err)
 		}
-		if !first {
-			out = append(out, ',')
+		if val.Kind() != '"' {
+			continue
 		}
-		first = false
-		if out, err = jsontext.AppendQuote(out, member); err != nil {
+		s, err := unquote(val)
+		if err != nil {
 			return nil, nil, fmt.Errorf("sizenames: size: %w", err)
 		}
-		out = append(out, ':')
-		if val.Kind() == '"' {
-			var s string
-			s, err = unquote(val)
-			if err != nil {
-				return nil, nil, fmt.Errorf("sizenames: size: %w", err)
-			}
-			if name, ok := names[key{member, s}]; ok {
-				if replaced == nil {
-					replaced = make(map[string]string)
-				}
-				replaced[member] = s
-				if out, err = jsontext.AppendQuote(out, name); err != nil {
-					return nil, nil, fmt.Errorf("sizenames: name of %q: %w", member, err)
-				}
-				continue
-			}
+		name, ok := names[key{member, s}]
+		if !ok {
+			continue
 		}
-		out = append(out, val...)
+		if replaced == nil {
+			replaced = make(map[string]string)
+		}
+		replaced[member] = s
+		// Splice: everything before this value as it arrived, then the name.
+		end := dec.InputOffset()
+		start := end - int64(len(val))
+		out = append(out, size[kept:start]...)
+		if out, err = jsontext.AppendQuote(out, name); err != nil {
+			return nil, nil, fmt.Errorf("sizenames: name of %q: %w", member, err)
+		}
+		kept = end
 	}
 	if _, err := dec.ReadToken(); err != nil { // '}'
 		return nil, nil, fmt.Errorf("sizenames: size: %w", err)
@@ -105,7 +101,7 @@ func Resolve(rows []Row, size jsontext.Value) (jsontext.Value, map[string]string
 	if replaced == nil {
 		return size, nil, nil
 	}
-	return jsontext.Value(append(out, '}')), replaced, nil
+	return jsontext.Value(append(out, size[kept:]...)), replaced, nil
 }
 
 func unquote(v jsontext.Value) (string, error) {

@@ -32,7 +32,7 @@ func TestResolve(t *testing.T) {
 		name:         "string equal to a row's value under its member is replaced",
 		rows:         volumeRows,
 		size:         `{"size_gb": 100, "type": "7a8b9c0d-1e2f-4a3b-8c4d-5e6f70819203"}`,
-		want:         `{"size_gb":100,"type":"ssd"}`,
+		want:         `{"size_gb": 100, "type": "ssd"}`,
 		wantReplaced: map[string]string{"type": "7a8b9c0d-1e2f-4a3b-8c4d-5e6f70819203"},
 	}, {
 		name:         "two members replaced, numbers and unknown members kept exact",

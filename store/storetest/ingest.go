@@ -142,6 +142,9 @@ var ingestCases = []ingestCase{
 	{"SizeNames/applies whatever the source, after the scope check", testNamesWhateverSource},
 	{"SizeNames/a run replaces the cloud's rows", testReplaceCloud},
 	{"SizeNames/stored events are never rewritten", testNeverRewritten},
+	// Faithfulness (DECISIONS.md).
+	{"Faithfulness/payload size, provider and unknown members read back byte for byte", testFaithfulPayload},
+	{"Faithfulness/a size name changes only the bytes of the value it replaces", testFaithfulPayloadWithSizeNames},
 	// Delivery.
 	{"Delivery/more than 1000 items is refused and none stored", testBatchTooLarge},
 	{"Delivery/result carries accepted, duplicates and rejected", testResultShape},
