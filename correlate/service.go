@@ -28,7 +28,26 @@ type Options struct {
 	// ago than this no longer replays (a create with it has its effect and
 	// binds it anew), and [Service.PurgeIdempotencyKeys] forgets such keys.
 	IdempotencyRetention time.Duration
+	// Observer receives the counters of correlation, to be backed by a
+	// metrics library (tallyd counts them in
+	// tally_correlate_dispositions_total); nil counts nothing.
+	Observer Observer
 }
+
+// Observer receives the counters of correlation. [Service.Create] calls it
+// once per successful create, after the store has committed it, so a
+// program that embeds the library and calls Create counts as the HTTP
+// server does. Implementations must be safe for concurrent use and should
+// not block.
+type Observer interface {
+	// Disposition counts one create that ended with d (a refused or failed
+	// create is not counted).
+	Disposition(d Disposition)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Disposition(Disposition) {}
 
 // Service is the createEvent state machine of event-correlation.md and the
 // getEvents reads and writes around it, over a [Store]. It is safe for
@@ -54,6 +73,9 @@ func New(st Store, opts Options) (*Service, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
 	}
 	return &Service{store: st, opts: opts}, nil
 }
@@ -106,6 +128,7 @@ func (s *Service) Create(ctx context.Context, caller Caller, p Payload) (Event, 
 	if err != nil {
 		return Event{}, "", fmt.Errorf("correlate: create: %w", err)
 	}
+	s.opts.Observer.Disposition(d)
 	return e, d, nil
 }
 

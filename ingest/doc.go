@@ -55,7 +55,7 @@
 // gives, whatever order the events arrived in: by timestamp, then create <
 // update < delete for equal timestamps, then event_id. A late event (older
 // than the row's last event) replays the resource's history, counted by
-// [ReplayObserver]. [Service.RebuildResources] recomputes rows from the events
+// [Observer].ProjectionReplays. [Service.RebuildResources] recomputes rows from the events
 // in bounded transactions; [Service.Resources] and [Service.Resource] read
 // them.
 //

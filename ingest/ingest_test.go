@@ -196,6 +196,7 @@ func (c *countAll) Ingested(int)                        { c.calls++ }
 func (c *countAll) Duplicates(int)                      { c.calls++ }
 func (c *countAll) Rejected(ingest.Kind, int)           { c.calls++ }
 func (c *countAll) UnvalidatedSize(string, string, int) { c.calls++ }
+func (c *countAll) ProjectionReplays(string, int)       { c.calls++ }
 
 // The observer counts only what was committed.
 func TestObserverNotCalledOnFailure(t *testing.T) {

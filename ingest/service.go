@@ -78,12 +78,6 @@ type Observer interface {
 	// resourceType) whose size was taken unvalidated because no size schema
 	// is registered for the pair (tally_ingest_unvalidated_size_total).
 	UnvalidatedSize(platform, resourceType string, n int)
-}
-
-// ReplayObserver is an [Observer] that also counts projection replays. The
-// Service calls it when its Observer implements it.
-type ReplayObserver interface {
-	Observer
 	// ProjectionReplays counts n late events of cloud that made a resource
 	// replay its history (tally_projection_replays_total{cloud}).
 	ProjectionReplays(cloud string, n int)
@@ -95,6 +89,7 @@ func (nopObserver) Ingested(int)                        {}
 func (nopObserver) Duplicates(int)                      {}
 func (nopObserver) Rejected(Kind, int)                  {}
 func (nopObserver) UnvalidatedSize(string, string, int) {}
+func (nopObserver) ProjectionReplays(string, int)       {}
 
 // Options configures a [Service]. The zero value is valid.
 type Options struct {
@@ -549,10 +544,8 @@ func (r *run) observe(unvalidated map[pair]int, replays map[string]int) {
 	for p, n := range unvalidated {
 		o.UnvalidatedSize(p.a, p.b, n)
 	}
-	if ro, ok := o.(ReplayObserver); ok {
-		for cloud, n := range replays {
-			ro.ProjectionReplays(cloud, n)
-		}
+	for cloud, n := range replays {
+		o.ProjectionReplays(cloud, n)
 	}
 }
 

@@ -1,24 +1,25 @@
 // Package correlatehttp serves the correlated events of
 // [github.com/tallyhq/tally/correlate] over HTTP, as Meshery's events API
-// has them (event-correlation.md):
+// has them (event-correlation.md); [Handler.Routes] lists the routes with
+// the roles that may call each (createEvent, getEvents, marking an event
+// read or unread, soft delete).
 //
-//	POST   /api/events              createEvent
-//	GET    /api/events/list         getEvents
-//	PUT    /api/events/{id}/status  mark an event read or unread
-//	DELETE /api/events/{id}         soft-delete an event
-//
-// The adapter is thin: it authenticates through a function the server
-// supplies, decodes, calls the [correlate.Service], and encodes. Every rule
-// (the state machine, the status code of a create, validation) lives in
-// package correlate. Errors are mapped to RFC 9457 problem details in one
-// function; an internal error is logged and the client gets generic text.
+// The adapter is thin, and built as ingest/ingesthttp is: [New] over the
+// [correlate.Service], routes as data that the server mounts behind its own
+// authentication (see [github.com/tallyhq/tally/route]), handlers that
+// decode, call the service and encode, and one function that maps errors
+// to RFC 9457 problem details. Every rule (the state machine, the status
+// code of a create, validation, who reads what) lives in package
+// correlate, and so does the counting of dispositions
+// ([correlate.Options].Observer). An internal error is logged (key "err")
+// and the client gets generic text; a client that went away gets no
+// answer, logged at debug level.
 //
 // CORS is the server's job: a server answering browsers on another origin
 // lists Event-Disposition in Access-Control-Expose-Headers.
 package correlatehttp
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,6 +32,7 @@ import (
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/internal/httpbody"
 	"github.com/tallyhq/tally/internal/problem"
+	"github.com/tallyhq/tally/route"
 	"github.com/tallyhq/tally/store"
 )
 
@@ -43,97 +45,89 @@ const DispositionHeader = "Event-Disposition"
 // idempotencyKey.
 const IdempotencyKeyHeader = "Idempotency-Key"
 
-// DefaultMaxBodyBytes caps a request body when Options.MaxBodyBytes is 0.
-const DefaultMaxBodyBytes = 1 << 20
-
-// Observer is told the disposition of every successful create, for
-// example to count them in a metric. Implementations must be safe for
-// concurrent use and should not block.
-type Observer interface {
-	ObserveDisposition(correlate.Disposition)
-}
-
 // Options configures a [Handler].
 type Options struct {
-	// Service answers every request. Required.
-	Service *correlate.Service
-	// CallerFrom authenticates a request: it returns the caller and true,
-	// or false when the request carries no valid credentials (answered 401
-	// with WWW-Authenticate: Bearer). It runs before the body is read.
-	// Required.
+	// CallerFrom returns the authenticated caller of a request, as the
+	// server's authentication put it there; false answers 401. Required.
+	// Its Caller.AllUsers decides whether getEvents lists the whole
+	// organization (a reader) or the caller's own (organization, user).
 	CallerFrom func(*http.Request) (correlate.Caller, bool)
-	// Logger receives internal errors. Nil discards them.
+	// Logger receives internal errors (key "err"); nil discards them.
 	Logger *slog.Logger
-	// Observer, when set, is told every create's disposition.
-	Observer Observer
-	// MaxBodyBytes caps request bodies (413 beyond it); 0 means
-	// DefaultMaxBodyBytes.
+	// MaxBodyBytes caps a request body; 0 means
+	// [route.DefaultMaxBodyBytes] (8 MiB); it must not be negative. A body
+	// over it is answered 413.
 	MaxBodyBytes int64
 }
 
-// Handler serves the events API. It is an http.Handler for the four routes
-// above (404 or 405 for anything else), and can instead register them on a
-// server's own mux with [Handler.Register]. Safe for concurrent use.
+// Handler serves the events API. It is safe for concurrent use.
 type Handler struct {
+	svc  *correlate.Service
 	opts Options
-	mux  *http.ServeMux
+	log  *slog.Logger
 }
 
-// New returns a Handler. Errors (joined): no Service, no CallerFrom, a
-// negative MaxBodyBytes.
-func New(opts Options) (*Handler, error) {
+// New returns a Handler over svc. It returns an error (every problem joined)
+// when svc or opts.CallerFrom is nil or opts.MaxBodyBytes is negative.
+func New(svc *correlate.Service, opts Options) (*Handler, error) {
 	var errs []error
-	if opts.Service == nil {
-		errs = append(errs, errors.New("correlatehttp: Service is nil"))
+	if svc == nil {
+		errs = append(errs, errors.New("correlatehttp: a service is required"))
 	}
 	if opts.CallerFrom == nil {
-		errs = append(errs, errors.New("correlatehttp: CallerFrom is nil"))
+		errs = append(errs, errors.New("correlatehttp: CallerFrom is required"))
 	}
 	if opts.MaxBodyBytes < 0 {
-		errs = append(errs, errors.New("correlatehttp: MaxBodyBytes is negative"))
+		errs = append(errs, fmt.Errorf("correlatehttp: MaxBodyBytes must not be negative, is %d", opts.MaxBodyBytes))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
 	if opts.MaxBodyBytes == 0 {
-		opts.MaxBodyBytes = DefaultMaxBodyBytes
+		opts.MaxBodyBytes = route.DefaultMaxBodyBytes
 	}
-	h := &Handler{opts: opts, mux: http.NewServeMux()}
-	h.Register(h.mux)
+	h := &Handler{svc: svc, opts: opts, log: opts.Logger}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
 	return h, nil
 }
 
-// Register adds the four routes to mux.
-func (h *Handler) Register(mux *http.ServeMux) {
-	mux.Handle("POST /api/events", h.authenticated(h.create))
-	mux.Handle("GET /api/events/list", h.authenticated(h.list))
-	mux.Handle("PUT /api/events/{id}/status", h.authenticated(h.setStatus))
-	mux.Handle("DELETE /api/events/{id}", h.authenticated(h.delete))
+// Routes returns the events API with the roles that may call each route:
+// the one list of them (issue 11, HTTP: one route table). getEvents admits
+// an events caller (its own events) and a reader of the organization (all
+// of its events; DECISIONS.md, Who reads correlated events).
+func (h *Handler) Routes() []route.Route {
+	events := []route.Role{route.RoleEvents}
+	return []route.Route{
+		{Method: http.MethodPost, Path: "/api/events", Roles: events, Handler: h.handle(h.create)},
+		{Method: http.MethodGet, Path: "/api/events/list", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.list)},
+		{Method: http.MethodPut, Path: "/api/events/{id}/status", Roles: events, Handler: h.handle(h.setStatus)},
+		{Method: http.MethodDelete, Path: "/api/events/{id}", Roles: events, Handler: h.handle(h.delete)},
+	}
 }
 
-// ServeHTTP serves the four routes.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
-
-type handlerFunc func(w http.ResponseWriter, r *http.Request, caller correlate.Caller) error
-
-// authenticated checks credentials before anything reads the body, and
-// maps the error the handler returns.
-func (h *Handler) authenticated(fn handlerFunc) http.Handler {
+// handle adapts the handler shape of this package (and of ingesthttp): a
+// function that writes its answer or returns the error that [Handler.fail]
+// maps.
+func (h *Handler) handle(fn func(w http.ResponseWriter, r *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		caller, ok := h.opts.CallerFrom(r)
-		if !ok {
-			w.Header().Set("WWW-Authenticate", "Bearer")
-			problem.Write(w, problem.New(http.StatusUnauthorized, "unauthorized", "Unauthorized",
-				"The request carries no valid credentials."))
-			return
-		}
-		if err := fn(w, r, caller); err != nil {
-			h.writeError(w, r, err)
+		if err := fn(w, r); err != nil {
+			h.fail(w, r, err)
 		}
 	})
+}
+
+// errNoCaller is the error of a request CallerFrom finds no caller for.
+var errNoCaller = errors.New("correlatehttp: no authenticated caller")
+
+// caller is the request's caller, or errNoCaller.
+func (h *Handler) caller(r *http.Request) (correlate.Caller, error) {
+	c, ok := h.opts.CallerFrom(r)
+	if !ok {
+		return correlate.Caller{}, errNoCaller
+	}
+	return c, nil
 }
 
 // requestError is a problem of the request itself, with its status and
@@ -157,70 +151,67 @@ func invalid(code, title string, ps []correlate.Problem) *requestError {
 		detail: "The request breaks the rules listed in errors.", members: members}
 }
 
-// writeError is the one place errors become answers: a request problem
-// keeps its status, a validation error is 400 with every problem, a missing
-// or out-of-scope event is 404, and anything else is logged and answered
-// 500 with generic text.
-func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
+// invalidQuery is the error of malformed getEvents parameters, answered
+// as every bad parameter is (problem.InvalidParameter).
+func invalidQuery(ps []correlate.Problem) *requestError {
+	d := problem.InvalidParameter()
+	e := invalid(d.Code, d.Title, ps)
+	e.detail = d.Detail
+	return e
+}
+
+// fail is the one place errors become answers: a request problem keeps its
+// status, a validation error is 400 with every problem, a missing or
+// out-of-scope event is 404, a client that went away gets nothing, and
+// anything else is logged and answered 500 with generic text.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var (
 		re *requestError
 		ve *correlate.ValidationError
 	)
-	if httpbody.Answer(w, r, h.opts.Logger, err) {
+	if httpbody.Answer(w, r, h.log, err) {
 		return
 	}
 	switch {
+	case problem.ClientGone(r, err):
+		h.log.DebugContext(r.Context(), "correlatehttp: client gone", "method", r.Method, "path", r.URL.Path, "err", err)
+	case errors.Is(err, errNoCaller):
+		problem.Write(w, problem.Unauthorized())
 	case errors.As(err, &re):
 		problem.Write(w, problem.New(re.status, re.code, re.title, re.detail, re.members...))
 	case errors.As(err, &ve):
-		code, title := "invalid_event", "Invalid event"
-		switch {
-		case r.Method == http.MethodGet:
-			code, title = "invalid_query", "Invalid query"
-		case r.Method == http.MethodPut:
-			title = "Invalid status update"
+		e := invalid("invalid_event", "Invalid event", ve.Problems)
+		switch r.Method {
+		case http.MethodGet:
+			e = invalidQuery(ve.Problems)
+		case http.MethodPut:
+			e.title = "Invalid status update"
 		}
-		problem.Write(w, invalid(code, title, ve.Problems).problem())
+		problem.Write(w, problem.New(e.status, e.code, e.title, e.detail, e.members...))
 	case errors.Is(err, store.ErrNotFound):
-		problem.Write(w, problem.New(http.StatusNotFound, "not_found", "Not found", "No such event."))
+		problem.Write(w, problem.NotFound("No such event."))
 	case problem.Unavailable(err):
-		h.opts.Logger.WarnContext(r.Context(), "correlatehttp: store unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
+		h.log.WarnContext(r.Context(), "correlatehttp: store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 		problem.WriteUnavailable(w)
 	default:
-		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
-			return // the client went away; nobody reads the answer
-		}
-		h.opts.Logger.ErrorContext(r.Context(), "correlatehttp: internal error",
-			"method", r.Method, "path", r.URL.Path, "error", err)
-		problem.Write(w, problem.New(http.StatusInternalServerError, "internal", "Internal server error",
-			"The server could not complete the request."))
+		h.log.ErrorContext(r.Context(), "correlatehttp: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		problem.Write(w, problem.Internal())
 	}
-}
-
-func (e *requestError) problem() problem.Details {
-	return problem.New(e.status, e.code, e.title, e.detail, e.members...)
 }
 
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return httpbody.Read(w, r, h.opts.MaxBodyBytes)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-	return nil
-}
-
 // create is createEvent: POST /api/events with a payload. The
 // Idempotency-Key header, when present, is the idempotencyKey (an RFC 8941
 // sf-string like "abc" or a bare token); a body idempotencyKey that
 // disagrees with it is a 400, listed with every problem of the body.
-func (h *Handler) create(w http.ResponseWriter, r *http.Request, caller correlate.Caller) error {
+func (h *Handler) create(w http.ResponseWriter, r *http.Request) error {
+	caller, err := h.caller(r)
+	if err != nil {
+		return err
+	}
 	body, err := h.readBody(w, r)
 	if err != nil {
 		return err
@@ -250,15 +241,13 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, caller correlat
 	if len(ps) > 0 {
 		return invalid("invalid_event", "Invalid event", ps)
 	}
-	e, d, err := h.opts.Service.Create(r.Context(), caller, p)
+	e, d, err := h.svc.Create(r.Context(), caller, p)
 	if err != nil {
 		return err
 	}
-	if h.opts.Observer != nil {
-		h.opts.Observer.ObserveDisposition(d)
-	}
 	w.Header().Set(DispositionHeader, string(d))
-	return writeJSON(w, h.opts.Service.StatusCode(p, d), e)
+	problem.WriteJSON(w, h.svc.StatusCode(p, d), e)
+	return nil
 }
 
 // headerKey is the Idempotency-Key value: an sf-string ("…", with \" and
@@ -286,7 +275,11 @@ func headerKey(values []string) string {
 // comma-separated; any of the values matches), correlationKey, and
 // resolved (true: resolved events only; false: open events only). The
 // answer is {"page","pageSize","totalCount","data":[…]}.
-func (h *Handler) list(w http.ResponseWriter, r *http.Request, caller correlate.Caller) error {
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
+	caller, err := h.caller(r)
+	if err != nil {
+		return err
+	}
 	v := r.URL.Query()
 	var ps []correlate.Problem
 	num := func(names ...string) int {
@@ -325,13 +318,14 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, caller correlate.
 		q.Resolved = &b
 	}
 	if len(ps) > 0 {
-		return invalid("invalid_query", "Invalid query", ps)
+		return invalidQuery(ps)
 	}
-	page, err := h.opts.Service.List(r.Context(), caller, q)
+	page, err := h.svc.List(r.Context(), caller, q)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, page)
+	problem.WriteJSON(w, http.StatusOK, page)
+	return nil
 }
 
 // multi splits repeated and comma-separated values, dropping empty ones.
@@ -357,7 +351,11 @@ func typed[T ~string](vs []string) []T {
 
 // setStatus is PUT /api/events/{id}/status with {"status":"read"} or
 // {"status":"unread"}; it answers 200 with the event.
-func (h *Handler) setStatus(w http.ResponseWriter, r *http.Request, caller correlate.Caller) error {
+func (h *Handler) setStatus(w http.ResponseWriter, r *http.Request) error {
+	caller, err := h.caller(r)
+	if err != nil {
+		return err
+	}
 	body, err := h.readBody(w, r)
 	if err != nil {
 		return err
@@ -373,16 +371,21 @@ func (h *Handler) setStatus(w http.ResponseWriter, r *http.Request, caller corre
 		return invalid("invalid_event", "Invalid status update", []correlate.Problem{{
 			Member: "/status", Rule: "required", Message: "is required"}})
 	}
-	e, err := h.opts.Service.SetStatus(r.Context(), caller, r.PathValue("id"), *in.Status)
+	e, err := h.svc.SetStatus(r.Context(), caller, r.PathValue("id"), *in.Status)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, e)
+	problem.WriteJSON(w, http.StatusOK, e)
+	return nil
 }
 
 // delete is DELETE /api/events/{id}: a soft delete, answered 204.
-func (h *Handler) delete(w http.ResponseWriter, r *http.Request, caller correlate.Caller) error {
-	if _, err := h.opts.Service.Delete(r.Context(), caller, r.PathValue("id")); err != nil {
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request) error {
+	caller, err := h.caller(r)
+	if err != nil {
+		return err
+	}
+	if _, err := h.svc.Delete(r.Context(), caller, r.PathValue("id")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -21,6 +21,7 @@ import (
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/correlate/correlatehttp"
 	"github.com/tallyhq/tally/internal/problem"
+	"github.com/tallyhq/tally/route"
 	"github.com/tallyhq/tally/store/memstore"
 )
 
@@ -39,7 +40,7 @@ type observer struct {
 	got []correlate.Disposition
 }
 
-func (o *observer) ObserveDisposition(d correlate.Disposition) {
+func (o *observer) Disposition(d correlate.Disposition) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.got = append(o.got, d)
@@ -49,6 +50,7 @@ type server struct {
 	t   *testing.T
 	srv *httptest.Server
 	h   *correlatehttp.Handler
+	mux *http.ServeMux
 	obs *observer
 	log *bytes.Buffer
 }
@@ -56,22 +58,24 @@ type server struct {
 func newServer(t *testing.T, st correlate.Store, opts correlate.Options) *server {
 	t.Helper()
 	opts.Now = func() time.Time { return time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC) }
+	s := &server{t: t, obs: &observer{}, log: &bytes.Buffer{}}
+	opts.Observer = s.obs
 	svc, err := correlate.New(st, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &server{t: t, obs: &observer{}, log: &bytes.Buffer{}}
-	h, err := correlatehttp.New(correlatehttp.Options{
-		Service: svc, CallerFrom: callerFrom, Observer: s.obs, MaxBodyBytes: 4096,
-		Logger: slog.New(slog.NewTextHandler(s.log, nil)),
+	h, err := correlatehttp.New(svc, correlatehttp.Options{
+		CallerFrom: callerFrom, MaxBodyBytes: 4096,
+		Logger: slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.h = h
-	mux := http.NewServeMux()
-	h.Register(mux) // mountable on the server's own mux
-	s.srv = httptest.NewServer(mux)
+	s.mux = http.NewServeMux()
+	// Mountable on the server's own mux; the server authenticates.
+	route.Mount(s.mux, h.Routes(), func(rt route.Route) http.Handler { return rt.Handler })
+	s.srv = httptest.NewServer(s.mux)
 	t.Cleanup(s.srv.Close)
 	return s
 }
@@ -282,8 +286,8 @@ func TestUnauthenticated(t *testing.T) {
 		req := httptest.NewRequest(rt.method, rt.path, failingBody{t})
 		req.Header.Set("Authorization", "Basic x")
 		rec := httptest.NewRecorder()
-		s.h.ServeHTTP(rec, req)
-		if rec.Code != 401 || rec.Header().Get("WWW-Authenticate") != "Bearer" {
+		s.mux.ServeHTTP(rec, req)
+		if rec.Code != 401 || rec.Header().Get("WWW-Authenticate") != problem.Challenge {
 			t.Errorf("%s %s: %d %q, want 401 Bearer", rt.method, rt.path, rec.Code, rec.Header().Get("WWW-Authenticate"))
 		}
 	}
@@ -324,8 +328,8 @@ func TestListStatusDeleteAndScope(t *testing.T) {
 	}
 	res = s.do("GET", "/api/events/list?page=x&pageSize=1000&order=sideways&resolved=maybe", "org-1/alice", "")
 	p := decode[problem.Details](t, res.body)
-	if res.status != 400 || p.Code != "invalid_query" || len(p.Errors) != 2 {
-		t.Errorf("bad parameters: %d %s, want 400 invalid_query with page and resolved", res.status, res.body)
+	if res.status != 400 || p.Code != "invalid_parameter" || len(p.Errors) != 2 {
+		t.Errorf("bad parameters: %d %s, want 400 invalid_parameter with page and resolved", res.status, res.body)
 	}
 	res = s.do("GET", "/api/events/list?pageSize=1000&order=sideways", "org-1/alice", "")
 	if p := decode[problem.Details](t, res.body); res.status != 400 || len(p.Errors) != 2 {
@@ -402,8 +406,8 @@ func TestInternalErrorIsLoggedNotShown(t *testing.T) {
 }
 
 func TestNewValidatesOptions(t *testing.T) {
-	_, err := correlatehttp.New(correlatehttp.Options{MaxBodyBytes: -1})
-	for _, want := range []string{"Service", "CallerFrom", "MaxBodyBytes"} {
+	_, err := correlatehttp.New(nil, correlatehttp.Options{MaxBodyBytes: -1})
+	for _, want := range []string{"service", "CallerFrom", "MaxBodyBytes"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("New error %v does not mention %s", err, want)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/correlate/correlatehttp"
+	"github.com/tallyhq/tally/route"
 	"github.com/tallyhq/tally/store/memstore"
 )
 
@@ -17,8 +18,7 @@ func ExampleHandler() {
 	if err != nil {
 		panic(err)
 	}
-	h, err := correlatehttp.New(correlatehttp.Options{
-		Service: svc,
+	h, err := correlatehttp.New(svc, correlatehttp.Options{
 		CallerFrom: func(r *http.Request) (correlate.Caller, bool) {
 			if r.Header.Get("Authorization") != "Bearer demo" {
 				return correlate.Caller{}, false
@@ -30,7 +30,7 @@ func ExampleHandler() {
 		panic(err)
 	}
 	mux := http.NewServeMux()
-	h.Register(mux)
+	route.Mount(mux, h.Routes(), func(rt route.Route) http.Handler { return rt.Handler })
 
 	for _, body := range []string{
 		`{"category":"connection","action":"connect","correlationKey":"prod-1/unreachable"}`,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/correlate/correlatehttp"
+	"github.com/tallyhq/tally/route"
 	"github.com/tallyhq/tally/store/memstore"
 )
 
@@ -25,8 +26,7 @@ func server(t *testing.T, wrap func(http.Handler) http.Handler) *httptest.Server
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := correlatehttp.New(correlatehttp.Options{
-		Service: svc,
+	h, err := correlatehttp.New(svc, correlatehttp.Options{
 		CallerFrom: func(r *http.Request) (correlate.Caller, bool) {
 			return correlate.Caller{Organization: "org", User: "u"}, r.Header.Get("Authorization") == "Bearer secret"
 		},
@@ -35,7 +35,7 @@ func server(t *testing.T, wrap func(http.Handler) http.Handler) *httptest.Server
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	h.Register(mux)
+	route.Mount(mux, h.Routes(), func(rt route.Route) http.Handler { return rt.Handler })
 	var handler http.Handler = mux
 	if wrap != nil {
 		handler = wrap(mux)

@@ -9,11 +9,13 @@ import (
 
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/ingesthttp"
+	"github.com/tallyhq/tally/route"
 	"github.com/tallyhq/tally/store/memstore"
 )
 
 // A program embedding tally mounts the ingestion routes on its own mux,
-// with its own authentication in the wrap function and CallerFrom.
+// with its own authentication around each route's handler and in
+// CallerFrom.
 func Example() {
 	svc, err := ingest.New(memstore.New(memstore.Options{}), ingest.Options{})
 	if err != nil {
@@ -31,7 +33,9 @@ func Example() {
 		panic(err)
 	}
 	mux := http.NewServeMux()
-	h.Register(mux, func(role string, next http.Handler) http.Handler { return next })
+	// Mount every route; a real program wraps rt.Handler with authentication
+	// that admits rt.Roles.
+	route.Mount(mux, h.Routes(), func(rt route.Route) http.Handler { return rt.Handler })
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 

@@ -4,31 +4,20 @@
 //
 // # Mounting
 //
-// A program builds a [Handler] with [New] and mounts it with
-// [Handler.Register] on its own *http.ServeMux, passing a wrap function that
-// authenticates the request and checks the route's role before the body is
-// read:
+// A program builds a [Handler] with [New] and mounts the routes that
+// [Handler.Routes] returns, each with the roles that may call it, behind its
+// own authentication (see [github.com/tallyhq/tally/route]):
 //
-//	h, err := ingesthttp.New(svc, ingesthttp.Options{CallerFrom: callerFrom, Logger: logger, MaxBodyBytes: maxBody})
-//	h.Register(mux, func(role string, next http.Handler) http.Handler { return myAuth(role, next) })
+//	h, err := ingesthttp.New(svc, ingesthttp.Options{CallerFrom: callerFrom, Logger: logger})
+//	route.Mount(mux, h.Routes(), func(rt route.Route) http.Handler { return myAuth(rt.Roles, rt.Handler) })
 //
-// (cmd/tallyd/server mounts the exported handler methods one by one, with
-// its own role table.)
+// cmd/tallyd/server mounts them so; its package documentation lists every
+// route with its roles, checked against Routes by a test.
 //
-// The routes, with the role each is registered under:
-//
-//	POST /api/v1/events                                     ingest
-//	GET  /api/v1/rejected-events                            admin
-//	GET  /api/v1/resource-types                             read
-//	GET  /api/v1/resource-types/{platform}/{resource_type}  read
-//	PUT  /api/v1/resource-types/{platform}/{resource_type}  admin
-//	GET  /api/v1/audit                                      admin
-//	GET  /api/v1/resources                                  read
-//	GET  /api/v1/resources/{cloud}/{resource_type}/{resource_id}  read
-//
-// Every error is an RFC 9457 problem body ([github.com/tallyhq/tally/internal/problem]).
-// An internal error is logged with the injected *slog.Logger and answered
-// 500 with generic text.
+// Every error is an RFC 9457 problem body ([github.com/tallyhq/tally/internal/problem]);
+// one function maps the library's errors to answers. An internal error is
+// logged (key "err") and answered 500 with generic text; a client that went
+// away gets no answer, logged at debug level.
 package ingesthttp
 
 import (
@@ -42,38 +31,28 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/internal/httpbody"
 	"github.com/tallyhq/tally/internal/problem"
+	"github.com/tallyhq/tally/route"
 	"github.com/tallyhq/tally/store"
-)
-
-// DefaultMaxBodyBytes is the request body cap when [Options].MaxBodyBytes is
-// 0: 8 MiB.
-const DefaultMaxBodyBytes = 8 << 20
-
-// The roles [Handler.Register] passes to its wrap function.
-const (
-	RoleIngest = "ingest"
-	RoleRead   = "read"
-	RoleAdmin  = "admin"
 )
 
 // Options configures a [Handler].
 type Options struct {
 	// CallerFrom returns the authenticated caller of a request to POST
 	// /api/v1/events, as the server's authentication put it there; false
-	// answers 401 with WWW-Authenticate: Bearer. Required. The handler
-	// stores events under source collector whatever Caller.Source says.
+	// answers 401. Required. The handler stores events under source
+	// collector whatever Caller.Source says.
 	CallerFrom func(*http.Request) (ingest.Caller, bool)
-	// Logger receives internal errors; nil discards them.
+	// Logger receives internal errors (key "err"); nil discards them.
 	Logger *slog.Logger
-	// MaxBodyBytes caps a request body; 0 means DefaultMaxBodyBytes; it must
-	// not be negative. A body over it is answered 413.
+	// MaxBodyBytes caps a request body; 0 means
+	// [route.DefaultMaxBodyBytes] (8 MiB); it must not be negative. A body
+	// over it is answered 413.
 	MaxBodyBytes int64
 }
 
@@ -101,7 +80,7 @@ func New(svc *ingest.Service, opts Options) (*Handler, error) {
 		return nil, err
 	}
 	if opts.MaxBodyBytes == 0 {
-		opts.MaxBodyBytes = DefaultMaxBodyBytes
+		opts.MaxBodyBytes = route.DefaultMaxBodyBytes
 	}
 	h := &Handler{svc: svc, opts: opts, log: opts.Logger}
 	if h.log == nil {
@@ -110,50 +89,67 @@ func New(svc *ingest.Service, opts Options) (*Handler, error) {
 	return h, nil
 }
 
-// Register mounts every route on mux, each wrapped by wrap with its role
-// (see the package documentation). wrap must authenticate before the body
-// is read; pass a function returning h unchanged to mount them unguarded.
-func (h *Handler) Register(mux *http.ServeMux, wrap func(role string, h http.Handler) http.Handler) {
-	mux.Handle("POST /api/v1/events", wrap(RoleIngest, http.HandlerFunc(h.PostEvents)))
-	mux.Handle("GET /api/v1/rejected-events", wrap(RoleAdmin, http.HandlerFunc(h.ListRejectedEvents)))
-	mux.Handle("GET /api/v1/resource-types", wrap(RoleRead, http.HandlerFunc(h.ListResourceTypes)))
-	mux.Handle("GET /api/v1/resource-types/{platform}/{resource_type}", wrap(RoleRead, http.HandlerFunc(h.GetResourceType)))
-	mux.Handle("PUT /api/v1/resource-types/{platform}/{resource_type}", wrap(RoleAdmin, http.HandlerFunc(h.PutResourceType)))
-	mux.Handle("GET /api/v1/audit", wrap(RoleAdmin, http.HandlerFunc(h.ListAudit)))
-	mux.Handle("GET /api/v1/resources", wrap(RoleRead, http.HandlerFunc(h.ListResources)))
-	mux.Handle("GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}", wrap(RoleRead, http.HandlerFunc(h.GetResource)))
+// Routes returns the ingestion routes with the roles that may call each:
+// the one list of them (issue 11, HTTP: one route table).
+func (h *Handler) Routes() []route.Route {
+	readers := []route.Role{route.RoleRead, route.RoleAdmin}
+	admin := []route.Role{route.RoleAdmin}
+	return []route.Route{
+		{Method: http.MethodPost, Path: "/api/v1/events", Roles: []route.Role{route.RoleIngest}, Handler: h.handle(h.postEvents)},
+		{Method: http.MethodGet, Path: "/api/v1/rejected-events", Roles: admin, Handler: h.handle(h.listRejectedEvents)},
+		{Method: http.MethodGet, Path: "/api/v1/audit", Roles: admin, Handler: h.handle(h.listAudit)},
+		{Method: http.MethodGet, Path: "/api/v1/resource-types", Roles: readers, Handler: h.handle(h.listResourceTypes)},
+		{Method: http.MethodGet, Path: "/api/v1/resource-types/{platform}/{resource_type}", Roles: readers, Handler: h.handle(h.getResourceType)},
+		{Method: http.MethodPut, Path: "/api/v1/resource-types/{platform}/{resource_type}", Roles: admin, Handler: h.handle(h.putResourceType)},
+		{Method: http.MethodGet, Path: "/api/v1/resources", Roles: readers, Handler: h.handle(h.listResources)},
+		{Method: http.MethodGet, Path: "/api/v1/resources/{cloud}/{resource_type}/{resource_id}", Roles: readers, Handler: h.handle(h.getResource)},
+	}
 }
 
-// PostEvents serves POST /api/v1/events (canonical-event.md, Delivery): the
+// handle adapts the handler shape of this package (and of correlatehttp):
+// a function that writes its answer or returns the error that [Handler.fail]
+// maps.
+func (h *Handler) handle(fn func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := fn(w, r); err != nil {
+			h.fail(w, r, err)
+		}
+	})
+}
+
+// errNoCaller is the error of a request CallerFrom finds no caller for.
+var errNoCaller = errors.New("ingesthttp: no authenticated caller")
+
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	return httpbody.Read(w, r, h.opts.MaxBodyBytes)
+}
+
+// postEvents serves POST /api/v1/events (canonical-event.md, Delivery): the
 // body is one event or an array of at most 1000 ([ingest.SplitBatch]). It
 // answers 200 with the [ingest.Result] whatever the items did; 401 when
 // CallerFrom finds no caller; 413 for more than 1000 items or a body over
 // the cap (nothing stored); 400 for a body that is not JSON; 500 when the
 // store fails (nothing stored).
-func (h *Handler) PostEvents(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) postEvents(w http.ResponseWriter, r *http.Request) error {
 	caller, ok := h.opts.CallerFrom(r)
 	if !ok {
-		w.Header().Set("WWW-Authenticate", "Bearer")
-		problem.Write(w, problem.New(http.StatusUnauthorized, "unauthorized", "Unauthorized", "a valid bearer token is required"))
-		return
+		return errNoCaller
 	}
 	caller.Source = event.SourceCollector
-	body, err := httpbody.Read(w, r, h.opts.MaxBodyBytes)
+	body, err := h.readBody(w, r)
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
 	items, err := ingest.SplitBatch(bytes.NewReader(body))
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
 	res, err := h.svc.Ingest(r.Context(), caller, items)
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
-	writeJSON(w, http.StatusOK, res)
+	problem.WriteJSON(w, http.StatusOK, res)
+	return nil
 }
 
 // RejectedEvent is one item of GET /api/v1/rejected-events: a dead letter.
@@ -188,186 +184,192 @@ func rejectedEvent(dl ingest.DeadLetter) RejectedEvent {
 	return out
 }
 
-// ListRejectedEvents serves GET /api/v1/rejected-events (canonical-event.md,
+// listRejectedEvents serves GET /api/v1/rejected-events (canonical-event.md,
 // Delivery): query parameters from and to (RFC 3339; the window on when an
 // item was refused, [from, to)), limit (1..1000, default 100) and cursor
 // (the next_cursor of an earlier page). It answers
 // {"items":[RejectedEvent…],"next_cursor":null|"…"}, oldest first, or 400
-// naming the malformed parameter.
-func (h *Handler) ListRejectedEvents(w http.ResponseWriter, r *http.Request) {
-	page, ok := parsePage(w, r)
-	if !ok {
-		return
+// naming the malformed parameters.
+func (h *Handler) listRejectedEvents(w http.ResponseWriter, r *http.Request) error {
+	page, err := parsePage(r)
+	if err != nil {
+		return err
 	}
 	p, err := h.svc.DeadLetters(r.Context(), page)
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
 	out := rejectedPage{Items: make([]RejectedEvent, 0, len(p.Items)), NextCursor: p.NextCursor}
 	for _, dl := range p.Items {
 		out.Items = append(out.Items, rejectedEvent(dl))
 	}
-	writeJSON(w, http.StatusOK, out)
+	problem.WriteJSON(w, http.StatusOK, out)
+	return nil
 }
 
-// ListAudit serves GET /api/v1/audit: query parameter action (every action
-// when absent) and the paging of [Handler.ListRejectedEvents]. It answers
+// listAudit serves GET /api/v1/audit: query parameter action (every action
+// when absent) and the paging of listRejectedEvents. It answers
 // {"items":[{"id","at","action","credential","event_id","platform","cloud"}…],"next_cursor":null|"…"}.
-func (h *Handler) ListAudit(w http.ResponseWriter, r *http.Request) {
-	page, ok := parsePage(w, r)
-	if !ok {
-		return
+func (h *Handler) listAudit(w http.ResponseWriter, r *http.Request) error {
+	page, err := parsePage(r)
+	if err != nil {
+		return err
 	}
 	p, err := h.svc.Audit(r.Context(), r.URL.Query().Get("action"), page)
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
-	writeJSON(w, http.StatusOK, p)
+	problem.WriteJSON(w, http.StatusOK, p)
+	return nil
 }
 
 type resourceTypeList struct {
 	Items []ingest.ResourceType `json:"items"`
 }
 
-// ListResourceTypes serves GET /api/v1/resource-types (canonical-event.md,
+// listResourceTypes serves GET /api/v1/resource-types (canonical-event.md,
 // Size schemas): {"items":[{"platform","resource_type","size_schema","version","updated_at"}…]},
 // ordered by platform then resource_type.
-func (h *Handler) ListResourceTypes(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) listResourceTypes(w http.ResponseWriter, r *http.Request) error {
 	rts, err := h.svc.ResourceTypes(r.Context())
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
-	writeJSON(w, http.StatusOK, resourceTypeList{Items: rts})
+	problem.WriteJSON(w, http.StatusOK, resourceTypeList{Items: rts})
+	return nil
 }
 
-// GetResourceType serves GET /api/v1/resource-types/{platform}/{resource_type}:
+// getResourceType serves GET /api/v1/resource-types/{platform}/{resource_type}:
 // the registry row {"platform","resource_type","size_schema","version","updated_at"},
 // or 404.
-func (h *Handler) GetResourceType(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) getResourceType(w http.ResponseWriter, r *http.Request) error {
 	rt, err := h.svc.ResourceType(r.Context(), r.PathValue("platform"), r.PathValue("resource_type"))
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
-	writeJSON(w, http.StatusOK, rt)
+	problem.WriteJSON(w, http.StatusOK, rt)
+	return nil
 }
 
-// PutResourceType serves PUT /api/v1/resource-types/{platform}/{resource_type}:
+// putResourceType serves PUT /api/v1/resource-types/{platform}/{resource_type}:
 // the body is the JSON Schema document itself (not wrapped), which becomes
 // the pair's size schema exactly as sent. It answers 200 with the stored row
-// (as GetResourceType), 400 with the compiler's message when the document
+// (as getResourceType), 400 with the compiler's message when the document
 // does not compile, or 413 for a body over the cap.
-func (h *Handler) PutResourceType(w http.ResponseWriter, r *http.Request) {
-	body, err := httpbody.Read(w, r, h.opts.MaxBodyBytes)
+func (h *Handler) putResourceType(w http.ResponseWriter, r *http.Request) error {
+	body, err := h.readBody(w, r)
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
 	rt, err := h.svc.PutResourceType(r.Context(), r.PathValue("platform"), r.PathValue("resource_type"), jsontext.Value(body))
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
-	writeJSON(w, http.StatusOK, rt)
+	problem.WriteJSON(w, http.StatusOK, rt)
+	return nil
 }
 
-// ListResources serves GET /api/v1/resources, the projection of current
+// listResources serves GET /api/v1/resources, the projection of current
 // resources (canonical-event.md, Event): query parameters cloud, platform,
 // resource_type, project_id, state (each an exact match), alive_at (RFC
 // 3339: the resources alive at that instant), limit (1..1000, default 100)
 // and cursor. It answers {"items":[Resource…],"next_cursor":null|"…"},
 // ordered by (cloud, resource_type, resource_id), or 400 naming the
-// malformed parameter.
-func (h *Handler) ListResources(w http.ResponseWriter, r *http.Request) {
-	limit, cursor, ok := parseLimitCursor(w, r)
-	if !ok {
-		return
-	}
+// malformed parameters.
+func (h *Handler) listResources(w http.ResponseWriter, r *http.Request) error {
+	var ps params
+	limit, cursor := ps.limitCursor(r)
 	q := r.URL.Query()
 	f := ingest.ResourceFilter{
 		Cloud: q.Get("cloud"), Platform: q.Get("platform"), ResourceType: q.Get("resource_type"),
 		ProjectID: q.Get("project_id"), State: q.Get("state"), Limit: limit, Cursor: cursor,
+		AliveAt: ps.time(r, "alive_at"),
 	}
-	if v := q.Get("alive_at"); v != "" {
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			badParam(w, "alive_at", "must be an RFC 3339 date-time, such as 2026-03-01T12:00:00Z")
-			return
-		}
-		f.AliveAt = t.UTC()
+	if err := ps.err(); err != nil {
+		return err
 	}
 	p, err := h.svc.Resources(r.Context(), f)
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
-	writeJSON(w, http.StatusOK, p)
+	problem.WriteJSON(w, http.StatusOK, p)
+	return nil
 }
 
-// GetResource serves GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}:
+// getResource serves GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}:
 // {"resource":Resource,"events":[Event…]} with the events in fold order, or
 // 404 when the projection has no such resource.
-func (h *Handler) GetResource(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) getResource(w http.ResponseWriter, r *http.Request) error {
 	d, err := h.svc.Resource(r.Context(), ingest.ResourceKey{
 		Cloud: r.PathValue("cloud"), ResourceType: r.PathValue("resource_type"), ResourceID: r.PathValue("resource_id"),
 	})
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
-	writeJSON(w, http.StatusOK, d)
+	problem.WriteJSON(w, http.StatusOK, d)
+	return nil
 }
 
-// parsePage reads from, to, limit and cursor, or answers 400 naming the
-// first malformed parameter.
-func parsePage(w http.ResponseWriter, r *http.Request) (ingest.Page, bool) {
-	q := r.URL.Query()
-	var p ingest.Page
-	for _, f := range []struct {
-		name string
-		dst  *time.Time
-	}{{"from", &p.From}, {"to", &p.To}} {
-		if v := q.Get(f.name); v != "" {
-			t, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				return badParam(w, f.name, "must be an RFC 3339 date-time, such as 2026-03-01T12:00:00Z")
-			}
-			*f.dst = t.UTC()
-		}
+const timeMsg = "must be an RFC 3339 date-time, such as 2026-03-01T12:00:00Z"
+
+// params collects the problems of a request's query parameters, so that
+// one answer lists them all.
+type params []problem.Member
+
+func (ps params) err() error {
+	if len(ps) == 0 {
+		return nil
 	}
-	limit, cursor, ok := parseLimitCursor(w, r)
-	p.Limit, p.Cursor = limit, cursor
-	return p, ok
+	return paramError(ps)
 }
 
-// parseLimitCursor reads limit and cursor, or answers 400 naming the
-// malformed one.
-func parseLimitCursor(w http.ResponseWriter, r *http.Request) (limit int, cursor string, ok bool) {
+// paramError is the error of malformed query parameters, answered 400
+// invalid_parameter listing each.
+type paramError []problem.Member
+
+func (e paramError) Error() string { return "ingesthttp: invalid query parameters" }
+
+func (ps *params) add(name, msg string) {
+	*ps = append(*ps, problem.Member{Member: name, Message: msg})
+}
+
+// time reads an RFC 3339 parameter, in UTC; zero when absent.
+func (ps *params) time(r *http.Request, name string) time.Time {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		ps.add(name, timeMsg)
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// limitCursor reads limit and cursor.
+func (ps *params) limitCursor(r *http.Request) (limit int, cursor string) {
 	q := r.URL.Query()
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > ingest.MaxLimit {
-			_, ok := badParam(w, "limit", fmt.Sprintf("must be an integer from 1 to %d", ingest.MaxLimit))
-			return 0, "", ok
+			ps.add("limit", fmt.Sprintf("must be an integer from 1 to %d", ingest.MaxLimit))
 		}
 		limit = n
 	}
 	cursor = q.Get("cursor")
 	if _, has := q["cursor"]; has && cursor == "" {
-		_, ok := badParam(w, "cursor", "must be the next_cursor of an earlier page")
-		return 0, "", ok
+		ps.add("cursor", "must be the next_cursor of an earlier page")
 	}
-	return limit, cursor, true
+	return limit, cursor
 }
 
-// badParam answers 400 naming the parameter.
-func badParam(w http.ResponseWriter, param, msg string) (ingest.Page, bool) {
-	problem.Write(w, problem.New(http.StatusBadRequest, "invalid_parameter", "Invalid query parameter", param+": "+msg,
-		problem.Member{Member: param, Message: msg}))
-	return ingest.Page{}, false
+// parsePage reads from, to, limit and cursor.
+func parsePage(r *http.Request) (ingest.Page, error) {
+	var ps params
+	p := ingest.Page{From: ps.time(r, "from"), To: ps.time(r, "to")}
+	p.Limit, p.Cursor = ps.limitCursor(r)
+	return p, ps.err()
 }
 
 // fail maps an error of the library to its answer; the one place that does.
@@ -378,45 +380,36 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var (
 		schema *ingest.SchemaError
 		param  *ingest.ParamError
+		params paramError
 	)
 	switch {
+	case problem.ClientGone(r, err):
+		h.log.DebugContext(r.Context(), "ingesthttp: client gone", "method", r.Method, "path", r.URL.Path, "err", err)
+	case errors.Is(err, errNoCaller):
+		problem.Write(w, problem.Unauthorized())
+	case errors.As(err, &params):
+		problem.Write(w, problem.InvalidParameter(params...))
 	case errors.As(err, &param):
-		problem.Write(w, problem.New(http.StatusBadRequest, "invalid_parameter", "Invalid parameter",
-			param.Param+": "+param.Message, problem.Member{Member: param.Param, Rule: "utf8", Message: param.Message}))
+		problem.Write(w, problem.InvalidParameter(problem.Member{Member: param.Param, Rule: "utf8", Message: param.Message}))
 	case errors.Is(err, ingest.ErrBatchTooLarge):
 		problem.Write(w, problem.New(http.StatusRequestEntityTooLarge, "batch_too_large", "Batch too large",
-			fmt.Sprintf("a batch holds at most %d events; nothing was stored", ingest.MaxBatch)))
+			fmt.Sprintf("A batch holds at most %d events; nothing was stored.", ingest.MaxBatch)))
 	case errors.Is(err, ingest.ErrNotJSON):
 		problem.Write(w, problem.New(http.StatusBadRequest, "invalid_body", "Body is not JSON",
-			"the body must be one JSON object or an array of them"))
+			"The body must be one JSON object or an array of them."))
 	case errors.Is(err, ingest.ErrBadCursor):
-		problem.Write(w, problem.New(http.StatusBadRequest, "invalid_parameter", "Invalid query parameter",
-			"cursor: must be the next_cursor of an earlier page", problem.Member{Member: "cursor", Message: "must be the next_cursor of an earlier page"}))
+		problem.Write(w, problem.InvalidParameter(problem.Member{Member: "cursor", Message: "must be the next_cursor of an earlier page"}))
 	case errors.Is(err, ingest.ErrBadLimit):
-		msg := fmt.Sprintf("must be an integer from 1 to %d", ingest.MaxLimit)
-		problem.Write(w, problem.New(http.StatusBadRequest, "invalid_parameter", "Invalid query parameter",
-			"limit: "+msg, problem.Member{Member: "limit", Message: msg}))
+		problem.Write(w, problem.InvalidParameter(problem.Member{Member: "limit", Message: fmt.Sprintf("must be an integer from 1 to %d", ingest.MaxLimit)}))
 	case errors.As(err, &schema):
 		problem.Write(w, problem.New(http.StatusBadRequest, "invalid_size_schema", "Invalid size schema", schema.Message))
 	case errors.Is(err, store.ErrNotFound):
-		problem.Write(w, problem.New(http.StatusNotFound, "not_found", "Not found", "nothing is stored under "+r.URL.Path))
+		problem.Write(w, problem.NotFound("Nothing is stored under "+r.URL.Path+"."))
 	case problem.Unavailable(err):
 		h.log.WarnContext(r.Context(), "ingesthttp: store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 		problem.WriteUnavailable(w)
 	default:
 		h.log.ErrorContext(r.Context(), "ingesthttp: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		problem.Write(w, problem.New(http.StatusInternalServerError, "internal", "Internal error", "the request could not be completed; nothing was stored"))
+		problem.Write(w, problem.Internal())
 	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v, json.Deterministic(true))
-	if err != nil {
-		problem.Write(w, problem.New(http.StatusInternalServerError, "internal", "Internal error", "the answer could not be encoded"))
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/ingesthttp"
+	"github.com/tallyhq/tally/route"
 	"github.com/tallyhq/tally/store/memstore"
 )
 
@@ -57,9 +58,9 @@ func newServer(t *testing.T, st ingest.Store, maxBody int64) *server {
 	}
 	s := &server{store: ms, logs: logs}
 	mux := http.NewServeMux()
-	h.Register(mux, func(role string, next http.Handler) http.Handler {
-		s.roles = append(s.roles, role)
-		return next
+	route.Mount(mux, h.Routes(), func(rt route.Route) http.Handler {
+		s.roles = append(s.roles, rt.Pattern()+": "+rt.Access())
+		return rt.Handler
 	})
 	s.Server = httptest.NewServer(mux)
 	t.Cleanup(s.Close)
@@ -130,7 +131,7 @@ func TestPostEvents(t *testing.T) {
 			if ct := hdr.Get("Content-Type"); ct != "application/problem+json" {
 				t.Errorf("Content-Type %q", ct)
 			}
-			if status == 401 && hdr.Get("WWW-Authenticate") != "Bearer" {
+			if status == 401 && hdr.Get("WWW-Authenticate") != `Bearer realm="tally"` {
 				t.Errorf("WWW-Authenticate %q", hdr.Get("WWW-Authenticate"))
 			}
 			if status == 413 {
@@ -173,9 +174,20 @@ func TestPostEventsStoreFailure(t *testing.T) {
 	}
 }
 
-func TestRegisterRoles(t *testing.T) {
+// issue 11: "Each adapter exposes its routes as data (pattern, roles or
+// access class, handler), written once."
+func TestRoutes(t *testing.T) {
 	s := newServer(t, memstore.New(memstore.Options{}), 0)
-	want := []string{"ingest", "admin", "read", "read", "admin", "admin", "read", "read"}
+	want := []string{
+		"POST /api/v1/events: ingest",
+		"GET /api/v1/rejected-events: admin",
+		"GET /api/v1/audit: admin",
+		"GET /api/v1/resource-types: read or admin",
+		"GET /api/v1/resource-types/{platform}/{resource_type}: read or admin",
+		"PUT /api/v1/resource-types/{platform}/{resource_type}: admin",
+		"GET /api/v1/resources: read or admin",
+		"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}: read or admin",
+	}
 	if diff := cmp.Diff(want, s.roles); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

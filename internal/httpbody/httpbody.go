@@ -265,8 +265,8 @@ func Answer(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error)
 }
 
 func tooLarge(max int64, err error) *Error {
-	return &Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Title: "Body too large",
-		Detail: fmt.Sprintf("the body exceeds %d bytes (as sent or decoded); nothing was stored", max), Err: err}
+	d := problem.BodyTooLarge(max) // the shared case
+	return &Error{Status: d.Status, Code: d.Code, Title: d.Title, Detail: d.Detail, Err: err}
 }
 
 func unsupported(detail string) *Error {

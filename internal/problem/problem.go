@@ -13,8 +13,12 @@
 package problem
 
 import (
-	"encoding/json"
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
+
+	"github.com/go-json-experiment/json"
 )
 
 // ContentType is the media type of a problem body.
@@ -53,10 +57,100 @@ func New(status int, code, title, detail string, members ...Member) Details {
 	}
 }
 
-// Write sends p as the response, with its status and content type.
+// Write sends p as the response, with its status and content type. A 401
+// also gets the WWW-Authenticate challenge, [Challenge], as RFC 9110
+// requires.
 func Write(w http.ResponseWriter, p Details) {
-	w.Header().Set("Content-Type", ContentType)
+	if p.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", Challenge)
+	}
+	write(w, p.Status, ContentType, p)
+}
+
+// WriteJSON sends v as a JSON answer (application/json, members in a
+// deterministic order, a final newline) with status: the one JSON writer of
+// tally's HTTP handlers. A v that cannot be encoded is answered 500
+// ([Internal]) instead, which only a programming error causes.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	write(w, status, "application/json", v)
+}
+
+func write(w http.ResponseWriter, status int, contentType string, v any) {
+	b, err := json.Marshal(v, json.Deterministic(true))
+	if err != nil {
+		status, contentType = http.StatusInternalServerError, ContentType
+		b, _ = json.Marshal(Internal())
+	}
+	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(p.Status)
-	_ = json.NewEncoder(w).Encode(p)
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// Challenge is the WWW-Authenticate value of every 401 (RFC 6750).
+const Challenge = `Bearer realm="tally"`
+
+// The shared cases: every handler that meets one of these answers with the
+// same status, code, title and detail style (a sentence ending in a period).
+
+// Unauthorized is the answer to a request with no or an unknown bearer
+// token: 401, code unauthorized (Write adds the challenge).
+func Unauthorized() Details {
+	return New(http.StatusUnauthorized, "unauthorized", "Unauthorized",
+		"This route needs a bearer token from the credentials file (Authorization: Bearer <token>).")
+}
+
+// Forbidden is the answer to a known credential that may not call the
+// route: 403, code forbidden; detail says why.
+func Forbidden(detail string) Details {
+	return New(http.StatusForbidden, "forbidden", "Forbidden", detail)
+}
+
+// BodyTooLarge is the answer to a body over the cap of limit bytes: 413,
+// code body_too_large. Nothing was stored.
+func BodyTooLarge(limit int64) Details {
+	return New(http.StatusRequestEntityTooLarge, "body_too_large", "Body too large",
+		fmt.Sprintf("The body is larger than %d bytes (as sent or decoded), this server's cap; nothing was stored.", limit))
+}
+
+// UnsupportedMediaType is the answer to a body whose Content-Type is not
+// JSON: 415, code unsupported_media_type, naming the Content-Type header.
+func UnsupportedMediaType() Details {
+	return New(http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type",
+		"The body must be JSON: send Content-Type: application/json, or none.",
+		Member{Member: "Content-Type", Rule: "media_type", Message: "must be application/json"})
+}
+
+// NotFound is the answer when nothing is stored under the request's path,
+// or no route matches it: 404, code not_found; detail says which.
+func NotFound(detail string) Details {
+	return New(http.StatusNotFound, "not_found", "Not found", detail)
+}
+
+// MethodNotAllowed is the answer to a method a path does not serve: 405,
+// code method_not_allowed; the caller sets Allow.
+func MethodNotAllowed(detail string) Details {
+	return New(http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed", detail)
+}
+
+// InvalidParameter is the answer to malformed query or path parameters:
+// 400, code invalid_parameter, listing every problem.
+func InvalidParameter(members ...Member) Details {
+	return New(http.StatusBadRequest, "invalid_parameter", "Invalid parameter",
+		"The request's parameters break the rules listed in errors.", members...)
+}
+
+// Internal is the answer to a failure of the server (the store, a bug):
+// 500, code internal, with generic text; the handler logs the error itself.
+func Internal() Details {
+	return New(http.StatusInternalServerError, "internal", "Internal server error",
+		"The server could not complete the request; the error is logged.")
+}
+
+// ClientGone reports whether err is only the request's client having gone
+// away (its context cancelled, as net/http does when the connection
+// closes). Such a request needs no answer and is not a server failure:
+// handlers log it below ERROR and write nothing.
+func ClientGone(r *http.Request, err error) bool {
+	return r.Context().Err() != nil && errors.Is(err, context.Canceled)
 }

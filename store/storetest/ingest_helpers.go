@@ -76,6 +76,7 @@ func (c *counter) UnvalidatedSize(p, rt string, n int) {
 	c.unvalidated[p+"/"+rt] += n
 	c.mu.Unlock()
 }
+func (c *counter) ProjectionReplays(string, int) {}
 
 // countingStore counts the reads the pipeline makes.
 type countingStore struct {

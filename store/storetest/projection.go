@@ -251,6 +251,7 @@ func (nopCounts) Ingested(int)                        {}
 func (nopCounts) Duplicates(int)                      {}
 func (nopCounts) Rejected(ingest.Kind, int)           {}
 func (nopCounts) UnvalidatedSize(string, string, int) {}
+func (nopCounts) ProjectionReplays(string, int)       {}
 
 func (c *replayCounter) ProjectionReplays(cloud string, n int) {
 	c.mu.Lock()

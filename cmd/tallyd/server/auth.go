@@ -3,9 +3,9 @@ package server
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"github.com/tallyhq/tally/internal/problem"
+	"github.com/tallyhq/tally/route"
 )
 
 type credentialKey struct{}
@@ -34,26 +34,19 @@ func CredentialFrom(ctx context.Context) (Credential, bool) {
 // credential holding one of roles. It runs before anything reads the body
 // (DECISIONS.md, Authentication vs body): no or unknown token → 401 with
 // WWW-Authenticate: Bearer; a known token without the role → 403.
-func require(a *Authenticator, roles []Role, next http.Handler) http.Handler {
-	names := make([]string, len(roles))
-	for i, r := range roles {
-		names[i] = string(r)
-	}
-	need := strings.Join(names, " or ")
+func require(a *Authenticator, roles []route.Role, next http.Handler) http.Handler {
+	need := route.Route{Roles: roles}.Access()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, ok := a.Authenticate(r)
 		if n, has := r.Context().Value(logNoteKey{}).(*logNote); has && ok {
 			n.credential = c.Name
 		}
 		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="tally"`)
-			problem.Write(w, problem.New(http.StatusUnauthorized, "unauthorized", "Unauthorized",
-				"This route needs a bearer token from the credentials file (Authorization: Bearer <token>)."))
+			problem.Write(w, problem.Unauthorized())
 			return
 		}
 		if !c.Has(roles...) {
-			problem.Write(w, problem.New(http.StatusForbidden, "forbidden", "Forbidden",
-				"Credential "+quote(c.Name)+" lacks the role this route needs ("+need+")."))
+			problem.Write(w, problem.Forbidden("Credential "+quote(c.Name)+" lacks the role this route needs ("+need+")."))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(WithCredential(r.Context(), c)))

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/tallyhq/tally/route"
 )
 
 // readSpy records whether anything read the body.
@@ -42,20 +44,20 @@ func TestRequire(t *testing.T) {
 	a := testAuthenticator(t)
 	tests := []struct {
 		name      string
-		roles     []Role
+		roles     []route.Role
 		token     string
 		want      int
 		wantCred  string
 		wantRead  bool
 		wantChall bool
 	}{
-		{"no token", []Role{RoleIngest}, "", 401, "", false, true},
-		{"unknown token", []Role{RoleIngest}, "t-nope", 401, "", false, true},
-		{"wrong role", []Role{RoleIngest}, "t-admin-token-001", 403, "", false, false},
-		{"role", []Role{RoleIngest}, "t-ingest-token-01", 200, "col", true, false},
-		{"one of two roles", []Role{RoleEvents, RoleRead}, "t-read-token-0001", 200, "dash", true, false},
-		{"other of two roles", []Role{RoleEvents, RoleRead}, "t-events-token-01", 200, "app", true, false},
-		{"neither of two roles", []Role{RoleEvents, RoleRead}, "t-admin-token-001", 403, "", false, false},
+		{"no token", []route.Role{route.RoleIngest}, "", 401, "", false, true},
+		{"unknown token", []route.Role{route.RoleIngest}, "t-nope", 401, "", false, true},
+		{"wrong role", []route.Role{route.RoleIngest}, "t-admin-token-001", 403, "", false, false},
+		{"role", []route.Role{route.RoleIngest}, "t-ingest-token-01", 200, "col", true, false},
+		{"one of two roles", []route.Role{route.RoleEvents, route.RoleRead}, "t-read-token-0001", 200, "dash", true, false},
+		{"other of two roles", []route.Role{route.RoleEvents, route.RoleRead}, "t-events-token-01", 200, "app", true, false},
+		{"neither of two roles", []route.Role{route.RoleEvents, route.RoleRead}, "t-admin-token-001", 403, "", false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

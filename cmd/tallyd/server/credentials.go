@@ -13,34 +13,9 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/tallyhq/tally/route"
 )
-
-// Role is what a credential may do. The set is closed; see [Roles].
-type Role string
-
-// The roles a credential may hold.
-const (
-	// RoleIngest may post canonical events (POST /api/v1/events), within
-	// the credential's (platform, cloud) scope.
-	RoleIngest Role = "ingest"
-	// RoleRead may read the size-schema registry and the projection, and
-	// list the correlated events of the credential's whole organization,
-	// every user's (DECISIONS.md, Who reads correlated events).
-	RoleRead Role = "read"
-	// RoleAdmin may read dead letters and the audit log, and read and put
-	// size schemas.
-	RoleAdmin Role = "admin"
-	// RoleEvents may create, list, mark and delete the correlated events of
-	// the credential's own (organization, user); without a user its creates
-	// never correlate.
-	RoleEvents Role = "events"
-)
-
-// Roles lists every [Role].
-func Roles() []Role { return []Role{RoleIngest, RoleRead, RoleAdmin, RoleEvents} }
-
-// Valid reports whether r is one of [Roles].
-func (r Role) Valid() bool { return slices.Contains(Roles(), r) }
 
 // Credential is one entry of the credentials file, as kept in memory: the
 // token itself is never kept, only its SHA-256.
@@ -50,20 +25,20 @@ type Credential struct {
 	// TokenSHA256 is the SHA-256 of the bearer token.
 	TokenSHA256 [sha256.Size]byte
 	// Roles are what the credential may do; at least one, no repeats.
-	Roles []Role
+	Roles []route.Role
 	// Platform and Cloud are the scope of an ingest credential (required
-	// with [RoleIngest]): it may post only events of this platform and
+	// with route.RoleIngest): it may post only events of this platform and
 	// cloud (canonical-event.md, Rules: scope).
 	Platform, Cloud string
 	// Organization is the scope of correlated events (required with
-	// [RoleEvents]; optional with [RoleRead]); User is the authenticated
-	// user within it, "" for none (event-correlation.md, Scope and
-	// invariant).
+	// route.RoleEvents; optional with route.RoleRead); User is the
+	// authenticated user within it, "" for none, whose creates never
+	// correlate (event-correlation.md, Scope and invariant).
 	Organization, User string
 }
 
 // Has reports whether c holds any of roles.
-func (c Credential) Has(roles ...Role) bool {
+func (c Credential) Has(roles ...route.Role) bool {
 	for _, r := range roles {
 		if slices.Contains(c.Roles, r) {
 			return true
@@ -117,115 +92,162 @@ func ParseCredentials(data []byte) ([]Credential, error) {
 	if f.Credentials == nil {
 		return nil, errors.New(`credentials: member "credentials" is missing`)
 	}
-	var (
-		errs   []error
-		creds  []Credential
-		names  = map[string]int{}
-		hashes = map[[sha256.Size]byte]int{}
-	)
+	p := credentialParser{names: map[string]int{}, hashes: map[[sha256.Size]byte]int{}}
+	var creds []Credential
 	for i, raw := range f.Credentials {
-		where := fmt.Sprintf("credentials[%d]", i)
-		var peek struct {
-			Name string `json:"name"`
+		if c, ok := p.entry(i, raw); ok {
+			creds = append(creds, c)
 		}
-		if json.Unmarshal(raw, &peek) == nil && peek.Name != "" {
-			where += fmt.Sprintf(" (%q)", peek.Name)
-		}
-		bad := func(member, format string, args ...any) {
-			errs = append(errs, fmt.Errorf("credentials: %s: member %q: %s", where, member, fmt.Sprintf(format, args...)))
-		}
-		var e credentialEntry
-		if err := json.Unmarshal(raw, &e, json.RejectUnknownMembers(true)); err != nil {
-			var serr *json.SemanticError
-			if errors.As(err, &serr) && errors.Is(serr.Err, json.ErrUnknownName) {
-				bad(serr.JSONPointer.LastToken(), "unknown member (known: name, token_sha256, token, roles, platform, cloud, organization, user)")
-			} else {
-				errs = append(errs, fmt.Errorf("credentials: %s: %s", where, describeJSONError(err)))
-			}
-			continue
-		}
-		c := Credential{Name: e.Name, Platform: e.Platform, Cloud: e.Cloud, Organization: e.Organization, User: e.User}
-		if e.Name == "" {
-			bad("name", "is required")
-		} else if j, dup := names[e.Name]; dup {
-			bad("name", "is also the name of credentials[%d]", j)
-		} else {
-			names[e.Name] = i
-		}
-		switch {
-		case e.TokenSHA256 == nil && e.Token == nil:
-			bad("token_sha256", `one of "token_sha256" or "token" is required`)
-		case e.TokenSHA256 != nil && e.Token != nil:
-			bad("token", `give "token_sha256" or "token", not both`)
-		case e.TokenSHA256 != nil:
-			b, err := hex.DecodeString(*e.TokenSHA256)
-			if err != nil || len(b) != sha256.Size {
-				bad("token_sha256", "must be 64 hexadecimal digits (the SHA-256 of the token; see `tallyd token`)")
-			} else {
-				copy(c.TokenSHA256[:], b)
-			}
-		default:
-			if len(*e.Token) < MinPlainTokenLen {
-				bad("token", "must be at least %d characters: a short token is guessable (`tallyd token` makes a strong one)", MinPlainTokenLen)
-			} else {
-				c.TokenSHA256 = sha256.Sum256([]byte(*e.Token))
-			}
-		}
-		if c.TokenSHA256 != ([sha256.Size]byte{}) {
-			if j, dup := hashes[c.TokenSHA256]; dup {
-				bad("token", "is also the token of credentials[%d]", j)
-			} else {
-				hashes[c.TokenSHA256] = i
-			}
-		}
-		if len(e.Roles) == 0 {
-			bad("roles", "at least one role is required (ingest, read, admin, events)")
-		}
-		for _, s := range e.Roles {
-			r := Role(s)
-			switch {
-			case !r.Valid():
-				bad("roles", "unknown role %q (known: ingest, read, admin, events)", s)
-			case slices.Contains(c.Roles, r):
-				bad("roles", "role %q is given twice", s)
-			default:
-				c.Roles = append(c.Roles, r)
-			}
-		}
-		if c.Has(RoleIngest) {
-			if c.Platform == "" {
-				bad("platform", "is required with the ingest role")
-			}
-			if c.Cloud == "" {
-				bad("cloud", "is required with the ingest role")
-			}
-			// canonical-event.md, Rules: "platform and cloud are neither meta
-			// nor partner"; a scope naming one could never ingest anything.
-			for member, v := range map[string]string{"platform": c.Platform, "cloud": c.Cloud} {
-				if v == "meta" || v == "partner" {
-					bad(member, "must not be %q: it names a virtual project, which owns no resources, so every item would be refused", v)
-				}
-			}
-		} else {
-			if c.Platform != "" {
-				bad("platform", "applies only to the ingest role, which the credential does not have")
-			}
-			if c.Cloud != "" {
-				bad("cloud", "applies only to the ingest role, which the credential does not have")
-			}
-		}
-		if c.Has(RoleEvents) && c.Organization == "" {
-			bad("organization", "is required with the events role")
-		}
-		if c.User != "" && c.Organization == "" {
-			bad("user", `needs "organization"`)
-		}
-		creds = append(creds, c)
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(p.errs...); err != nil {
 		return nil, err
 	}
 	return creds, nil
+}
+
+// credentialParser checks the entries of one credentials file, collecting
+// every problem, and what must be unique across entries.
+type credentialParser struct {
+	errs   []error
+	names  map[string]int            // name → index of its entry
+	hashes map[[sha256.Size]byte]int // token hash → index of its entry
+	where  string                    // the entry being checked, as problems name it
+}
+
+// bad records a problem with member of the current entry.
+func (p *credentialParser) bad(member, format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf("credentials: %s: member %q: %s", p.where, member, fmt.Sprintf(format, args...)))
+}
+
+// entry checks the i-th entry; false when it could not be decoded at all.
+func (p *credentialParser) entry(i int, raw jsontext.Value) (Credential, bool) {
+	p.where = fmt.Sprintf("credentials[%d]", i)
+	var peek struct {
+		Name string `json:"name"`
+	}
+	if json.Unmarshal(raw, &peek) == nil && peek.Name != "" {
+		p.where += fmt.Sprintf(" (%q)", peek.Name)
+	}
+	var e credentialEntry
+	if err := json.Unmarshal(raw, &e, json.RejectUnknownMembers(true)); err != nil {
+		var serr *json.SemanticError
+		if errors.As(err, &serr) && errors.Is(serr.Err, json.ErrUnknownName) {
+			p.bad(serr.JSONPointer.LastToken(), "unknown member (known: name, token_sha256, token, roles, platform, cloud, organization, user)")
+		} else {
+			p.errs = append(p.errs, fmt.Errorf("credentials: %s: %s", p.where, describeJSONError(err)))
+		}
+		return Credential{}, false
+	}
+	c := Credential{Name: e.Name, Platform: e.Platform, Cloud: e.Cloud, Organization: e.Organization, User: e.User}
+	p.name(i, e.Name)
+	c.TokenSHA256 = p.token(i, e)
+	c.Roles = p.roles(e.Roles)
+	p.scope(c)
+	return c, true
+}
+
+// name checks that the entry has a name no earlier entry has.
+func (p *credentialParser) name(i int, name string) {
+	if name == "" {
+		p.bad("name", "is required")
+		return
+	}
+	if j, dup := p.names[name]; dup {
+		p.bad("name", "is also the name of credentials[%d]", j)
+		return
+	}
+	p.names[name] = i
+}
+
+// token returns the SHA-256 of the entry's token (zero when it has none
+// valid), checking that no earlier entry has the same token.
+func (p *credentialParser) token(i int, e credentialEntry) [sha256.Size]byte {
+	var sum [sha256.Size]byte
+	switch {
+	case e.TokenSHA256 == nil && e.Token == nil:
+		p.bad("token_sha256", `one of "token_sha256" or "token" is required`)
+	case e.TokenSHA256 != nil && e.Token != nil:
+		p.bad("token", `give "token_sha256" or "token", not both`)
+	case e.TokenSHA256 != nil:
+		b, err := hex.DecodeString(*e.TokenSHA256)
+		if err != nil || len(b) != sha256.Size {
+			p.bad("token_sha256", "must be 64 hexadecimal digits (the SHA-256 of the token; see `tallyd token`)")
+		} else {
+			copy(sum[:], b)
+		}
+	case len(*e.Token) < MinPlainTokenLen:
+		p.bad("token", "must be at least %d characters: a short token is guessable (`tallyd token` makes a strong one)", MinPlainTokenLen)
+	default:
+		sum = sha256.Sum256([]byte(*e.Token))
+	}
+	if sum == ([sha256.Size]byte{}) {
+		return sum
+	}
+	if j, dup := p.hashes[sum]; dup {
+		p.bad("token", "is also the token of credentials[%d]", j)
+	} else {
+		p.hashes[sum] = i
+	}
+	return sum
+}
+
+// roles returns the entry's known roles, reporting unknown and repeated ones.
+func (p *credentialParser) roles(names []string) []route.Role {
+	if len(names) == 0 {
+		p.bad("roles", "at least one role is required (ingest, read, admin, events)")
+	}
+	var roles []route.Role
+	for _, s := range names {
+		r := route.Role(s)
+		switch {
+		case !r.Valid():
+			p.bad("roles", "unknown role %q (known: ingest, read, admin, events)", s)
+		case slices.Contains(roles, r):
+			p.bad("roles", "role %q is given twice", s)
+		default:
+			roles = append(roles, r)
+		}
+	}
+	return roles
+}
+
+// scope checks the members that scope the entry's roles: platform and cloud
+// go with the ingest role and only with it; organization goes with the
+// events role; user needs organization.
+func (p *credentialParser) scope(c Credential) {
+	if c.Has(route.RoleIngest) {
+		p.ingestScope(c)
+	} else {
+		if c.Platform != "" {
+			p.bad("platform", "applies only to the ingest role, which the credential does not have")
+		}
+		if c.Cloud != "" {
+			p.bad("cloud", "applies only to the ingest role, which the credential does not have")
+		}
+	}
+	if c.Has(route.RoleEvents) && c.Organization == "" {
+		p.bad("organization", "is required with the events role")
+	}
+	if c.User != "" && c.Organization == "" {
+		p.bad("user", `needs "organization"`)
+	}
+}
+
+// ingestScope checks the (platform, cloud) of an ingest credential.
+func (p *credentialParser) ingestScope(c Credential) {
+	if c.Platform == "" {
+		p.bad("platform", "is required with the ingest role")
+	}
+	if c.Cloud == "" {
+		p.bad("cloud", "is required with the ingest role")
+	}
+	// canonical-event.md, Rules: "platform and cloud are neither meta nor
+	// partner"; a scope naming one could never ingest anything.
+	for _, m := range []struct{ member, v string }{{"platform", c.Platform}, {"cloud", c.Cloud}} {
+		if m.v == "meta" || m.v == "partner" {
+			p.bad(m.member, "must not be %q: it names a virtual project, which owns no resources, so every item would be refused", m.v)
+		}
+	}
 }
 
 func describeJSONError(err error) string {

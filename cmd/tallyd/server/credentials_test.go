@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/tallyhq/tally/route"
 )
 
 func sha(s string) [sha256.Size]byte { return sha256.Sum256([]byte(s)) }
@@ -28,10 +30,10 @@ func TestParseCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Credential{
-		{Name: "collector", TokenSHA256: sha("t1"), Roles: []Role{RoleIngest}, Platform: "openstack", Cloud: "os-a"},
-		{Name: "ops", TokenSHA256: sha("t2-token-for-tests"), Roles: []Role{RoleAdmin, RoleRead}},
-		{Name: "app", TokenSHA256: sha("t3-token-for-tests"), Roles: []Role{RoleEvents}, Organization: "acme", User: "u1"},
-		{Name: "dash", TokenSHA256: sha("t4-token-for-tests"), Roles: []Role{RoleRead}, Organization: "acme"},
+		{Name: "collector", TokenSHA256: sha("t1"), Roles: []route.Role{route.RoleIngest}, Platform: "openstack", Cloud: "os-a"},
+		{Name: "ops", TokenSHA256: sha("t2-token-for-tests"), Roles: []route.Role{route.RoleAdmin, route.RoleRead}},
+		{Name: "app", TokenSHA256: sha("t3-token-for-tests"), Roles: []route.Role{route.RoleEvents}, Organization: "acme", User: "u1"},
+		{Name: "dash", TokenSHA256: sha("t4-token-for-tests"), Roles: []route.Role{route.RoleRead}, Organization: "acme"},
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("ParseCredentials (-want +got):\n%s", d)
@@ -192,10 +194,10 @@ func FuzzParseCredentials(f *testing.F) {
 					t.Fatalf("%q: accepted role %q", c.Name, r)
 				}
 			}
-			if c.Has(RoleIngest) && (c.Platform == "" || c.Cloud == "") {
+			if c.Has(route.RoleIngest) && (c.Platform == "" || c.Cloud == "") {
 				t.Fatalf("%q: ingest without scope", c.Name)
 			}
-			if c.Has(RoleEvents) && c.Organization == "" {
+			if c.Has(route.RoleEvents) && c.Organization == "" {
 				t.Fatalf("%q: events without organization", c.Name)
 			}
 		}

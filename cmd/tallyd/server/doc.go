@@ -7,6 +7,11 @@
 //
 // # Routes and roles
 //
+// The adapters list their routes with the roles that may call each
+// (ingesthttp.Handler.Routes, correlatehttp.Handler.Routes); the server
+// mounts exactly those, behind [Authenticator], and a test checks this list
+// against [Handler.Routes]:
+//
 //	POST   /api/v1/events                                     ingest
 //	GET    /api/v1/rejected-events                            admin
 //	GET    /api/v1/audit                                      admin
@@ -47,6 +52,6 @@
 // tally_correlate_dispositions_total{disposition},
 // tally_projection_replays_total{cloud} and
 // tally_http_request_duration_seconds{route,code}, with route the mux
-// pattern. It implements ingest.Observer (through [Metrics.IngestObserver])
-// and correlatehttp.Observer.
+// pattern. [Metrics.IngestObserver] and [Metrics.CorrelateObserver] are the
+// observers the server gives the ingest and correlate services.
 package server

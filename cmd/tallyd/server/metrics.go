@@ -143,11 +143,13 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 }
 
 // IngestObserver returns m as the observer of the ingestion pipeline
-// (ingest.Options.Observer); it also counts projection replays
-// (ingest.ReplayObserver).
+// (ingest.Options.Observer), projection replays included.
 func (m *Metrics) IngestObserver() ingest.Observer { return ingestObserver{m} }
 
-var _ ingest.ReplayObserver = ingestObserver{}
+// CorrelateObserver returns m as the observer of createEvent
+// (correlate.Options.Observer): it counts
+// tally_correlate_dispositions_total{disposition}.
+func (m *Metrics) CorrelateObserver() correlate.Observer { return correlateObserver{m} }
 
 // ingestObserver adapts [Metrics] to ingest.Observer.
 type ingestObserver struct{ m *Metrics }
@@ -165,9 +167,11 @@ func (o ingestObserver) ProjectionReplays(cloud string, n int) {
 	o.m.replays.WithLabelValues(o.m.cloudLabel.value(cloud)).Add(float64(n))
 }
 
-// ObserveDisposition counts one createEvent answer by its disposition.
-func (m *Metrics) ObserveDisposition(d correlate.Disposition) {
-	m.dispositions.WithLabelValues(string(d)).Inc()
+// correlateObserver adapts [Metrics] to correlate.Observer.
+type correlateObserver struct{ m *Metrics }
+
+func (o correlateObserver) Disposition(d correlate.Disposition) {
+	o.m.dispositions.WithLabelValues(string(d)).Inc()
 }
 
 // ObserveConns registers gauges of l on m's registry:

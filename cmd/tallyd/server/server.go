@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,11 +18,8 @@ import (
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/internal/httpbody"
 	"github.com/tallyhq/tally/internal/problem"
+	"github.com/tallyhq/tally/route"
 )
-
-// DefaultMaxBodyBytes is the default cap on a request body: 8 MiB, as sent
-// and as decoded (Content-Encoding).
-const DefaultMaxBodyBytes = 8 << 20
 
 // DefaultBodyBudgetBytes is the default of [Config].BodyBudgetBytes: 64 MiB,
 // eight bodies of the default cap at once.
@@ -58,7 +56,8 @@ type Config struct {
 	// one on a new private registry.
 	Metrics *Metrics
 	// MaxBodyBytes caps every request body, as sent and as decoded; a
-	// larger one is answered 413. Zero means [DefaultMaxBodyBytes].
+	// larger one is answered 413. Zero means route.DefaultMaxBodyBytes
+	// (8 MiB).
 	MaxBodyBytes int64
 	// BodyBudgetBytes bounds the decoded request body bytes that all
 	// requests hold at once (issue 10, Memory per request): a body that
@@ -81,19 +80,11 @@ type Config struct {
 	Now func() time.Time
 }
 
-// route is one registered route: its ServeMux pattern, the roles any one of
-// which lets a caller through (none: public), and its handler.
-type route struct {
-	pattern string
-	roles   []Role
-	handler http.Handler
-}
-
 // Handler is the whole HTTP API of tally. Build it with [NewHandler].
 type Handler struct {
 	mux     *http.ServeMux
 	handler http.Handler
-	routes  []route
+	routes  []route.Route
 	metrics *Metrics
 }
 
@@ -103,15 +94,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.handler.
 // Metrics returns the collectors the handler reports to.
 func (h *Handler) Metrics() *Metrics { return h.metrics }
 
-// Patterns lists the ServeMux pattern of every route, in registration
-// order.
-func (h *Handler) Patterns() []string {
-	out := make([]string, len(h.routes))
-	for i, rt := range h.routes {
-		out[i] = rt.pattern
-	}
-	return out
-}
+// Routes lists every route the handler serves, in registration order: the
+// adapters' routes as they list them, then the public ones (/metrics,
+// /healthz, /readyz, /openapi.yaml). The package documentation, the
+// OpenAPI document and the README's table are checked against it.
+func (h *Handler) Routes() []route.Route { return slices.Clone(h.routes) }
 
 // NewHandler assembles tally's HTTP API on one mux: the ingestion routes
 // (ingest/ingesthttp), the correlation routes (correlate/correlatehttp),
@@ -119,12 +106,9 @@ func (h *Handler) Patterns() []string {
 // route), behind bearer authentication by role, CORS and request logging.
 // A program embedding tally mounts the result on its own mux.
 //
-// Roles: ingest → POST /api/v1/events; admin → GET /api/v1/rejected-events,
-// GET /api/v1/audit, PUT /api/v1/resource-types/…; read or admin → GET
-// /api/v1/resource-types…; events or read → GET /api/events/list; events
-// → POST /api/events, PUT /api/events/{id}/status, DELETE
-// /api/events/{id}. /metrics, /healthz, /readyz and /openapi.yaml are
-// public.
+// Each adapter's Routes says which roles may call each of its routes (the
+// package documentation lists them); /metrics, /healthz, /readyz and
+// /openapi.yaml are public.
 //
 // Request bodies are read by one reader (internal/httpbody): it decodes
 // Content-Encoding gzip, deflate and zstd (any other coding: 415 with
@@ -153,7 +137,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		errs = append(errs, errors.New("server: BodyBudgetWait is negative"))
 	}
 	if cfg.MaxBodyBytes == 0 {
-		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+		cfg.MaxBodyBytes = route.DefaultMaxBodyBytes
 	}
 	if cfg.BodyBudgetBytes == 0 {
 		cfg.BodyBudgetBytes = max(DefaultBodyBudgetBytes, cfg.MaxBodyBytes)
@@ -195,20 +179,19 @@ func NewHandler(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	routes := append(api,
-		route{pattern: "GET /metrics", handler: cfg.Metrics.Handler()},
-		route{pattern: "GET /healthz", handler: http.HandlerFunc(healthz)},
-		route{pattern: "GET /readyz", handler: readyz(cfg.Store, cfg.Logger)},
-		route{pattern: "GET /openapi.yaml", handler: http.HandlerFunc(serveOpenAPI)},
+		route.Route{Method: http.MethodGet, Path: "/metrics", Handler: cfg.Metrics.Handler()},
+		route.Route{Method: http.MethodGet, Path: "/healthz", Handler: http.HandlerFunc(healthz)},
+		route.Route{Method: http.MethodGet, Path: "/readyz", Handler: readyz(cfg.Store, cfg.Logger)},
+		route.Route{Method: http.MethodGet, Path: "/openapi.yaml", Handler: http.HandlerFunc(serveOpenAPI)},
 	)
 
 	h := &Handler{mux: http.NewServeMux(), routes: routes, metrics: cfg.Metrics}
-	for _, rt := range routes {
-		var hh http.Handler = rt.handler
-		if len(rt.roles) > 0 {
-			hh = require(cfg.Authenticator, rt.roles, requireJSON(checkBody(cfg.Logger, cfg.MaxBodyBytes, budget.Handler(hh))))
+	route.Mount(h.mux, routes, func(rt route.Route) http.Handler {
+		if len(rt.Roles) == 0 {
+			return rt.Handler
 		}
-		h.mux.Handle(rt.pattern, hh)
-	}
+		return require(cfg.Authenticator, rt.Roles, requireJSON(checkBody(cfg.Logger, cfg.MaxBodyBytes, budget.Handler(rt.Handler))))
+	})
 	h.mux.Handle("/", notFound(h.mux))
 
 	var hh http.Handler = h.mux
@@ -237,9 +220,7 @@ func requireJSON(next http.Handler) http.Handler {
 		if ct := r.Header.Get("Content-Type"); ct != "" {
 			mt, _, err := mime.ParseMediaType(ct)
 			if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-				problem.Write(w, problem.New(http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type",
-					"The body must be JSON: send Content-Type: application/json, or none.",
-					problem.Member{Member: "Content-Type", Rule: "media_type", Message: "must be application/json"}))
+				problem.Write(w, problem.UnsupportedMediaType())
 				return
 			}
 		}
@@ -279,18 +260,15 @@ func notFound(mux *http.ServeMux) http.Handler {
 		}
 		if len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
-			problem.Write(w, problem.New(http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed",
-				r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+strings.Join(allow, ", ")+"."))
+			problem.Write(w, problem.MethodNotAllowed(r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+strings.Join(allow, ", ")+"."))
 			return
 		}
-		problem.Write(w, problem.New(http.StatusNotFound, "not_found", "Not found",
-			"No route matches "+r.URL.Path+"; GET /openapi.yaml lists the routes."))
+		problem.Write(w, problem.NotFound("No route matches "+r.URL.Path+"; GET /openapi.yaml lists the routes."))
 	})
 }
 
 func healthz(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	problem.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // readyz answers 200 when the store is reachable (a store without Ping
@@ -307,8 +285,7 @@ func readyz(st Store, log *slog.Logger) http.Handler {
 				return
 			}
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"ready"}` + "\n"))
+		problem.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 }
 
@@ -324,7 +301,7 @@ func recoverPanics(log *slog.Logger, next http.Handler) http.Handler {
 				}
 				log.ErrorContext(r.Context(), "handler panicked", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
 				if sw.status == 0 {
-					problem.Write(sw, problem.New(http.StatusInternalServerError, "internal", "Internal server error", "The server failed; the error is logged."))
+					problem.Write(sw, problem.Internal())
 				}
 			}
 		}()
@@ -362,7 +339,7 @@ func logRequests(log *slog.Logger, next http.Handler) http.Handler {
 // makes is recorded as sent and never correlates (correlate.Service.Create).
 func warnUncorrelated(log *slog.Logger, a *Authenticator) {
 	for _, c := range a.Credentials() {
-		if c.Has(RoleEvents) && c.User == "" {
+		if c.Has(route.RoleEvents) && c.User == "" {
 			log.Warn("credential has the events role but no user: its creates never correlate (each is recorded as sent); give it a \"user\" to correlate",
 				"credential", c.Name, "organization", c.Organization)
 		}

@@ -2,18 +2,21 @@ package server
 
 import (
 	"net/http"
+	"slices"
 
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/correlate/correlatehttp"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/ingesthttp"
 	"github.com/tallyhq/tally/internal/problem"
+	"github.com/tallyhq/tally/route"
 )
 
-// apiRoutes builds the library's services over cfg.Store and the routes of
-// their HTTP adapters, each with the roles that may call it. The adapters
-// hold no rule; this function only decides who may call what.
-func apiRoutes(cfg Config) ([]route, error) {
+// apiRoutes builds the library's services over cfg.Store and returns the
+// routes of their HTTP adapters, as the adapters list them (with the roles
+// that may call each). The adapters hold no rule; the server only mounts
+// what they list.
+func apiRoutes(cfg Config) ([]route.Route, error) {
 	isvc, err := ingest.New(cfg.Store, ingest.Options{
 		RequireSizeSchema: cfg.RequireSizeSchema,
 		Observer:          cfg.Metrics.IngestObserver(),
@@ -30,49 +33,32 @@ func apiRoutes(cfg Config) ([]route, error) {
 	if err != nil {
 		return nil, err
 	}
-	csvc, err := correlate.New(cfg.Store, correlate.Options{Now: cfg.Now})
+	csvc, err := correlate.New(cfg.Store, correlate.Options{Now: cfg.Now, Observer: cfg.Metrics.CorrelateObserver()})
 	if err != nil {
 		return nil, err
 	}
-	ch, err := correlatehttp.New(correlatehttp.Options{
-		Service:      csvc,
+	ch, err := correlatehttp.New(csvc, correlatehttp.Options{
 		CallerFrom:   correlateCaller,
 		Logger:       cfg.Logger,
-		Observer:     cfg.Metrics,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 	})
 	if err != nil {
 		return nil, err
 	}
-	// correlatehttp routes by itself; each pattern below reaches it only
-	// after the roles are checked, and with an organization to scope to.
-	events := needOrganization(ch)
-
-	readers := []Role{RoleRead, RoleAdmin}
-	return []route{
-		{"POST /api/v1/events", []Role{RoleIngest}, http.HandlerFunc(ih.PostEvents)},
-		{"GET /api/v1/rejected-events", []Role{RoleAdmin}, http.HandlerFunc(ih.ListRejectedEvents)},
-		{"GET /api/v1/resource-types", readers, http.HandlerFunc(ih.ListResourceTypes)},
-		{"GET /api/v1/resource-types/{platform}/{resource_type}", readers, http.HandlerFunc(ih.GetResourceType)},
-		{"PUT /api/v1/resource-types/{platform}/{resource_type}", []Role{RoleAdmin}, http.HandlerFunc(ih.PutResourceType)},
-		{"GET /api/v1/audit", []Role{RoleAdmin}, http.HandlerFunc(ih.ListAudit)},
-		{"GET /api/v1/resources", readers, http.HandlerFunc(ih.ListResources)},
-		{"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}", readers, http.HandlerFunc(ih.GetResource)},
-
-		{"POST /api/events", []Role{RoleEvents}, events},
-		{"GET /api/events/list", []Role{RoleEvents, RoleRead}, events},
-		{"PUT /api/events/{id}/status", []Role{RoleEvents}, events},
-		{"DELETE /api/events/{id}", []Role{RoleEvents}, events},
-	}, nil
+	events := ch.Routes()
+	for i := range events {
+		// Correlated events are always scoped to an organization, which a
+		// read credential may lack.
+		events[i].Handler = needOrganization(events[i].Handler)
+	}
+	return slices.Concat(ih.Routes(), events), nil
 }
-
-var _ correlatehttp.Observer = (*Metrics)(nil)
 
 // ingestCaller is the ingest.Caller of an authenticated request: the
 // credential's name (for audit rows) and its (platform, cloud) scope.
 func ingestCaller(r *http.Request) (ingest.Caller, bool) {
 	c, ok := CredentialFrom(r.Context())
-	if !ok || !c.Has(RoleIngest) {
+	if !ok || !c.Has(route.RoleIngest) {
 		return ingest.Caller{}, false
 	}
 	return ingest.Caller{Credential: c.Name, Platform: c.Platform, Cloud: c.Cloud}, true
@@ -88,7 +74,7 @@ func correlateCaller(r *http.Request) (correlate.Caller, bool) {
 	if !ok || c.Organization == "" {
 		return correlate.Caller{}, false
 	}
-	return correlate.Caller{Organization: c.Organization, User: c.User, AllUsers: c.Has(RoleRead)}, true
+	return correlate.Caller{Organization: c.Organization, User: c.User, AllUsers: c.Has(route.RoleRead)}, true
 }
 
 // needOrganization answers 403 for a credential with no organization (a
@@ -97,8 +83,7 @@ func correlateCaller(r *http.Request) (correlate.Caller, bool) {
 func needOrganization(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c, ok := CredentialFrom(r.Context()); ok && c.Organization == "" {
-			problem.Write(w, problem.New(http.StatusForbidden, "forbidden", "Forbidden",
-				"Credential "+quote(c.Name)+" has no organization; correlated events are scoped to one."))
+			problem.Write(w, problem.Forbidden("Credential "+quote(c.Name)+" has no organization; correlated events are scoped to one."))
 			return
 		}
 		next.ServeHTTP(w, r)
