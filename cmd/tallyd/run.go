@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/tallyhq/tally/cmd/tallyd/server"
@@ -88,16 +87,9 @@ func migrate(ctx context.Context, c config, stdout io.Writer) error {
 func authenticator(c config, log *slog.Logger) (auth *server.Authenticator, devToken string, err error) {
 	switch {
 	case c.CredentialsFile != "":
-		data, err := os.ReadFile(c.CredentialsFile)
+		creds, err := readCredentials(c.CredentialsFile)
 		if err != nil {
-			return nil, "", fmt.Errorf("read credentials file: %w", err)
-		}
-		creds, err := server.ParseCredentials(data)
-		if err != nil {
-			return nil, "", fmt.Errorf("credentials file %s:\n%w", c.CredentialsFile, err)
-		}
-		if len(creds) == 0 {
-			return nil, "", fmt.Errorf("credentials file %s: no credential; nothing could call the API", c.CredentialsFile)
+			return nil, "", err
 		}
 		if c.Dev {
 			log.Warn("--dev is ignored: a credentials file is given")
@@ -159,10 +151,15 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	}
 	defer closeStore() // after the server has shut down: see below
 
+	metrics, err := server.NewMetrics(nil)
+	if err != nil {
+		return err
+	}
 	h, err := server.NewHandler(server.Config{
 		Store:              st,
 		Authenticator:      auth,
 		Logger:             log,
+		Metrics:            metrics,
 		MaxBodyBytes:       c.MaxBodyBytes,
 		BodyBudgetBytes:    c.BodyBudgetBytes,
 		BodyBudgetWait:     c.BodyBudgetWait,
@@ -203,6 +200,7 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	}
 	log.Info("listening", "addr", ln.Addr().String())
 
+	reloadOnSIGHUP(ctx, c.CredentialsFile, auth, metrics, log)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {

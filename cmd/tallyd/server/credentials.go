@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -275,36 +276,53 @@ func NewToken() (token, sha256Hex string, err error) {
 // Authenticator finds the credential of a bearer token. It keeps only the
 // SHA-256 of each token and compares in constant time against every entry
 // (no early exit), so neither the timing nor the order of entries tells an
-// attacker which prefix matched. Safe for concurrent use; immutable.
+// attacker which prefix matched. Safe for concurrent use: [Authenticator.Replace]
+// swaps the whole set at once, so a request is checked against the old set
+// or the new one, never a mix.
 type Authenticator struct {
-	creds []Credential
+	creds atomic.Pointer[[]Credential]
 }
 
 // NewAuthenticator returns an Authenticator over creds (as
 // [ParseCredentials] returns them). Errors: no credential.
 func NewAuthenticator(creds []Credential) (*Authenticator, error) {
-	if len(creds) == 0 {
-		return nil, errors.New("server: no credentials")
+	a := &Authenticator{}
+	if err := a.Replace(creds); err != nil {
+		return nil, err
 	}
-	return &Authenticator{creds: slices.Clone(creds)}, nil
+	return a, nil
+}
+
+// Replace makes creds the set of valid credentials, in one step: tokens
+// missing from creds stop working for every request that starts after
+// Replace returns (issue 12, Credentials rotation: tallyd calls it on
+// SIGHUP). Errors: no credential, and then the old set stays.
+func (a *Authenticator) Replace(creds []Credential) error {
+	if len(creds) == 0 {
+		return errors.New("server: no credentials")
+	}
+	c := slices.Clone(creds)
+	a.creds.Store(&c)
+	return nil
 }
 
 // Credentials returns a copy of the credentials, hashes only.
-func (a *Authenticator) Credentials() []Credential { return slices.Clone(a.creds) }
+func (a *Authenticator) Credentials() []Credential { return slices.Clone(*a.creds.Load()) }
 
 // Lookup returns the credential whose token is token. It hashes token with
 // SHA-256 and compares the hash with every stored hash in constant time.
 func (a *Authenticator) Lookup(token string) (Credential, bool) {
 	sum := sha256.Sum256([]byte(token))
+	creds := *a.creds.Load()
 	found := -1
-	for i := range a.creds {
-		eq := subtle.ConstantTimeCompare(sum[:], a.creds[i].TokenSHA256[:])
+	for i := range creds {
+		eq := subtle.ConstantTimeCompare(sum[:], creds[i].TokenSHA256[:])
 		found = subtle.ConstantTimeSelect(eq, i, found)
 	}
 	if found < 0 {
 		return Credential{}, false
 	}
-	return a.creds[found], true
+	return creds[found], true
 }
 
 // Authenticate reads the bearer token of r ("Authorization: Bearer <token>",

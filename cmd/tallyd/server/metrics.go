@@ -75,6 +75,7 @@ type Metrics struct {
 	dispositions    *prometheus.CounterVec
 	replays         *prometheus.CounterVec
 	httpDuration    *prometheus.HistogramVec
+	credReloads     *prometheus.CounterVec
 
 	// Labels whose values come from input, each bounded.
 	platformLabel, resourceTypeLabel, cloudLabel *boundedLabel
@@ -123,7 +124,13 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 			Help:    "HTTP request durations by route pattern (method and path, as registered) and status code.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route", "code"}),
+		credReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_credentials_reloads_total",
+			Help: "Reloads of the credentials file (SIGHUP), by result: success (the new set is in use) or failure (the file was refused; the old set stays).",
+		}, []string{"result"}),
 	}
+	m.credReloads.WithLabelValues("success")
+	m.credReloads.WithLabelValues("failure")
 	for _, k := range ingest.Kinds() {
 		m.rejected.WithLabelValues(string(k)) // every kind shows, at 0
 	}
@@ -131,7 +138,7 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 		m.dispositions.WithLabelValues(string(d))
 	}
 	for _, c := range []prometheus.Collector{
-		m.unvalidatedSize, m.ingested, m.duplicates, m.rejected, m.dispositions, m.replays, m.httpDuration,
+		m.unvalidatedSize, m.ingested, m.duplicates, m.rejected, m.dispositions, m.replays, m.httpDuration, m.credReloads,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
@@ -216,6 +223,17 @@ func registerAll(reg *prometheus.Registry, cs ...prometheus.Collector) error {
 		}
 	}
 	return nil
+}
+
+// CredentialsReloaded counts one reload of the credentials file in
+// tally_credentials_reloads_total{result}: result "success" when ok, else
+// "failure".
+func (m *Metrics) CredentialsReloaded(ok bool) {
+	result := "failure"
+	if ok {
+		result = "success"
+	}
+	m.credReloads.WithLabelValues(result).Inc()
 }
 
 // Registry returns the registry the collectors are registered on.
