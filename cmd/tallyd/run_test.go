@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/pflag"
 
 	"github.com/tallyhq/tally/internal/pgtest"
@@ -210,33 +208,15 @@ func TestMigrateNeedsDatabaseURL(t *testing.T) {
 }
 
 // `tallyd migrate` applies the pending migrations of a fresh schema and
-// prints their versions; run again, it applies none.
+// prints their versions; run again, it applies none. The schema comes from
+// pgtest.EmptyURL, whose own pool drops it on cleanup (a pool of this test,
+// closed by a defer before the cleanups ran, left one schema per run).
 func TestMigrate(t *testing.T) {
-	base := os.Getenv(pgtest.EnvURL)
-	if base == "" {
-		pgtest.URL(t) // skips, or fails in CI
-	}
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	schema := fmt.Sprintf("t_migrate_%d", time.Now().UnixNano())
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
+	u := pgtest.EmptyURL(t) // skips without TEST_DATABASE_URL, or fails in CI
 
 	var out bytes.Buffer
-	if err := run(ctx, []string{"migrate"}, env(map[string]string{"TALLY_DATABASE_URL": u.String()}), &out, io.Discard); err != nil {
+	if err := run(ctx, []string{"migrate"}, env(map[string]string{"TALLY_DATABASE_URL": u}), &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	entries, err := os.ReadDir(filepath.Join(repoRoot(t), "store", "pgstore", "migrations"))
@@ -253,7 +233,7 @@ func TestMigrate(t *testing.T) {
 		t.Errorf("first migrate (-want +got):\n%s", d)
 	}
 	out.Reset()
-	if err := run(ctx, []string{"migrate", "--database-url", u.String()}, env(nil), &out, io.Discard); err != nil {
+	if err := run(ctx, []string{"migrate", "--database-url", u}, env(nil), &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if got := out.String(); got != "schema is current; no migration applied\n" {

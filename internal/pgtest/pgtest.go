@@ -3,7 +3,9 @@
 //
 // The server comes from TEST_DATABASE_URL. Without it a test that asks for a
 // schema is skipped with a message, unless CI is set, in which case it fails:
-// CI must never pass with the PostgreSQL suite skipped.
+// CI must never pass with the PostgreSQL suite skipped. The first skip in a
+// test binary also prints one line naming the package's directory, on the
+// terminal when there is one, so that `go test ./...` shows it without -v.
 //
 // One admin pool is shared by the whole test binary; it creates and drops the
 // per-test schemas. Each test then connects through a URL whose search_path
@@ -43,6 +45,7 @@ func admin(t testing.TB) (*pgxpool.Pool, string) {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("pgtest: %s is not set, and CI is: the PostgreSQL tests must run in CI", EnvURL)
 		}
+		skipOnce.Do(announceSkip)
 		t.Skipf("pgtest: %s is not set; skipping the PostgreSQL test (see README: Testing)", EnvURL)
 	}
 	adminOnce.Do(func() {
@@ -57,6 +60,30 @@ func admin(t testing.TB) (*pgxpool.Pool, string) {
 		t.Fatalf("pgtest: connect to %s: %v", EnvURL, adminErr)
 	}
 	return adminPool, base
+}
+
+// skipOnce makes the skip announcement once per test binary, that is once
+// per package.
+var skipOnce sync.Once
+
+// announceSkip prints one line saying that this package's PostgreSQL tests
+// skip. go test shows a passing package's output only with -v, so a skip
+// would otherwise be invisible in `go test ./...`: the line goes to the
+// terminal (/dev/tty) when there is one, which go test does not capture, and
+// to stderr otherwise (shown with -v or when the package fails).
+func announceSkip() {
+	dir, err := os.Getwd() // go test runs a test binary in its package's directory
+	if err != nil {
+		dir = "this package"
+	}
+	msg := fmt.Sprintf("pgtest: %s is not set: the PostgreSQL tests in %s skip (see README: Testing)\n", EnvURL, dir)
+	if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
+		defer tty.Close()
+		if _, err := tty.WriteString(msg); err == nil {
+			return
+		}
+	}
+	fmt.Fprint(os.Stderr, msg)
 }
 
 // URL creates a fresh schema, applies every embedded migration to it, and
