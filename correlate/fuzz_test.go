@@ -4,7 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/go-json-experiment/json"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tallyhq/tally/correlate"
@@ -33,7 +32,7 @@ func FuzzDecodePayload(f *testing.F) {
 			}
 			return
 		}
-		b, err := json.Marshal(p)
+		b, err := p.MarshalJSON() // json.Marshal would compact metadata and extra values
 		if err != nil {
 			t.Fatalf("encode %+v: %v", p, err)
 		}

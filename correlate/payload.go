@@ -93,9 +93,12 @@ func sortedKeys(m map[string]jsontext.Value) []string {
 //     UTC and truncated to microseconds;
 //   - a listed string member sent as "" is refused when the rule has a
 //     minimum length of 1;
-//   - metadata and every other member (kept in Payload.Extra) are kept as
-//     sent, formatted as json.Marshal writes them: whitespace removed and
-//     strings minimally escaped; number literals are never rewritten;
+//   - metadata and the value of every other member (kept in Payload.Extra)
+//     are kept byte for byte as sent: white space, string escapes and number
+//     literals included (DECISIONS.md, Faithfulness; issue 10). An extra
+//     member's name is kept as the string it spells (its escapes decoded);
+//     the listed members are decoded, so they are written back the
+//     encoder's way;
 //   - then every rule of [Payload.Validate].
 //
 // It never panics, whatever data holds.
@@ -188,7 +191,7 @@ func (p *Payload) set(ps *problems, name string, v jsontext.Value) {
 		if p.Extra == nil {
 			p.Extra = make(map[string]jsontext.Value)
 		}
-		p.Extra[name] = formatted(v)
+		p.Extra[name] = v.Clone()
 		return
 	}
 	if v.Kind() == 'n' {
@@ -260,7 +263,7 @@ func (p *Payload) set(ps *problems, name string, v jsontext.Value) {
 			ps.add(member, "type", "must be a JSON object")
 			return
 		}
-		p.Metadata = formatted(v)
+		p.Metadata = v.Clone()
 	case "correlationKey":
 		str(&p.CorrelationKey, true)
 	case "occurrenceCount":
@@ -301,18 +304,6 @@ func (p *Payload) set(ps *problems, name string, v jsontext.Value) {
 	case "idempotencyKey":
 		str(&p.IdempotencyKey, true)
 	}
-}
-
-// formatted returns a copy of the valid value v as the encoder writes it:
-// without whitespace and with strings minimally escaped. Number literals are
-// kept exactly as sent (no float64 round trip), so the value means what was
-// sent, and decoding what json.Marshal wrote gives the same bytes.
-func formatted(v jsontext.Value) jsontext.Value {
-	c := v.Clone()
-	if err := c.Format(); err != nil {
-		return v.Clone() // unreachable: the decoder has validated v
-	}
-	return c
 }
 
 // UnmarshalJSON decodes with [DecodePayload].

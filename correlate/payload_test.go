@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/go-cmp/cmp"
 
@@ -158,9 +157,9 @@ func TestDecodePayloadValues(t *testing.T) {
 	desc := ""
 	want := correlate.Payload{
 		Category: "c", Action: "a", Description: &desc, Owner: "o",
-		Metadata:        jsontext.Value(`{"big":12345678901234567890.50}`),
+		Metadata:        jsontext.Value(`{"big": 12345678901234567890.50}`), // byte for byte as sent
 		OccurrenceCount: &count, FirstSeenAt: &first,
-		Extra: map[string]jsontext.Value{"x-unknown": jsontext.Value(`[1,{"a":null}]`)},
+		Extra: map[string]jsontext.Value{"x-unknown": jsontext.Value(`[1, {"a":null}]`)},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("payload (-want +got):\n%s", diff)
@@ -168,13 +167,15 @@ func TestDecodePayloadValues(t *testing.T) {
 	if got.FirstSeenAt.Location() != time.UTC {
 		t.Errorf("firstSeenAt location %v, want UTC", got.FirstSeenAt.Location())
 	}
-	// It encodes back to the same members and decodes equal.
-	b, err := json.Marshal(got)
+	// It encodes back to the same members, metadata and extra values byte for
+	// byte (json.Marshal would compact what MarshalJSON writes), and decodes
+	// equal.
+	b, err := got.MarshalJSON()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var again correlate.Payload
-	if err := json.Unmarshal(b, &again); err != nil {
+	again, err := correlate.DecodePayload(b)
+	if err != nil {
 		t.Fatalf("decode %s: %v", b, err)
 	}
 	if diff := cmp.Diff(got, again); diff != "" {

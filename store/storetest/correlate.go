@@ -668,11 +668,11 @@ func testCorrelateFields(t *testing.T, newStore func(t *testing.T) correlate.Sto
 		js := `{"owner":"o","systemId":"s","actedUpon":"u","operationId":"op","category":"c","action":"a","severity":"warning","description":"d ✓","metadata":{"n": 1.50, "z":[true,null], "nul":"\u0000\u00e9"},"correlationKey":"meshery-server/k8s-connection/5b0b/unreachable","source":"meshery-server","type":"io.meshery.user.signup","specversion":"1.0","traceId":"4bf92f3577b34da6a3ce929d0e0e4736","parentId":"00f067aa0ba902b7","x-extra":{"a": [1, 2.0]},"Category":"mis-cased"}`
 		got, _ := f.create(corrAlice, js)
 		want := corrEvent(corrAlice, correlate.Event{Owner: "o", SystemID: "s", ActedUpon: "u", OperationID: "op", Category: "c", Action: "a",
-			Severity: correlate.SeverityWarning, Description: "d ✓", Metadata: jsontext.Value(`{"n":1.50,"z":[true,null],"nul":"\u0000é"}`),
+			Severity: correlate.SeverityWarning, Description: "d ✓", Metadata: jsontext.Value(`{"n": 1.50, "z":[true,null], "nul":"\u0000\u00e9"}`), // byte for byte as sent (DECISIONS.md, Faithfulness)
 			CreatedAt: corrT0, UpdatedAt: corrT0, CorrelationKey: "meshery-server/k8s-connection/5b0b/unreachable", OccurrenceCount: corrN(1),
 			FirstSeenAt: corrAt(0), LastSeenAt: corrAt(0), Source: "meshery-server", Type: "io.meshery.user.signup", Specversion: "1.0",
 			TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", ParentID: "00f067aa0ba902b7",
-			Extra: map[string]jsontext.Value{"x-extra": jsontext.Value(`{"a":[1,2.0]}`), "Category": jsontext.Value(`"mis-cased"`)}})
+			Extra: map[string]jsontext.Value{"x-extra": jsontext.Value(`{"a": [1, 2.0]}`), "Category": jsontext.Value(`"mis-cased"`)}})
 		diffCorrEvent(t, "created event", want, got)
 		diffCorrEvent(t, "stored event", want, f.get(corrAlice, got.ID))
 		// Further members are kept in the row but "do not return them at the
