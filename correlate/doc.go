@@ -63,7 +63,15 @@
 // concurrent creates with one idempotencyKey have exactly one effect. Reads
 // and writes ([Service.List], [Service.Get], [Service.SetStatus],
 // [Service.Delete]) see only the events of the caller's organization and
-// user.
+// user, except that a caller with [Caller].AllUsers set (a reader of the
+// organization) lists every event of its organization (DECISIONS.md, Who
+// reads correlated events). A caller with no user never correlates.
+//
+// # Counting dispositions
+//
+// [Options].Observer is told the [Disposition] of every successful
+// [Service.Create], so a program that embeds the library counts what the
+// HTTP server counts (tallyd: tally_correlate_dispositions_total).
 //
 // # Status codes and Event-Disposition
 //

@@ -413,3 +413,26 @@ func TestNewValidatesOptions(t *testing.T) {
 		}
 	}
 }
+
+// issue 11: a cancelled or vanished client is handled the same in both
+// adapters: no 5xx, no answer, logged below ERROR.
+func TestClientGoneGetsNoAnswer(t *testing.T) {
+	s := newServer(t, memstore.New(memstore.Options{}), correlate.Options{})
+	for _, tt := range []struct{ method, path, body string }{
+		{"POST", "/api/events", `{"category":"c","action":"a"}`},
+		{"GET", "/api/events/list", ""},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		req := httptest.NewRequestWithContext(ctx, tt.method, tt.path, strings.NewReader(tt.body))
+		req.Header.Set("Authorization", "Bearer org-1/alice")
+		rec := httptest.NewRecorder()
+		s.mux.ServeHTTP(rec, req)
+		if rec.Body.Len() != 0 || len(rec.Header()) != 0 {
+			t.Errorf("%s %s: answered %d %v %s, want nothing", tt.method, tt.path, rec.Code, rec.Header(), rec.Body)
+		}
+	}
+	if strings.Contains(s.log.String(), "level=ERROR") || !strings.Contains(s.log.String(), "client gone") {
+		t.Errorf("a gone client was not logged at debug level:\n%s", s.log.String())
+	}
+}

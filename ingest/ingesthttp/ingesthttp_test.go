@@ -339,3 +339,27 @@ func TestNewValidates(t *testing.T) {
 		t.Errorf("New: %v, want every problem", err)
 	}
 }
+
+// issue 11: a cancelled or vanished client is handled the same in both
+// adapters: no 5xx, no answer, logged below ERROR.
+func TestClientGoneGetsNoAnswer(t *testing.T) {
+	s := newServer(t, memstore.New(memstore.Options{}), 0)
+	for _, tt := range []struct{ method, path, body string }{
+		{"POST", "/api/v1/events", volume("a", "c1")},
+		{"GET", "/api/v1/resources", ""},
+		{"GET", "/api/v1/rejected-events", ""},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		req := httptest.NewRequestWithContext(ctx, tt.method, tt.path, strings.NewReader(tt.body))
+		req.Header.Set("Authorization", "Bearer ok")
+		rec := httptest.NewRecorder()
+		s.Config.Handler.ServeHTTP(rec, req)
+		if rec.Body.Len() != 0 || len(rec.Header()) != 0 {
+			t.Errorf("%s %s: answered %d %v %s, want nothing", tt.method, tt.path, rec.Code, rec.Header(), rec.Body)
+		}
+	}
+	if strings.Contains(s.logs.String(), "level=ERROR") {
+		t.Errorf("a gone client was logged as an error:\n%s", s.logs.String())
+	}
+}

@@ -9,22 +9,26 @@
 //
 // The adapters list their routes with the roles that may call each
 // (ingesthttp.Handler.Routes, correlatehttp.Handler.Routes); the server
-// mounts exactly those, behind [Authenticator], and a test checks this list
-// against [Handler.Routes]:
+// mounts exactly those, behind [Authenticator], then its public routes. A
+// test checks this list against [Handler.Routes] (as it checks the README's
+// table and the roles openapi.yaml states):
 //
-//	POST   /api/v1/events                                     ingest
-//	GET    /api/v1/rejected-events                            admin
-//	GET    /api/v1/audit                                      admin
-//	GET    /api/v1/resource-types                             read or admin
-//	GET    /api/v1/resource-types/{platform}/{resource_type}  read or admin
-//	PUT    /api/v1/resource-types/{platform}/{resource_type}  admin
-//	GET    /api/v1/resources                                  read or admin
+//	POST   /api/v1/events                                           ingest
+//	GET    /api/v1/rejected-events                                  admin
+//	GET    /api/v1/audit                                            admin
+//	GET    /api/v1/resource-types                                   read or admin
+//	GET    /api/v1/resource-types/{platform}/{resource_type}        read or admin
+//	PUT    /api/v1/resource-types/{platform}/{resource_type}        admin
+//	GET    /api/v1/resources                                        read or admin
 //	GET    /api/v1/resources/{cloud}/{resource_type}/{resource_id}  read or admin
-//	POST   /api/events                                        events
-//	GET    /api/events/list                                   events or read
-//	PUT    /api/events/{id}/status                            events
-//	DELETE /api/events/{id}                                   events
-//	GET    /metrics, /healthz, /readyz, /openapi.yaml         public
+//	POST   /api/events                                              events
+//	GET    /api/events/list                                         events or read
+//	PUT    /api/events/{id}/status                                  events
+//	DELETE /api/events/{id}                                         events
+//	GET    /metrics                                                 public
+//	GET    /healthz                                                 public
+//	GET    /readyz                                                  public
+//	GET    /openapi.yaml                                            public
 //
 // [OpenAPI] documents every route; a test checks it against the live
 // handlers on both stores.
