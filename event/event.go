@@ -128,15 +128,6 @@ type wirePayload struct {
 	Unknown  jsontext.Value `json:",embed"`
 }
 
-func (e *Event) wire() wireEvent {
-	return wireEvent{
-		EventID: e.EventID, Timestamp: e.Timestamp, EventType: e.EventType,
-		Platform: e.Platform, Cloud: e.Cloud, ResourceType: e.ResourceType,
-		ResourceID: e.ResourceID, ProjectID: e.ProjectID, Source: e.Source,
-		Payload: wirePayload(e.Payload),
-	}
-}
-
 func (w *wireEvent) event() Event {
 	return Event{
 		EventID: w.EventID, Timestamp: w.Timestamp, EventType: w.EventType,
