@@ -6,8 +6,11 @@
 // Every create carries a fresh idempotencyKey, so a create retried after a
 // transport failure or a 5xx is never counted twice: the server replays it.
 //
-//	go run ./examples/correlation-producer --token "$TOKEN" --occurrences 3
+//	go run ./examples/correlation-producer --occurrences 3
 //
+// reads the server's URL from TALLY_SERVER and the token of an events
+// credential from TALLY_TOKEN (the two lines `tallyd --dev` prints to
+// export), as the collector does; --server and --token win over them. It
 // prints, against a fresh server:
 //
 //	occurrence 1: 201 created (occurrenceCount 1)
@@ -40,13 +43,18 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := pflag.NewFlagSet("correlation-producer", pflag.ContinueOnError)
-	server := fs.String("server", "http://127.0.0.1:8080", "tally server base URL")
+	server := fs.String("server", "http://127.0.0.1:8080", "tally server base URL (default $TALLY_SERVER when set)")
 	token := fs.String("token", "", "bearer token of an events credential (default $TALLY_TOKEN)")
 	key := fs.String("key", "example-producer/k8s-connection/prod-1/unreachable", "correlationKey naming the condition")
 	n := fs.Int("occurrences", 3, "occurrences to report before the resolution")
 	fs.SetOutput(stdout)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	// A flag on the command line wins over its environment variable, which
+	// wins over the default, as in the collector and tallyd.
+	if v := getenv("TALLY_SERVER"); v != "" && !fs.Changed("server") {
+		*server = v
 	}
 	if *token == "" {
 		*token = getenv("TALLY_TOKEN")

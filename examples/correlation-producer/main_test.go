@@ -115,6 +115,29 @@ func TestRefusalsAreNotRetried(t *testing.T) {
 	}
 }
 
+// TALLY_SERVER names the server when --server is not given, as in the
+// collector; --server wins over it (issue 11: the producer ignored it).
+func TestRunReadsTallyServer(t *testing.T) {
+	srv := server(t, nil)
+	env := func(k string) string {
+		return map[string]string{"TALLY_SERVER": srv.URL, "TALLY_TOKEN": "secret"}[k]
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--occurrences", "1", "--key", "env"}, env, &out); err != nil {
+		t.Fatalf("run with TALLY_SERVER: %v", err)
+	}
+	if !strings.HasPrefix(out.String(), "occurrence 1: 201 created") {
+		t.Errorf("run with TALLY_SERVER printed %q", out.String())
+	}
+	// The flag wins: a server that refuses the connection proves it was used.
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	err := run(context.Background(), []string{"--server", dead.URL, "--occurrences", "1", "--key", "flag"}, env, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(dead.URL, "http://")) {
+		t.Errorf("--server %s with TALLY_SERVER set: %v, want an error naming %s", dead.URL, err, dead.URL)
+	}
+}
+
 func TestRunNeedsAToken(t *testing.T) {
 	err := run(context.Background(), nil, func(string) string { return "" }, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "no token") {
