@@ -227,9 +227,11 @@ func (b *bench) phaseCeiling(ctx context.Context) (*phaseResult, error) {
 	defer pl.Close()
 	rows := copyRows(b.w.Batches)
 	b.prog.begin(p.Name, b.w.Valid)
+	cpu0 := b.snapshot(ctx, true)
 	start := time.Now()
 	lat, err := runCopy(ctx, pl, rows, 2, b.prog)
 	timed(p, b.w.Valid, start)
+	cpuPer(p, cpu0, b.snapshot(ctx, true), b.w.Valid)
 	p.P50Ms, p.P99Ms = percentiles(lat)
 	if err != nil {
 		p.Problems = append(p.Problems, fmt.Sprintf("copy: %v", err))
@@ -338,9 +340,11 @@ func (b *bench) phaseLibrary(ctx context.Context) ([]*phaseResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	cpu0 := b.snapshot(ctx, true)
 	start := time.Now()
 	b.runIngest(ctx, svc, b.w.Batches, rs, &t)
 	timed(lib, b.w.Valid, start)
+	cpuPer(lib, cpu0, b.snapshot(ctx, true), b.w.Valid)
 	stopProfile()
 	t.finish(lib, b.w.Valid, b.w.Dups)
 	b.checkStored(ctx, lib, rd, b.w.Valid, b.w.Invalid, true)
@@ -351,9 +355,11 @@ func (b *bench) phaseLibrary(ctx context.Context) ([]*phaseResult, error) {
 	rs = renderBatches(vb)
 	var td tally
 	b.prog.begin(dup.Name, b.w.Valid)
+	cpu0 = b.snapshot(ctx, true)
 	start = time.Now()
 	b.runIngest(ctx, svc, vb, rs, &td)
 	timed(dup, b.w.Valid, start)
+	cpuPer(dup, cpu0, b.snapshot(ctx, true), b.w.Valid)
 	td.finish(dup, 0, b.w.Valid)
 	b.checkStored(ctx, dup, rd, b.w.Valid, b.w.Invalid, true)
 	return []*phaseResult{lib, dup}, nil
@@ -430,6 +436,7 @@ func (b *bench) phaseHTTP(ctx context.Context) (*phaseResult, error) {
 	b.prog.begin(p.Name, total)
 	stop, done := make(chan struct{}), make(chan struct{})
 	go b.rssWatch(p, total, stop, done)
+	cpu0 := b.snapshot(ctx, false)
 	start := time.Now()
 	for range 2 {
 		wg.Go(func() {
@@ -456,6 +463,7 @@ func (b *bench) phaseHTTP(ctx context.Context) (*phaseResult, error) {
 	close(work)
 	wg.Wait()
 	timed(p, b.w.Valid, start)
+	cpuPer(p, cpu0, b.snapshot(ctx, false), b.w.Valid)
 	close(stop)
 	<-done
 	t.finish(p, b.w.Valid, b.w.Dups)
@@ -573,9 +581,11 @@ func (b *bench) phaseCorrSQL(ctx context.Context, ops [][]corrOp) (*phaseResult,
 	defer pl.Close()
 	n := sends(ops)
 	b.prog.begin(p.Name, n)
+	cpu0 := b.snapshot(ctx, true)
 	start := time.Now()
 	answers, lat, problems := b.runCreates(ctx, ops, func(op corrOp) (string, string, error) { return sqlCreate(ctx, pl, b.cc, op) })
 	timed(p, n, start)
+	cpuPer(p, cpu0, b.snapshot(ctx, true), n)
 	p.P50Ms, p.P99Ms = percentiles(lat)
 	p.Problems = append(p.Problems, problems...)
 	got, err := pgReader{pl}.correlation(ctx, b.cc.Org)
@@ -602,11 +612,13 @@ func (b *bench) phaseCorrHTTP(ctx context.Context, ops [][]corrOp) (*phaseResult
 	b.prog.begin(p.Name, n)
 	stop, done := make(chan struct{}), make(chan struct{})
 	go b.rssWatch(p, n, stop, done)
+	cpu0 := b.snapshot(ctx, false)
 	start := time.Now()
 	answers, lat, problems := b.runCreates(ctx, ops, func(op corrOp) (string, string, error) {
 		return postCreate(ctx, c, b.srv.URL, b.creds.Events[op.User], b.cc.body(op, time.Now()))
 	})
 	timed(p, n, start)
+	cpuPer(p, cpu0, b.snapshot(ctx, false), n)
 	close(stop)
 	<-done
 	p.P50Ms, p.P99Ms = percentiles(lat)

@@ -28,11 +28,17 @@ type phaseResult struct {
 	// ServerPeakRSSMiB is tallyd's VmHWM after the phase (HTTP phases of a
 	// server the bench started); ServerRSSEarlyMiB its VmRSS after a tenth
 	// of the phase, ServerRSSEndMiB at its end.
-	ServerPeakRSSMiB  float64  `json:"server_peak_rss_mib,omitempty"`
-	ServerRSSEarlyMiB float64  `json:"server_rss_early_mib,omitempty"`
-	ServerRSSEndMiB   float64  `json:"server_rss_end_mib,omitempty"`
-	Checks            []string `json:"checks"`
-	Problems          []string `json:"problems"`
+	ServerPeakRSSMiB  float64 `json:"server_peak_rss_mib,omitempty"`
+	ServerRSSEarlyMiB float64 `json:"server_rss_early_mib,omitempty"`
+	ServerRSSEndMiB   float64 `json:"server_rss_end_mib,omitempty"`
+	// DBCPUMicros is the CPU the bench database's backends spent per
+	// operation (event or create); GoCPUMicros the Go process's (this one
+	// for the library and SQL phases, tallyd for the HTTP ones). Zero when
+	// the server is not on this machine.
+	DBCPUMicros float64  `json:"db_cpu_us_per_op"`
+	GoCPUMicros float64  `json:"go_cpu_us_per_op"`
+	Checks      []string `json:"checks"`
+	Problems    []string `json:"problems"`
 }
 
 // ratio is one ratio of two phases' rates in the same run.
@@ -155,7 +161,7 @@ func (r *report) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "workload: %s\n\n", strings.Join(wl, ", "))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "phase\tcount\tseconds\trate\tp50 ms\tp99 ms\tserver RSS MiB (peak; early→end)\tchecks")
+	fmt.Fprintln(tw, "phase\tcount\tseconds\trate\tp50 ms\tp99 ms\tCPU µs/op db+go\tserver RSS MiB (peak; early→end)\tchecks")
 	for _, p := range r.Phases {
 		rss := "-"
 		if p.ServerPeakRSSMiB > 0 {
@@ -165,7 +171,7 @@ func (r *report) print(w io.Writer) {
 		if len(p.Problems) > 0 {
 			checks = fmt.Sprintf("FAILED (%d)", len(p.Problems))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s %s\t%.1f\t%.1f\t%s\t%s\n", p.Name, p.Count, p.Seconds, thousands(p.Rate), p.Unit, p.P50Ms, p.P99Ms, rss, checks)
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s %s\t%.1f\t%.1f\t%.0f+%.0f\t%s\t%s\n", p.Name, p.Count, p.Seconds, thousands(p.Rate), p.Unit, p.P50Ms, p.P99Ms, p.DBCPUMicros, p.GoCPUMicros, rss, checks)
 	}
 	tw.Flush()
 	if len(r.Ratios) > 0 {
