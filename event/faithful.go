@@ -42,7 +42,7 @@ type headEvent struct {
 var errNotRaw = errors.New("is not one valid JSON value (valid UTF-8, no member given twice)")
 
 // appendEvent appends e as one JSON object, its payload with
-// [appendPayload].
+// appendPayload.
 func appendEvent(dst []byte, e *Event) ([]byte, error) {
 	head, err := json.Marshal(headEvent{
 		EventID: e.EventID, Timestamp: e.Timestamp, EventType: e.EventType,

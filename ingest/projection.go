@@ -24,7 +24,7 @@ func Key(e *event.Event) ResourceKey {
 }
 
 // Resource is one row of the projection of current resources: what folding
-// the resource's whole event history in [Less] order gives
+// the resource's whole event history in [Compare] order gives
 // (canonical-event.md, Event: "everything else is derived from it and
 // rebuildable"). It is derived data: [Fold] over the stored events rebuilds
 // it exactly.

@@ -107,7 +107,7 @@ func (h *Handler) Routes() []route.Route {
 }
 
 // handle adapts the handler shape of this package (and of correlatehttp):
-// a function that writes its answer or returns the error that [Handler.fail]
+// a function that writes its answer or returns the error that Handler.fail
 // maps.
 func (h *Handler) handle(fn func(w http.ResponseWriter, r *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -10,7 +10,7 @@
 // Every write that the pure packages describe as one unit runs in one
 // transaction ([Store.InTx]): it commits when the function returns nil and
 // rolls back on an error or a panic. Driver errors are translated in one
-// place ([interpretError]) so that pgx types never leak to callers.
+// place (interpretError) so that pgx types never leak to callers.
 //
 // # Migrations
 //
