@@ -174,7 +174,8 @@ type daemon struct {
 	base   string
 	stdout *lockedBuffer
 	stderr *lockedBuffer
-	done   chan error // receives the exit once; see exit
+	done   chan error  // receives the exit once; see exit
+	addr   chan string // the announced base URL, once
 }
 
 // startTallyd starts the binary on a free port (--listen 127.0.0.1:0) and
@@ -191,24 +192,33 @@ func startTallyd(t *testing.T, args ...string) *daemon {
 // line announcing where it listens.
 func startCommand(t *testing.T, cmd *exec.Cmd) *daemon {
 	t.Helper()
+	d := launch(t, cmd)
+	d.waitListening(t)
+	return d
+}
+
+// launch starts cmd, a tallyd, in its own process group without waiting
+// for it to listen (see waitListening); the process group is killed when
+// the test ends.
+func launch(t *testing.T, cmd *exec.Cmd) *daemon {
+	t.Helper()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{cmd: cmd, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	d := &daemon{cmd: cmd, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan error, 1), addr: make(chan string, 1)}
 	cmd.Stderr = d.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		re := regexp.MustCompile(`^tallyd listening on (http://\S+)$`)
 		for sc.Scan() {
 			_, _ = d.stdout.Write(append(sc.Bytes(), '\n'))
 			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
+				d.addr <- m[1]
 			}
 		}
 		_, _ = io.Copy(io.Discard, stdout)
@@ -225,15 +235,21 @@ func startCommand(t *testing.T, cmd *exec.Cmd) *daemon {
 			t.Logf("tallyd stderr:\n%s", d.stderr.String())
 		}
 	})
+	return d
+}
+
+// waitListening waits for the line announcing where d listens and sets
+// d.base.
+func (d *daemon) waitListening(t *testing.T) {
+	t.Helper()
 	select {
-	case d.base = <-addr:
+	case d.base = <-d.addr:
 	case err := <-d.done:
 		d.done <- err
 		t.Fatalf("tallyd exited before listening: %v\n%s", err, d.stderr.String())
 	case <-time.After(startupWait):
 		t.Fatalf("tallyd did not announce its address within %s\n%s", startupWait, d.stderr.String())
 	}
-	return d
 }
 
 // lockedBuffer is a bytes.Buffer safe for the writer goroutine of exec and

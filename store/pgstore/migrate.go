@@ -32,6 +32,12 @@ const migrationLockKey = `hashtextextended('tally migrate ' || coalesce(current_
 
 // SessionLock implements lock.SessionLocker.
 func (migrationLock) SessionLock(ctx context.Context, conn *sql.Conn) error {
+	// A migration may run longer than the pool's statement_timeout (an
+	// index on a large table), and so may the wait for another replica's
+	// migrations: no statement timeout on this session until the unlock.
+	if _, err := conn.ExecContext(ctx, `SET statement_timeout = 0`); err != nil {
+		return fmt.Errorf("pgstore: take the migration lock: %w", err)
+	}
 	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(`+migrationLockKey+`)`); err != nil {
 		return fmt.Errorf("pgstore: take the migration lock: %w", err)
 	}
@@ -46,6 +52,9 @@ func (migrationLock) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
 	}
 	if !released {
 		return fmt.Errorf("pgstore: release the migration lock: this session did not hold it")
+	}
+	if _, err := conn.ExecContext(ctx, `RESET statement_timeout`); err != nil {
+		return fmt.Errorf("pgstore: release the migration lock: %w", err)
 	}
 	return nil
 }
