@@ -20,6 +20,7 @@ import (
 
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/correlate/correlatehttp"
+	"github.com/tallyhq/tally/internal/pgtest"
 	"github.com/tallyhq/tally/internal/problem"
 	"github.com/tallyhq/tally/route"
 	"github.com/tallyhq/tally/store/memstore"
@@ -417,7 +418,12 @@ func TestNewValidatesOptions(t *testing.T) {
 // issue 11: a cancelled or vanished client is handled the same in both
 // adapters: no 5xx, no answer, logged below ERROR.
 func TestClientGoneGetsNoAnswer(t *testing.T) {
-	s := newServer(t, memstore.New(memstore.Options{}), correlate.Options{})
+	t.Run("memstore", func(t *testing.T) { testClientGone(t, memstore.New(memstore.Options{})) })
+	t.Run("pgstore", func(t *testing.T) { testClientGone(t, pgtest.Store(t)) })
+}
+
+func testClientGone(t *testing.T, st correlate.Store) {
+	s := newServer(t, st, correlate.Options{})
 	for _, tt := range []struct{ method, path, body string }{
 		{"POST", "/api/events", `{"category":"c","action":"a"}`},
 		{"GET", "/api/events/list", ""},

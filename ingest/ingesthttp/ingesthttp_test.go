@@ -19,6 +19,7 @@ import (
 
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/ingesthttp"
+	"github.com/tallyhq/tally/internal/pgtest"
 	"github.com/tallyhq/tally/route"
 	"github.com/tallyhq/tally/store/memstore"
 )
@@ -343,7 +344,12 @@ func TestNewValidates(t *testing.T) {
 // issue 11: a cancelled or vanished client is handled the same in both
 // adapters: no 5xx, no answer, logged below ERROR.
 func TestClientGoneGetsNoAnswer(t *testing.T) {
-	s := newServer(t, memstore.New(memstore.Options{}), 0)
+	t.Run("memstore", func(t *testing.T) { testClientGone(t, memstore.New(memstore.Options{})) })
+	t.Run("pgstore", func(t *testing.T) { testClientGone(t, pgtest.Store(t)) })
+}
+
+func testClientGone(t *testing.T, st ingest.Store) {
+	s := newServer(t, st, 0)
 	for _, tt := range []struct{ method, path, body string }{
 		{"POST", "/api/v1/events", volume("a", "c1")},
 		{"GET", "/api/v1/resources", ""},

@@ -43,9 +43,13 @@
 // WWW-Authenticate: Bearer, a token without the route's role 403. A body
 // whose Content-Type is not JSON is answered 415 before it is read. An ingest
 // credential's (platform, cloud) is the caller's scope for
-// canonical-event.md's scope rule; an events or read credential's
-// organization and user are the scope of correlated events
-// (event-correlation.md, Scope and invariant).
+// canonical-event.md's scope rule. An events credential's organization and
+// user are the scope of correlated events (event-correlation.md, Scope and
+// invariant): it creates, lists and changes its own; a read credential lists
+// every event of its organization (DECISIONS.md, Who reads correlated
+// events), and one without an organization is answered 403. An events
+// credential without a user never correlates, and [NewHandler] warns about
+// it.
 //
 // # Metrics
 //

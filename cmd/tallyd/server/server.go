@@ -96,8 +96,11 @@ func (h *Handler) Metrics() *Metrics { return h.metrics }
 
 // Routes lists every route the handler serves, in registration order: the
 // adapters' routes as they list them, then the public ones (/metrics,
-// /healthz, /readyz, /openapi.yaml). The package documentation, the
-// OpenAPI document and the README's table are checked against it.
+// /healthz, /readyz, /openapi.yaml). Each Handler is the route as mounted,
+// behind the server's authentication and body checks (but not its logging,
+// metrics, panic recovery or CORS, which wrap the whole [Handler]). The
+// package documentation, the OpenAPI document and the README's table are
+// checked against it.
 func (h *Handler) Routes() []route.Route { return slices.Clone(h.routes) }
 
 // NewHandler assembles tally's HTTP API on one mux: the ingestion routes
@@ -185,12 +188,13 @@ func NewHandler(cfg Config) (*Handler, error) {
 		route.Route{Method: http.MethodGet, Path: "/openapi.yaml", Handler: http.HandlerFunc(serveOpenAPI)},
 	)
 
-	h := &Handler{mux: http.NewServeMux(), routes: routes, metrics: cfg.Metrics}
+	h := &Handler{mux: http.NewServeMux(), metrics: cfg.Metrics}
 	route.Mount(h.mux, routes, func(rt route.Route) http.Handler {
-		if len(rt.Roles) == 0 {
-			return rt.Handler
+		if len(rt.Roles) > 0 {
+			rt.Handler = require(cfg.Authenticator, rt.Roles, requireJSON(checkBody(cfg.Logger, cfg.MaxBodyBytes, budget.Handler(rt.Handler))))
 		}
-		return require(cfg.Authenticator, rt.Roles, requireJSON(checkBody(cfg.Logger, cfg.MaxBodyBytes, budget.Handler(rt.Handler))))
+		h.routes = append(h.routes, rt)
+		return rt.Handler
 	})
 	h.mux.Handle("/", notFound(h.mux))
 
