@@ -3,7 +3,6 @@ package ingest_test
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/sizenames"
@@ -31,7 +30,7 @@ func Example() {
 	   "resource_type":"volume","resource_id":"v2","project_id":"p1","payload":{"state":"available","size":{"size_gb":0,"type":"ssd"}}},
 	  42
 	]`
-	items, err := ingest.SplitBatch(strings.NewReader(body))
+	items, err := ingest.SplitBatch([]byte(body))
 	if err != nil {
 		panic(err)
 	}

@@ -182,7 +182,7 @@ func TestOverDeepItemInABatchIsRefusedAlone(t *testing.T) {
 	deep := bytes.Replace(instanceItem("deep", okSize+`,"disk_gb":1`), []byte(`"payload":{`),
 		[]byte(`"payload":{"provider":`+nest(event.MaxDepth-1)+`,`), 1)
 	body := "[" + string(deep) + "," + string(instanceItem("good", okSize+`,"disk_gb":1`)) + "]"
-	items, err := ingest.SplitBatch(strings.NewReader(body))
+	items, err := ingest.SplitBatch([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}

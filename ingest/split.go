@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -33,39 +32,32 @@ var ErrNotJSON = errors.New("ingest: the body must be one JSON object or an arra
 //     inside the array), or data after the array fails with an error
 //     matching [ErrNotJSON].
 //
-// An error reading r is returned wrapped (errors.As finds an
-// *http.MaxBytesError, say). The items alias no buffer of r.
-func SplitBatch(r io.Reader) ([][]byte, error) {
-	er := &errReader{r: r}
-	br := bufio.NewReader(er)
-	for {
-		c, err := br.ReadByte()
-		if err != nil {
-			if er.err != nil {
-				return nil, fmt.Errorf("ingest: read body: %w", er.err)
-			}
-			return nil, fmt.Errorf("%w: the body is empty", ErrNotJSON)
-		}
-		switch c {
-		case ' ', '\t', '\r', '\n':
-			continue
-		case '{':
-			_ = br.UnreadByte()
-			b, err := io.ReadAll(br)
-			if err != nil {
-				return nil, fmt.Errorf("ingest: read body: %w", err)
-			}
-			return [][]byte{bytes.TrimRight(b, " \t\r\n")}, nil
-		case '[':
-			_ = br.UnreadByte()
-			return splitArray(br, er)
-		default:
-			return nil, ErrNotJSON
-		}
+// The items are copies (exact size) of their bytes in body: the pipeline
+// and the stores may keep them without keeping the body. The cost is one
+// pass over body and one copy of each element; the body itself can be
+// dropped once SplitBatch returns.
+func SplitBatch(body []byte) ([][]byte, error) {
+	i := 0
+	for i < len(body) && isSpace(body[i]) {
+		i++
+	}
+	if i == len(body) {
+		return nil, fmt.Errorf("%w: the body is empty", ErrNotJSON)
+	}
+	switch body[i] {
+	case '{':
+		b := bytes.TrimRight(body[i:], " \t\r\n")
+		return [][]byte{b[:len(b):len(b)]}, nil
+	case '[':
+		return splitArray(body[i:])
+	default:
+		return nil, ErrNotJSON
 	}
 }
 
-// splitArray splits the array that br starts with. It checks the array's
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
+
+// splitArray splits the array that b starts with. It checks the array's
 // structure (brackets that match, outside strings; a comma between
 // elements; nothing after the array) but not the syntax inside an element:
 // an element keeps its exact bytes and is judged by the pipeline as that
@@ -73,10 +65,10 @@ func SplitBatch(r io.Reader) ([][]byte, error) {
 // NUL, or is not valid JSON inside balanced brackets) is refused and
 // dead-lettered alone, and its siblings proceed (DECISIONS.md, An item that
 // breaks a parser limit). Nesting is counted without a limit, in one byte
-// per level, bounded by the body's cap. It reads the body once, byte by
-// byte, so its cost is linear in the body's length.
-func splitArray(br *bufio.Reader, er *errReader) ([][]byte, error) {
-	sc := &arrayScanner{br: br, er: er}
+// per level, bounded by the body's cap. It reads the body once, so its cost
+// is linear in the body's length.
+func splitArray(b []byte) ([][]byte, error) {
+	sc := &arrayScanner{b: b}
 	if c, err := sc.next(); err != nil || c != '[' {
 		return sc.fail(err, "the body must start with [")
 	}
@@ -94,7 +86,7 @@ func splitArray(br *bufio.Reader, er *errReader) ([][]byte, error) {
 			if err != nil {
 				return sc.fail(err, fmt.Sprintf("element %d", len(items)))
 			}
-			items = append(items, item)
+			items = append(items, bytes.Clone(item))
 			if after == 0 {
 				if after, err = sc.nextNonSpace(); err != nil {
 					return sc.fail(err, "the array is not closed")
@@ -119,33 +111,31 @@ func splitArray(br *bufio.Reader, er *errReader) ([][]byte, error) {
 
 // arrayScanner reads an array's bytes one at a time.
 type arrayScanner struct {
-	br    *bufio.Reader
-	er    *errReader
+	b     []byte
+	pos   int    // the index of the next byte
 	stack []byte // the closers the open brackets of the current element want
 }
 
-func (sc *arrayScanner) next() (byte, error) { return sc.br.ReadByte() }
+func (sc *arrayScanner) next() (byte, error) {
+	if sc.pos == len(sc.b) {
+		return 0, io.EOF
+	}
+	c := sc.b[sc.pos]
+	sc.pos++
+	return c, nil
+}
 
 func (sc *arrayScanner) nextNonSpace() (byte, error) {
 	for {
-		c, err := sc.br.ReadByte()
-		if err != nil {
-			return 0, err
+		c, err := sc.next()
+		if err != nil || !isSpace(c) {
+			return c, err
 		}
-		switch c {
-		case ' ', '\t', '\r', '\n':
-			continue
-		}
-		return c, nil
 	}
 }
 
-// fail reports a read error of the body as such, anything else as
-// [ErrNotJSON] with msg.
+// fail reports msg as [ErrNotJSON], with err (io.EOF: the end of input).
 func (sc *arrayScanner) fail(err error, msg string) ([][]byte, error) {
-	if sc.er.err != nil {
-		return nil, fmt.Errorf("ingest: read body: %w", sc.er.err)
-	}
 	switch {
 	case err == io.EOF:
 		msg += ": unexpected end of input"
@@ -157,17 +147,18 @@ func (sc *arrayScanner) fail(err error, msg string) ([][]byte, error) {
 
 var errStructure = errors.New("brackets do not match")
 
-// element reads the element starting with c and returns its bytes and,
-// when reading it consumed the byte after it (a scalar ends at the first
-// byte that cannot continue it), that byte; else 0.
+// element reads the element starting with c (just read) and returns its
+// bytes (a subslice of the body) and, when reading it consumed the byte
+// after it (a scalar ends at the first byte that cannot continue it), that
+// byte; else 0.
 func (sc *arrayScanner) element(c byte) (item []byte, after byte, err error) {
-	buf := []byte{c}
+	start := sc.pos - 1
 	switch c {
 	case ',', ']', '}', ':':
 		return nil, 0, fmt.Errorf("%w: %q where an element belongs", errStructure, c)
 	case '"':
-		buf, err = sc.str(buf)
-		return buf, 0, err
+		err = sc.str()
+		return sc.b[start:sc.pos], 0, err
 	case '{', '[':
 		sc.stack = append(sc.stack[:0], closer(c))
 		for len(sc.stack) > 0 {
@@ -175,10 +166,9 @@ func (sc *arrayScanner) element(c byte) (item []byte, after byte, err error) {
 			if err != nil {
 				return nil, 0, err
 			}
-			buf = append(buf, c)
 			switch c {
 			case '"':
-				if buf, err = sc.str(buf); err != nil {
+				if err := sc.str(); err != nil {
 					return nil, 0, err
 				}
 			case '{', '[':
@@ -190,7 +180,7 @@ func (sc *arrayScanner) element(c byte) (item []byte, after byte, err error) {
 				sc.stack = sc.stack[:len(sc.stack)-1]
 			}
 		}
-		return buf, 0, nil
+		return sc.b[start:sc.pos], 0, nil
 	}
 	for {
 		c, err := sc.next()
@@ -199,32 +189,29 @@ func (sc *arrayScanner) element(c byte) (item []byte, after byte, err error) {
 		}
 		switch c {
 		case ' ', '\t', '\r', '\n':
-			return buf, 0, nil
+			return sc.b[start : sc.pos-1], 0, nil
 		case ',', ']', '}', '[', '{', '"', ':':
-			return buf, c, nil
+			return sc.b[start : sc.pos-1], c, nil
 		}
-		buf = append(buf, c)
 	}
 }
 
-// str appends the rest of a string whose opening quote buf ends with.
-func (sc *arrayScanner) str(buf []byte) ([]byte, error) {
+// str reads the rest of a string whose opening quote was just read.
+func (sc *arrayScanner) str() error {
 	for {
-		c, err := sc.next()
-		if err != nil {
-			return nil, err
+		i := bytes.IndexAny(sc.b[sc.pos:], "\"\\")
+		if i < 0 {
+			sc.pos = len(sc.b)
+			return io.EOF
 		}
-		buf = append(buf, c)
-		switch c {
-		case '"':
-			return buf, nil
-		case '\\':
-			c, err := sc.next()
-			if err != nil {
-				return nil, err
-			}
-			buf = append(buf, c)
+		sc.pos += i + 1
+		if sc.b[sc.pos-1] == '"' {
+			return nil
 		}
+		if sc.pos == len(sc.b) { // a backslash at the very end
+			return io.EOF
+		}
+		sc.pos++ // the escaped byte
 	}
 }
 
@@ -233,19 +220,4 @@ func closer(open byte) byte {
 		return '}'
 	}
 	return ']'
-}
-
-// errReader remembers the first error of r other than io.EOF, so a read
-// failure (a body over its cap) is told from malformed JSON.
-type errReader struct {
-	r   io.Reader
-	err error
-}
-
-func (e *errReader) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	if err != nil && err != io.EOF && e.err == nil {
-		e.err = err
-	}
-	return n, err
 }

@@ -44,7 +44,7 @@ var (
 
 // buildBinary builds the command in pkg (relative to the repository root,
 // such as ./cmd/tallyd) once per test binary and returns its path.
-func buildBinary(t *testing.T, pkg string) string {
+func buildBinary(t testing.TB, pkg string) string {
 	t.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
@@ -77,10 +77,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func tallydBinary(t *testing.T) string { return buildBinary(t, "./cmd/tallyd") }
+func tallydBinary(t testing.TB) string { return buildBinary(t, "./cmd/tallyd") }
 
 // repoRoot is the directory holding go.mod.
-func repoRoot(t *testing.T) string {
+func repoRoot(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
@@ -190,7 +190,7 @@ func startTallyd(t *testing.T, args ...string) *daemon {
 // startCommand starts cmd, a tallyd, in its own process group (so that a
 // `go run` and the program it runs are stopped together) and waits for the
 // line announcing where it listens.
-func startCommand(t *testing.T, cmd *exec.Cmd) *daemon {
+func startCommand(t testing.TB, cmd *exec.Cmd) *daemon {
 	t.Helper()
 	d := launch(t, cmd)
 	d.waitListening(t)
@@ -200,7 +200,7 @@ func startCommand(t *testing.T, cmd *exec.Cmd) *daemon {
 // launch starts cmd, a tallyd, in its own process group without waiting
 // for it to listen (see waitListening); the process group is killed when
 // the test ends.
-func launch(t *testing.T, cmd *exec.Cmd) *daemon {
+func launch(t testing.TB, cmd *exec.Cmd) *daemon {
 	t.Helper()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
@@ -240,7 +240,7 @@ func launch(t *testing.T, cmd *exec.Cmd) *daemon {
 
 // waitListening waits for the line announcing where d listens and sets
 // d.base.
-func (d *daemon) waitListening(t *testing.T) {
+func (d *daemon) waitListening(t testing.TB) {
 	t.Helper()
 	select {
 	case d.base = <-d.addr:

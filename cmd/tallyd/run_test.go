@@ -29,7 +29,7 @@ func env(m map[string]string) func(string) string {
 // "--help states the precedence": flag > env > default.
 func TestConfigPrecedence(t *testing.T) {
 	defaults := config{
-		Listen: "127.0.0.1:8080", DevCloud: "os-dev", MaxBodyBytes: 8 << 20, BodyBudgetBytes: 64 << 20, BodyBudgetWait: 2 * time.Second,
+		Listen: "127.0.0.1:8080", DevCloud: "os-dev", MaxBodyBytes: 8 << 20, BodyBudgetBytes: 64 << 20, BodyBudgetWait: 5 * time.Second,
 		IdleTimeout: 30 * time.Second,
 		LogFormat:   "text", LogLevel: slog.LevelInfo, ShutdownTimeout: 30 * time.Second,
 	}

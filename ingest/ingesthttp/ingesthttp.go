@@ -21,7 +21,6 @@
 package ingesthttp
 
 import (
-	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -140,7 +139,7 @@ func (h *Handler) postEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items, err := ingest.SplitBatch(bytes.NewReader(body))
+	items, err := ingest.SplitBatch(body)
 	if err != nil {
 		return err
 	}
