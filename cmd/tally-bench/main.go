@@ -77,6 +77,7 @@ type options struct {
 	tallydArgs   []string
 	printCreds   bool
 	cpuProfile   string
+	serverPool   int
 }
 
 const (
@@ -108,6 +109,7 @@ func run(args []string) int {
 	fs.BoolVar(&o.jsonOut, "json", false, "write the report as JSON on stdout")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress line on stderr")
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "the whole run stops after this")
+	fs.IntVar(&o.serverPool, "server-pool", 0, "pool_max_conns of the database URL the bench gives tallyd (0: tallyd's default)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the library phase (the Go side of ingestion, in this process) to this file")
 	fs.BoolVar(&o.printCreds, "print-credentials", false, "print the credentials file a tallyd for --url needs, and exit")
 	if err := fs.Parse(args); err != nil {
@@ -223,7 +225,7 @@ func newBench(o options) *bench {
 		"events": w.Valid, "batches": len(w.Batches), "batch_items": o.batch, "clouds": len(w.Clouds), "resource_types": len(resourceSpecs),
 		"late": w.Late, "duplicates": w.Dups, "invalid": w.Invalid,
 		"creates": o.creates, "producers": o.producers, "keys": fmt.Sprintf("%d×%d users", cc.Keys, cc.Users),
-		"resolutions": cc.Resolve, "retried_with_key": cc.Retry, "seed": o.seed,
+		"resolutions": cc.Resolve, "retried_with_key": cc.Retry, "seed": o.seed, "server_pool": o.serverPool,
 	}}
 	return b
 }

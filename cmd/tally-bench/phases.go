@@ -387,6 +387,9 @@ func (b *bench) startServer(ctx context.Context) error {
 			return err
 		}
 		dbURL, b.httpURL = u, u
+		if b.opt.serverPool > 0 {
+			dbURL += fmt.Sprintf("&pool_max_conns=%d", b.opt.serverPool)
+		}
 	}
 	srv, err := startTallyd(ctx, b.opt.tallyd, dbURL, b.creds.file(b.w.Clouds, b.cc), b.opt.tallydArgs)
 	if err != nil {
