@@ -1,8 +1,13 @@
 package problem_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -34,5 +39,84 @@ func TestWrite(t *testing.T) {
 	problem.Write(w, problem.New(404, "not_found", "Not found", ""))
 	if b := w.Body.String(); b != `{"type":"urn:tally:problem:not_found","title":"Not found","status":404,"code":"not_found"}`+"\n" {
 		t.Errorf("body %s", b)
+	}
+}
+
+// issue 11: "One JSON writer and one set of shared error cases in
+// internal/problem."
+func TestSharedCases(t *testing.T) {
+	type answer struct {
+		Status                       int
+		Code, ContentType, Challenge string
+	}
+	tests := []struct {
+		name string
+		p    problem.Details
+		want answer
+	}{
+		{"unauthorized carries the challenge", problem.Unauthorized(), answer{401, "unauthorized", problem.ContentType, `Bearer realm="tally"`}},
+		{"forbidden", problem.Forbidden("Credential \"x\" lacks the role."), answer{403, "forbidden", problem.ContentType, ""}},
+		{"not found", problem.NotFound("No such event."), answer{404, "not_found", problem.ContentType, ""}},
+		{"method not allowed", problem.MethodNotAllowed("POST is not allowed."), answer{405, "method_not_allowed", problem.ContentType, ""}},
+		{"body too large", problem.BodyTooLarge(10), answer{413, "body_too_large", problem.ContentType, ""}},
+		{"unsupported media type", problem.UnsupportedMediaType(), answer{415, "unsupported_media_type", problem.ContentType, ""}},
+		{"invalid parameter", problem.InvalidParameter(problem.Member{Member: "limit", Message: "too big"}), answer{400, "invalid_parameter", problem.ContentType, ""}},
+		{"internal", problem.Internal(), answer{500, "internal", problem.ContentType, ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			problem.Write(w, tt.p)
+			var body struct{ Code, Detail string }
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+				t.Fatal(err)
+			}
+			got := answer{w.Code, body.Code, w.Header().Get("Content-Type"), w.Header().Get("WWW-Authenticate")}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			// One detail style: a sentence, capitalized, ending in a period.
+			if d := body.Detail; d == "" || d[0] < 'A' || d[0] > 'Z' || !strings.HasSuffix(d, ".") {
+				t.Errorf("detail %q is not a sentence", d)
+			}
+		})
+	}
+}
+
+func TestWriteJSON(t *testing.T) {
+	w := httptest.NewRecorder()
+	problem.WriteJSON(w, 201, map[string]any{"b": 1, "a": []int{}})
+	if w.Code != 201 || w.Header().Get("Content-Type") != "application/json" || w.Header().Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("status %d, headers %v", w.Code, w.Header())
+	}
+	if got, want := w.Body.String(), `{"a":[],"b":1}`+"\n"; got != want {
+		t.Errorf("body %q, want %q (members sorted, one final newline)", got, want)
+	}
+	w = httptest.NewRecorder()
+	problem.WriteJSON(w, 200, func() {}) // cannot be encoded
+	if w.Code != 500 || w.Header().Get("Content-Type") != problem.ContentType {
+		t.Errorf("unencodable value: %d %s", w.Code, w.Header().Get("Content-Type"))
+	}
+}
+
+func TestClientGone(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	gone := httptest.NewRequestWithContext(ctx, "GET", "/", nil)
+	here := httptest.NewRequest("GET", "/", nil)
+	wrapped := fmt.Errorf("store: %w", context.Canceled)
+	for _, tt := range []struct {
+		name string
+		r    *http.Request
+		err  error
+		want bool
+	}{
+		{"client gone, context error", gone, wrapped, true},
+		{"client gone, another error", gone, errors.New("disk on fire"), false},
+		{"client here, a cancelled operation of the server's own", here, wrapped, false},
+	} {
+		if got := problem.ClientGone(tt.r, tt.err); got != tt.want {
+			t.Errorf("%s: ClientGone = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }
