@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -36,9 +38,15 @@ type hostileCase struct {
 	token  string            // "" means tokIngest
 	header map[string]string // request headers; Content-Type defaults to application/json
 	body   func() []byte
+	// readErr, when set, is what reading the body returns after its
+	// bytes, as net/http's body reader returns a broken transfer (the
+	// body is then sent without a length, as a chunked one is).
+	readErr error
 
-	status int    // the answer's status
-	code   string // a 4xx/5xx answer's problem code; "" to skip the check
+	status int // the answer's status; 0: no answer at all (a client that is gone)
+	// answerHeader lists headers the answer must carry.
+	answerHeader map[string]string
+	code         string // a 4xx/5xx answer's problem code; "" to skip the check
 	// detail, when set, must occur in the problem's detail or errors.
 	detail string
 	// result, for a 200 of POST /api/v1/events: accepted, duplicates and
@@ -308,7 +316,7 @@ func hostileCases() []hostileCase {
 			body: bodyOf(string(b)), status: 400, detail: "/" + m.name,
 		})
 	}
-	return cases
+	return append(cases, transportCases()...)
 }
 
 // issue 10, Proof: "A table test over HTTP, on both stores, with every input
@@ -360,7 +368,14 @@ func serveHostile(h http.Handler, tc hostileCase) *httptest.ResponseRecorder {
 	if token == "" {
 		token = tokIngest
 	}
-	r := httptest.NewRequest(method, path, bytes.NewReader(tc.body()))
+	var body io.Reader = bytes.NewReader(tc.body())
+	if tc.readErr != nil {
+		body = io.MultiReader(body, iotest.ErrReader(tc.readErr))
+	}
+	r := httptest.NewRequest(method, path, body)
+	if tc.readErr != nil {
+		r.ContentLength = -1
+	}
 	if token != "-" {
 		r.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -369,7 +384,17 @@ func serveHostile(h http.Handler, tc hostileCase) *httptest.ResponseRecorder {
 		r.Header.Set(k, v)
 	}
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
+	func() {
+		defer func() {
+			// net/http's way of closing a connection without an answer.
+			if v := recover(); v == http.ErrAbortHandler {
+				w.Code = 0
+			} else if v != nil {
+				panic(v)
+			}
+		}()
+		h.ServeHTTP(w, r)
+	}()
 	return w
 }
 
@@ -381,6 +406,17 @@ func checkHostileAnswer(t *testing.T, tc hostileCase, w *httptest.ResponseRecord
 	}
 	if w.Code >= 500 {
 		t.Fatalf("a client's body got a server error: %.500s", body)
+	}
+	for k, v := range tc.answerHeader {
+		if got := w.Header().Get(k); got != v {
+			t.Errorf("answer header %s: %q, want %q", k, got, v)
+		}
+	}
+	if w.Code == 0 {
+		if body != "" {
+			t.Errorf("a client that is gone was answered: %.500s", body)
+		}
+		return
 	}
 	if w.Code >= 400 {
 		if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
