@@ -83,7 +83,8 @@
 // # Validation
 //
 // [DecodePayload] decodes strictly and, like [Payload.Validate], reports
-// every problem at once in a [*ValidationError] whose problems name the
-// member by JSON Pointer; it matches [ErrInvalid]. A refused create records
+// every problem at once in an [*event.ValidationError] (tally's one
+// validation error) whose problems name the member by JSON Pointer and the
+// rule by an event.Rule* constant; it matches [event.ErrInvalid]. A refused create records
 // nothing and binds no key.
 package correlate

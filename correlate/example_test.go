@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tallyhq/tally/correlate"
+	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/store/memstore"
 )
 
@@ -83,7 +84,7 @@ func ExampleService_Create_idempotencyKey() {
 // Every problem of a payload is reported at once.
 func ExampleDecodePayload() {
 	_, err := correlate.DecodePayload([]byte(`{"category":"connection","occurrenceCount":1.5,"traceId":"00000000000000000000000000000000"}`))
-	var ve *correlate.ValidationError
+	var ve *event.ValidationError
 	if errors.As(err, &ve) {
 		for _, p := range ve.Problems {
 			fmt.Println(p.Member, p.Rule)
@@ -91,6 +92,6 @@ func ExampleDecodePayload() {
 	}
 	// Output:
 	// /action required
-	// /occurrenceCount integer
+	// /occurrenceCount type
 	// /traceId format
 }

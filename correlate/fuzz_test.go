@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tallyhq/tally/correlate"
+	"github.com/tallyhq/tally/event"
 )
 
 // FuzzDecodePayload checks that DecodePayload never panics, refuses only
@@ -26,7 +27,7 @@ func FuzzDecodePayload(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := correlate.DecodePayload(data)
 		if err != nil {
-			var ve *correlate.ValidationError
+			var ve *event.ValidationError
 			if !errors.As(err, &ve) || len(ve.Problems) == 0 {
 				t.Fatalf("DecodePayload error %v is not a *ValidationError with problems", err)
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tallyhq/tally/correlate"
+	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/store/memstore"
 )
 
@@ -40,7 +41,7 @@ func TestCreateTellsTheObserver(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := svc.Create(ctx, alice, correlate.Payload{}); !errors.Is(err, correlate.ErrInvalid) {
+	if _, _, err := svc.Create(ctx, alice, correlate.Payload{}); !errors.Is(err, event.ErrInvalid) {
 		t.Fatalf("refused create: %v, want ErrInvalid", err)
 	}
 	want := []correlate.Disposition{correlate.Created, correlate.Incremented, correlate.Replayed}

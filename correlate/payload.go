@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/tallyhq/tally/event"
 )
 
 // Payload is what a create carries (Meshery's EventPayload with the fields
@@ -60,16 +62,6 @@ type Payload struct {
 	Extra map[string]jsontext.Value
 }
 
-// member names of a payload, in the order Validate reports them.
-var memberNames = []string{
-	"owner", "systemId", "actedUpon", "operationId", "category", "action", "severity",
-	"description", "metadata", "correlationKey", "occurrenceCount", "firstSeenAt",
-	"lastSeenAt", "resolvedAt", "source", "type", "specversion", "traceId", "parentId",
-	"idempotencyKey",
-}
-
-func isMember(name string) bool { return slices.Contains(memberNames, name) }
-
 func sortedKeys(m map[string]jsontext.Value) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -80,8 +72,8 @@ func sortedKeys(m map[string]jsontext.Value) []string {
 }
 
 // DecodePayload decodes one payload from a JSON object strictly and
-// validates it, returning every problem at once as a [*ValidationError]
-// (which matches [ErrInvalid]):
+// validates it, returning every problem at once as an
+// [*event.ValidationError] (which matches [event.ErrInvalid]):
 //
 //   - member names are case-sensitive; a member given twice, invalid JSON or
 //     invalid UTF-8 refuses the payload, naming the member where it can;
@@ -112,9 +104,9 @@ func DecodePayload(data []byte) (Payload, error) {
 		if errors.As(err, &se) {
 			member = string(se.JSONPointer)
 		}
-		rule := "syntax"
+		rule := event.RuleSyntax
 		if errors.Is(err, jsontext.ErrDuplicateName) {
-			rule = "duplicate"
+			rule = event.RuleDuplicateMember
 		}
 		ps.add(member, rule, "%s", syntaxMessage(err))
 		return Payload{}, ps.err()
@@ -124,7 +116,7 @@ func DecodePayload(data []byte) (Payload, error) {
 		return syntax(err)
 	}
 	if tok.Kind() != '{' {
-		ps.add("", "type", "the payload must be a JSON object")
+		ps.add("", event.RuleType, "the payload must be a JSON object")
 		return Payload{}, ps.err()
 	}
 	for dec.PeekKind() != '}' {
@@ -156,20 +148,22 @@ func DecodePayload(data []byte) (Payload, error) {
 		}
 	}
 	if len(ps) > 0 {
-		slices.SortStableFunc(ps, func(a, b Problem) int { return memberIndex(a.Member) - memberIndex(b.Member) })
+		slices.SortStableFunc(ps, func(a, b event.Problem) int { return memberIndex(a.Member) - memberIndex(b.Member) })
 		return Payload{}, ps.err()
 	}
 	return p, nil
 }
 
+// memberIndex orders problems: the payload as a whole first, then the
+// listed members in the order of [members], then every other member.
 func memberIndex(pointer string) int {
 	if pointer == "" {
 		return -1
 	}
-	if i := slices.Index(memberNames, pointer[1:]); i >= 0 {
+	if i, ok := memberIndexes[pointer[1:]]; ok {
 		return i
 	}
-	return len(memberNames)
+	return len(members)
 }
 
 func syntaxMessage(err error) string {
@@ -183,11 +177,59 @@ func syntaxMessage(err error) string {
 	return "invalid JSON: " + err.Error()
 }
 
-// set decodes the value of one member into p, adding a problem when it has
-// the wrong type.
+// member is one listed member of a payload: its JSON name and how its
+// value is decoded into a [Payload]. The decoders add a problem, naming
+// the member by its pointer m, when the value has the wrong type or form;
+// null never reaches them (it counts as omitted).
+type member struct {
+	name   string
+	decode func(p *Payload, ps *problems, m string, v jsontext.Value)
+}
+
+// members lists the members of a payload, in the order [Payload.Validate]
+// reports them. A name not listed here is kept in Payload.Extra.
+var members = []member{
+	{"owner", stringMember(func(p *Payload) *string { return &p.Owner }, false)},
+	{"systemId", stringMember(func(p *Payload) *string { return &p.SystemID }, false)},
+	{"actedUpon", stringMember(func(p *Payload) *string { return &p.ActedUpon }, false)},
+	{"operationId", stringMember(func(p *Payload) *string { return &p.OperationID }, false)},
+	{"category", stringMember(func(p *Payload) *string { return &p.Category }, false)},
+	{"action", stringMember(func(p *Payload) *string { return &p.Action }, false)},
+	{"severity", decodeSeverity},
+	{"description", decodeDescription},
+	{"metadata", decodeMetadata},
+	{"correlationKey", stringMember(func(p *Payload) *string { return &p.CorrelationKey }, true)},
+	{"occurrenceCount", decodeOccurrenceCount},
+	{"firstSeenAt", timeMember(func(p *Payload) **time.Time { return &p.FirstSeenAt })},
+	{"lastSeenAt", timeMember(func(p *Payload) **time.Time { return &p.LastSeenAt })},
+	{"resolvedAt", timeMember(func(p *Payload) **time.Time { return &p.ResolvedAt })},
+	{"source", stringMember(func(p *Payload) *string { return &p.Source }, true)},
+	{"type", stringMember(func(p *Payload) *string { return &p.Type }, true)},
+	{"specversion", stringMember(func(p *Payload) *string { return &p.Specversion }, true)},
+	{"traceId", stringMember(func(p *Payload) *string { return &p.TraceID }, true)},
+	{"parentId", stringMember(func(p *Payload) *string { return &p.ParentID }, true)},
+	{"idempotencyKey", stringMember(func(p *Payload) *string { return &p.IdempotencyKey }, true)},
+}
+
+// memberIndexes maps a listed member's name to its index in [members].
+var memberIndexes = func() map[string]int {
+	m := make(map[string]int, len(members))
+	for i, mb := range members {
+		m[mb.name] = i
+	}
+	return m
+}()
+
+func isMember(name string) bool {
+	_, ok := memberIndexes[name]
+	return ok
+}
+
+// set decodes the value of one member into p: a listed member through its
+// decoder, any other into Extra as sent.
 func (p *Payload) set(ps *problems, name string, v jsontext.Value) {
-	member := "/" + escapePointer(name)
-	if !isMember(name) {
+	i, ok := memberIndexes[name]
+	if !ok {
 		if p.Extra == nil {
 			p.Extra = make(map[string]jsontext.Value)
 		}
@@ -197,112 +239,90 @@ func (p *Payload) set(ps *problems, name string, v jsontext.Value) {
 	if v.Kind() == 'n' {
 		return // null counts as omitted
 	}
-	str := func(dst *string, nonEmpty bool) {
-		if v.Kind() != '"' {
-			ps.add(member, "type", "must be a string")
-			return
-		}
-		var s string
-		if err := json.Unmarshal(v, &s); err != nil {
-			ps.add(member, "utf8", "must be a valid string")
-			return
-		}
-		if nonEmpty && s == "" {
-			ps.add(member, "minLength", "must not be empty")
-			return
-		}
-		*dst = s
+	members[i].decode(p, ps, "/"+name, v)
+}
+
+// decodeString decodes a JSON string, adding a problem when v is not one,
+// or is "" and nonEmpty is set.
+func decodeString(ps *problems, m string, v jsontext.Value, nonEmpty bool) (string, bool) {
+	if v.Kind() != '"' {
+		ps.add(m, event.RuleType, "must be a string")
+		return "", false
 	}
-	tm := func(dst **time.Time) {
-		var s string
-		str(&s, true)
-		if s == "" {
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		ps.add(m, event.RuleUTF8, "must be a valid string")
+		return "", false
+	}
+	if nonEmpty && s == "" {
+		ps.add(m, event.RuleMinLength, "must not be empty")
+		return "", false
+	}
+	return s, true
+}
+
+func stringMember(field func(*Payload) *string, nonEmpty bool) func(*Payload, *problems, string, jsontext.Value) {
+	return func(p *Payload, ps *problems, m string, v jsontext.Value) {
+		if s, ok := decodeString(ps, m, v, nonEmpty); ok {
+			*field(p) = s
+		}
+	}
+}
+
+func timeMember(field func(*Payload) **time.Time) func(*Payload, *problems, string, jsontext.Value) {
+	return func(p *Payload, ps *problems, m string, v jsontext.Value) {
+		s, ok := decodeString(ps, m, v, true)
+		if !ok {
 			return
 		}
 		t, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil || !rfc3339.MatchString(s) {
 			// time.Parse alone admits a one-digit hour; RFC 3339 does not.
-			ps.add(member, "format", "must be an RFC 3339 date-time with Z or an offset")
+			ps.add(m, event.RuleFormat, "must be an RFC 3339 date-time with Z or an offset")
 			return
 		}
 		t = t.UTC().Truncate(time.Microsecond)
-		*dst = &t
+		*field(p) = &t
 	}
-	switch name {
-	case "owner":
-		str(&p.Owner, false)
-	case "systemId":
-		str(&p.SystemID, false)
-	case "actedUpon":
-		str(&p.ActedUpon, false)
-	case "operationId":
-		str(&p.OperationID, false)
-	case "category":
-		str(&p.Category, false)
-	case "action":
-		str(&p.Action, false)
-	case "severity":
-		var s string
-		str(&s, true)
-		p.Severity = Severity(s)
-		if s == "" && !ps.has(member) {
-			ps.add(member, "enum", "must be a severity")
-		}
-	case "description":
-		var s string
-		if v.Kind() == '"' {
-			str(&s, false)
-			if !ps.has(member) {
-				p.Description = &s
-			}
-		} else {
-			ps.add(member, "type", "must be a string")
-		}
-	case "metadata":
-		if v.Kind() != '{' {
-			ps.add(member, "type", "must be a JSON object")
-			return
-		}
-		p.Metadata = v.Clone()
-	case "correlationKey":
-		str(&p.CorrelationKey, true)
-	case "occurrenceCount":
-		if v.Kind() != '0' {
-			ps.add(member, "type", "must be an integer")
-			return
-		}
-		if bytes.ContainsAny(v, ".eE") {
-			ps.add(member, "integer", "must be an integer (no fraction or exponent)")
-			return
-		}
-		n, err := strconv.ParseInt(string(v), 10, 64)
-		if err != nil {
-			if v[0] == '-' {
-				ps.add(member, "minimum", "must be an integer of at least 1")
-			} else {
-				ps.add(member, "range", "must be at most 9223372036854775807")
-			}
-			return
-		}
+}
+
+func decodeSeverity(p *Payload, ps *problems, m string, v jsontext.Value) {
+	if s, ok := decodeString(ps, m, v, true); ok {
+		p.Severity = Severity(s) // Validate checks it is one of Severities
+	}
+}
+
+func decodeDescription(p *Payload, ps *problems, m string, v jsontext.Value) {
+	if s, ok := decodeString(ps, m, v, false); ok {
+		p.Description = &s
+	}
+}
+
+func decodeMetadata(p *Payload, ps *problems, m string, v jsontext.Value) {
+	if v.Kind() != '{' {
+		ps.add(m, event.RuleType, "must be a JSON object")
+		return
+	}
+	p.Metadata = v.Clone()
+}
+
+func decodeOccurrenceCount(p *Payload, ps *problems, m string, v jsontext.Value) {
+	if v.Kind() != '0' {
+		ps.add(m, event.RuleType, "must be an integer")
+		return
+	}
+	if bytes.ContainsAny(v, ".eE") {
+		ps.add(m, event.RuleType, "must be an integer written without a fraction or exponent")
+		return
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	switch {
+	case err != nil && v[0] == '-':
+		ps.add(m, event.RuleMinimum, "must be an integer of at least 1")
+	case err != nil:
+		ps.add(m, event.RuleMaximum, "must be at most 9223372036854775807")
+	default:
 		p.OccurrenceCount = &n
-	case "firstSeenAt":
-		tm(&p.FirstSeenAt)
-	case "lastSeenAt":
-		tm(&p.LastSeenAt)
-	case "resolvedAt":
-		tm(&p.ResolvedAt)
-	case "source":
-		str(&p.Source, true)
-	case "type":
-		str(&p.Type, true)
-	case "specversion":
-		str(&p.Specversion, true)
-	case "traceId":
-		str(&p.TraceID, true)
-	case "parentId":
-		str(&p.ParentID, true)
-	case "idempotencyKey":
-		str(&p.IdempotencyKey, true)
 	}
 }
 

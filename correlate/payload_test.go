@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tallyhq/tally/correlate"
+	"github.com/tallyhq/tally/event"
 )
 
 // problems returns "member rule" for each problem of err, or nil when err
@@ -20,8 +21,8 @@ func problems(t *testing.T, err error) []string {
 	if err == nil {
 		return nil
 	}
-	var ve *correlate.ValidationError
-	if !errors.As(err, &ve) || !errors.Is(err, correlate.ErrInvalid) {
+	var ve *event.ValidationError
+	if !errors.As(err, &ve) || !errors.Is(err, event.ErrInvalid) {
 		t.Fatalf("error %v is not a *ValidationError matching ErrInvalid", err)
 	}
 	var out []string
@@ -46,16 +47,54 @@ func TestDecodePayloadFieldRules(t *testing.T) {
 		{"correlationKey 255 bytes", `"correlationKey":"` + long(255) + `"`, nil},
 		{"correlationKey 256 bytes", `"correlationKey":"` + long(256) + `"`, []string{"/correlationKey maxLength"}},
 		{"correlationKey empty", `"correlationKey":""`, []string{"/correlationKey minLength"}},
-		{"correlationKey counted in bytes", `"correlationKey":"` + strings.Repeat("é", 128) + `"`, []string{"/correlationKey maxLength"}},
+		// DECISIONS.md, Length bounds of correlated events: "Counted in
+		// characters (Unicode code points), as maxLength in Meshery's event
+		// schema counts them".
+		{"correlationKey of 255 characters of 2 bytes each", `"correlationKey":"` + strings.Repeat("é", 255) + `"`, nil},
+		{"correlationKey of 256 characters of 2 bytes each", `"correlationKey":"` + strings.Repeat("é", 256) + `"`, []string{"/correlationKey maxLength"}},
+		{"category of 200 CJK characters (600 bytes)", `"category":"` + strings.Repeat("分", 200) + `"`, nil},
+		{"category of 501 CJK characters", `"category":"` + strings.Repeat("分", 501) + `"`, []string{"/category maxLength"}},
+		{"description of 2600 é (5200 bytes)", `"description":"` + strings.Repeat("é", 2600) + `"`, nil},
+		{"description of 5000 4-byte characters", `"description":"` + strings.Repeat("😀", 5000) + `"`, nil},
+		{"description of 5001 characters", `"description":"` + strings.Repeat("é", 5001) + `"`, []string{"/description maxLength"}},
+		{"source of 255 characters", `"source":"` + long(255) + `"`, nil},
+		{"idempotencyKey of 255 characters of 3 bytes each", `"idempotencyKey":"` + strings.Repeat("分", 255) + `"`, nil},
+		{"type of 256 characters", `"type":"` + strings.Repeat("分", 256) + `"`, []string{"/type maxLength"}},
+		// DECISIONS.md, source: "A real RFC 3986 URI-reference (brackets only
+		// around an IP literal, a port of digits), checked as the CloudEvents
+		// SDKs would parse it."
+		{"source with an unclosed IP literal", `"source":"http://[bad"`, []string{"/source format"}},
+		{"source with brackets in a path", `"source":"a[b]"`, []string{"/source format"}},
+		{"source with a port that is not digits", `"source":"//host:port/x"`, []string{"/source format"}},
+		{"source with brackets after the host", `"source":"http://h/a[b]"`, []string{"/source format"}},
+		{"source with brackets in the query", `"source":"/x?q=[1]"`, []string{"/source format"}},
+		{"source with an IPv4 address in brackets", `"source":"http://[1.2.3.4]/"`, []string{"/source format"}},
+		{"source with a colon first", `"source":":x"`, []string{"/source format"}},
+		{"source IPv6 literal", `"source":"http://[::1]/x"`, nil},
+		{"source IPv6 literal and port", `"source":"http://[::1]:8080/x"`, nil},
+		{"source absolute path", `"source":"/apicurio-registry"`, nil},
+		{"source relative name", `"source":"meshery-adapter-istio"`, nil},
+		{"source URN", `"source":"urn:uuid:6e8bc430-9c3a-11d9-9669-0800200c9a66"`, nil},
+		{"source mailto (CloudEvents spec example)", `"source":"mailto:cncf-wg-serverless@lists.cncf.io"`, nil},
+		{"source https with user, port, query and fragment", `"source":"https://u@github.com:443/cloudevents/spec/pull/123?a=b#c"`, nil},
+		{"source network-path reference", `"source":"//layer5.io/cloud"`, nil},
+		{"source with an empty port", `"source":"http://h:/x"`, nil},
+		{"source percent-escaped", `"source":"/sensors/tn-1234567%2Falerts"`, nil},
+		// DECISIONS.md, Times that contradict each other in one payload:
+		// "lastSeenAt before firstSeenAt ...: 400 naming the later member".
+		{"lastSeenAt before firstSeenAt", `"firstSeenAt":"2026-03-01T12:00:00Z","lastSeenAt":"2026-03-01T11:59:59.999999Z"`, []string{"/lastSeenAt minimum"}},
+		{"lastSeenAt equal to firstSeenAt", `"firstSeenAt":"2026-03-01T12:00:00Z","lastSeenAt":"2026-03-01T13:00:00+01:00"`, nil},
+		{"lastSeenAt after firstSeenAt", `"firstSeenAt":"2026-03-01T12:00:00Z","lastSeenAt":"2026-03-01T12:00:01Z"`, nil},
+		{"lastSeenAt before firstSeenAt across offsets", `"firstSeenAt":"2026-03-01T12:00:00+01:00","lastSeenAt":"2026-03-01T11:30:00+02:00"`, []string{"/lastSeenAt minimum"}},
 		// "occurrenceCount | integer, minimum 1"
 		{"occurrenceCount 1", `"occurrenceCount":1`, nil},
 		{"occurrenceCount beyond 2^31", `"occurrenceCount":2147483648000`, nil},
 		{"occurrenceCount 0", `"occurrenceCount":0`, []string{"/occurrenceCount minimum"}},
 		{"occurrenceCount negative", `"occurrenceCount":-3`, []string{"/occurrenceCount minimum"}},
-		{"occurrenceCount fraction", `"occurrenceCount":1.5`, []string{"/occurrenceCount integer"}},
-		{"occurrenceCount 1.0 is not written as an integer", `"occurrenceCount":1.0`, []string{"/occurrenceCount integer"}},
-		{"occurrenceCount exponent", `"occurrenceCount":1e3`, []string{"/occurrenceCount integer"}},
-		{"occurrenceCount beyond int64", `"occurrenceCount":9223372036854775808`, []string{"/occurrenceCount range"}},
+		{"occurrenceCount fraction", `"occurrenceCount":1.5`, []string{"/occurrenceCount type"}},
+		{"occurrenceCount 1.0 is not written as an integer", `"occurrenceCount":1.0`, []string{"/occurrenceCount type"}},
+		{"occurrenceCount exponent", `"occurrenceCount":1e3`, []string{"/occurrenceCount type"}},
+		{"occurrenceCount beyond int64", `"occurrenceCount":9223372036854775808`, []string{"/occurrenceCount maximum"}},
 		{"occurrenceCount string", `"occurrenceCount":"2"`, []string{"/occurrenceCount type"}},
 		// "source | string, uri-reference, 1-255"
 		{"source name", `"source":"meshery-adapter-istio"`, nil},
@@ -91,9 +130,9 @@ func TestDecodePayloadFieldRules(t *testing.T) {
 		{"date-time with offset", `"firstSeenAt":"2026-03-01T12:00:00+05:30"`, nil},
 		{"date-time without zone", `"lastSeenAt":"2026-03-01T12:00:00"`, []string{"/lastSeenAt format"}},
 		{"date-time not a date", `"resolvedAt":"yesterday"`, []string{"/resolvedAt format"}},
-		{"date-time year 0", `"resolvedAt":"0000-01-01T00:00:00Z"`, []string{"/resolvedAt range"}},
+		{"date-time year 0", `"resolvedAt":"0000-01-01T00:00:00Z"`, []string{"/resolvedAt format"}},
 		{"date-time with a one-digit hour (found by FuzzDecodePayload)", `"resolvedAt":"2026-03-01T1:00:00+01:00"`, []string{"/resolvedAt format"}},
-		{"date-time at the zero instant, indistinguishable from absent", `"resolvedAt":"0001-01-01T01:00:00+01:00"`, []string{"/resolvedAt range"}},
+		{"date-time at the zero instant, indistinguishable from absent", `"resolvedAt":"0001-01-01T01:00:00+01:00"`, []string{"/resolvedAt format"}},
 		{"date-time just after the zero instant", `"resolvedAt":"0001-01-01T00:00:01Z"`, nil},
 		// idempotencyKey 1..255
 		{"idempotencyKey", `"idempotencyKey":"` + long(255) + `"`, nil},
@@ -101,7 +140,7 @@ func TestDecodePayloadFieldRules(t *testing.T) {
 		{"metadata not an object", `"metadata":[1]`, []string{"/metadata type"}},
 		{"NUL in a string", `"description":"a\u0000b"`, []string{"/description nul"}},
 		{"every problem at once, in member order", `"traceId":"x","severity":"x","occurrenceCount":0.5,"specversion":"2","parentId":"y","correlationKey":""`,
-			[]string{"/severity enum", "/correlationKey minLength", "/occurrenceCount integer", "/specversion enum", "/traceId format", "/parentId format"}},
+			[]string{"/severity enum", "/correlationKey minLength", "/occurrenceCount type", "/specversion enum", "/traceId format", "/parentId format"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,7 +166,7 @@ func TestDecodePayloadStrict(t *testing.T) {
 		name, body string
 		want       []string
 	}{
-		{"a member given twice is refused, naming it", `{"category":"c","action":"a","category":"d"}`, []string{"/category duplicate"}},
+		{"a member given twice is refused, naming it", `{"category":"c","action":"a","category":"d"}`, []string{"/category duplicateMember"}},
 		{"invalid JSON", `{"category":"c",`, []string{" syntax"}},
 		{"trailing data", `{"category":"c","action":"a"} {}`, []string{" syntax"}},
 		{"not an object", `["category"]`, []string{" type"}},
@@ -195,7 +234,7 @@ func TestValidateGoPayload(t *testing.T) {
 		{"extra not JSON", correlate.Payload{Category: "c", Action: "a",
 			Extra: map[string]jsontext.Value{"x": jsontext.Value(`{`)}}, []string{"/x syntax"}},
 		{"invalid UTF-8", correlate.Payload{Category: "c\xff", Action: "a"}, []string{"/category utf8"}},
-		{"time out of range", correlate.Payload{Category: "c", Action: "a", ResolvedAt: new(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC))}, []string{"/resolvedAt range"}},
+		{"time out of range", correlate.Payload{Category: "c", Action: "a", ResolvedAt: new(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC))}, []string{"/resolvedAt format"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -257,7 +296,7 @@ func TestValidateRawMembersOfAGoPayload(t *testing.T) {
 				}
 				return
 			}
-			var ve *correlate.ValidationError
+			var ve *event.ValidationError
 			if !errors.As(err, &ve) {
 				t.Fatalf("Validate: %v, want a *ValidationError", err)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/store"
 )
 
@@ -112,7 +113,7 @@ func (s *Service) StatusCode(p Payload, d Disposition) int {
 // user) and a call that identifies no user has none to scope to. Give every
 // producer that needs correlation a user.
 //
-// Errors: a [*ValidationError] (errors.Is [ErrInvalid]) listing every
+// Errors: an [*event.ValidationError] (errors.Is [event.ErrInvalid]) listing every
 // problem of p, [ErrNoOrganization], or the store's error. A refused create
 // records nothing and binds no key. Times in p are taken in UTC, truncated
 // to microseconds.
@@ -279,55 +280,23 @@ func (s *Service) Get(ctx context.Context, caller Caller, id string) (Event, err
 // lists those recorded with no user in its organization; a caller with
 // AllUsers set (a reader of the organization) lists every event of its
 // organization, whoever recorded it. No caller ever lists another
-// organization's events. Errors: a [*ValidationError]
-// (members are parameter names: page, pageSize, order, severity, status,
-// category, action, correlationKey, search; page must be 0 to [MaxPage];
-// text must be valid UTF-8 without NUL)
-// for a bad query; [ErrNoOrganization]; the store's error.
+// organization's events. Errors: an [*event.ValidationError] listing every
+// bad parameter (members are pointers to the parameters as getEvents names
+// them: /page, /pageSize, /order, /severity, /status, /category, /action,
+// /correlationKey, /search; page must be 0 to [MaxPage]; text must be valid
+// UTF-8 without NUL); [ErrNoOrganization]; the store's error.
 func (s *Service) List(ctx context.Context, caller Caller, q Query) (Page, error) {
 	if caller.Organization == "" {
 		return Page{}, ErrNoOrganization
 	}
-	var ps problems
-	if q.Page < 0 || q.Page > MaxPage {
-		ps.add("page", "range", "must be between 0 and %d", MaxPage)
+	if err := q.Validate(); err != nil {
+		return Page{}, err
 	}
 	if q.PageSize == 0 {
 		q.PageSize = DefaultPageSize
 	}
-	if q.PageSize < 1 || q.PageSize > MaxPageSize {
-		ps.add("pageSize", "range", "must be between 1 and %d", MaxPageSize)
-	}
 	if q.Order == "" {
 		q.Order = OrderDesc
-	}
-	if q.Order != OrderAsc && q.Order != OrderDesc {
-		ps.add("order", "enum", `must be "asc" or "desc"`)
-	}
-	for _, v := range q.Severity {
-		if !v.Valid() {
-			ps.add("severity", "enum", "%q is not a severity", v)
-		}
-	}
-	for _, v := range q.Status {
-		if !v.Valid() {
-			ps.add("status", "enum", "%q is not a status", v)
-		}
-	}
-	text := func(name string, vs ...string) {
-		for _, v := range vs {
-			if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
-				ps.add(name, "utf8", "must be valid UTF-8 without NUL")
-				return
-			}
-		}
-	}
-	text("category", q.Category...)
-	text("action", q.Action...)
-	text("correlationKey", q.CorrelationKey)
-	text("search", q.Search)
-	if err := ps.err(); err != nil {
-		return Page{}, err
 	}
 	events, total, err := s.store.ListCorrelatedEvents(ctx, caller, q)
 	if err != nil {
@@ -339,8 +308,54 @@ func (s *Service) List(ctx context.Context, caller Caller, q Query) (Page, error
 	return Page{Page: q.Page, PageSize: q.PageSize, TotalCount: total, Data: events}, nil
 }
 
+// Validate returns an [*event.ValidationError] listing every bad parameter
+// of q (see [Service.List], which calls it), or nil. A zero PageSize and an
+// empty Order are valid: they mean the defaults. An HTTP adapter calls it
+// to list these problems beside its own.
+func (q Query) Validate() error {
+	var ps problems
+	switch {
+	case q.Page < 0:
+		ps.add("/page", event.RuleMinimum, "must be between 0 and %d", MaxPage)
+	case q.Page > MaxPage:
+		ps.add("/page", event.RuleMaximum, "must be between 0 and %d", MaxPage)
+	}
+	switch {
+	case q.PageSize < 0:
+		ps.add("/pageSize", event.RuleMinimum, "must be between 1 and %d", MaxPageSize)
+	case q.PageSize > MaxPageSize:
+		ps.add("/pageSize", event.RuleMaximum, "must be between 1 and %d", MaxPageSize)
+	}
+	if q.Order != "" && q.Order != OrderAsc && q.Order != OrderDesc {
+		ps.add("/order", event.RuleEnum, `must be "asc" or "desc"`)
+	}
+	for _, v := range q.Severity {
+		if !v.Valid() {
+			ps.add("/severity", event.RuleEnum, "%q is not a severity", v)
+		}
+	}
+	for _, v := range q.Status {
+		if !v.Valid() {
+			ps.add("/status", event.RuleEnum, "%q is not a status", v)
+		}
+	}
+	text := func(name string, vs ...string) {
+		for _, v := range vs {
+			if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+				ps.add("/"+name, event.RuleUTF8, "must be valid UTF-8 without NUL")
+				return
+			}
+		}
+	}
+	text("category", q.Category...)
+	text("action", q.Action...)
+	text("correlationKey", q.CorrelationKey)
+	text("search", q.Search)
+	return ps.err()
+}
+
 // SetStatus marks the event with id read or unread, as Meshery's events
-// API does, and returns it. Errors: a [*ValidationError] for a status not
+// API does, and returns it. Errors: an [*event.ValidationError] for a status not
 // in [Statuses] (member "/status"), then as [Service.Get].
 func (s *Service) SetStatus(ctx context.Context, caller Caller, id string, status Status) (Event, error) {
 	if caller.Organization == "" {
@@ -348,7 +363,7 @@ func (s *Service) SetStatus(ctx context.Context, caller Caller, id string, statu
 	}
 	if !status.Valid() {
 		var ps problems
-		ps.add("/status", "enum", `must be "read" or "unread"`)
+		ps.add("/status", event.RuleEnum, `must be "read" or "unread"`)
 		return Event{}, ps.err()
 	}
 	id, err := parseID(id)

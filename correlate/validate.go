@@ -3,63 +3,25 @@ package correlate
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
-)
 
-// ErrInvalid is matched (errors.Is) by every [*ValidationError]: a payload
-// that breaks a field rule of event-correlation.md (Fields) or of issue 4's
-// validation list. A refused create records nothing and binds no key.
-var ErrInvalid = errors.New("correlate: invalid payload")
+	"github.com/tallyhq/tally/event"
+)
 
 // ErrNoOrganization is returned when a [Caller] has no organization: the
 // caller of the library made a mistake, not the client.
 var ErrNoOrganization = errors.New("correlate: caller has no organization")
 
-// Problem is one broken rule.
-type Problem struct {
-	// Member is a JSON Pointer (RFC 6901) into the payload, such as
-	// "/traceId"; "" names the payload as a whole.
-	Member string `json:"member"`
-	// Rule is the short name of the rule: syntax, duplicate, type, required,
-	// minLength, maxLength, minimum, integer, range, format, enum, utf8, nul,
-	// reserved.
-	Rule string `json:"rule"`
-	// Message says what is wrong, in a sentence.
-	Message string `json:"message"`
-}
-
-// ValidationError lists every problem of a payload at once, in member order.
-// It matches [ErrInvalid] with errors.Is; inspect it with errors.As.
-type ValidationError struct {
-	Problems []Problem `json:"problems"`
-}
-
-// Error lists the problems in one line: "member: message; …".
-func (e *ValidationError) Error() string {
-	var b strings.Builder
-	b.WriteString("correlate: invalid payload: ")
-	for i, p := range e.Problems {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		if p.Member != "" {
-			b.WriteString(p.Member)
-			b.WriteString(": ")
-		}
-		b.WriteString(p.Message)
-	}
-	return b.String()
-}
-
-// Is makes errors.Is(err, ErrInvalid) true.
-func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
-
-type problems []Problem
+// problems collects the problems of one payload or query; err returns them
+// as tally's one validation error, an [*event.ValidationError] matching
+// [event.ErrInvalid].
+type problems []event.Problem
 
 func (ps *problems) add(member, rule, format string, args ...any) {
-	*ps = append(*ps, Problem{Member: member, Rule: rule, Message: fmt.Sprintf(format, args...)})
+	*ps = append(*ps, event.Problem{Member: member, Rule: rule, Message: fmt.Sprintf(format, args...)})
 }
 
 func (ps problems) has(member string) bool {
@@ -75,25 +37,46 @@ func (ps problems) err() error {
 	if len(ps) == 0 {
 		return nil
 	}
-	return &ValidationError{Problems: ps}
+	return &event.ValidationError{Problems: ps}
 }
 
-// Validate checks every field rule and returns a [*ValidationError] listing
-// every problem, or nil:
+// The length bounds of a payload, in characters (Unicode code points), as
+// maxLength counts them in Meshery's event schema (DECISIONS.md, Length
+// bounds of correlated events), so a client validating against that schema
+// is never refused. The two members an index holds, correlationKey (the
+// unique index of open events) and idempotencyKey (the key table's primary
+// key), need no separate byte bound: 255 characters are at most 1020 bytes of
+// UTF-8, well within PostgreSQL's btree entry limit (about 2700 bytes).
+const (
+	// MaxCategoryLen bounds category and action.
+	MaxCategoryLen = 500
+	// MaxDescriptionLen bounds description.
+	MaxDescriptionLen = 5000
+	// MaxKeyLen bounds correlationKey, idempotencyKey, source and type.
+	MaxKeyLen = 255
+)
+
+// Validate checks every field rule and returns an [*event.ValidationError]
+// (matching [event.ErrInvalid]) listing every problem, or nil:
 //
-//   - category and action required, at most 500 bytes; description at most
-//     5000 bytes;
+//   - category and action required, at most 500 characters; description
+//     at most 5000 characters;
 //   - severity, when set, one of [Severities];
-//   - correlationKey, type and idempotencyKey 1 to 255 bytes; source a
-//     URI reference of 1 to 255 bytes; specversion exactly "1.0";
+//   - correlationKey, type and idempotencyKey 1 to 255 characters; source
+//     an RFC 3986 URI-reference of 1 to 255 characters, as net/url (the
+//     parser of the CloudEvents Go SDK) reads it, with brackets only around
+//     an IP literal and a port of digits; specversion exactly "1.0";
 //   - traceId 32 and parentId 16 lower-case hex digits, not all zeros (W3C
 //     Trace Context);
 //   - occurrenceCount at least 1 (no upper bound below 2^63);
-//   - date-times between years 1 and 9999;
+//   - date-times between years 1 and 9999; lastSeenAt not before
+//     firstSeenAt (DECISIONS.md, Times that contradict each other);
 //   - every string valid UTF-8 without NUL; metadata, when set, a JSON
 //     object; no Extra member named like a listed member.
 //
-// Lengths count bytes of UTF-8. A Go string field left "" counts as omitted.
+// Lengths count characters (Unicode code points), see [MaxKeyLen]. A
+// problem's Rule is one of the event.Rule* constants. A Go string field
+// left "" counts as omitted.
 func (p Payload) Validate() error {
 	var ps problems
 	p.validate(&ps)
@@ -104,13 +87,13 @@ func (p Payload) validate(ps *problems) {
 	str := func(member, v string, minLen, maxLen int) bool {
 		switch {
 		case !utf8.ValidString(v):
-			ps.add(member, "utf8", "must be valid UTF-8")
+			ps.add(member, event.RuleUTF8, "must be valid UTF-8")
 		case strings.IndexByte(v, 0) >= 0:
-			ps.add(member, "nul", "must not contain NUL")
+			ps.add(member, event.RuleNUL, "must not contain NUL")
 		case len(v) < minLen:
-			ps.add(member, "required", "is required")
-		case maxLen > 0 && len(v) > maxLen:
-			ps.add(member, "maxLength", "must be at most %d bytes (is %d)", maxLen, len(v))
+			ps.add(member, event.RuleRequired, "is required")
+		case maxLen > 0 && utf8.RuneCountInString(v) > maxLen:
+			ps.add(member, event.RuleMaxLength, "must be at most %d characters (is %d)", maxLen, utf8.RuneCountInString(v))
 		default:
 			return true
 		}
@@ -126,13 +109,13 @@ func (p Payload) validate(ps *problems) {
 	str("/systemId", p.SystemID, 0, 0)
 	str("/actedUpon", p.ActedUpon, 0, 0)
 	str("/operationId", p.OperationID, 0, 0)
-	str("/category", p.Category, 1, 500)
-	str("/action", p.Action, 1, 500)
+	str("/category", p.Category, 1, MaxCategoryLen)
+	str("/action", p.Action, 1, MaxCategoryLen)
 	if p.Severity != "" && !p.Severity.Valid() {
-		ps.add("/severity", "enum", "must be one of %s", strings.Join(severityNames(), ", "))
+		ps.add("/severity", event.RuleEnum, "must be one of %s", strings.Join(severityNames(), ", "))
 	}
 	if p.Description != nil {
-		str("/description", *p.Description, 0, 5000)
+		str("/description", *p.Description, 0, MaxDescriptionLen)
 	}
 	switch {
 	case p.Metadata == nil:
@@ -140,41 +123,46 @@ func (p Payload) validate(ps *problems) {
 		// Strict JSON (RFC 7493: valid UTF-8, no member twice), as
 		// DecodePayload reads it: a Go caller's raw value gets the same
 		// rule, so no store keeps what another would refuse.
-		ps.add("/metadata", "syntax", "must be one valid JSON object (valid UTF-8, no member given twice)")
+		ps.add("/metadata", event.RuleSyntax, "must be one valid JSON object (valid UTF-8, no member given twice)")
 	case p.Metadata.Kind() != '{':
-		ps.add("/metadata", "type", "must be a JSON object")
+		ps.add("/metadata", event.RuleType, "must be a JSON object")
 	}
-	opt("/correlationKey", p.CorrelationKey, 255)
+	opt("/correlationKey", p.CorrelationKey, MaxKeyLen)
 	if p.OccurrenceCount != nil && *p.OccurrenceCount < 1 {
-		ps.add("/occurrenceCount", "minimum", "must be an integer of at least 1")
+		ps.add("/occurrenceCount", event.RuleMinimum, "must be an integer of at least 1")
 	}
-	validTime(ps, "/firstSeenAt", p.FirstSeenAt)
-	validTime(ps, "/lastSeenAt", p.LastSeenAt)
+	first := validTime(ps, "/firstSeenAt", p.FirstSeenAt)
+	last := validTime(ps, "/lastSeenAt", p.LastSeenAt)
 	validTime(ps, "/resolvedAt", p.ResolvedAt)
-	if opt("/source", p.Source, 255) && !isURIReference(p.Source) {
-		ps.add("/source", "format", "must be a URI reference (RFC 3986)")
+	// DECISIONS.md, Times that contradict each other in one payload:
+	// "lastSeenAt before firstSeenAt ...: 400 naming the later member".
+	if first && last && p.LastSeenAt.Before(*p.FirstSeenAt) {
+		ps.add("/lastSeenAt", event.RuleMinimum, "must not be before firstSeenAt (%s)", p.FirstSeenAt.UTC().Format(time.RFC3339Nano))
 	}
-	opt("/type", p.Type, 255)
+	if opt("/source", p.Source, MaxKeyLen) && !IsURIReference(p.Source) {
+		ps.add("/source", event.RuleFormat, "must be a URI reference (RFC 3986): brackets only around an IP literal, a port of digits")
+	}
+	opt("/type", p.Type, MaxKeyLen)
 	if p.Specversion != "" && p.Specversion != "1.0" {
-		ps.add("/specversion", "enum", `must be "1.0"`)
+		ps.add("/specversion", event.RuleEnum, `must be "1.0"`)
 	}
 	if p.TraceID != "" && !isTraceHex(p.TraceID, 32) {
-		ps.add("/traceId", "format", "must be 32 lower-case hex digits, not all zeros (W3C trace-id)")
+		ps.add("/traceId", event.RuleFormat, "must be 32 lower-case hex digits, not all zeros (W3C trace-id)")
 	}
 	if p.ParentID != "" && !isTraceHex(p.ParentID, 16) {
-		ps.add("/parentId", "format", "must be 16 lower-case hex digits, not all zeros (W3C parent-id)")
+		ps.add("/parentId", event.RuleFormat, "must be 16 lower-case hex digits, not all zeros (W3C parent-id)")
 	}
-	opt("/idempotencyKey", p.IdempotencyKey, 255)
+	opt("/idempotencyKey", p.IdempotencyKey, MaxKeyLen)
 	for _, name := range sortedKeys(p.Extra) {
-		m := "/" + escapePointer(name)
+		m := event.Pointer(name)
 		if isMember(name) {
-			ps.add(m, "reserved", "names a listed member; set the field instead")
+			ps.add(m, event.RuleReserved, "names a listed member; set the field instead")
 		} else if !utf8.ValidString(name) {
-			ps.add(m, "utf8", "member name must be valid UTF-8")
+			ps.add(m, event.RuleUTF8, "member name must be valid UTF-8")
 		} else if strings.IndexByte(name, 0) >= 0 {
-			ps.add(m, "nul", "member name must not contain NUL")
+			ps.add(m, event.RuleNUL, "member name must not contain NUL")
 		} else if !p.Extra[name].IsValid() {
-			ps.add(m, "syntax", "must be valid JSON")
+			ps.add(m, event.RuleSyntax, "must be valid JSON")
 		}
 	}
 }
@@ -187,15 +175,19 @@ func severityNames() []string {
 	return s
 }
 
-func validTime(ps *problems, member string, t *time.Time) {
+// validTime reports whether t is set and within range, adding a problem
+// when it is set and out of range.
+func validTime(ps *problems, member string, t *time.Time) bool {
 	if t == nil {
-		return
+		return false
 	}
 	// The zero instant (0001-01-01T00:00:00Z) is Go's "no time": an
 	// event could not tell it from an absent member, so it is out of range.
 	if y := t.UTC().Year(); y < 1 || y > 9999 || t.IsZero() {
-		ps.add(member, "range", "must be after 0001-01-01T00:00:00Z and before year 10000")
+		ps.add(member, event.RuleFormat, "must be after 0001-01-01T00:00:00Z and before year 10000")
+		return false
 	}
+	return true
 }
 
 func isTraceHex(s string, n int) bool {
@@ -216,9 +208,17 @@ func isTraceHex(s string, n int) bool {
 	return !zero
 }
 
-// isURIReference checks the characters and percent-escapes of RFC 3986's
-// URI-reference, and that a scheme, when present, is well formed.
-func isURIReference(s string) bool {
+// IsURIReference reports whether s is an RFC 3986 URI-reference, the type
+// event-correlation.md gives source (DECISIONS.md, source: "A real RFC 3986
+// URI-reference (brackets only around an IP literal, a port of digits),
+// checked as the CloudEvents SDKs would parse it"): only the characters and
+// percent-escapes RFC 3986 allows, a well-formed scheme when there is one,
+// accepted by net/url's parser (which the CloudEvents Go SDK uses for
+// source, and which checks an IP literal and the port), and brackets only
+// around the IP literal of the host. "http://[::1]/x", "/apicurio-registry",
+// "meshery-adapter-istio" and "urn:uuid:…" are URI-references;
+// "http://[bad", "a[b]" and "//host:port/x" are not.
+func IsURIReference(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
@@ -254,13 +254,15 @@ func isURIReference(s string) bool {
 			}
 		}
 	}
-	return true
+	u, err := url.Parse(s)
+	if err != nil {
+		return false
+	}
+	// RFC 3986 allows '[' and ']' only around an IP literal: every bracket
+	// of s must be one of the host's, which url.Parse has checked.
+	return strings.Count(s, "[") == strings.Count(u.Host, "[") && strings.Count(s, "]") == strings.Count(u.Host, "]")
 }
 
 func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
-}
-
-func escapePointer(name string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(name, "~", "~0"), "/", "~1")
 }

@@ -30,9 +30,6 @@ var nulEscape = []byte(`\u0000`)
 // limit).
 const MaxDepth = 10000
 
-// RuleDepth is the rule of an item nested deeper than [MaxDepth].
-const RuleDepth = "depth"
-
 // Decode reads one canonical event from b, strictly (canonical-event.md,
 // Members; DECISIONS.md, Canonical events):
 //
@@ -56,10 +53,10 @@ const RuleDepth = "depth"
 // null as a source left out; [Validate] judges what follows from that.
 //
 // Decode does not apply the rules of [Validate]; call it next. On failure
-// the error is an [*Error] with exactly one [Problem]: its Path is the JSON
+// the error is a [*ValidationError] with exactly one [Problem]: its Member is the JSON
 // Pointer of the member ("" for the item as a whole, or the object holding a
 // member name that has a NUL or invalid UTF-8), its Rule one of [RuleType],
-// [RuleSyntax], [RuleDepth], [RuleUnknown], [RuleDuplicate], [RuleUTF8], [RuleNUL] and
+// [RuleSyntax], [RuleDepth], [RuleAdditionalProperties], [RuleDuplicateMember], [RuleUTF8], [RuleNUL] and
 // [RuleFormat]; errors.Is(err, ErrInvalid) holds. The returned Event is the
 // zero Event then. Decode keeps no reference to b and is safe for concurrent
 // use.
@@ -172,7 +169,7 @@ func decodeProblem(b []byte, err error) error {
 		ptr := string(synErr.JSONPointer)
 		switch {
 		case errors.Is(synErr.Err, jsontext.ErrDuplicateName):
-			return single(ptr, RuleDuplicate, "is given more than once")
+			return single(ptr, RuleDuplicateMember, "is given more than once")
 		case synErr.ByteOffset >= 0 && synErr.ByteOffset < int64(len(b)) && b[synErr.ByteOffset] == 0:
 			return single(ptr, RuleNUL, msgNUL)
 		case isUTF8Error(synErr):
@@ -188,7 +185,7 @@ func decodeProblem(b []byte, err error) error {
 		ptr := string(serr.JSONPointer)
 		switch {
 		case errors.Is(serr.Err, json.ErrUnknownName):
-			return single(ptr, RuleUnknown, "is not a member of the canonical event (names are case-sensitive; extension data belongs in payload)")
+			return single(ptr, RuleAdditionalProperties, "is not a member of the canonical event (names are case-sensitive; extension data belongs in payload)")
 		case ptr == "/timestamp":
 			return single(ptr, RuleFormat, "must be an RFC 3339 date-time with a zone (Z or ±hh:mm), such as 2026-03-01T12:00:00Z")
 		case ptr == "/payload/state":

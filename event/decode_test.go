@@ -112,19 +112,19 @@ func TestDecode(t *testing.T) {
 			name:   "member names are case-sensitive",
 			rule:   "member names are case-sensitive (issue 2); DECISIONS: An unknown or mis-cased top-level member refuses the item",
 			in:     item("event_id", "", "Event_ID", `"e-1"`),
-			wantPs: []event.Problem{{Path: "/Event_ID", Rule: event.RuleUnknown, Message: unknown}},
+			wantPs: []event.Problem{{Member: "/Event_ID", Rule: event.RuleAdditionalProperties, Message: unknown}},
 		},
 		{
 			name:   "upper-case payload",
 			rule:   "member names are case-sensitive",
 			in:     item("payload", "", "PAYLOAD", `{"state":"active"}`),
-			wantPs: []event.Problem{{Path: "/PAYLOAD", Rule: event.RuleUnknown, Message: unknown}},
+			wantPs: []event.Problem{{Member: "/PAYLOAD", Rule: event.RuleAdditionalProperties, Message: unknown}},
 		},
 		{
 			name:   "unknown top-level member",
 			rule:   "an unknown top-level member ... is refused with a message that names the member",
 			in:     item("region", `"eu-1"`),
-			wantPs: []event.Problem{{Path: "/region", Rule: event.RuleUnknown, Message: unknown}},
+			wantPs: []event.Problem{{Member: "/region", Rule: event.RuleAdditionalProperties, Message: unknown}},
 		},
 		{
 			name: "unknown payload member is kept, not refused",
@@ -138,37 +138,37 @@ func TestDecode(t *testing.T) {
 			name:   "duplicate top-level member",
 			rule:   "a member given twice ... is refused",
 			in:     strings.Replace(item(), `"event_id":"e-1"`, `"event_id":"e-1","event_id":"e-2"`, 1),
-			wantPs: []event.Problem{{Path: "/event_id", Rule: event.RuleDuplicate, Message: "is given more than once"}},
+			wantPs: []event.Problem{{Member: "/event_id", Rule: event.RuleDuplicateMember, Message: "is given more than once"}},
 		},
 		{
 			name:   "duplicate top-level member with a valid item",
 			rule:   "a member given twice ... is refused",
 			in:     strings.TrimSuffix(item(), "}") + `,"cloud":"os-prod-eu2"}`,
-			wantPs: []event.Problem{{Path: "/cloud", Rule: event.RuleDuplicate, Message: "is given more than once"}},
+			wantPs: []event.Problem{{Member: "/cloud", Rule: event.RuleDuplicateMember, Message: "is given more than once"}},
 		},
 		{
 			name:   "duplicate payload.state",
 			rule:   "a member given twice ... is refused",
 			in:     item("payload", `{"state":"active","state":"deleted"}`),
-			wantPs: []event.Problem{{Path: "/payload/state", Rule: event.RuleDuplicate, Message: "is given more than once"}},
+			wantPs: []event.Problem{{Member: "/payload/state", Rule: event.RuleDuplicateMember, Message: "is given more than once"}},
 		},
 		{
 			name:   "duplicate nested in payload.size",
 			rule:   "a member given twice, at any depth",
 			in:     item("payload", `{"state":"active","size":{"vcpus":2,"vcpus":4}}`),
-			wantPs: []event.Problem{{Path: "/payload/size/vcpus", Rule: event.RuleDuplicate, Message: "is given more than once"}},
+			wantPs: []event.Problem{{Member: "/payload/size/vcpus", Rule: event.RuleDuplicateMember, Message: "is given more than once"}},
 		},
 		{
 			name:   "duplicate nested deep in payload.provider",
 			rule:   "a member given twice, at any depth",
 			in:     item("payload", `{"state":"active","provider":{"a":[{"b":1},{"c":1,"c":2}]}}`),
-			wantPs: []event.Problem{{Path: "/payload/provider/a/1/c", Rule: event.RuleDuplicate, Message: "is given more than once"}},
+			wantPs: []event.Problem{{Member: "/payload/provider/a/1/c", Rule: event.RuleDuplicateMember, Message: "is given more than once"}},
 		},
 		{
 			name:   "duplicate unknown payload member",
 			rule:   "a member given twice, at any depth",
 			in:     item("payload", `{"state":"active","host":"a","host":"b"}`),
-			wantPs: []event.Problem{{Path: "/payload/host", Rule: event.RuleDuplicate, Message: "is given more than once"}},
+			wantPs: []event.Problem{{Member: "/payload/host", Rule: event.RuleDuplicateMember, Message: "is given more than once"}},
 		},
 
 		// UTF-8 and NUL
@@ -176,25 +176,25 @@ func TestDecode(t *testing.T) {
 			name:   "invalid UTF-8 in a top-level value",
 			rule:   "invalid UTF-8 ... is refused with a message that names the member",
 			in:     item("resource_id", "\"i-\xff\""),
-			wantPs: []event.Problem{{Path: "/resource_id", Rule: event.RuleUTF8, Message: "must be valid UTF-8"}},
+			wantPs: []event.Problem{{Member: "/resource_id", Rule: event.RuleUTF8, Message: "must be valid UTF-8"}},
 		},
 		{
 			name:   "invalid UTF-8 in a payload value",
 			rule:   "invalid UTF-8 ... is refused",
 			in:     item("payload", "{\"state\":\"active\",\"provider\":{\"host\":\"\xc3\x28\"}}"),
-			wantPs: []event.Problem{{Path: "/payload/provider/host", Rule: event.RuleUTF8, Message: "must be valid UTF-8"}},
+			wantPs: []event.Problem{{Member: "/payload/provider/host", Rule: event.RuleUTF8, Message: "must be valid UTF-8"}},
 		},
 		{
 			name:   "invalid UTF-8 in a member name names the object holding it",
 			rule:   "invalid UTF-8 ... is refused",
 			in:     item("payload", "{\"state\":\"active\",\"h\xff\":1}"),
-			wantPs: []event.Problem{{Path: "/payload", Rule: event.RuleUTF8, Message: "must be valid UTF-8"}},
+			wantPs: []event.Problem{{Member: "/payload", Rule: event.RuleUTF8, Message: "must be valid UTF-8"}},
 		},
 		{
 			name:   "a lone surrogate escape is not UTF-8",
 			rule:   "invalid UTF-8 ... is refused",
 			in:     item("project_id", `"p-\ud800"`),
-			wantPs: []event.Problem{{Path: "/project_id", Rule: event.RuleUTF8, Message: "must be valid UTF-8"}},
+			wantPs: []event.Problem{{Member: "/project_id", Rule: event.RuleUTF8, Message: "must be valid UTF-8"}},
 		},
 		{
 			name: "valid multi-byte UTF-8 and escapes are accepted",
@@ -206,43 +206,43 @@ func TestDecode(t *testing.T) {
 			name:   "escaped NUL in a top-level value",
 			rule:   "a NUL character (raw or \\u0000) ... is refused with a message that names the member",
 			in:     item("event_id", `"e-\u0000"`),
-			wantPs: []event.Problem{{Path: "/event_id", Rule: event.RuleNUL, Message: nul}},
+			wantPs: []event.Problem{{Member: "/event_id", Rule: event.RuleNUL, Message: nul}},
 		},
 		{
 			name:   "escaped NUL in a payload value",
 			rule:   "a NUL character (raw or \\u0000) ... is refused; DECISIONS: PostgreSQL jsonb cannot store NUL",
 			in:     item("payload", `{"state":"active","provider":{"tags":["a","b\u0000"]}}`),
-			wantPs: []event.Problem{{Path: "/payload/provider/tags/1", Rule: event.RuleNUL, Message: nul}},
+			wantPs: []event.Problem{{Member: "/payload/provider/tags/1", Rule: event.RuleNUL, Message: nul}},
 		},
 		{
 			name:   "escaped NUL in a payload member name names the object holding it",
 			rule:   "a NUL character (raw or \\u0000) ... is refused",
 			in:     item("payload", `{"state":"active","a\u0000b":1}`),
-			wantPs: []event.Problem{{Path: "/payload", Rule: event.RuleNUL, Message: nul}},
+			wantPs: []event.Problem{{Member: "/payload", Rule: event.RuleNUL, Message: nul}},
 		},
 		{
 			name:   "raw NUL in a value",
 			rule:   "a NUL character (raw or \\u0000) ... is refused",
 			in:     item("payload", "{\"state\":\"act\x00ive\"}"),
-			wantPs: []event.Problem{{Path: "/payload/state", Rule: event.RuleNUL, Message: nul}},
+			wantPs: []event.Problem{{Member: "/payload/state", Rule: event.RuleNUL, Message: nul}},
 		},
 		{
 			name:   "raw NUL in a member name",
 			rule:   "a NUL character (raw or \\u0000) ... is refused",
 			in:     item("payload", "{\"state\":\"active\",\"a\x00\":1}"),
-			wantPs: []event.Problem{{Path: "/payload", Rule: event.RuleNUL, Message: nul}},
+			wantPs: []event.Problem{{Member: "/payload", Rule: event.RuleNUL, Message: nul}},
 		},
 		{
 			name:   "raw NUL outside any string",
 			rule:   "a NUL character (raw or \\u0000) ... is refused",
 			in:     "\x00" + item(),
-			wantPs: []event.Problem{{Path: "", Rule: event.RuleNUL, Message: nul}},
+			wantPs: []event.Problem{{Member: "", Rule: event.RuleNUL, Message: nul}},
 		},
 		{
 			name:   "raw NUL between members",
 			rule:   "a NUL character (raw or \\u0000) ... is refused",
 			in:     strings.Replace(item(), `,"cloud"`, ",\x00\"cloud\"", 1),
-			wantPs: []event.Problem{{Path: "", Rule: event.RuleNUL, Message: nul}},
+			wantPs: []event.Problem{{Member: "", Rule: event.RuleNUL, Message: nul}},
 		},
 		{
 			name: `an escaped backslash before u0000 is not a NUL`,
@@ -257,7 +257,7 @@ func TestDecode(t *testing.T) {
 			name:   `an escaped backslash, then an escaped NUL`,
 			rule:   "a NUL character (raw or \\u0000) ... is refused",
 			in:     item("payload", `{"state":"active","provider":{"path":"C:\\\u0000"}}`),
-			wantPs: []event.Problem{{Path: "/payload/provider/path", Rule: event.RuleNUL, Message: nul}},
+			wantPs: []event.Problem{{Member: "/payload/provider/path", Rule: event.RuleNUL, Message: nul}},
 		},
 
 		// not one object
@@ -307,7 +307,7 @@ func TestDecode(t *testing.T) {
 			name:   "an object cut short",
 			rule:   "b must hold one JSON object",
 			in:     item()[:40],
-			wantPs: []event.Problem{{Path: "/timestamp", Rule: event.RuleSyntax, Message: "invalid JSON: unexpected end of input"}},
+			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleSyntax, Message: "invalid JSON: unexpected end of input"}},
 		},
 		{
 			name:   "trailing object",
@@ -333,31 +333,31 @@ func TestDecode(t *testing.T) {
 			name:   "naive OpenStack timestamp",
 			rule:   "A naive OpenStack-style 2012-05-08 20:23:48.028195 is refused.",
 			in:     item("timestamp", `"2012-05-08 20:23:48.028195"`),
-			wantPs: []event.Problem{{Path: "/timestamp", Rule: event.RuleFormat, Message: format}},
+			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleFormat, Message: format}},
 		},
 		{
 			name:   "RFC 3339 without a zone",
 			rule:   "a timestamp that is not RFC 3339 with a zone ... is refused",
 			in:     item("timestamp", `"2012-05-08T20:23:48.028195"`),
-			wantPs: []event.Problem{{Path: "/timestamp", Rule: event.RuleFormat, Message: format}},
+			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleFormat, Message: format}},
 		},
 		{
 			name:   "a date alone",
 			rule:   "a timestamp that is not RFC 3339 with a zone ... is refused",
 			in:     item("timestamp", `"2026-03-01"`),
-			wantPs: []event.Problem{{Path: "/timestamp", Rule: event.RuleFormat, Message: format}},
+			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleFormat, Message: format}},
 		},
 		{
 			name:   "an empty timestamp",
 			rule:   "a timestamp that is not RFC 3339 with a zone ... is refused",
 			in:     item("timestamp", `""`),
-			wantPs: []event.Problem{{Path: "/timestamp", Rule: event.RuleFormat, Message: format}},
+			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleFormat, Message: format}},
 		},
 		{
 			name:   "a Unix time number",
 			rule:   "timestamp: string, RFC 3339 UTC",
 			in:     item("timestamp", `1772366400`),
-			wantPs: []event.Problem{{Path: "/timestamp", Rule: event.RuleFormat, Message: format}},
+			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleFormat, Message: format}},
 		},
 		{
 			name: "an offset is normalized to UTC",
@@ -393,13 +393,13 @@ func TestDecode(t *testing.T) {
 			name:   "an offset that moves the instant past year 9999 in UTC",
 			rule:   "timestamp: string, RFC 3339 UTC (a UTC form RFC 3339 cannot write is refused)",
 			in:     item("timestamp", `"9999-12-31T23:59:59-01:00"`),
-			wantPs: []event.Problem{{Path: "/timestamp", Rule: event.RuleFormat, Message: "must be an RFC 3339 date-time whose UTC form lies within the years 0000 to 9999"}},
+			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleFormat, Message: "must be an RFC 3339 date-time whose UTC form lies within the years 0000 to 9999"}},
 		},
 		{
 			name:   "an offset that moves the instant before year 0000 in UTC",
 			rule:   "timestamp: string, RFC 3339 UTC (a UTC form RFC 3339 cannot write is refused)",
 			in:     item("timestamp", `"0000-01-01T00:00:00+01:00"`),
-			wantPs: []event.Problem{{Path: "/timestamp", Rule: event.RuleFormat, Message: "must be an RFC 3339 date-time whose UTC form lies within the years 0000 to 9999"}},
+			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleFormat, Message: "must be an RFC 3339 date-time whose UTC form lies within the years 0000 to 9999"}},
 		},
 
 		// member kinds
@@ -407,7 +407,7 @@ func TestDecode(t *testing.T) {
 			name:   "event_id a number",
 			rule:   "event_id: string",
 			in:     item("event_id", `42`),
-			wantPs: []event.Problem{{Path: "/event_id", Rule: event.RuleType, Message: "must be a string, not a number"}},
+			wantPs: []event.Problem{{Member: "/event_id", Rule: event.RuleType, Message: "must be a string, not a number"}},
 		},
 		{
 			// json v2 reads null into a string as the zero value, so null
@@ -421,19 +421,19 @@ func TestDecode(t *testing.T) {
 			name:   "payload an array",
 			rule:   "payload: PayloadEnvelope (an object)",
 			in:     item("payload", `[]`),
-			wantPs: []event.Problem{{Path: "/payload", Rule: event.RuleType, Message: "must be a JSON object"}},
+			wantPs: []event.Problem{{Member: "/payload", Rule: event.RuleType, Message: "must be a JSON object"}},
 		},
 		{
 			name:   "payload.state a number",
 			rule:   "state: string or null",
 			in:     item("payload", `{"state":1}`),
-			wantPs: []event.Problem{{Path: "/payload/state", Rule: event.RuleType, Message: "must be a string or null"}},
+			wantPs: []event.Problem{{Member: "/payload/state", Rule: event.RuleType, Message: "must be a string or null"}},
 		},
 		{
 			name:   "payload.state an object",
 			rule:   "state: string or null",
 			in:     item("payload", `{"state":{"v":"active"}}`),
-			wantPs: []event.Problem{{Path: "/payload/state", Rule: event.RuleType, Message: "must be a string or null"}},
+			wantPs: []event.Problem{{Member: "/payload/state", Rule: event.RuleType, Message: "must be a string or null"}},
 		},
 		{
 			name: "payload.size of another kind is decoded as it came; Validate refuses it",
@@ -621,22 +621,22 @@ func TestDecodeKeepsNoReference(t *testing.T) {
 }
 
 // A refusal deep inside the payload keeps its rule and message: the path is
-// bounded (MaxPathLen) and cut at a token boundary.
+// bounded (MaxMemberLen) and cut at a token boundary.
 func TestDecodeBoundsDeepPaths(t *testing.T) {
 	deep := `{"event_id":"e","payload":{"provider":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}}`
 	long := `{"payload":{"provider":{"` + strings.Repeat("k", 5000) + `":1,"` + strings.Repeat("k", 5000) + `":2}}}`
 	for name, in := range map[string]string{"deep nesting": deep, "huge duplicated name": long} {
 		_, err := event.Decode([]byte(in))
-		var e *event.Error
+		var e *event.ValidationError
 		if !errors.As(err, &e) || len(e.Problems) != 1 {
 			t.Fatalf("%s: %v, want one problem", name, err)
 		}
 		p := e.Problems[0]
-		if len(p.Path) > event.MaxPathLen || p.Rule == "" || p.Message == "" {
-			t.Errorf("%s: path of %d bytes, rule %q, message %q", name, len(p.Path), p.Rule, p.Message)
+		if len(p.Member) > event.MaxMemberLen || p.Rule == "" || p.Message == "" {
+			t.Errorf("%s: path of %d bytes, rule %q, message %q", name, len(p.Member), p.Rule, p.Message)
 		}
-		if !strings.HasPrefix(p.Path, "/payload/provider") {
-			t.Errorf("%s: path %q does not name the member", name, p.Path)
+		if !strings.HasPrefix(p.Member, "/payload/provider") {
+			t.Errorf("%s: path %q does not name the member", name, p.Member)
 		}
 	}
 }

@@ -19,7 +19,7 @@
 //
 // # Validation
 //
-// [Validate] reports every rule an event breaks at once, as an [*Error]
+// [Validate] reports every rule an event breaks at once, as a [*ValidationError]
 // holding a list of [Problem] values in a fixed order (the order of the
 // members in the spec). Bounds count bytes of UTF-8.
 //

@@ -162,7 +162,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON decodes b strictly with [Decode], so an Event read through
 // encoding/json obeys the same rules (JSON null included: it is refused as
-// not an object). The error is an [*Error] matching [ErrInvalid].
+// not an object). The error is an [*ValidationError] matching [ErrInvalid].
 func (e *Event) UnmarshalJSON(b []byte) error {
 	ev, err := Decode(b)
 	if err != nil {
@@ -184,7 +184,7 @@ func (p PayloadEnvelope) MarshalJSON() ([]byte, error) {
 // unknown member (name and value) byte for byte. Duplicate names, invalid
 // UTF-8 and a state that is neither a string nor null are refused, with the
 // json package's own error; a NUL is not checked. Decode whole events with
-// [Decode], which checks everything and returns an [*Error].
+// [Decode], which checks everything and returns an [*ValidationError].
 func (p *PayloadEnvelope) UnmarshalJSON(b []byte) error {
 	var w wirePayload
 	if err := json.Unmarshal(b, &w); err != nil {

@@ -48,8 +48,8 @@ func ExampleDecode() {
 	// active create
 	// {"vcpus": 2, "ram_gb": 4, "disk_gb": 12345678901234567890, "flavor": "m1.medium"}
 	// {"host":"cmp-eu1-042"}
-	// Timestamp: is not a member of the canonical event (names are case-sensitive; extension data belongs in payload)
-	// timestamp: must be an RFC 3339 date-time with a zone (Z or ±hh:mm), such as 2026-03-01T12:00:00Z
+	// /Timestamp: additionalProperties: is not a member of the canonical event (names are case-sensitive; extension data belongs in payload)
+	// /timestamp: format: must be an RFC 3339 date-time with a zone (Z or ±hh:mm), such as 2026-03-01T12:00:00Z
 }
 
 // Validate reports every rule an event breaks at once, in the order of the
@@ -69,10 +69,10 @@ func ExampleValidate() {
 	}
 	err := event.Validate(&ev)
 
-	var invalid *event.Error
+	var invalid *event.ValidationError
 	if errors.As(err, &invalid) {
 		for _, p := range invalid.Problems {
-			fmt.Printf("%s [%s] %s\n", p.Path, p.Rule, p.Message)
+			fmt.Printf("%s [%s] %s\n", p.Member, p.Rule, p.Message)
 		}
 	}
 	fmt.Println(errors.Is(err, event.ErrInvalid))
@@ -131,5 +131,5 @@ func ExampleDecodeValidate() {
 		"platform":"meta","cloud":"c1","resource_type":"volume","resource_id":"v1","project_id":"p1","payload":{"state":"available"}}`))
 	fmt.Println(err)
 	// Output:
-	// platform: must not be "meta": meta and partner name the virtual projects, which own no resources; payload.size: is required on a create (the full size object)
+	// /platform: reserved: must not be "meta": meta and partner name the virtual projects, which own no resources; /payload/size: required: is required on a create (the full size object)
 }

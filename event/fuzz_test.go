@@ -17,7 +17,7 @@ import (
 
 // FuzzDecode: Decode never panics; whatever it accepts encodes, and the
 // encoding decodes to an equal event that encodes to the same bytes; a
-// refusal is an *event.Error whose paths are valid UTF-8 without NUL.
+// refusal is an *event.ValidationError whose paths are valid UTF-8 without NUL.
 // Validate never panics on a decoded event and judges both alike.
 //
 //	go test -run='^$' -fuzz=FuzzDecode -fuzztime=60s ./event
@@ -60,13 +60,13 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("DecodeValidate: %v; Decode then Validate: %v", got, want)
 		}
 		if err != nil {
-			var e *event.Error
+			var e *event.ValidationError
 			if !errors.As(err, &e) || !errors.Is(err, event.ErrInvalid) || len(e.Problems) != 1 {
-				t.Fatalf("Decode error %#v is not one problem in an *event.Error", err)
+				t.Fatalf("Decode error %#v is not one problem in an *event.ValidationError", err)
 			}
 			for _, p := range e.Problems {
-				if !utf8.ValidString(p.Path) || strings.IndexByte(p.Path, 0) >= 0 {
-					t.Fatalf("problem path %q is not valid text", p.Path)
+				if !utf8.ValidString(p.Member) || strings.IndexByte(p.Member, 0) >= 0 {
+					t.Fatalf("problem path %q is not valid text", p.Member)
 				}
 				if p.Rule == "" || p.Message == "" {
 					t.Fatalf("problem without a rule or message: %#v", p)
@@ -104,12 +104,12 @@ func FuzzDecode(f *testing.F) {
 }
 
 func problemsOf(err error) []event.Problem {
-	var e *event.Error
+	var e *event.ValidationError
 	if errors.As(err, &e) {
 		return e.Problems
 	}
 	if err != nil {
-		return []event.Problem{{Message: "not an *event.Error: " + err.Error()}}
+		return []event.Problem{{Message: "not an *event.ValidationError: " + err.Error()}}
 	}
 	return nil
 }

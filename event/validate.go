@@ -2,7 +2,6 @@ package event
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -33,118 +32,9 @@ const EventTypePattern = `^[a-z0-9_]+(\.[a-z0-9_]+)+$`
 
 var eventTypeRE = regexp.MustCompile(EventTypePattern)
 
-// The rules a [Problem] can name. They are stable, machine-readable words:
-// [Decode] reports type, syntax, format, unknown_member, duplicate_member,
-// utf8 and nul; [Validate] reports required, max_length, pattern, reserved,
-// enum and type.
-const (
-	RuleRequired  = "required"         // a member that must be set is missing or empty
-	RuleMaxLength = "max_length"       // a bound in bytes is exceeded
-	RulePattern   = "pattern"          // event_type does not match EventTypePattern
-	RuleReserved  = "reserved"         // platform or cloud is meta or partner
-	RuleEnum      = "enum"             // source is not one of Sources
-	RuleType      = "type"             // a member has the wrong JSON kind
-	RuleFormat    = "format"           // timestamp is not RFC 3339 with a zone
-	RuleSyntax    = "syntax"           // the item is not valid JSON
-	RuleUnknown   = "unknown_member"   // a top-level member the spec does not name (names are case-sensitive)
-	RuleDuplicate = "duplicate_member" // a member given twice in one object, at any depth
-	RuleUTF8      = "utf8"             // a name or string is not valid UTF-8
-	RuleNUL       = "nul"              // a NUL character, raw or \u0000
-)
-
-// ErrInvalid is matched by every [*Error]: errors.Is(err, ErrInvalid) tells a
-// refused event from a failure of the caller's own.
-var ErrInvalid = errors.New("event: invalid")
-
-// Problem is one broken rule of one event (STYLE.md, Errors): where, which
-// rule, and what it asks for. Its JSON form is {"member", "rule",
-// "message"}.
-type Problem struct {
-	// Path is the JSON Pointer (RFC 6901) of the member, such as
-	// "/payload/state"; "" for the item as a whole. It is always valid UTF-8
-	// without NUL: a member name holding either is named by its object.
-	Path string `json:"member"`
-	// Rule is one of the Rule* constants.
-	Rule string `json:"rule"`
-	// Message says what the rule asks for. It never quotes back a value
-	// longer than the member's bound.
-	Message string `json:"message"`
-}
-
-// String renders the problem as "<member>: <message>", the member written as
-// a dotted path ("payload.state"), or the message alone for the whole item.
-func (p Problem) String() string {
-	if p.Path == "" {
-		return p.Message
-	}
-	return strings.ReplaceAll(strings.TrimPrefix(p.Path, "/"), "/", ".") + ": " + p.Message
-}
-
-// Error is the refusal of one event: every problem found, in a fixed order
-// (the order of the members in the spec), never empty. [Decode] and
-// [Validate] return it as an error; inspect it with errors.As, or test it
-// with errors.Is(err, [ErrInvalid]).
-type Error struct {
-	Problems []Problem
-}
-
-// Error joins the problems, each as [Problem.String], with "; ".
-func (e *Error) Error() string {
-	parts := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		parts[i] = p.String()
-	}
-	return strings.Join(parts, "; ")
-}
-
-// Is reports whether target is [ErrInvalid].
-func (e *Error) Is(target error) bool { return target == ErrInvalid }
-
-func single(path, rule, msg string) error {
-	return &Error{Problems: []Problem{{Path: safePointer(path), Rule: rule, Message: msg}}}
-}
-
-// MaxPathLen bounds a [Problem.Path] in bytes. A longer pointer (a member
-// nested thousands deep, or a huge unknown member name) is cut at a token
-// boundary and ends in "/…", so the rule and message of a refusal always
-// survive in a bounded reason.
-const MaxPathLen = 256
-
-// safePointer cuts a JSON Pointer before the first reference token that
-// holds a NUL character or invalid UTF-8, so it names the object holding the
-// offending member name (a problem's path is stored and logged as text, and
-// PostgreSQL text holds neither), and bounds it to MaxPathLen bytes.
-func safePointer(p string) string {
-	p = validPointer(p)
-	if len(p) <= MaxPathLen {
-		return p
-	}
-	cut := strings.LastIndexByte(p[:MaxPathLen-len("/…")+1], '/')
-	if cut <= 0 {
-		return "/…"
-	}
-	return p[:cut] + "/…"
-}
-
-func validPointer(p string) string {
-	for i := 0; i < len(p); {
-		j := strings.IndexByte(p[i+1:], '/')
-		if j < 0 {
-			j = len(p)
-		} else {
-			j += i + 1
-		}
-		if tok := p[i:j]; strings.IndexByte(tok, 0) >= 0 || !utf8.ValidString(tok) {
-			return p[:i]
-		}
-		i = j
-	}
-	return p
-}
-
 // Validate checks e against the rules of canonical-event.md (Bounds, Sources
 // and categories, Rules) and reports every rule it breaks at once. It returns
-// nil, or an [*Error] listing the problems in the order of the members:
+// nil, or a [*ValidationError] listing the problems in the order of the members:
 //
 //   - event_id: 1 to 256 bytes;
 //   - timestamp: set;
@@ -173,7 +63,7 @@ func Validate(e *Event) error {
 
 // DecodeValidate is [Decode] followed by [Validate], in one call: the path
 // every ingested item takes. It returns the decoded event, or the refusal of
-// whichever step failed ([*Error], matching [ErrInvalid]). It is faster than
+// whichever step failed ([*ValidationError], matching [ErrInvalid]). It is faster than
 // the two calls, because it does not re-check the raw payload members Decode
 // has just read strictly (valid JSON, valid UTF-8, no member twice, no NUL).
 func DecodeValidate(b []byte) (Event, error) {
@@ -186,7 +76,7 @@ func DecodeValidate(b []byte) (Event, error) {
 
 func validate(e *Event, checkRaw bool) error {
 	var ps []Problem
-	add := func(path, rule, msg string) { ps = append(ps, Problem{Path: path, Rule: rule, Message: msg}) }
+	add := func(member, rule, msg string) { ps = append(ps, Problem{Member: member, Rule: rule, Message: msg}) }
 
 	switch n := len(e.EventID); {
 	case n == 0:
@@ -280,7 +170,7 @@ func validate(e *Event, checkRaw bool) error {
 		} else if k == '{' {
 			for _, name := range [...]string{"state", "size", "provider"} {
 				if unknownHas(e.Payload.Unknown, name) {
-					add("/payload/"+name, RuleDuplicate, "is given more than once (also among the unknown members)")
+					add("/payload/"+name, RuleDuplicateMember, "is given more than once (also among the unknown members)")
 				}
 			}
 		}
@@ -289,7 +179,7 @@ func validate(e *Event, checkRaw bool) error {
 	if ps == nil {
 		return nil
 	}
-	return &Error{Problems: ps}
+	return &ValidationError{Problems: ps}
 }
 
 // rawKind returns the JSON kind of a raw value: '{', '[', '"', 'n', 't',

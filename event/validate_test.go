@@ -45,21 +45,21 @@ func bytesOf(n int) string {
 }
 
 // problems returns the problems of err, nil for nil, and fails the test when
-// err is not an *event.Error matching event.ErrInvalid.
+// err is not an *event.ValidationError matching event.ErrInvalid.
 func problems(t *testing.T, err error) []event.Problem {
 	t.Helper()
 	if err == nil {
 		return nil
 	}
-	var e *event.Error
+	var e *event.ValidationError
 	if !errors.As(err, &e) {
-		t.Fatalf("error %v (%T) is not an *event.Error", err, err)
+		t.Fatalf("error %v (%T) is not an *event.ValidationError", err, err)
 	}
 	if !errors.Is(err, event.ErrInvalid) {
 		t.Errorf("errors.Is(%v, ErrInvalid) = false", err)
 	}
 	if len(e.Problems) == 0 {
-		t.Errorf("an *event.Error with no problems was returned")
+		t.Errorf("an *event.ValidationError with no problems was returned")
 	}
 	return e.Problems
 }
@@ -88,7 +88,7 @@ func TestValidate(t *testing.T) {
 			name:   "event_id empty",
 			rule:   "eventIDMaxLen 256 (event_id is always present)",
 			mutate: func(e *event.Event) { e.EventID = "" },
-			want:   []event.Problem{{Path: "/event_id", Rule: event.RuleRequired, Message: "is required (1 to 256 bytes)"}},
+			want:   []event.Problem{{Member: "/event_id", Rule: event.RuleRequired, Message: "is required (1 to 256 bytes)"}},
 		},
 		{
 			name:   "event_id of one byte",
@@ -104,7 +104,7 @@ func TestValidate(t *testing.T) {
 			name:   "event_id of 257 bytes",
 			rule:   "eventIDMaxLen bounds event_id so it fits the database column",
 			mutate: func(e *event.Event) { e.EventID = bytesOf(257) },
-			want:   []event.Problem{{Path: "/event_id", Rule: event.RuleMaxLength, Message: "must be at most 256 bytes, has 257"}},
+			want:   []event.Problem{{Member: "/event_id", Rule: event.RuleMaxLength, Message: "must be at most 256 bytes, has 257"}},
 		},
 		{
 			name: "deterministic event_id is within the bound",
@@ -119,7 +119,7 @@ func TestValidate(t *testing.T) {
 			name:   "timestamp unset",
 			rule:   "timestamp: string, RFC 3339 UTC, always",
 			mutate: func(e *event.Event) { e.Timestamp = time.Time{} },
-			want:   []event.Problem{{Path: "/timestamp", Rule: event.RuleRequired, Message: "is required (RFC 3339 with a zone)"}},
+			want:   []event.Problem{{Member: "/timestamp", Rule: event.RuleRequired, Message: "is required (RFC 3339 with a zone)"}},
 		},
 
 		// event_type
@@ -130,8 +130,8 @@ func TestValidate(t *testing.T) {
 			// the type.
 			mutate: func(e *event.Event) { e.EventType, e.Payload.Size = "", []byte(`[]`) },
 			want: []event.Problem{
-				{Path: "/event_type", Rule: event.RuleRequired, Message: "is required"},
-				{Path: "/payload/size", Rule: event.RuleType, Message: "must be an object, not an array"},
+				{Member: "/event_type", Rule: event.RuleRequired, Message: "is required"},
+				{Member: "/payload/size", Rule: event.RuleType, Message: "must be an object, not an array"},
 			},
 		},
 		{
@@ -200,13 +200,13 @@ func TestValidate(t *testing.T) {
 			mutate: func(e *event.Event) {
 				e.EventType = "compute.create." + strings.Repeat("x", 513-len("compute.create."))
 			},
-			want: []event.Problem{{Path: "/event_type", Rule: event.RuleMaxLength, Message: "must be at most 512 bytes, has 513"}},
+			want: []event.Problem{{Member: "/event_type", Rule: event.RuleMaxLength, Message: "must be at most 512 bytes, has 513"}},
 		},
 		{
 			name:   "event_type of 513 bytes of multi-byte UTF-8 is refused for its length, not quoted back",
 			rule:   "an over-long type is refused for its length and the refusal does not quote the value back",
 			mutate: func(e *event.Event) { e.EventType = bytesOf(513) },
-			want:   []event.Problem{{Path: "/event_type", Rule: event.RuleMaxLength, Message: "must be at most 512 bytes, has 513"}},
+			want:   []event.Problem{{Member: "/event_type", Rule: event.RuleMaxLength, Message: "must be at most 512 bytes, has 513"}},
 		},
 
 		// source
@@ -224,19 +224,19 @@ func TestValidate(t *testing.T) {
 			name:   "source outside the set",
 			rule:   "A value outside collector and reconciliation refuses the item.",
 			mutate: func(e *event.Event) { e.Source = "push" },
-			want:   []event.Problem{{Path: "/source", Rule: event.RuleEnum, Message: `"push" must be collector or reconciliation, or left out`}},
+			want:   []event.Problem{{Member: "/source", Rule: event.RuleEnum, Message: `"push" must be collector or reconciliation, or left out`}},
 		},
 		{
 			name:   "source in another case",
 			rule:   "A value outside collector and reconciliation refuses the item.",
 			mutate: func(e *event.Event) { e.Source = "Collector" },
-			want:   []event.Problem{{Path: "/source", Rule: event.RuleEnum, Message: `"Collector" must be collector or reconciliation, or left out`}},
+			want:   []event.Problem{{Member: "/source", Rule: event.RuleEnum, Message: `"Collector" must be collector or reconciliation, or left out`}},
 		},
 		{
 			name:   "over-long source is not quoted back",
 			rule:   "A value outside collector and reconciliation refuses the item.",
 			mutate: func(e *event.Event) { e.Source = event.Source(bytesOf(513)) },
-			want:   []event.Problem{{Path: "/source", Rule: event.RuleEnum, Message: "must be collector or reconciliation, or left out"}},
+			want:   []event.Problem{{Member: "/source", Rule: event.RuleEnum, Message: "must be collector or reconciliation, or left out"}},
 		},
 
 		// platform and cloud: meta and partner
@@ -291,7 +291,7 @@ func TestValidate(t *testing.T) {
 			name:   "state of 513 bytes",
 			rule:   "stateMaxLen 512 bounds payload.state",
 			mutate: func(e *event.Event) { e.Payload.State = event.StateOf(bytesOf(513)) },
-			want:   []event.Problem{{Path: "/payload/state", Rule: event.RuleMaxLength, Message: "must be at most 512 bytes, has 513"}},
+			want:   []event.Problem{{Member: "/payload/state", Rule: event.RuleMaxLength, Message: "must be at most 512 bytes, has 513"}},
 		},
 		{
 			name: "state of 513 bytes on a delete",
@@ -299,7 +299,7 @@ func TestValidate(t *testing.T) {
 			mutate: func(e *event.Event) {
 				e.EventType, e.Payload.State = del, event.StateOf(bytesOf(513))
 			},
-			want: []event.Problem{{Path: "/payload/state", Rule: event.RuleMaxLength, Message: "must be at most 512 bytes, has 513"}},
+			want: []event.Problem{{Member: "/payload/state", Rule: event.RuleMaxLength, Message: "must be at most 512 bytes, has 513"}},
 		},
 
 		// payload.size
@@ -307,13 +307,13 @@ func TestValidate(t *testing.T) {
 			name:   "size absent on a create",
 			rule:   "A create sets created_at ... and requires payload.size beside payload.state.",
 			mutate: func(e *event.Event) { e.Payload.Size = nil },
-			want:   []event.Problem{{Path: "/payload/size", Rule: event.RuleRequired, Message: "is required on a create (the full size object)"}},
+			want:   []event.Problem{{Member: "/payload/size", Rule: event.RuleRequired, Message: "is required on a create (the full size object)"}},
 		},
 		{
 			name:   "size null on a create",
 			rule:   "payload.size is the full replacement size object. It is required on a create",
 			mutate: func(e *event.Event) { e.Payload.Size = []byte("null") },
-			want:   []event.Problem{{Path: "/payload/size", Rule: event.RuleRequired, Message: "is required on a create (the full size object)"}},
+			want:   []event.Problem{{Member: "/payload/size", Rule: event.RuleRequired, Message: "is required on a create (the full size object)"}},
 		},
 		{
 			name:   "size absent on an update",
@@ -334,25 +334,25 @@ func TestValidate(t *testing.T) {
 			name:   "size an array",
 			rule:   "size: object",
 			mutate: func(e *event.Event) { e.Payload.Size = []byte(`[2,4]`) },
-			want:   []event.Problem{{Path: "/payload/size", Rule: event.RuleType, Message: "must be an object, not an array"}},
+			want:   []event.Problem{{Member: "/payload/size", Rule: event.RuleType, Message: "must be an object, not an array"}},
 		},
 		{
 			name:   "size a string on an update",
 			rule:   "size: object",
 			mutate: func(e *event.Event) { e.EventType, e.Payload.Size = update, []byte(`"m1.small"`) },
-			want:   []event.Problem{{Path: "/payload/size", Rule: event.RuleType, Message: "must be an object, not a string"}},
+			want:   []event.Problem{{Member: "/payload/size", Rule: event.RuleType, Message: "must be an object, not a string"}},
 		},
 		{
 			name:   "size a number",
 			rule:   "size: object",
 			mutate: func(e *event.Event) { e.Payload.Size = []byte(`-1`) },
-			want:   []event.Problem{{Path: "/payload/size", Rule: event.RuleType, Message: "must be an object, not a number"}},
+			want:   []event.Problem{{Member: "/payload/size", Rule: event.RuleType, Message: "must be an object, not a number"}},
 		},
 		{
 			name:   "size a boolean",
 			rule:   "size: object",
 			mutate: func(e *event.Event) { e.Payload.Size = []byte(`true`) },
-			want:   []event.Problem{{Path: "/payload/size", Rule: event.RuleType, Message: "must be an object, not a boolean"}},
+			want:   []event.Problem{{Member: "/payload/size", Rule: event.RuleType, Message: "must be an object, not a boolean"}},
 		},
 		{
 			name:   "size an empty object",
@@ -380,13 +380,13 @@ func TestValidate(t *testing.T) {
 			name:   "provider an array",
 			rule:   "provider: object",
 			mutate: func(e *event.Event) { e.Payload.Provider = []byte(` [1]`) },
-			want:   []event.Problem{{Path: "/payload/provider", Rule: event.RuleType, Message: "must be an object, not an array"}},
+			want:   []event.Problem{{Member: "/payload/provider", Rule: event.RuleType, Message: "must be an object, not an array"}},
 		},
 		{
 			name:   "provider a string",
 			rule:   "provider: object",
 			mutate: func(e *event.Event) { e.Payload.Provider = []byte(`"raw"`) },
-			want:   []event.Problem{{Path: "/payload/provider", Rule: event.RuleType, Message: "must be an object, not a string"}},
+			want:   []event.Problem{{Member: "/payload/provider", Rule: event.RuleType, Message: "must be an object, not a string"}},
 		},
 
 		// everything at once, in the fixed order of the members
@@ -411,18 +411,18 @@ func TestValidate(t *testing.T) {
 				}
 			},
 			want: []event.Problem{
-				{Path: "/event_id", Rule: event.RuleMaxLength, Message: "must be at most 256 bytes, has 300"},
-				{Path: "/timestamp", Rule: event.RuleRequired, Message: "is required (RFC 3339 with a zone)"},
+				{Member: "/event_id", Rule: event.RuleMaxLength, Message: "must be at most 256 bytes, has 300"},
+				{Member: "/timestamp", Rule: event.RuleRequired, Message: "is required (RFC 3339 with a zone)"},
 				patternProblem("Instance.Create"),
 				reserved("/platform", "meta"),
 				reserved("/cloud", "partner"),
-				{Path: "/resource_type", Rule: event.RuleRequired, Message: "is required (1 to 512 bytes)"},
-				{Path: "/resource_id", Rule: event.RuleMaxLength, Message: idMsg(600)},
-				{Path: "/project_id", Rule: event.RuleRequired, Message: "is required (1 to 512 bytes)"},
-				{Path: "/source", Rule: event.RuleEnum, Message: `"push" must be collector or reconciliation, or left out`},
-				{Path: "/payload/state", Rule: event.RuleMaxLength, Message: "must be at most 512 bytes, has 513"},
-				{Path: "/payload/size", Rule: event.RuleType, Message: "must be an object, not an array"},
-				{Path: "/payload/provider", Rule: event.RuleType, Message: "must be an object, not a number"},
+				{Member: "/resource_type", Rule: event.RuleRequired, Message: "is required (1 to 512 bytes)"},
+				{Member: "/resource_id", Rule: event.RuleMaxLength, Message: idMsg(600)},
+				{Member: "/project_id", Rule: event.RuleRequired, Message: "is required (1 to 512 bytes)"},
+				{Member: "/source", Rule: event.RuleEnum, Message: `"push" must be collector or reconciliation, or left out`},
+				{Member: "/payload/state", Rule: event.RuleMaxLength, Message: "must be at most 512 bytes, has 513"},
+				{Member: "/payload/size", Rule: event.RuleType, Message: "must be an object, not an array"},
+				{Member: "/payload/provider", Rule: event.RuleType, Message: "must be an object, not a number"},
 			},
 		},
 		{
@@ -432,15 +432,15 @@ func TestValidate(t *testing.T) {
 				*e = event.Event{}
 			},
 			want: []event.Problem{
-				{Path: "/event_id", Rule: event.RuleRequired, Message: "is required (1 to 256 bytes)"},
-				{Path: "/timestamp", Rule: event.RuleRequired, Message: "is required (RFC 3339 with a zone)"},
-				{Path: "/event_type", Rule: event.RuleRequired, Message: "is required"},
-				{Path: "/platform", Rule: event.RuleRequired, Message: "is required (1 to 512 bytes)"},
-				{Path: "/cloud", Rule: event.RuleRequired, Message: "is required (1 to 512 bytes)"},
-				{Path: "/resource_type", Rule: event.RuleRequired, Message: "is required (1 to 512 bytes)"},
-				{Path: "/resource_id", Rule: event.RuleRequired, Message: "is required (1 to 512 bytes)"},
-				{Path: "/project_id", Rule: event.RuleRequired, Message: "is required (1 to 512 bytes)"},
-				{Path: "/payload/state", Rule: event.RuleRequired, Message: "is required on every event except a delete"},
+				{Member: "/event_id", Rule: event.RuleRequired, Message: "is required (1 to 256 bytes)"},
+				{Member: "/timestamp", Rule: event.RuleRequired, Message: "is required (RFC 3339 with a zone)"},
+				{Member: "/event_type", Rule: event.RuleRequired, Message: "is required"},
+				{Member: "/platform", Rule: event.RuleRequired, Message: "is required (1 to 512 bytes)"},
+				{Member: "/cloud", Rule: event.RuleRequired, Message: "is required (1 to 512 bytes)"},
+				{Member: "/resource_type", Rule: event.RuleRequired, Message: "is required (1 to 512 bytes)"},
+				{Member: "/resource_id", Rule: event.RuleRequired, Message: "is required (1 to 512 bytes)"},
+				{Member: "/project_id", Rule: event.RuleRequired, Message: "is required (1 to 512 bytes)"},
+				{Member: "/payload/state", Rule: event.RuleRequired, Message: "is required on every event except a delete"},
 			},
 		},
 	}
@@ -466,7 +466,7 @@ func TestValidate(t *testing.T) {
 			}{
 				name: f.path[1:] + " empty", rule: rule,
 				mutate: func(e *event.Event) { f.set(e, "") },
-				want:   []event.Problem{{Path: f.path, Rule: event.RuleRequired, Message: "is required (1 to 512 bytes)"}},
+				want:   []event.Problem{{Member: f.path, Rule: event.RuleRequired, Message: "is required (1 to 512 bytes)"}},
 			},
 			struct {
 				name   string
@@ -485,7 +485,7 @@ func TestValidate(t *testing.T) {
 			}{
 				name: f.path[1:] + " of 513 bytes", rule: rule,
 				mutate: func(e *event.Event) { f.set(e, bytesOf(513)) },
-				want:   []event.Problem{{Path: f.path, Rule: event.RuleMaxLength, Message: idMsg(513)}},
+				want:   []event.Problem{{Member: f.path, Rule: event.RuleMaxLength, Message: idMsg(513)}},
 			},
 		)
 	}
@@ -493,7 +493,7 @@ func TestValidate(t *testing.T) {
 	// payload.state on each category: absent, null, "" and a value.
 	// "It is required on every event except a delete, where the core sets
 	// deleted itself." Absent and null both count as missing (issue 2).
-	stateRequired := []event.Problem{{Path: "/payload/state", Rule: event.RuleRequired, Message: "is required on every event except a delete"}}
+	stateRequired := []event.Problem{{Member: "/payload/state", Rule: event.RuleRequired, Message: "is required on every event except a delete"}}
 	for _, c := range []struct {
 		cat, eventType string
 		missingRefused bool
@@ -565,10 +565,10 @@ func TestValidateNeverQuotesOverLongValues(t *testing.T) {
 		}
 		for _, p := range problems(t, err) {
 			if strings.Contains(p.Message, long[:40]) {
-				t.Errorf("%s: message quotes the over-long value back: %.80q", p.Path, p.Message)
+				t.Errorf("%s: message quotes the over-long value back: %.80q", p.Member, p.Message)
 			}
 			if len(p.Message) > 200 {
-				t.Errorf("%s: message is %d bytes long", p.Path, len(p.Message))
+				t.Errorf("%s: message is %d bytes long", p.Member, len(p.Message))
 			}
 		}
 		if s := err.Error(); strings.Contains(s, long[:40]) {
@@ -582,14 +582,16 @@ func TestErrorAndProblemStrings(t *testing.T) {
 	e.Cloud = "meta"
 	e.Payload.State = event.State{}
 	err := event.Validate(&e)
-	want := `cloud: must not be "meta": meta and partner name the virtual projects, which own no resources; payload.state: is required on every event except a delete`
+	// The form of a refusal reason after its kind (DECISIONS.md, Refusal
+	// reasons): "<JSON Pointer>: <rule>: <message>".
+	want := `/cloud: reserved: must not be "meta": meta and partner name the virtual projects, which own no resources; /payload/state: required: is required on every event except a delete`
 	if got := err.Error(); got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
-	if got := (event.Problem{Message: "the item must be a JSON object, not null"}).String(); got != "the item must be a JSON object, not null" {
+	if got := (event.Problem{Rule: event.RuleType, Message: "the item must be a JSON object, not null"}).String(); got != ": type: the item must be a JSON object, not null" {
 		t.Errorf("String() of a whole-item problem = %q", got)
 	}
-	var target *event.Error
+	var target *event.ValidationError
 	if !errors.As(err, &target) || len(target.Problems) != 2 {
 		t.Fatalf("errors.As: %v", err)
 	}
@@ -626,11 +628,11 @@ func TestSourcesAndCategories(t *testing.T) {
 }
 
 func patternProblem(v string) event.Problem {
-	return event.Problem{Path: "/event_type", Rule: event.RulePattern, Message: strconv.Quote(v) + ` must be two or more dot-separated parts of a-z, 0-9 and _ (^[a-z0-9_]+(\.[a-z0-9_]+)+$)`}
+	return event.Problem{Member: "/event_type", Rule: event.RulePattern, Message: strconv.Quote(v) + ` must be two or more dot-separated parts of a-z, 0-9 and _ (^[a-z0-9_]+(\.[a-z0-9_]+)+$)`}
 }
 
 func reserved(path, v string) event.Problem {
-	return event.Problem{Path: path, Rule: event.RuleReserved, Message: `must not be "` + v + `": meta and partner name the virtual projects, which own no resources`}
+	return event.Problem{Member: path, Rule: event.RuleReserved, Message: `must not be "` + v + `": meta and partner name the virtual projects, which own no resources`}
 }
 
 // A Go-built event can hold what Decode never produces; Validate refuses
@@ -658,7 +660,7 @@ func TestValidateGoBuiltEvents(t *testing.T) {
 		{"duplicate member in provider", func(e *event.Event) { e.Payload.Provider = jsontext.Value(`{"a":1,"a":2}`) }, "/payload/provider", event.RuleSyntax},
 		{"NUL in provider", func(e *event.Event) { e.Payload.Provider = jsontext.Value(`{"a":"\u0000"}`) }, "/payload/provider", event.RuleNUL},
 		{"unknown members not an object", func(e *event.Event) { e.Payload.Unknown = jsontext.Value(`[1]`) }, "/payload", event.RuleType},
-		{"unknown member named like a known one", func(e *event.Event) { e.Payload.Unknown = jsontext.Value(`{"state":"dup"}`) }, "/payload/state", event.RuleDuplicate},
+		{"unknown member named like a known one", func(e *event.Event) { e.Payload.Unknown = jsontext.Value(`{"state":"dup"}`) }, "/payload/state", event.RuleDuplicateMember},
 		{"year 10000", func(e *event.Event) { e.Timestamp = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, "/timestamp", event.RuleFormat},
 	}
 	for _, tt := range tests {
@@ -666,13 +668,13 @@ func TestValidateGoBuiltEvents(t *testing.T) {
 			e := base()
 			tt.mutate(&e)
 			err := event.Validate(&e)
-			var ve *event.Error
+			var ve *event.ValidationError
 			if !errors.As(err, &ve) {
-				t.Fatalf("Validate: %v, want an *event.Error", err)
+				t.Fatalf("Validate: %v, want an *event.ValidationError", err)
 			}
 			found := false
 			for _, p := range ve.Problems {
-				found = found || (p.Path == tt.wantPath && p.Rule == tt.wantRule)
+				found = found || (p.Member == tt.wantPath && p.Rule == tt.wantRule)
 			}
 			if !found {
 				t.Errorf("problems %+v lack %s %s", ve.Problems, tt.wantPath, tt.wantRule)

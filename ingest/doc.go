@@ -7,14 +7,24 @@
 //
 // [Service.Ingest] takes up to [MaxBatch] raw items and judges each, in this
 // order: strict decoding and validation ([event.Decode], [event.Validate];
-// refusal "schema: …"), the caller's scope (refusal "scope", an audit row,
-// no dead letter), size names ([sizenames.Resolve], with
+// refusal "schema: …"), the caller's scope (refusal "scope: …", an audit
+// row, no dead letter), size names ([sizenames.Resolve], with
 // payload.provider.size_as_reported recording what was replaced), the size
 // schema of its (platform, resource_type) (refusal "size_schema: …"), and the
 // stored source (the caller's pipeline). It then commits the survivors, the
 // dead letters and the audit rows in one [Store.Commit], and answers a
 // [Result]. [SplitBatch] turns a request body into raw items without
 // decoding them.
+//
+// # Refusals and errors
+//
+// Every refusal reason reads "<kind>: <member>: <rule>: <message>" (several
+// problems joined by "; " after the kind), as [Rejection].Reason says; the
+// kind is the contract. The read operations refuse bad parameters with
+// tally's one validation error, an [*event.ValidationError] matching
+// [event.ErrInvalid], listing every bad parameter at once; its members are
+// "/" + the parameter's name as the HTTP API spells it (/limit, /cursor,
+// /cloud).
 //
 // # The size-schema registry
 //

@@ -48,6 +48,6 @@ func Example() {
 	// Output:
 	// accepted 1 duplicates 1
 	// item 2 ("e2"): size_schema: /payload/size/size_gb: exclusiveMinimum: must be greater than 0, is 0
-	// item 3 (""): schema: the item must be a JSON object, not a number
+	// item 3 (""): schema: : type: the item must be a JSON object, not a number
 	// stored size {"size_gb":100,"type":"ssd"}, provider {"oslo_event_type":"volume.create.end","size_as_reported":{"type":"7a8b9c0d-1e2f-4a3b-8c4d-5e6f70819203"}}
 }

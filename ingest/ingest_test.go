@@ -12,6 +12,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/store"
 	"github.com/tallyhq/tally/store/memstore"
@@ -84,9 +85,11 @@ func TestBestEffortEventID(t *testing.T) {
 		{`[{"event_id":"a"}]`, ""},
 		{``, ""},
 		{`not json`, ""},
-		// An over-long id is echoed only up to the bound, at a rune boundary.
-		{`{"event_id":"` + strings.Repeat("x", 20000) + `"}`, strings.Repeat("x", 256)},
-		{`{"event_id":"` + strings.Repeat("x", 255) + `€€"}`, strings.Repeat("x", 255)},
+		// DECISIONS.md, Echoed event_id in rejected: "The id as sent, or
+		// absent when the item has none; never truncated."
+		{`{"event_id":"` + strings.Repeat("x", 20000) + `"}`, strings.Repeat("x", 20000)},
+		{`{"event_id":"` + strings.Repeat("x", 255) + `€€"}`, strings.Repeat("x", 255) + "€€"},
+		{`{"event_id":"\u0041\/"}`, "A/"},
 	}
 	for _, tt := range tests {
 		if got := ingest.BestEffortEventID([]byte(tt.raw)); got != tt.want {
@@ -105,8 +108,8 @@ func TestCursorRoundTrip(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 	for _, c := range []string{"", "x", "djEuMS4y=", "djEuYS4y", "djEuMS4tMQ"} {
-		if _, err := ingest.DecodeCursor(c); !errors.Is(err, ingest.ErrBadCursor) {
-			t.Errorf("DecodeCursor(%q) = %v, want ErrBadCursor", c, err)
+		if _, err := ingest.DecodeCursor(c); !errors.Is(err, event.ErrInvalid) {
+			t.Errorf("DecodeCursor(%q) = %v, want event.ErrInvalid", c, err)
 		}
 	}
 }
@@ -117,8 +120,8 @@ func FuzzDecodeCursor(f *testing.F) {
 	f.Fuzz(func(t *testing.T, c string) {
 		p, err := ingest.DecodeCursor(c)
 		if err != nil {
-			if !errors.Is(err, ingest.ErrBadCursor) {
-				t.Fatalf("error %v does not match ErrBadCursor", err)
+			if !errors.Is(err, event.ErrInvalid) {
+				t.Fatalf("error %v does not match event.ErrInvalid", err)
 			}
 			return
 		}

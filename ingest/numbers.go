@@ -23,7 +23,7 @@ import (
 // Every such number is 0 or has a magnitude between 10^-(MaxNumberDigits+
 // MaxNumberExponent) and 10^(MaxNumberDigits+MaxNumberExponent); sizes in
 // practice (vcpus, ram_mb, disk_gb) are far inside it. A size with a number
-// outside the range is refused "size_schema: <pointer>: number_range: …", a
+// outside the range is refused "size_schema: <pointer>: numberRange: …", a
 // size schema with one is refused by [Service.PutResourceType] naming the
 // keyword; numbers elsewhere in an event (payload.provider, say) are kept
 // exactly as sent and never judged.
@@ -31,9 +31,6 @@ const (
 	MaxNumberDigits   = 100
 	MaxNumberExponent = 400
 )
-
-// RuleNumberRange is the rule a reason names for a number outside the range.
-const RuleNumberRange = "number_range"
 
 var msgNumberRange = fmt.Sprintf("must be a number of at most %d digits with an exponent from -%d to %d", MaxNumberDigits, MaxNumberExponent, MaxNumberExponent)
 

@@ -34,7 +34,7 @@ const okSize = `"vcpus":2,"ram_gb":4,"flavor":"m1"`
 // refused per item (size_schema:); never a 5xx." Each hostile item is
 // refused as itself, naming the member and the rule; its sibling is stored.
 func TestSizeNumbersOutsideTheRangeAreRefusedPerItem(t *testing.T) {
-	rangeMsg := fmt.Sprintf("number_range: must be a number of at most %d digits with an exponent from -%d to %d", ingest.MaxNumberDigits, ingest.MaxNumberExponent, ingest.MaxNumberExponent)
+	rangeMsg := fmt.Sprintf("numberRange: must be a number of at most %d digits with an exponent from -%d to %d", ingest.MaxNumberDigits, ingest.MaxNumberExponent, ingest.MaxNumberExponent)
 	tests := []struct {
 		name, disk, want string
 	}{
@@ -94,9 +94,9 @@ func TestSizeNumberRangeReasonIsBounded(t *testing.T) {
 // with 400, naming the keyword."
 func TestPutResourceTypeRefusesNumbersItCannotEnforce(t *testing.T) {
 	tests := []struct{ name, doc, want string }{
-		{"minimum", `{"minimum": 1e1000001}`, "/minimum: number_range: "},
-		{"nested maximum", `{"properties":{"gb":{"maximum":-1e-1000001}}}`, "/properties/gb/maximum: number_range: "},
-		{"enum", `{"enum":[1, 1e999999, 1e999999]}`, "/enum/1: number_range: "},
+		{"minimum", `{"minimum": 1e1000001}`, "/minimum: numberRange: "},
+		{"nested maximum", `{"properties":{"gb":{"maximum":-1e-1000001}}}`, "/properties/gb/maximum: numberRange: "},
+		{"enum", `{"enum":[1, 1e999999, 1e999999]}`, "/enum/1: numberRange: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,7 +122,7 @@ func TestNumberRangeRuleOnLiterals(t *testing.T) {
 		}
 	}
 	for _, n := range out {
-		if _, err := ingest.CompileSizeSchema(jsontext.Value(`{"const":` + n + `}`)); err == nil || !strings.Contains(err.Error(), "number_range") {
+		if _, err := ingest.CompileSizeSchema(jsontext.Value(`{"const":` + n + `}`)); err == nil || !strings.Contains(err.Error(), "numberRange") {
 			t.Errorf("%s: %v, want out of range", n, err)
 		}
 	}

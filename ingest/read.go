@@ -3,7 +3,6 @@ package ingest
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -19,14 +18,6 @@ const (
 	DefaultLimit = 100
 	MaxLimit     = 1000
 )
-
-// ErrBadCursor is returned by the listings for a cursor they did not issue.
-// The HTTP layer answers 400 naming the parameter.
-var ErrBadCursor = errors.New("ingest: malformed cursor")
-
-// ErrBadLimit is returned by the listings for a limit outside 1..1000 (0
-// means DefaultLimit). The HTTP layer answers 400 naming the parameter.
-var ErrBadLimit = fmt.Errorf("ingest: limit must be 1 to %d", MaxLimit)
 
 // Page selects one page of a listing ordered by (time, id), oldest first.
 type Page struct {
@@ -59,23 +50,34 @@ func EncodeCursor(p Position) string {
 	return base64.RawURLEncoding.EncodeToString([]byte("v1." + s))
 }
 
-// DecodeCursor reads a cursor made by [EncodeCursor], or returns an error
-// matching [ErrBadCursor].
+// DecodeCursor reads a cursor made by [EncodeCursor], or returns an
+// [*event.ValidationError] naming /cursor, rule format (matching
+// [event.ErrInvalid]).
 func DecodeCursor(c string) (Position, error) {
+	pos, ok := decodeCursor(c)
+	if !ok {
+		var ps params
+		ps.badCursor()
+		return Position{}, ps.err()
+	}
+	return pos, nil
+}
+
+func decodeCursor(c string) (Position, bool) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
-		return Position{}, ErrBadCursor
+		return Position{}, false
 	}
 	parts := strings.Split(string(b), ".")
 	if len(parts) != 3 || parts[0] != "v1" {
-		return Position{}, ErrBadCursor
+		return Position{}, false
 	}
 	us, err1 := strconv.ParseInt(parts[1], 10, 64)
 	id, err2 := strconv.ParseInt(parts[2], 10, 64)
 	if err1 != nil || err2 != nil || id < 0 {
-		return Position{}, ErrBadCursor
+		return Position{}, false
 	}
-	return Position{At: time.UnixMicro(us).UTC(), ID: id}, nil
+	return Position{At: time.UnixMicro(us).UTC(), ID: id}, true
 }
 
 // ceilMicro rounds t up to the next microsecond, the precision every stored
@@ -107,31 +109,39 @@ func paginate[T any](items []T, limit int, cursor func(T) string) ([]T, *string)
 	return items, nil
 }
 
-func (p Page) resolve() (limit int, after *Position, err error) {
-	limit = p.Limit
-	switch {
-	case limit == 0:
-		limit = DefaultLimit
-	case limit < 0 || limit > MaxLimit:
-		return 0, nil, ErrBadLimit
-	}
+// Validate returns an [*event.ValidationError] listing every bad parameter
+// of p (/limit outside 1..MaxLimit, /cursor not issued by a listing), or
+// nil. [Service.DeadLetters] and [Service.Audit] call it; an HTTP adapter
+// calls it to list these problems beside its own.
+func (p Page) Validate() error {
+	var ps params
+	p.resolve(&ps)
+	return ps.err()
+}
+
+// resolve reads the page's limit and cursor, adding a problem to ps for
+// each bad one.
+func (p Page) resolve(ps *params) (limit int, after *Position) {
+	limit = ps.limit(p.Limit)
 	if p.Cursor != "" {
-		pos, err := DecodeCursor(p.Cursor)
-		if err != nil {
-			return 0, nil, err
+		pos, ok := decodeCursor(p.Cursor)
+		if !ok {
+			ps.badCursor()
 		}
 		after = &pos
 	}
-	return limit, after, nil
+	return limit, after
 }
 
 // DeadLetters lists the dead letters received in the page's window, oldest
 // first (canonical-event.md, Delivery: "What was kept is read back through
-// GET /api/v1/rejected-events"). Items is never nil. It returns
-// [ErrBadLimit], [ErrBadCursor], or the store's error wrapped.
+// GET /api/v1/rejected-events"). Items is never nil. It returns an
+// [*event.ValidationError] listing every bad parameter (/limit, /cursor),
+// or the store's error wrapped.
 func (s *Service) DeadLetters(ctx context.Context, p Page) (DeadLetterPage, error) {
-	limit, after, err := p.resolve()
-	if err != nil {
+	var ps params
+	limit, after := p.resolve(&ps)
+	if err := ps.err(); err != nil {
 		return DeadLetterPage{}, err
 	}
 	items, err := s.store.DeadLetters(ctx, DeadLetterQuery{From: ceilMicro(p.From), To: ceilMicro(p.To), After: after, Limit: limit + 1})
@@ -146,14 +156,14 @@ func (s *Service) DeadLetters(ctx context.Context, p Page) (DeadLetterPage, erro
 }
 
 // Audit lists the audit rows of action ("" for every action) written in the
-// page's window, oldest first. Items is never nil. It returns [ErrBadLimit],
-// [ErrBadCursor], or the store's error wrapped.
+// page's window, oldest first. Items is never nil. It returns an
+// [*event.ValidationError] listing every bad parameter (/action, /limit,
+// /cursor), or the store's error wrapped.
 func (s *Service) Audit(ctx context.Context, action string, p Page) (AuditPage, error) {
-	if err := checkText("action", action); err != nil {
-		return AuditPage{}, err
-	}
-	limit, after, err := p.resolve()
-	if err != nil {
+	var ps params
+	ps.text("action", action)
+	limit, after := p.resolve(&ps)
+	if err := ps.err(); err != nil {
 		return AuditPage{}, err
 	}
 	items, err := s.store.Audit(ctx, AuditQuery{Action: action, From: ceilMicro(p.From), To: ceilMicro(p.To), After: after, Limit: limit + 1})

@@ -16,6 +16,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/tallyhq/tally/event"
 )
 
 // ErrInvalidSchema is matched (errors.Is) by every [*SchemaError].
@@ -74,7 +76,7 @@ func CompileSizeSchema(doc jsontext.Value) (*jsonschema.Schema, error) {
 		if total > 1 {
 			more = fmt.Sprintf(" (and %d more numbers)", total-1)
 		}
-		return nil, fmt.Errorf("%s: %s: %s, so it cannot be enforced%s", ptrs[0], RuleNumberRange, msgNumberRange, more)
+		return nil, fmt.Errorf("%s: %s: %s, so it cannot be enforced%s", ptrs[0], event.RuleNumberRange, msgNumberRange, more)
 	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {

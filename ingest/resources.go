@@ -43,6 +43,36 @@ type ResourceDetail struct {
 	Events   []event.Event `json:"events"`
 }
 
+// Validate returns an [*event.ValidationError] listing every bad parameter
+// of f (a text filter that is not valid UTF-8 or holds a NUL, /limit,
+// /cursor), or nil. [Service.Resources] calls it; an HTTP adapter calls it
+// to list these problems beside its own.
+func (f ResourceFilter) Validate() error {
+	var ps params
+	f.check(&ps)
+	return ps.err()
+}
+
+// check adds a problem to ps for each bad parameter of f, and returns the
+// limit and the position after which to list.
+func (f ResourceFilter) check(ps *params) (limit int, after *ResourceKey) {
+	for _, t := range [...]struct{ name, v string }{
+		{"cloud", f.Cloud}, {"platform", f.Platform}, {"resource_type", f.ResourceType},
+		{"project_id", f.ProjectID}, {"state", f.State},
+	} {
+		ps.text(t.name, t.v)
+	}
+	limit = ps.limit(f.Limit)
+	if f.Cursor != "" {
+		k, ok := decodeKeyCursor(f.Cursor)
+		if !ok {
+			ps.badCursor()
+		}
+		after = &k
+	}
+	return limit, after
+}
+
 func encodeKeyCursor(k ResourceKey) string {
 	b, err := json.Marshal([]string{"r1", k.Cloud, k.ResourceType, k.ResourceID})
 	if err != nil {
@@ -51,45 +81,32 @@ func encodeKeyCursor(k ResourceKey) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func decodeKeyCursor(c string) (ResourceKey, error) {
+func decodeKeyCursor(c string) (ResourceKey, bool) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
-		return ResourceKey{}, ErrBadCursor
+		return ResourceKey{}, false
 	}
 	var parts []string
 	if err := json.Unmarshal(b, &parts); err != nil || len(parts) != 4 || parts[0] != "r1" {
-		return ResourceKey{}, ErrBadCursor
+		return ResourceKey{}, false
 	}
-	return ResourceKey{Cloud: parts[1], ResourceType: parts[2], ResourceID: parts[3]}, nil
+	return ResourceKey{Cloud: parts[1], ResourceType: parts[2], ResourceID: parts[3]}, true
 }
 
 // Resources lists one page of the projection of current resources
 // (canonical-event.md, Event: derived from the events and rebuildable).
-// Items is never nil. It returns a [*ParamError] for a filter that is not
-// valid UTF-8 or holds a NUL, [ErrBadLimit], [ErrBadCursor], or the store's
-// error wrapped.
+// Items is never nil. It returns an [*event.ValidationError] listing every
+// bad parameter (a filter that is not valid UTF-8 or holds a NUL, /limit,
+// /cursor), or the store's error wrapped.
 func (s *Service) Resources(ctx context.Context, f ResourceFilter) (ResourcePage, error) {
-	if err := checkText("cloud", f.Cloud, "platform", f.Platform, "resource_type", f.ResourceType,
-		"project_id", f.ProjectID, "state", f.State); err != nil {
+	var ps params
+	limit, after := f.check(&ps)
+	if err := ps.err(); err != nil {
 		return ResourcePage{}, err
-	}
-	limit := f.Limit
-	switch {
-	case limit == 0:
-		limit = DefaultLimit
-	case limit < 0 || limit > MaxLimit:
-		return ResourcePage{}, ErrBadLimit
 	}
 	q := ResourceQuery{
 		Cloud: f.Cloud, Platform: f.Platform, ResourceType: f.ResourceType,
-		ProjectID: f.ProjectID, State: f.State, AliveAt: f.AliveAt, Limit: limit + 1,
-	}
-	if f.Cursor != "" {
-		k, err := decodeKeyCursor(f.Cursor)
-		if err != nil {
-			return ResourcePage{}, err
-		}
-		q.After = &k
+		ProjectID: f.ProjectID, State: f.State, AliveAt: f.AliveAt, Limit: limit + 1, After: after,
 	}
 	items, err := s.store.Resources(ctx, q)
 	if err != nil {

@@ -146,11 +146,20 @@ type Result struct {
 type Rejection struct {
 	// Index is the item's position in the batch, from 0.
 	Index int `json:"index"`
-	// EventID is the event_id the item carried, read best effort even from
-	// an invalid item; "" when none could be read.
-	EventID string `json:"event_id"`
-	// Reason is "schema: <problems>", "size_schema: <problems>" or "scope";
-	// valid UTF-8 without NUL, at most MaxReasonBytes.
+	// EventID is the event_id the item carried, exactly as sent (after JSON
+	// unescaping), read best effort even from an invalid item, and never
+	// truncated (DECISIONS.md, Echoed event_id: "A truncated id matches
+	// nothing the client sent; the body cap bounds it"). "" (absent in
+	// JSON) when the item has none, or one that is not a string of valid
+	// UTF-8 without NUL.
+	EventID string `json:"event_id,omitempty"`
+	// Reason is "<kind>: <member>: <rule>: <message>", one such
+	// "<member>: <rule>: <message>" per problem joined by "; " after the
+	// kind (DECISIONS.md, Refusal reasons): the kind is "schema",
+	// "size_schema" or "scope", and is the only part a program may match
+	// on; member is a JSON Pointer into the item ("" for the item as a
+	// whole), rule an event.Rule* constant or the JSON Schema keyword that
+	// failed. Valid UTF-8 without NUL, at most MaxReasonBytes.
 	Reason string `json:"reason"`
 }
 
@@ -204,7 +213,9 @@ func New(s Store, opts Options) (*Service, error) {
 //     then [event.Validate]);
 //     a failure refuses it "schema: <every problem, joined by "; ">";
 //  2. checked against the caller's scope, when it has one: platform and
-//     cloud must both match, else it is refused "scope", an audit row of
+//     cloud must both match, else it is refused "scope: /cloud: scope:
+//     cloud "os-demo" is outside this credential's openstack/os-dev" (one
+//     such problem per member outside the scope), an audit row of
 //     action [ActionScopeViolation] is written and no dead letter;
 //  3. when it carries payload.size (an object): the size names of its
 //     (cloud, resource_type), read once per pair and batch, are applied
@@ -214,14 +225,14 @@ func New(s Store, opts Options) (*Service, error) {
 //     provider object is created when absent);
 //  4. every number of the size (after replacement) must lie in the range
 //     the validator judges ([MaxNumberDigits], [MaxNumberExponent]), else it
-//     is refused "size_schema: /payload/size/gb: number_range: …", so one
+//     is refused "size_schema: /payload/size/gb: numberRange: …", so one
 //     item's cost stays bounded by its bytes; then the size is validated
 //     against the size schema of
 //     its (platform, resource_type), read once per pair and batch; a failure
 //     refuses it "size_schema: <problems>", each problem naming the member
 //     (/payload/size/vcpus) and the rule. A pair with no schema is accepted
 //     and counted ([Observer].UnvalidatedSize), or, with
-//     RequireSizeSchema, refused "size_schema: no size schema registered for
+//     RequireSizeSchema, refused "size_schema: /payload/size: schema: no size schema is registered for
 //     (<platform>, <resource_type>)";
 //  5. given the caller's pipeline as source, whatever it claimed.
 //
@@ -338,7 +349,8 @@ func (r *run) item(i int, raw []byte) (err error) {
 			if id == "" {
 				id = BestEffortEventID(raw)
 			}
-			r.reject(i, id, kind, fmt.Sprintf("%s: %s: internal: the %s stage failed on this item; it was refused and kept as a dead letter", kind, ptr, stage), raw)
+			r.reject(i, id, kind, reason(kind, event.Problem{Member: ptr, Rule: event.RuleInternal,
+				Message: fmt.Sprintf("the %s stage failed on this item; it was refused and kept as a dead letter", stage)}), raw)
 			err = nil
 		}
 	}()
@@ -379,12 +391,12 @@ func (r *run) item(i int, raw []byte) (err error) {
 // decode is stage 1: strict decoding and every rule of the event.
 func (r *run) decode(i int, raw []byte) (event.Event, string, bool) {
 	ev, err := event.DecodeValidate(raw)
-	id := capID(ev.EventID)
+	id := ev.EventID
 	if id == "" {
 		id = BestEffortEventID(raw)
 	}
 	if err != nil {
-		r.reject(i, id, KindSchema, "schema: "+err.Error(), raw)
+		r.reject(i, id, KindSchema, string(KindSchema)+": "+err.Error(), raw)
 		return ev, id, false
 	}
 	return ev, id, true
@@ -395,7 +407,7 @@ func (r *run) inScope(i int, raw []byte, id string, ev event.Event) bool {
 	if r.caller.Platform == "" || (ev.Platform == r.caller.Platform && ev.Cloud == r.caller.Cloud) {
 		return true
 	}
-	r.reject(i, id, KindScope, string(KindScope), raw)
+	r.reject(i, id, KindScope, scopeReason(r.caller, ev), raw)
 	r.batch.Audit = append(r.batch.Audit, AuditEntry{
 		At: r.now, Action: ActionScopeViolation, Credential: r.caller.Credential,
 		EventID: id, Platform: ev.Platform, Cloud: ev.Cloud,
@@ -434,7 +446,7 @@ func (r *run) checkSize(i int, raw []byte, id string, ev event.Event, size jsont
 	if total > 0 {
 		problems := make([]string, 0, len(ptrs)+1)
 		for _, p := range ptrs {
-			problems = append(problems, "/payload/size"+p+": "+RuleNumberRange+": "+msgNumberRange)
+			problems = append(problems, "/payload/size"+p+": "+event.RuleNumberRange+": "+msgNumberRange)
 		}
 		if total > len(ptrs) {
 			problems = append(problems, fmt.Sprintf("and %d more", total-len(ptrs)))
@@ -452,7 +464,8 @@ func (r *run) checkSize(i int, raw []byte, id string, ev event.Event, size jsont
 	}
 	switch {
 	case lk.rt == nil && r.s.opts.RequireSizeSchema:
-		r.reject(i, id, KindSizeSchema, fmt.Sprintf("size_schema: no size schema registered for (%s, %s)", ev.Platform, ev.ResourceType), raw)
+		r.reject(i, id, KindSizeSchema, reason(KindSizeSchema, event.Problem{Member: "/payload/size", Rule: event.RuleSchema,
+			Message: fmt.Sprintf("no size schema is registered for (%s, %s), and this server requires one", ev.Platform, ev.ResourceType)}), raw)
 		return nil, false, nil
 	case lk.rt == nil:
 		return &sp, true, nil
@@ -691,21 +704,30 @@ func BestEffortEventID(raw []byte) string {
 		if strings.IndexByte(id, 0) >= 0 || strings.ContainsRune(id, utf8.RuneError) && !utf8.Valid(raw) {
 			return ""
 		}
-		return capID(id)
+		return id
 	}
 }
 
-// capID bounds an echoed event_id to event.EventIDMaxLen bytes, cut at a
-// rune boundary: an id longer than that was refused for its length, and
-// quoting all of it back (in the result and the dead letter) would let one
-// item inflate both without bound.
-func capID(id string) string {
-	if len(id) <= event.EventIDMaxLen {
-		return id
+// reason writes a refusal reason, "<kind>: <member>: <rule>: <message>"
+// for each problem, joined by "; " (DECISIONS.md, Refusal reasons).
+func reason(k Kind, ps ...event.Problem) string {
+	return string(k) + ": " + (&event.ValidationError{Problems: ps}).Error()
+}
+
+// scopeReason names each member of ev outside the caller's scope, and the
+// scope (DECISIONS.md, Refusal reasons: "A scope refusal names the member
+// and the credential's scope"), such as
+// `scope: /cloud: scope: cloud "os-demo" is outside this credential's openstack/os-dev`.
+func scopeReason(caller Caller, ev event.Event) string {
+	var ps []event.Problem
+	for _, m := range [...]struct{ name, got, want string }{
+		{"platform", ev.Platform, caller.Platform},
+		{"cloud", ev.Cloud, caller.Cloud},
+	} {
+		if m.got != m.want {
+			ps = append(ps, event.Problem{Member: "/" + m.name, Rule: event.RuleScope,
+				Message: fmt.Sprintf("%s %q is outside this credential's %s/%s", m.name, m.got, caller.Platform, caller.Cloud)})
+		}
 	}
-	cut := event.EventIDMaxLen
-	for cut > 0 && !utf8.RuneStart(id[cut]) {
-		cut--
-	}
-	return id[:cut]
+	return reason(KindScope, ps...)
 }

@@ -494,7 +494,7 @@ func endToEnd(t *testing.T, args ...string) {
 	stray.EventID = "e2e-stray"
 	status, _, body = call(t, "POST", base+"/api/v1/events", tokOther, mustJSON(t, stray))
 	res := decodeInto[ingestResult](t, body)
-	if status != 200 || len(res.Rejected) != 1 || res.Rejected[0].Reason != "scope" {
+	if status != 200 || len(res.Rejected) != 1 || res.Rejected[0].Reason != `scope: /cloud: scope: cloud "os-e2e" is outside this credential's openstack/os-other` {
 		t.Errorf("out-of-scope post: %d %s; want one item refused scope", status, body)
 	}
 	status, _, body = call(t, "GET", base+"/api/v1/audit?action=events.scope_violation", tokAdmin, nil)

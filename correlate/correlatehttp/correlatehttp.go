@@ -26,10 +26,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 
 	"github.com/tallyhq/tally/correlate"
+	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/internal/httpbody"
 	"github.com/tallyhq/tally/internal/problem"
 	"github.com/tallyhq/tally/route"
@@ -137,23 +139,19 @@ type requestError struct {
 	code    string
 	title   string
 	detail  string
-	members []problem.Member
+	members []event.Problem
 }
 
 func (e *requestError) Error() string { return e.code + ": " + e.detail }
 
-func invalid(code, title string, ps []correlate.Problem) *requestError {
-	members := make([]problem.Member, 0, len(ps))
-	for _, p := range ps {
-		members = append(members, problem.Member{Member: p.Member, Rule: p.Rule, Message: p.Message})
-	}
+func invalid(code, title string, ps []event.Problem) *requestError {
 	return &requestError{status: http.StatusBadRequest, code: code, title: title,
-		detail: "The request breaks the rules listed in errors.", members: members}
+		detail: "The request breaks the rules listed in errors.", members: ps}
 }
 
 // invalidQuery is the error of malformed getEvents parameters, answered
 // as every bad parameter is (problem.InvalidParameter).
-func invalidQuery(ps []correlate.Problem) *requestError {
+func invalidQuery(ps []event.Problem) *requestError {
 	d := problem.InvalidParameter()
 	e := invalid(d.Code, d.Title, ps)
 	e.detail = d.Detail
@@ -167,7 +165,7 @@ func invalidQuery(ps []correlate.Problem) *requestError {
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var (
 		re *requestError
-		ve *correlate.ValidationError
+		ve *event.ValidationError
 	)
 	if httpbody.Answer(w, r, h.log, err) {
 		return
@@ -217,23 +215,32 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p, err := correlate.DecodePayload(body)
-	var ve *correlate.ValidationError
+	var ve *event.ValidationError
 	if err != nil && !errors.As(err, &ve) {
 		return err
 	}
-	var ps []correlate.Problem
+	var ps []event.Problem
 	if ve != nil {
 		ps = ve.Problems
 	}
 	if values, ok := r.Header[IdempotencyKeyHeader]; ok {
 		key := headerKey(values)
-		switch {
-		case key == "" || len(key) > 255 || len(values) > 1:
-			ps = append(ps, correlate.Problem{Member: IdempotencyKeyHeader, Rule: "format",
-				Message: "must be one key of 1 to 255 bytes"})
+		// The header carries the idempotencyKey member (DECISIONS.md,
+		// Idempotency-Key request header), so its problems name that member.
+		const member = "/idempotencyKey"
+		switch n := utf8.RuneCountInString(key); {
+		case len(values) > 1:
+			ps = append(ps, event.Problem{Member: member, Rule: event.RuleFormat,
+				Message: "the " + IdempotencyKeyHeader + " header must be given once"})
+		case n == 0:
+			ps = append(ps, event.Problem{Member: member, Rule: event.RuleMinLength,
+				Message: "the " + IdempotencyKeyHeader + " header must not be empty"})
+		case n > correlate.MaxKeyLen:
+			ps = append(ps, event.Problem{Member: member, Rule: event.RuleMaxLength,
+				Message: fmt.Sprintf("the %s header must be at most %d characters", IdempotencyKeyHeader, correlate.MaxKeyLen)})
 		case ve == nil && p.IdempotencyKey != "" && p.IdempotencyKey != key:
-			ps = append(ps, correlate.Problem{Member: IdempotencyKeyHeader, Rule: "conflict",
-				Message: "disagrees with the body's idempotencyKey"})
+			ps = append(ps, event.Problem{Member: member, Rule: event.RuleConst,
+				Message: "must equal the " + IdempotencyKeyHeader + " header when both are given"})
 		case ve == nil:
 			p.IdempotencyKey = key
 		}
@@ -281,18 +288,18 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	v := r.URL.Query()
-	var ps []correlate.Problem
+	var ps []event.Problem
 	num := func(names ...string) int {
 		for _, name := range names {
 			if s := v.Get(name); s != "" {
 				n, err := strconv.Atoi(s)
 				switch {
 				case err != nil:
-					ps = append(ps, correlate.Problem{Member: name, Rule: "integer", Message: "must be an integer"})
+					ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleType, Message: "must be an integer"})
 				case n == 0 && name != "page":
 					// 0 would read as "the default" below; a client that
 					// asks for an empty page gets told.
-					ps = append(ps, correlate.Problem{Member: name, Rule: "range", Message: fmt.Sprintf("must be between 1 and %d", correlate.MaxPageSize)})
+					ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleMinimum, Message: fmt.Sprintf("must be between 1 and %d", correlate.MaxPageSize)})
 				}
 				return n
 			}
@@ -313,9 +320,15 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 	if s := v.Get("resolved"); s != "" {
 		b, err := strconv.ParseBool(s)
 		if err != nil {
-			ps = append(ps, correlate.Problem{Member: "resolved", Rule: "type", Message: "must be true or false"})
+			ps = append(ps, event.Problem{Member: "/resolved", Rule: event.RuleType, Message: "must be true or false"})
 		}
 		q.Resolved = &b
+	}
+	// Every bad parameter at once: the adapter's own (not an integer, not a
+	// boolean) and the library's judgement of the rest.
+	var ve *event.ValidationError
+	if errors.As(q.Validate(), &ve) {
+		ps = append(ps, ve.Problems...)
 	}
 	if len(ps) > 0 {
 		return invalidQuery(ps)
@@ -364,12 +377,12 @@ func (h *Handler) setStatus(w http.ResponseWriter, r *http.Request) error {
 		Status *correlate.Status `json:"status"`
 	}
 	if err := json.Unmarshal(body, &in, json.RejectUnknownMembers(true)); err != nil {
-		return invalid("invalid_event", "Invalid status update", []correlate.Problem{{
-			Rule: "syntax", Message: `the body must be {"status":"read"} or {"status":"unread"}`}})
+		return invalid("invalid_event", "Invalid status update", []event.Problem{{
+			Rule: event.RuleSyntax, Message: `the body must be {"status":"read"} or {"status":"unread"}`}})
 	}
 	if in.Status == nil {
-		return invalid("invalid_event", "Invalid status update", []correlate.Problem{{
-			Member: "/status", Rule: "required", Message: "is required"}})
+		return invalid("invalid_event", "Invalid status update", []event.Problem{{
+			Member: "/status", Rule: event.RuleRequired, Message: "is required"}})
 	}
 	e, err := h.svc.SetStatus(r.Context(), caller, r.PathValue("id"), *in.Status)
 	if err != nil {

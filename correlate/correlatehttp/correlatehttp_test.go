@@ -20,6 +20,7 @@ import (
 
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/correlate/correlatehttp"
+	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/internal/pgtest"
 	"github.com/tallyhq/tally/internal/problem"
 	"github.com/tallyhq/tally/route"
@@ -209,10 +210,10 @@ func TestCreateProblems(t *testing.T) {
 		{"not JSON at all", `category`, nil, 400, "invalid_event", []string{""}},
 		{"duplicate member", `{"category":"c","action":"a","action":"b"}`, nil, 400, "invalid_event", []string{"/action"}},
 		{"Idempotency-Key disagreeing with the body's idempotencyKey", `{"category":"c","action":"a","idempotencyKey":"a"}`,
-			[]string{"Idempotency-Key", "b"}, 400, "invalid_event", []string{"Idempotency-Key"}},
-		{"empty Idempotency-Key", `{"category":"c","action":"a"}`, []string{"Idempotency-Key", `""`}, 400, "invalid_event", []string{"Idempotency-Key"}},
+			[]string{"Idempotency-Key", "b"}, 400, "invalid_event", []string{"/idempotencyKey"}},
+		{"empty Idempotency-Key", `{"category":"c","action":"a"}`, []string{"Idempotency-Key", `""`}, 400, "invalid_event", []string{"/idempotencyKey"}},
 		{"Idempotency-Key problem listed with the body's problems", `{"category":"c"}`, []string{"Idempotency-Key", strings.Repeat("k", 256)},
-			400, "invalid_event", []string{"/action", "Idempotency-Key"}},
+			400, "invalid_event", []string{"/action", "/idempotencyKey"}},
 		{"body too large", `{"category":"c","action":"a","description":"` + strings.Repeat("x", 5000) + `"}`, nil, 413, "body_too_large", nil},
 	}
 	for _, tt := range tests {
@@ -329,8 +330,15 @@ func TestListStatusDeleteAndScope(t *testing.T) {
 	}
 	res = s.do("GET", "/api/events/list?page=x&pageSize=1000&order=sideways&resolved=maybe", "org-1/alice", "")
 	p := decode[problem.Details](t, res.body)
-	if res.status != 400 || p.Code != "invalid_parameter" || len(p.Errors) != 2 {
-		t.Errorf("bad parameters: %d %s, want 400 invalid_parameter with page and resolved", res.status, res.body)
+	// Every bad parameter at once, one problem code, a rule each (issue 11).
+	wantPs := []event.Problem{
+		{Member: "/page", Rule: event.RuleType, Message: "must be an integer"},
+		{Member: "/resolved", Rule: event.RuleType, Message: "must be true or false"},
+		{Member: "/pageSize", Rule: event.RuleMaximum, Message: "must be between 1 and 100"},
+		{Member: "/order", Rule: event.RuleEnum, Message: `must be "asc" or "desc"`},
+	}
+	if diff := cmp.Diff(wantPs, p.Errors); res.status != 400 || p.Code != "invalid_parameter" || diff != "" {
+		t.Errorf("bad parameters: %d %s, want 400 invalid_parameter (-want +got):\n%s", res.status, p.Code, diff)
 	}
 	res = s.do("GET", "/api/events/list?pageSize=1000&order=sideways", "org-1/alice", "")
 	if p := decode[problem.Details](t, res.body); res.status != 400 || len(p.Errors) != 2 {
@@ -338,7 +346,7 @@ func TestListStatusDeleteAndScope(t *testing.T) {
 	}
 	// pageSize=0 is not "the default": a client asking for no rows is told.
 	res = s.do("GET", "/api/events/list?pageSize=0", "org-1/alice", "")
-	if p := decode[problem.Details](t, res.body); res.status != 400 || len(p.Errors) != 1 || p.Errors[0].Member != "pageSize" {
+	if p := decode[problem.Details](t, res.body); res.status != 400 || len(p.Errors) != 1 || p.Errors[0].Member != "/pageSize" {
 		t.Errorf("pageSize=0: %d %s, want 400 naming pageSize", res.status, res.body)
 	}
 

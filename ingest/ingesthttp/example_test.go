@@ -51,5 +51,5 @@ func Example() {
 	b, _ := io.ReadAll(resp.Body)
 	fmt.Print(resp.StatusCode, " ", string(b))
 	// Output:
-	// 200 {"accepted":1,"duplicates":0,"rejected":[{"index":1,"event_id":"e2","reason":"scope"}]}
+	// 200 {"accepted":1,"duplicates":0,"rejected":[{"index":1,"event_id":"e2","reason":"scope: /cloud: scope: cloud \"os-other\" is outside this credential's openstack/os-demo"}]}
 }

@@ -284,7 +284,7 @@ func (h *Handler) listResources(w http.ResponseWriter, r *http.Request) error {
 		ProjectID: q.Get("project_id"), State: q.Get("state"), Limit: limit, Cursor: cursor,
 		AliveAt: ps.time(r, "alive_at"),
 	}
-	if err := ps.err(); err != nil {
+	if err := ps.err(f.Validate()); err != nil {
 		return err
 	}
 	p, err := h.svc.Resources(r.Context(), f)
@@ -312,24 +312,27 @@ func (h *Handler) getResource(w http.ResponseWriter, r *http.Request) error {
 const timeMsg = "must be an RFC 3339 date-time, such as 2026-03-01T12:00:00Z"
 
 // params collects the problems of a request's query parameters, so that
-// one answer lists them all.
-type params []problem.Member
+// one answer lists them all: the adapter's own (a malformed time or
+// integer) and the library's judgement of the rest. A problem's member is
+// "/" + the parameter's name.
+type params []event.Problem
 
-func (ps params) err() error {
+// err returns the adapter's problems followed by those of lib (the
+// library's Validate of the same parameters: an *event.ValidationError or
+// nil) as one *event.ValidationError, or nil when there are none.
+func (ps params) err(lib error) error {
+	var ve *event.ValidationError
+	if errors.As(lib, &ve) {
+		ps = append(ps, ve.Problems...)
+	}
 	if len(ps) == 0 {
 		return nil
 	}
-	return paramError(ps)
+	return &event.ValidationError{Problems: ps}
 }
 
-// paramError is the error of malformed query parameters, answered 400
-// invalid_parameter listing each.
-type paramError []problem.Member
-
-func (e paramError) Error() string { return "ingesthttp: invalid query parameters" }
-
-func (ps *params) add(name, msg string) {
-	*ps = append(*ps, problem.Member{Member: name, Message: msg})
+func (ps *params) add(name, rule, msg string) {
+	*ps = append(*ps, event.Problem{Member: "/" + name, Rule: rule, Message: msg})
 }
 
 // time reads an RFC 3339 parameter, in UTC; zero when absent.
@@ -340,25 +343,33 @@ func (ps *params) time(r *http.Request, name string) time.Time {
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		ps.add(name, timeMsg)
+		ps.add(name, event.RuleFormat, timeMsg)
 		return time.Time{}
 	}
 	return t.UTC()
 }
 
-// limitCursor reads limit and cursor.
+// limitCursor reads limit and cursor; the library judges their range and
+// form ([ingest.Page.Validate], [ingest.ResourceFilter.Validate]).
 func (ps *params) limitCursor(r *http.Request) (limit int, cursor string) {
 	q := r.URL.Query()
+	msg := fmt.Sprintf("must be an integer from 1 to %d", ingest.MaxLimit)
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > ingest.MaxLimit {
-			ps.add("limit", fmt.Sprintf("must be an integer from 1 to %d", ingest.MaxLimit))
+		switch {
+		case err != nil:
+			ps.add("limit", event.RuleType, msg)
+		case n == 0:
+			// The library reads 0 as "the default"; a client that asks for
+			// an empty page gets told.
+			ps.add("limit", event.RuleMinimum, msg)
+		default:
+			limit = n
 		}
-		limit = n
 	}
 	cursor = q.Get("cursor")
 	if _, has := q["cursor"]; has && cursor == "" {
-		ps.add("cursor", "must be the next_cursor of an earlier page")
+		ps.add("cursor", event.RuleFormat, "must be the next_cursor of an earlier page")
 	}
 	return limit, cursor
 }
@@ -368,7 +379,7 @@ func parsePage(r *http.Request) (ingest.Page, error) {
 	var ps params
 	p := ingest.Page{From: ps.time(r, "from"), To: ps.time(r, "to")}
 	p.Limit, p.Cursor = ps.limitCursor(r)
-	return p, ps.err()
+	return p, ps.err(p.Validate())
 }
 
 // fail maps an error of the library to its answer; the one place that does.
@@ -377,29 +388,22 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	var (
-		schema *ingest.SchemaError
-		param  *ingest.ParamError
-		params paramError
+		schema  *ingest.SchemaError
+		invalid *event.ValidationError
 	)
 	switch {
 	case problem.ClientGone(r, err):
 		h.log.DebugContext(r.Context(), "ingesthttp: client gone", "method", r.Method, "path", r.URL.Path, "err", err)
 	case errors.Is(err, errNoCaller):
 		problem.Write(w, problem.Unauthorized())
-	case errors.As(err, &params):
-		problem.Write(w, problem.InvalidParameter(params...))
-	case errors.As(err, &param):
-		problem.Write(w, problem.InvalidParameter(problem.Member{Member: param.Param, Rule: "utf8", Message: param.Message}))
+	case errors.As(err, &invalid):
+		problem.Write(w, problem.InvalidParameter(invalid.Problems...))
 	case errors.Is(err, ingest.ErrBatchTooLarge):
 		problem.Write(w, problem.New(http.StatusRequestEntityTooLarge, "batch_too_large", "Batch too large",
 			fmt.Sprintf("A batch holds at most %d events; nothing was stored.", ingest.MaxBatch)))
 	case errors.Is(err, ingest.ErrNotJSON):
 		problem.Write(w, problem.New(http.StatusBadRequest, "invalid_body", "Body is not JSON",
 			"The body must be one JSON object or an array of them."))
-	case errors.Is(err, ingest.ErrBadCursor):
-		problem.Write(w, problem.InvalidParameter(problem.Member{Member: "cursor", Message: "must be the next_cursor of an earlier page"}))
-	case errors.Is(err, ingest.ErrBadLimit):
-		problem.Write(w, problem.InvalidParameter(problem.Member{Member: "limit", Message: fmt.Sprintf("must be an integer from 1 to %d", ingest.MaxLimit)}))
 	case errors.As(err, &schema):
 		problem.Write(w, problem.New(http.StatusBadRequest, "invalid_size_schema", "Invalid size schema", schema.Message))
 	case errors.Is(err, store.ErrNotFound):

@@ -17,9 +17,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/ingesthttp"
 	"github.com/tallyhq/tally/internal/pgtest"
+	"github.com/tallyhq/tally/internal/problem"
 	"github.com/tallyhq/tally/route"
 	"github.com/tallyhq/tally/store/memstore"
 )
@@ -101,9 +103,9 @@ func TestPostEvents(t *testing.T) {
 		{"one object", volume("a", "c1"), true, 200, `{"accepted":1,"duplicates":0,"rejected":[]}`},
 		{"array with a duplicate", "[" + volume("a", "c1") + "," + volume("a", "c1") + "]", true, 200, `{"accepted":1,"duplicates":1,"rejected":[]}`},
 		{"empty array", "[]", true, 200, `{"accepted":0,"duplicates":0,"rejected":[]}`},
-		{"non-object element refused as that item", "[" + volume("a", "c1") + ",42]", true, 200, `{"accepted":1,"duplicates":0,"rejected":[{"index":1,"event_id":"","reason":"schema: the item must be a JSON object, not a number"}]}`},
-		{"out of scope", volume("b", "c2"), true, 200, `{"accepted":0,"duplicates":0,"rejected":[{"index":0,"event_id":"b","reason":"scope"}]}`},
-		{"invalid JSON object is an item", `{"event_id":"x",`, true, 200, `{"accepted":0,"duplicates":0,"rejected":[{"index":0,"event_id":"x","reason":"schema: invalid JSON: unexpected end of input"}]}`},
+		{"non-object element refused as that item", "[" + volume("a", "c1") + ",42]", true, 200, `{"accepted":1,"duplicates":0,"rejected":[{"index":1,"reason":"schema: : type: the item must be a JSON object, not a number"}]}`},
+		{"out of scope", volume("b", "c2"), true, 200, `{"accepted":0,"duplicates":0,"rejected":[{"index":0,"event_id":"b","reason":"scope: /cloud: scope: cloud \"c2\" is outside this credential's openstack/c1"}]}`},
+		{"invalid JSON object is an item", `{"event_id":"x",`, true, 200, `{"accepted":0,"duplicates":0,"rejected":[{"index":0,"event_id":"x","reason":"schema: : syntax: invalid JSON: unexpected end of input"}]}`},
 		{"no token", volume("a", "c1"), false, 401, "unauthorized"},
 		{"not JSON", "hello", true, 400, "invalid_body"},
 		{"broken array", "[{}, ", true, 400, "invalid_body"},
@@ -257,9 +259,23 @@ func TestRejectedEvents(t *testing.T) {
 			Errors []struct{ Member string }
 		}
 		_ = json.Unmarshal([]byte(b), &p)
-		if status != 400 || len(p.Errors) != 1 || p.Errors[0].Member != q.param {
+		if status != 400 || len(p.Errors) != 1 || p.Errors[0].Member != "/"+q.param {
 			t.Errorf("%s: %d %s, want 400 naming %s", q.query, status, b, q.param)
 		}
+	}
+	// Every bad parameter at once, the adapter's and the library's, with
+	// one problem code and a rule each (issue 11, Errors: one vocabulary).
+	status, _, b = s.do(t, "GET", "/api/v1/rejected-events?from=yesterday&limit=1001&cursor=bogus&to=x", "", true)
+	var p problem.Details
+	_ = json.Unmarshal([]byte(b), &p)
+	want := []event.Problem{
+		{Member: "/from", Rule: event.RuleFormat, Message: "must be an RFC 3339 date-time, such as 2026-03-01T12:00:00Z"},
+		{Member: "/to", Rule: event.RuleFormat, Message: "must be an RFC 3339 date-time, such as 2026-03-01T12:00:00Z"},
+		{Member: "/limit", Rule: event.RuleMaximum, Message: "must be an integer from 1 to 1000"},
+		{Member: "/cursor", Rule: event.RuleFormat, Message: "must be the next_cursor of an earlier page"},
+	}
+	if diff := cmp.Diff(want, p.Errors); status != 400 || p.Code != "invalid_parameter" || diff != "" {
+		t.Errorf("every bad parameter: %d %s (-want +got):\n%s", status, p.Code, diff)
 	}
 }
 

@@ -26,9 +26,9 @@ func TestResources(t *testing.T) {
 				`{"cloud":"c1","resource_type":"volume","resource_id":"v-b","platform":"openstack","project_id":"p","state":"deleted","size":{"size_gb":1,"type":"ssd"},"created_at":"2026-03-01T10:00:00Z","deleted_at":"2026-03-01T11:00:00Z","first_event_at":"2026-03-01T10:00:00Z","last_event_at":"2026-03-01T11:00:00Z","last_event_type":"volume.delete.end","last_event_id":"d"}],"next_cursor":null}`},
 		{"alive at noon", "/api/v1/resources?alive_at=2026-03-01T12:00:00Z&fields=ignored", 200, `"resource_id":"v-a"`},
 		{"by state", "/api/v1/resources?state=deleted", 200, `"resource_id":"v-b"`},
-		{"bad alive_at", "/api/v1/resources?alive_at=noon", 400, `"member":"alive_at"`},
-		{"bad limit", "/api/v1/resources?limit=0", 400, `"member":"limit"`},
-		{"bad cursor", "/api/v1/resources?cursor=zzz", 400, `"member":"cursor"`},
+		{"bad alive_at", "/api/v1/resources?alive_at=noon", 400, `"member":"/alive_at"`},
+		{"bad limit", "/api/v1/resources?limit=0", 400, `"member":"/limit"`},
+		{"bad cursor", "/api/v1/resources?cursor=zzz", 400, `"member":"/cursor"`},
 		{"one resource with its history", "/api/v1/resources/c1/volume/v-b", 200, `"events":[{"event_id":"b",`},
 		{"unknown resource", "/api/v1/resources/c1/volume/v-x", 404, `"code":"not_found"`},
 	}
@@ -77,7 +77,7 @@ func TestTextParameters(t *testing.T) {
 		{"GET", "/api/v1/resource-types/x%ff/y", "platform"},
 	} {
 		code, _, body := s.do(t, tt.method, tt.path, "", true)
-		if code != 400 || !strings.Contains(body, `"member":"`+tt.param+`"`) {
+		if code != 400 || !strings.Contains(body, `"member":"/`+tt.param+`"`) {
 			t.Errorf("%s %s: %d %s; want 400 naming %s", tt.method, tt.path, code, body, tt.param)
 		}
 	}

@@ -4,12 +4,14 @@
 // A body reads:
 //
 //	{"type":"urn:tally:problem:invalid_event","title":"Invalid event","status":400,
-//	 "detail":"…","code":"invalid_event","errors":[{"member":"/severity","message":"…"}]}
+//	 "detail":"…","code":"invalid_event","errors":[{"member":"/severity","rule":"enum","message":"…"}]}
 //
 // code is the stable, machine-readable identifier of the problem; type is the
-// same code as a URN, as RFC 9457 asks for a URI. errors lists each problem's
-// member (a JSON Pointer into the request body, or a parameter name) and
-// message, and is present only when there are member problems.
+// same code as a URN, as RFC 9457 asks for a URI. errors lists each problem
+// as an [event.Problem], tally's one problem shape: member (a JSON Pointer
+// into the request body, or "/" + the name of a query or path parameter),
+// rule (an event.Rule* constant) and message; it is present only when there
+// are member problems.
 package problem
 
 import (
@@ -19,34 +21,25 @@ import (
 	"net/http"
 
 	"github.com/go-json-experiment/json"
+
+	"github.com/tallyhq/tally/event"
 )
 
 // ContentType is the media type of a problem body.
 const ContentType = "application/problem+json"
 
-// Member is one problem with one member of the request.
-type Member struct {
-	// Member is a JSON Pointer (RFC 6901) into the body, such as
-	// "/payload/state", or the name of a query parameter or header.
-	Member string `json:"member"`
-	// Rule is the short name of the rule broken, when known.
-	Rule string `json:"rule,omitempty"`
-	// Message says what is wrong, in a sentence.
-	Message string `json:"message"`
-}
-
 // Details is a problem body.
 type Details struct {
-	Type   string   `json:"type"`
-	Title  string   `json:"title"`
-	Status int      `json:"status"`
-	Detail string   `json:"detail,omitempty"`
-	Code   string   `json:"code"`
-	Errors []Member `json:"errors,omitempty"`
+	Type   string          `json:"type"`
+	Title  string          `json:"title"`
+	Status int             `json:"status"`
+	Detail string          `json:"detail,omitempty"`
+	Code   string          `json:"code"`
+	Errors []event.Problem `json:"errors,omitempty"`
 }
 
 // New builds a problem with the given status, stable code, title and detail.
-func New(status int, code, title, detail string, members ...Member) Details {
+func New(status int, code, title, detail string, members ...event.Problem) Details {
 	return Details{
 		Type:   "urn:tally:problem:" + code,
 		Title:  title,
@@ -114,11 +107,12 @@ func BodyTooLarge(limit int64) Details {
 }
 
 // UnsupportedMediaType is the answer to a body whose Content-Type is not
-// JSON: 415, code unsupported_media_type, naming the Content-Type header.
+// JSON: 415, code unsupported_media_type, one problem of the body as a whole
+// (member "") with rule contentMediaType.
 func UnsupportedMediaType() Details {
 	return New(http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type",
 		"The body must be JSON: send Content-Type: application/json, or none.",
-		Member{Member: "Content-Type", Rule: "media_type", Message: "must be application/json"})
+		event.Problem{Member: "", Rule: event.RuleContentMediaType, Message: "the body's Content-Type must be application/json (or a +json type)"})
 }
 
 // NotFound is the answer when nothing is stored under the request's path,
@@ -135,7 +129,7 @@ func MethodNotAllowed(detail string) Details {
 
 // InvalidParameter is the answer to malformed query or path parameters:
 // 400, code invalid_parameter, listing every problem.
-func InvalidParameter(members ...Member) Details {
+func InvalidParameter(members ...event.Problem) Details {
 	return New(http.StatusBadRequest, "invalid_parameter", "Invalid parameter",
 		"The request's parameters break the rules listed in errors.", members...)
 }

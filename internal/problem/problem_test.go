@@ -12,13 +12,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/internal/problem"
 )
 
 func TestWrite(t *testing.T) {
 	w := httptest.NewRecorder()
 	problem.Write(w, problem.New(400, "invalid_parameter", "Invalid parameter", "limit: too big",
-		problem.Member{Member: "limit", Rule: "range", Message: "too big"}))
+		event.Problem{Member: "/limit", Rule: event.RuleMaximum, Message: "too big"}))
 	if w.Code != 400 || w.Header().Get("Content-Type") != problem.ContentType {
 		t.Fatalf("status %d, content type %q", w.Code, w.Header().Get("Content-Type"))
 	}
@@ -29,7 +30,7 @@ func TestWrite(t *testing.T) {
 	want := map[string]any{
 		"type": "urn:tally:problem:invalid_parameter", "title": "Invalid parameter", "status": 400.0,
 		"detail": "limit: too big", "code": "invalid_parameter",
-		"errors": []any{map[string]any{"member": "limit", "rule": "range", "message": "too big"}},
+		"errors": []any{map[string]any{"member": "/limit", "rule": "maximum", "message": "too big"}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("body (-want +got):\n%s", diff)

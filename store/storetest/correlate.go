@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tallyhq/tally/correlate"
+	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/store"
 )
 
@@ -221,7 +222,7 @@ func testCorrelateReplay(t *testing.T, newStore func(t *testing.T) correlate.Sto
 	t.Run("Refused create binds no key", func(t *testing.T) {
 		f := newCorrFixture(t, newStore, correlate.Options{})
 		bad := correlate.Payload{Category: "c", Action: "a", TraceID: "XYZ", IdempotencyKey: "k1"}
-		if _, _, err := f.svc.Create(context.Background(), corrAlice, bad); !errors.Is(err, correlate.ErrInvalid) {
+		if _, _, err := f.svc.Create(context.Background(), corrAlice, bad); !errors.Is(err, event.ErrInvalid) {
 			t.Fatalf("Create(invalid) error = %v, want ErrInvalid", err)
 		}
 		_, d := f.create(corrAlice, `{"category":"c","action":"a","idempotencyKey":"k1"}`)
@@ -712,8 +713,8 @@ func testCorrelateFields(t *testing.T, newStore func(t *testing.T) correlate.Sto
 		p := correlate.Payload{Action: "a", TraceID: "00000000000000000000000000000000", ParentID: "ABCDEF0123456789",
 			Specversion: "2.0", OccurrenceCount: corrN(0), Severity: "fatal"}
 		_, _, err := f.svc.Create(context.Background(), corrAlice, p)
-		var ve *correlate.ValidationError
-		if !errors.As(err, &ve) || !errors.Is(err, correlate.ErrInvalid) {
+		var ve *event.ValidationError
+		if !errors.As(err, &ve) || !errors.Is(err, event.ErrInvalid) {
 			t.Fatalf("error %v, want a *ValidationError matching ErrInvalid", err)
 		}
 		var got []string
@@ -855,11 +856,11 @@ func testCorrelateList(t *testing.T, newStore func(t *testing.T) correlate.Store
 	t.Run("a bad query lists every problem", func(t *testing.T) {
 		_, err := f.svc.List(context.Background(), corrAlice, correlate.Query{Page: -1, PageSize: 1000, Order: "up",
 			Severity: []correlate.Severity{"x"}, Status: []correlate.Status{"archived"}, Search: "a\x00", Category: []string{"\xff"}})
-		var ve *correlate.ValidationError
+		var ve *event.ValidationError
 		if !errors.As(err, &ve) || len(ve.Problems) != 7 {
 			t.Errorf("error %v, want a ValidationError with 7 problems", err)
 		}
-		if _, err := f.svc.List(context.Background(), corrAlice, correlate.Query{Page: correlate.MaxPage + 1}); !errors.Is(err, correlate.ErrInvalid) {
+		if _, err := f.svc.List(context.Background(), corrAlice, correlate.Query{Page: correlate.MaxPage + 1}); !errors.Is(err, event.ErrInvalid) {
 			t.Errorf("List(page beyond MaxPage): %v, want ErrInvalid", err)
 		}
 		if p := f.list(corrAlice, correlate.Query{Page: correlate.MaxPage, PageSize: correlate.MaxPageSize}); len(p.Data) != 0 || p.TotalCount != 5 {
@@ -882,7 +883,7 @@ func testCorrelateReadWrite(t *testing.T, newStore func(t *testing.T) correlate.
 		want.Status, want.UpdatedAt = correlate.StatusRead, corrT0.Add(time.Minute)
 		diffCorrEvent(t, "updated event", want, got)
 		diffCorrEvent(t, "stored event", want, f.get(corrAlice, e.ID))
-		if _, err := f.svc.SetStatus(ctx, corrAlice, e.ID, "archived"); !errors.Is(err, correlate.ErrInvalid) {
+		if _, err := f.svc.SetStatus(ctx, corrAlice, e.ID, "archived"); !errors.Is(err, event.ErrInvalid) {
 			t.Errorf("SetStatus(archived): %v, want ErrInvalid", err)
 		}
 	})

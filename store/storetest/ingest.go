@@ -246,8 +246,8 @@ func testStateRequired(t *testing.T, newStore func(t *testing.T) IngestStore) {
 	if diff := cmp.Diff(want, res); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	if !strings.Contains(res.Rejected[0].Reason, "payload.state") {
-		t.Errorf("reason %q does not name payload.state", res.Rejected[0].Reason)
+	if !strings.HasPrefix(res.Rejected[0].Reason, "schema: /payload/state: required: ") {
+		t.Errorf("reason %q does not name /payload/state and its rule", res.Rejected[0].Reason)
 	}
 }
 
@@ -415,7 +415,7 @@ func testRequireSizeSchema(t *testing.T, newStore func(t *testing.T) IngestStore
 	a := volumeCreate("a", t0).set("resource_type", "share").set("payload.size", map[string]any{"gb": 1})
 	noSize := volumeCreate("b", t0).set("resource_type", "share").set("event_type", "share.update").set("payload.size", nil)
 	res := e.ingest(collector, a.bytes(), noSize.bytes())
-	want := ingest.Result{Accepted: 1, Rejected: []ingest.Rejection{{Index: 0, EventID: "a", Reason: "size_schema: no size schema registered for (openstack, share)"}}}
+	want := ingest.Result{Accepted: 1, Rejected: []ingest.Rejection{{Index: 0, EventID: "a", Reason: "size_schema: /payload/size: schema: no size schema is registered for (openstack, share), and this server requires one"}}}
 	if diff := cmp.Diff(want, res); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -662,7 +662,7 @@ func testNamesWhateverSource(t *testing.T, newStore func(t *testing.T) IngestSto
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Rejected) != 1 || res.Rejected[0].Reason != "scope" || cs.sizeNames.Load() != 0 {
+	if len(res.Rejected) != 1 || !strings.HasPrefix(res.Rejected[0].Reason, "scope: ") || cs.sizeNames.Load() != 0 {
 		t.Errorf("out of scope: %+v, %d size-name reads; want refused before any read", res, cs.sizeNames.Load())
 	}
 	if res := e.ingest(syncRun, fromSync.bytes()); res.Accepted != 1 {
@@ -792,13 +792,13 @@ func testResultShape(t *testing.T, newStore func(t *testing.T) IngestStore) {
 		{Index: 0, EventID: "", Reason: schemaReason(t, batch[0])},
 		{Index: 2, EventID: "broken", Reason: schemaReason(t, batch[2])},
 		{Index: 4, EventID: "typo", Reason: schemaReason(t, batch[4])},
-		{Index: 5, EventID: "far", Reason: "scope"},
+		{Index: 5, EventID: "far", Reason: `scope: /cloud: scope: cloud "c7" is outside this credential's openstack/c1`},
 		{Index: 6, EventID: "", Reason: schemaReason(t, batch[6])},
 	}}
 	if diff := cmp.Diff(want, res); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	if r := res.Rejected[0].Reason; r != "schema: the item must be a JSON object, not a number" {
+	if r := res.Rejected[0].Reason; r != "schema: : type: the item must be a JSON object, not a number" {
 		t.Errorf("non-object reason %q", r)
 	}
 	if r := res.Rejected[4].Reason; !strings.Contains(r, "event_id") || !strings.Contains(r, "; ") {
@@ -890,7 +890,12 @@ func testScope(t *testing.T, newStore func(t *testing.T) IngestStore) {
 	otherPlatform := volumeCreate("b", t0).set("platform", "vmware")
 	inScope := volumeCreate("c", t0)
 	res := e.ingest(collector, otherCloud.bytes(), otherPlatform.bytes(), inScope.bytes())
-	want := ingest.Result{Accepted: 1, Rejected: []ingest.Rejection{{Index: 0, EventID: "a", Reason: "scope"}, {Index: 1, EventID: "b", Reason: "scope"}}}
+	// DECISIONS.md, Refusal reasons: "A scope refusal names the member and
+	// the credential's scope."
+	want := ingest.Result{Accepted: 1, Rejected: []ingest.Rejection{
+		{Index: 0, EventID: "a", Reason: `scope: /cloud: scope: cloud "c2" is outside this credential's openstack/c1`},
+		{Index: 1, EventID: "b", Reason: `scope: /platform: scope: platform "vmware" is outside this credential's openstack/c1`},
+	}}
 	if diff := cmp.Diff(want, res); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -1000,13 +1005,13 @@ func testDeadLetterPaging(t *testing.T, newStore func(t *testing.T) IngestStore)
 		t.Errorf("empty window: %v %#v", err, empty.Items)
 	}
 	for _, bad := range []ingest.Page{{Cursor: "nonsense"}, {Cursor: "djIuMS4y"}, {Cursor: "djEuMS4"}, {Cursor: "!!"}} {
-		if _, err := e.svc.DeadLetters(ctx, bad); !errors.Is(err, ingest.ErrBadCursor) {
-			t.Errorf("cursor %q: %v, want ErrBadCursor", bad.Cursor, err)
+		if _, err := e.svc.DeadLetters(ctx, bad); !errors.Is(err, event.ErrInvalid) {
+			t.Errorf("cursor %q: %v, want a /cursor problem (event.ErrInvalid)", bad.Cursor, err)
 		}
 	}
 	for _, l := range []int{-1, 1001} {
-		if _, err := e.svc.DeadLetters(ctx, ingest.Page{Limit: l}); !errors.Is(err, ingest.ErrBadLimit) {
-			t.Errorf("limit %d: %v, want ErrBadLimit", l, err)
+		if _, err := e.svc.DeadLetters(ctx, ingest.Page{Limit: l}); !errors.Is(err, event.ErrInvalid) {
+			t.Errorf("limit %d: %v, want a /limit problem (event.ErrInvalid)", l, err)
 		}
 	}
 }
@@ -1045,7 +1050,7 @@ func testAuditPaging(t *testing.T, newStore func(t *testing.T) IngestStore) {
 	if err != nil || len(all.Items) != 2 {
 		t.Errorf("every action in a window: %v, %d items, want 2", err, len(all.Items))
 	}
-	if _, err := e.svc.Audit(ctx, "", ingest.Page{Cursor: "x"}); !errors.Is(err, ingest.ErrBadCursor) {
+	if _, err := e.svc.Audit(ctx, "", ingest.Page{Cursor: "x"}); !errors.Is(err, event.ErrInvalid) {
 		t.Errorf("bad cursor: %v", err)
 	}
 }
