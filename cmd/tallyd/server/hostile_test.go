@@ -117,7 +117,7 @@ func withBadSize(name, n string) hostileCase {
 	return hostileCase{
 		name:   "ingest/size number " + name,
 		body:   batchOf(hostileEvent("bad-"+name, `,"x":`+n, ""), hostileEvent("ok-"+name, "", "")),
-		status: 200, accepted: 1, rejected: []string{"size_schema: /payload/size/x: number_range: "},
+		status: 200, accepted: 1, rejected: []string{"size_schema: /payload/size/x: numberRange: "},
 		stored: counts{Events: 1, DeadLetters: 1},
 	}
 }
