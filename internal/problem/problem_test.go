@@ -61,7 +61,7 @@ func TestSharedCases(t *testing.T) {
 		{"method not allowed", problem.MethodNotAllowed("POST is not allowed."), answer{405, "method_not_allowed", problem.ContentType, ""}},
 		{"body too large", problem.BodyTooLarge(10), answer{413, "body_too_large", problem.ContentType, ""}},
 		{"unsupported media type", problem.UnsupportedMediaType(), answer{415, "unsupported_media_type", problem.ContentType, ""}},
-		{"invalid parameter", problem.InvalidParameter(problem.Member{Member: "limit", Message: "too big"}), answer{400, "invalid_parameter", problem.ContentType, ""}},
+		{"invalid parameter", problem.InvalidParameter(event.Problem{Member: "/limit", Rule: event.RuleMaximum, Message: "too big"}), answer{400, "invalid_parameter", problem.ContentType, ""}},
 		{"internal", problem.Internal(), answer{500, "internal", problem.ContentType, ""}},
 	}
 	for _, tt := range tests {
