@@ -9,20 +9,21 @@ import (
 	"github.com/tallyhq/tally/store/memstore"
 )
 
-// Both contracts on one in-memory store: a lifecycle event ingested and
-// folded into the projection, and a condition counted then resolved.
+// Both contracts on one in-memory database, each on the store it hands out
+// for its area: a lifecycle event ingested and folded into the projection,
+// and a condition counted then resolved.
 func Example() {
 	ctx := context.Background()
-	st := memstore.New(memstore.Options{})
+	db, _ := memstore.New(memstore.Options{})
 
-	ingestion, _ := ingest.New(st, ingest.Options{})
+	ingestion, _ := ingest.New(db.Ingest(), ingest.Options{})
 	res, _ := ingestion.Ingest(ctx, ingest.Caller{Credential: "example"}, [][]byte{
 		[]byte(`{"event_id":"e1","timestamp":"2026-03-01T12:00:00Z","event_type":"compute.instance.create.end","platform":"openstack","cloud":"os-demo","resource_type":"instance","resource_id":"vm-1","project_id":"p1","payload":{"state":"active","size":{"vcpus":2,"ram_gb":4,"disk_gb":20,"flavor":"m1.small"}}}`),
 	})
 	page, _ := ingestion.Resources(ctx, ingest.ResourceFilter{})
 	fmt.Println("accepted", res.Accepted, "→", page.Items[0].ResourceID, page.Items[0].State)
 
-	correlation, _ := correlate.New(st, correlate.Options{})
+	correlation, _ := correlate.New(db.Correlate(), correlate.Options{})
 	caller := correlate.Caller{Organization: "org", User: "alice"}
 	for _, p := range []string{
 		`{"category":"connection","action":"ping","severity":"error","correlationKey":"db-1/unreachable"}`,

@@ -12,7 +12,8 @@
 // retry.
 //
 // The package holds the rules only. It declares the [Store] it needs;
-// github.com/tallyhq/tally/store/memstore and store/pgstore implement it, and
+// the Correlate store that github.com/tallyhq/tally/store/memstore's and
+// store/pgstore's DB hands out (DB.Correlate) implements it, and
 // correlate/correlatehttp serves it over HTTP. It never imports a database
 // driver or net/http.
 //

@@ -15,7 +15,11 @@ import (
 // a new event.
 func Example() {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	svc, err := correlate.New(memstore.New(memstore.Options{}), correlate.Options{
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		panic(err)
+	}
+	svc, err := correlate.New(db.Correlate(), correlate.Options{
 		Now: func() time.Time { return now },
 	})
 	if err != nil {
@@ -63,7 +67,11 @@ func Example() {
 
 // A retried create with the same idempotencyKey changes nothing.
 func ExampleService_Create_idempotencyKey() {
-	svc, err := correlate.New(memstore.New(memstore.Options{}), correlate.Options{})
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		panic(err)
+	}
+	svc, err := correlate.New(db.Correlate(), correlate.Options{})
 	if err != nil {
 		panic(err)
 	}

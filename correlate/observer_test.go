@@ -29,7 +29,11 @@ func (o *dispositions) Disposition(d correlate.Disposition) {
 // a refused create counts nothing.
 func TestCreateTellsTheObserver(t *testing.T) {
 	obs := &dispositions{}
-	svc, err := correlate.New(memstore.New(memstore.Options{}), correlate.Options{Observer: obs})
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := correlate.New(db.Correlate(), correlate.Options{Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -125,7 +125,7 @@ func (s *Service) Create(ctx context.Context, caller Caller, p Payload) (Event, 
 		return Event{}, "", err
 	}
 	c := s.plan(caller, p)
-	e, d, err := s.store.CreateCorrelatedEvent(ctx, c)
+	e, d, err := s.store.Create(ctx, c)
 	if err != nil {
 		return Event{}, "", fmt.Errorf("correlate: create: %w", err)
 	}
@@ -267,7 +267,7 @@ func (s *Service) Get(ctx context.Context, caller Caller, id string) (Event, err
 	if err != nil {
 		return Event{}, err
 	}
-	e, err := s.store.GetCorrelatedEvent(ctx, caller, id)
+	e, err := s.store.Get(ctx, caller, id)
 	if err != nil {
 		return Event{}, fmt.Errorf("correlate: get event: %w", err)
 	}
@@ -298,7 +298,7 @@ func (s *Service) List(ctx context.Context, caller Caller, q Query) (Page, error
 	if q.Order == "" {
 		q.Order = OrderDesc
 	}
-	events, total, err := s.store.ListCorrelatedEvents(ctx, caller, q)
+	events, total, err := s.store.List(ctx, caller, q)
 	if err != nil {
 		return Page{}, fmt.Errorf("correlate: list events: %w", err)
 	}
@@ -370,7 +370,7 @@ func (s *Service) SetStatus(ctx context.Context, caller Caller, id string, statu
 	if err != nil {
 		return Event{}, err
 	}
-	e, err := s.store.SetCorrelatedEventStatus(ctx, caller, id, status, s.now())
+	e, err := s.store.SetStatus(ctx, caller, id, status, s.now())
 	if err != nil {
 		return Event{}, fmt.Errorf("correlate: set event status: %w", err)
 	}
@@ -389,7 +389,7 @@ func (s *Service) Delete(ctx context.Context, caller Caller, id string) (Event, 
 	if err != nil {
 		return Event{}, err
 	}
-	e, err := s.store.DeleteCorrelatedEvent(ctx, caller, id, s.now())
+	e, err := s.store.Delete(ctx, caller, id, s.now())
 	if err != nil {
 		return Event{}, fmt.Errorf("correlate: delete event: %w", err)
 	}
@@ -403,7 +403,7 @@ func (s *Service) PurgeIdempotencyKeys(ctx context.Context) (int64, error) {
 	if s.opts.IdempotencyRetention <= 0 {
 		return 0, nil
 	}
-	n, err := s.store.DeleteCorrelationIdempotencyKeys(ctx, s.now().Add(-s.opts.IdempotencyRetention))
+	n, err := s.store.PurgeIdempotencyKeys(ctx, s.now().Add(-s.opts.IdempotencyRetention))
 	if err != nil {
 		return 0, fmt.Errorf("correlate: purge idempotency keys: %w", err)
 	}

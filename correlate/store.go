@@ -6,38 +6,38 @@ import (
 )
 
 // Store is what the [Service] needs from storage. The implementations are
-// github.com/tallyhq/tally/store/memstore and store/pgstore; both pass the
-// conformance suite store/storetest.RunCorrelate.
+// the Correlate stores of github.com/tallyhq/tally/store/memstore and
+// store/pgstore (DB.Correlate); both pass the conformance suite
+// store/storetest.Run.
 //
 // Every method is scoped to a [Caller]: it reads or changes only events
 // whose Organization and User equal the caller's (User "" being the events
 // of calls that identified no user). An id that does not exist, is out of
 // scope or is soft-deleted gives an error wrapping
 // github.com/tallyhq/tally/store.ErrNotFound. Implementations are safe for
-// concurrent use. The method names say "correlated" because one store type
-// implements the Store of every area of the library.
+// concurrent use.
 type Store interface {
-	// CreateCorrelatedEvent applies one planned create atomically, all or nothing
+	// Create applies one planned create atomically, all or nothing
 	// (see [Create]), and returns the event as it is after the create with
 	// the disposition.
-	CreateCorrelatedEvent(ctx context.Context, c Create) (Event, Disposition, error)
-	// GetCorrelatedEvent returns the event with id (a canonical UUID) in scope.
-	GetCorrelatedEvent(ctx context.Context, scope Caller, id string) (Event, error)
-	// ListCorrelatedEvents returns one page of the events in scope that match q,
+	Create(ctx context.Context, c Create) (Event, Disposition, error)
+	// Get returns the event with id (a canonical UUID) in scope.
+	Get(ctx context.Context, scope Caller, id string) (Event, error)
+	// List returns one page of the events in scope that match q,
 	// ordered by (CreatedAt, ID) in q.Order, and the number of matching
 	// events over all pages. Soft-deleted events are never listed. q has
 	// been normalized by the service (PageSize ≥ 1, Page ≥ 0).
-	ListCorrelatedEvents(ctx context.Context, scope Caller, q Query) ([]Event, int64, error)
-	// SetCorrelatedEventStatus sets the status of the event with id and advances its
+	List(ctx context.Context, scope Caller, q Query) ([]Event, int64, error)
+	// SetStatus sets the status of the event with id and advances its
 	// UpdatedAt to at (never backwards), returning the event.
-	SetCorrelatedEventStatus(ctx context.Context, scope Caller, id string, status Status, at time.Time) (Event, error)
-	// DeleteCorrelatedEvent soft-deletes the event with id: DeletedAt and UpdatedAt
+	SetStatus(ctx context.Context, scope Caller, id string, status Status, at time.Time) (Event, error)
+	// Delete soft-deletes the event with id: DeletedAt and UpdatedAt
 	// become at. A deleted event is no longer listed, read or matched as
 	// open; a key bound to it still replays it.
-	DeleteCorrelatedEvent(ctx context.Context, scope Caller, id string, at time.Time) (Event, error)
-	// DeleteCorrelationIdempotencyKeys forgets every idempotency key bound before
+	Delete(ctx context.Context, scope Caller, id string, at time.Time) (Event, error)
+	// PurgeIdempotencyKeys forgets every idempotency key bound before
 	// before, in every scope, and returns how many it forgot.
-	DeleteCorrelationIdempotencyKeys(ctx context.Context, before time.Time) (int64, error)
+	PurgeIdempotencyKeys(ctx context.Context, before time.Time) (int64, error)
 }
 
 // Step is which step of createEvent (event-correlation.md, `createEvent`

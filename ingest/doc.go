@@ -71,7 +71,8 @@
 //
 // # Stores
 //
-// The package declares the [Store] it needs; store/memstore and
-// store/pgstore implement it and pass the suite in store/storetest. The HTTP
+// The package declares the [Store] it needs; the Ingest store that
+// store/memstore's and store/pgstore's DB hands out (DB.Ingest) implements
+// it, and both pass the suite in store/storetest. The HTTP
 // routes are in [github.com/tallyhq/tally/ingest/ingesthttp].
 package ingest

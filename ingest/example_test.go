@@ -11,12 +11,15 @@ import (
 
 func Example() {
 	ctx := context.Background()
-	st := memstore.New(memstore.Options{})
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		panic(err)
+	}
 	// A reconciliation run stored the names of cloud c1's volume types.
-	_ = sizenames.ReplaceCloud(ctx, st, "c1", []sizenames.Row{
+	_ = sizenames.ReplaceCloud(ctx, db.SizeNames(), "c1", []sizenames.Row{
 		{Cloud: "c1", ResourceType: "volume", Member: "type", Value: "7a8b9c0d-1e2f-4a3b-8c4d-5e6f70819203", Name: "ssd"},
 	})
-	svc, err := ingest.New(st, ingest.Options{})
+	svc, err := ingest.New(db.Ingest(), ingest.Options{})
 	if err != nil {
 		panic(err)
 	}
@@ -43,8 +46,8 @@ func Example() {
 	for _, r := range res.Rejected {
 		fmt.Printf("item %d (%q): %s\n", r.Index, r.EventID, r.Reason)
 	}
-	evs, _ := svc.Events(ctx, ingest.EventQuery{Cloud: "c1", ResourceID: "v1"})
-	fmt.Printf("stored size %s, provider %s\n", evs[0].Payload.Size, evs[0].Payload.Provider)
+	v1, _ := svc.Resource(ctx, ingest.ResourceKey{Cloud: "c1", ResourceType: "volume", ResourceID: "v1"})
+	fmt.Printf("stored size %s, provider %s\n", v1.Events[0].Payload.Size, v1.Events[0].Payload.Provider)
 	// Output:
 	// accepted 1 duplicates 1
 	// item 2 ("e2"): size_schema: /payload/size/size_gb: exclusiveMinimum: must be greater than 0, is 0

@@ -23,7 +23,7 @@ func TestNewValidatesOptions(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "store is required") || !strings.Contains(err.Error(), "MaxDeadLetterBytes") {
 		t.Errorf("New: %v, want both problems", err)
 	}
-	if _, err := ingest.New(memstore.New(memstore.Options{}), ingest.Options{}); err != nil {
+	if _, err := ingest.New(memIngest(t), ingest.Options{}); err != nil {
 		t.Errorf("zero Options: %v", err)
 	}
 }
@@ -135,7 +135,7 @@ func FuzzDecodeCursor(f *testing.F) {
 // A size_schema reason names each member and rule, one problem per leaf,
 // in a stable order, and is bounded.
 func TestSizeSchemaReason(t *testing.T) {
-	st := memstore.New(memstore.Options{})
+	st := memIngest(t)
 	svc, err := ingest.New(st, ingest.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +187,7 @@ func TestSizeSchemaReason(t *testing.T) {
 	}
 }
 
-type failCommit struct{ *memstore.Store }
+type failCommit struct{ *memstore.Ingest }
 
 func (failCommit) Commit(context.Context, ingest.Batch) (ingest.Committed, error) {
 	return ingest.Committed{}, errors.New("commit failed")
@@ -204,7 +204,7 @@ func (c *countAll) ProjectionReplays(string, int)       { c.calls++ }
 // The observer counts only what was committed.
 func TestObserverNotCalledOnFailure(t *testing.T) {
 	obs := &countAll{}
-	svc, err := ingest.New(failCommit{memstore.New(memstore.Options{})}, ingest.Options{Observer: obs})
+	svc, err := ingest.New(failCommit{memIngest(t)}, ingest.Options{Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestObserverNotCalledOnFailure(t *testing.T) {
 // The dead-letter cap keeps an item of exactly MaxDeadLetterBytes and
 // drops the raw bytes of one byte more.
 func TestDeadLetterCapBoundary(t *testing.T) {
-	st := memstore.New(memstore.Options{})
+	st := memIngest(t)
 	svc, err := ingest.New(st, ingest.Options{MaxDeadLetterBytes: 16})
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +243,7 @@ func TestDeadLetterCapBoundary(t *testing.T) {
 // A schema with a member given twice is refused, naming it, and nothing is
 // stored: the registry keeps no document it would read differently.
 func TestPutResourceTypeRefusesDuplicateMembers(t *testing.T) {
-	st := memstore.New(memstore.Options{})
+	st := memIngest(t)
 	svc, err := ingest.New(st, ingest.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -261,4 +261,13 @@ func TestPutResourceTypeRefusesDuplicateMembers(t *testing.T) {
 	if _, err := svc.ResourceType(context.Background(), "dup", "thing"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a refused schema was stored: %v", err)
 	}
+}
+
+// memIngest returns the ingestion store of a new in-memory database.
+func memIngest(t testing.TB) *memstore.Ingest {
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db.Ingest()
 }

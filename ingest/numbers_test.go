@@ -51,7 +51,7 @@ func TestSizeNumbersOutsideTheRangeAreRefusedPerItem(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			svc, err := ingest.New(memstore.New(memstore.Options{}), ingest.Options{})
+			svc, err := ingest.New(memIngest(t), ingest.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,7 +77,7 @@ func TestSizeNumbersOutsideTheRangeAreRefusedPerItem(t *testing.T) {
 // A size with many out-of-range numbers lists the first ten and counts the
 // rest, so the reason stays bounded.
 func TestSizeNumberRangeReasonIsBounded(t *testing.T) {
-	svc, err := ingest.New(memstore.New(memstore.Options{}), ingest.Options{})
+	svc, err := ingest.New(memIngest(t), ingest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestPutResourceTypeRefusesNumbersItCannotEnforce(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			svc, err := ingest.New(memstore.New(memstore.Options{}), ingest.Options{})
+			svc, err := ingest.New(memIngest(t), ingest.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,13 +130,13 @@ func TestNumberRangeRuleOnLiterals(t *testing.T) {
 
 // panicStore panics while reading the size names of cloud "boom", standing
 // in for a bug in any check of one item.
-type panicStore struct{ *memstore.Store }
+type panicStore struct{ *memstore.Ingest }
 
 func (p panicStore) SizeNames(ctx context.Context, cloud, resourceType string) ([]sizenames.Row, error) {
 	if cloud == "boom" {
 		panic("boom")
 	}
-	return p.Store.SizeNames(ctx, cloud, resourceType)
+	return p.Ingest.SizeNames(ctx, cloud, resourceType)
 }
 
 // issue 10, Numbers: "a panic inside one item's checks refuses that item
@@ -144,7 +144,7 @@ func (p panicStore) SizeNames(ctx context.Context, cloud, resourceType string) (
 // batch goes on."
 func TestPanicInOneItemRefusesOnlyThatItem(t *testing.T) {
 	var logs bytes.Buffer
-	st := memstore.New(memstore.Options{})
+	st := memIngest(t)
 	svc, err := ingest.New(panicStore{st}, ingest.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +171,7 @@ func TestPanicInOneItemRefusesOnlyThatItem(t *testing.T) {
 // DECISIONS.md, An item that breaks a parser limit (depth) inside a batch:
 // "Refused as that item and dead-lettered; the rest of the batch proceeds."
 func TestOverDeepItemInABatchIsRefusedAlone(t *testing.T) {
-	st := memstore.New(memstore.Options{})
+	st := memIngest(t)
 	svc, err := ingest.New(st, ingest.Options{})
 	if err != nil {
 		t.Fatal(err)

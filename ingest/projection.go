@@ -251,7 +251,11 @@ type ProjectionStore interface {
 	// Resource returns one row, or an error wrapping store.ErrNotFound.
 	Resource(ctx context.Context, k ResourceKey) (Resource, error)
 	// History returns every stored event of one resource in fold order
-	// ([Compare]); empty when there is none.
+	// ([Compare]); empty when there is none. Each event is returned as
+	// stored: Source set, Timestamp in UTC, payload.size, payload.provider
+	// and each unknown payload member (name and value) byte for byte as
+	// Commit was given them (DECISIONS.md, Faithfulness; store/storetest
+	// checks it).
 	History(ctx context.Context, k ResourceKey) ([]event.Event, error)
 	// RebuildResources recomputes the rows of the resources q selects from
 	// the stored events with [Fold], q.BatchSize resources per transaction,

@@ -177,16 +177,6 @@ func (s *Service) Audit(ctx context.Context, action string, p Page) (AuditPage, 
 	return out, nil
 }
 
-// Events lists stored events matching q, ordered by (timestamp, event_id),
-// as [Store.Events] does.
-func (s *Service) Events(ctx context.Context, q EventQuery) ([]event.Event, error) {
-	evs, err := s.store.Events(ctx, q)
-	if err != nil {
-		return nil, fmt.Errorf("ingest: list events: %w", err)
-	}
-	return evs, nil
-}
-
 // ResourceTypes lists the size-schema registry (canonical-event.md, Size
 // schemas), ordered by platform then resource_type; never nil.
 func (s *Service) ResourceTypes(ctx context.Context) ([]ResourceType, error) {

@@ -10,9 +10,12 @@ import (
 	"github.com/tallyhq/tally/sizenames"
 )
 
-// Store is what the pipeline reads and writes. store/memstore and
-// store/pgstore implement it; store/storetest holds the suite both pass.
-// Every method is safe for concurrent use.
+// Store is what the pipeline reads and writes: the events, dead letters and
+// audit rows of [Store.Commit], the size-schema registry, the size names it
+// resolves and the projection of current resources. The implementations
+// are the Ingest stores of store/memstore and store/pgstore (DB.Ingest);
+// store/storetest.Run holds the suite both pass. Every method is safe for
+// concurrent use.
 type Store interface {
 	// SizeNames returns the size-name rows of one (cloud, resource_type).
 	SizeNames(ctx context.Context, cloud, resourceType string) ([]sizenames.Row, error)
@@ -36,13 +39,6 @@ type Store interface {
 	// ReceivedAt and an audit row's At are stored as given; the store stamps
 	// its own clock only when one is zero. IDs are assigned by the store.
 	Commit(ctx context.Context, b Batch) (Committed, error)
-
-	// Events lists stored events matching q, ordered by (timestamp,
-	// event_id). Each event is returned as stored: Source set, Timestamp in
-	// UTC, payload.size, payload.provider and each unknown payload member
-	// (name and value) byte for byte as Commit was given them (DECISIONS.md,
-	// Faithfulness; store/storetest checks it).
-	Events(ctx context.Context, q EventQuery) ([]event.Event, error)
 
 	// DeadLetters lists dead letters received in [q.From, q.To), oldest
 	// first by (ReceivedAt, ID), after q.After when set, at most q.Limit.
@@ -141,13 +137,6 @@ type DeadLetterQuery struct {
 	From, To time.Time
 	After    *Position
 	Limit    int
-}
-
-// EventQuery selects stored events. An empty field matches every value.
-type EventQuery struct {
-	Cloud        string
-	ResourceType string
-	ResourceID   string
 }
 
 // AuditQuery selects audit rows. A zero From or To leaves that end open.

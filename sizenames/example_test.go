@@ -12,9 +12,13 @@ import (
 
 func Example() {
 	ctx := context.Background()
-	st := memstore.New(memstore.Options{})
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		panic(err)
+	}
+	st := db.SizeNames()
 	// A reconciliation run replaces the rows of its cloud.
-	err := sizenames.ReplaceCloud(ctx, st, "c1", []sizenames.Row{
+	err = sizenames.ReplaceCloud(ctx, st, "c1", []sizenames.Row{
 		{Cloud: "c1", ResourceType: "volume", Member: "type", Value: "7a8b9c0d-1e2f-4a3b-8c4d-5e6f70819203", Name: "ssd"},
 	})
 	if err != nil {

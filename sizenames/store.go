@@ -14,8 +14,9 @@ type Row struct {
 	Name         string `json:"name"`
 }
 
-// Store is what this package reads and writes. store/memstore and
-// store/pgstore implement it.
+// Store is what this package reads and writes. The SizeNames store that
+// store/memstore's and store/pgstore's DB hands out (DB.SizeNames)
+// implements it.
 type Store interface {
 	// SizeNames returns the rows of one (cloud, resourceType), in any order;
 	// none is not an error.

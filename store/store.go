@@ -4,15 +4,19 @@
 // The rules live in the pure packages ([github.com/tallyhq/tally/ingest],
 // [github.com/tallyhq/tally/correlate], [github.com/tallyhq/tally/sizenames]);
 // each declares the small, context-first Store interface it needs. The
-// packages below implement them:
+// packages below implement them. Each backend has one database handle, DB,
+// that hands out one store per area, all sharing its tables: DB.Ingest
+// (ingest.Store), DB.Correlate (correlate.Store) and DB.SizeNames
+// (sizenames.Store).
 //
-//   - [github.com/tallyhq/tally/store/memstore]: the in-memory store, the
-//     embedded default. Safe for concurrent use; every write is
-//     all-or-nothing like a transaction. Nothing survives the process.
+//   - [github.com/tallyhq/tally/store/memstore]: the in-memory database, the
+//     embedded default (memstore.New). Safe for concurrent use; every write
+//     is all-or-nothing like a transaction. Nothing survives the process.
 //   - [github.com/tallyhq/tally/store/pgstore]: PostgreSQL through pgx v5 and
-//     sqlx, schema applied by embedded goose migrations.
-//   - [github.com/tallyhq/tally/store/storetest]: one conformance suite that
-//     both implementations must pass.
+//     sqlx (pgstore.Open or pgstore.New), schema applied by embedded goose
+//     migrations (DB.Migrate).
+//   - [github.com/tallyhq/tally/store/storetest]: one conformance suite,
+//     storetest.Run, that both implementations must pass.
 //
 // This package itself only declares the errors every implementation shares.
 package store

@@ -13,7 +13,6 @@ import (
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
-	"github.com/tallyhq/tally/store/memstore"
 )
 
 func testConfig() genConfig {
@@ -47,7 +46,7 @@ func TestGeneratorValidity(t *testing.T) {
 		t.Errorf("late events %d, want about %.0f", w.Late, want)
 	}
 
-	svc, err := ingest.New(memstore.New(memstore.Options{}), ingest.Options{RequireSizeSchema: true})
+	svc, err := ingest.New(newMemory(), ingest.Options{RequireSizeSchema: true})
 	if err != nil {
 		t.Fatal(err)
 	}

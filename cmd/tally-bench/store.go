@@ -18,20 +18,42 @@ type benchStore interface {
 	sizenames.Store
 }
 
+// stores joins one database's ingest and size-name stores into a
+// benchStore (both read its one size_names table).
+type stores struct {
+	ingest.Store
+	names sizenames.Store
+}
+
+func (s stores) ReplaceSizeNames(ctx context.Context, cloud string, rows []sizenames.Row) error {
+	return s.names.ReplaceSizeNames(ctx, cloud, rows)
+}
+
 // migrate applies the product's migrations to the schema url selects.
 func migrate(ctx context.Context, url string) error {
-	_, err := pgstore.Migrate(ctx, url)
+	db, err := pgstore.Open(ctx, url, pgstore.Options{})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.Migrate(ctx)
 	return err
 }
 
 // openPG opens the product's PostgreSQL store on url (already migrated).
 func openPG(ctx context.Context, url string) (benchStore, func(), error) {
-	st, err := pgstore.Open(ctx, url)
+	db, err := pgstore.Open(ctx, url, pgstore.Options{})
 	if err != nil {
 		return nil, nil, err
 	}
-	return st, st.Close, nil
+	return stores{db.Ingest(), db.SizeNames()}, db.Close, nil
 }
 
 // newMemory returns a fresh in-memory store.
-func newMemory() benchStore { return memstore.New(memstore.Options{}) }
+func newMemory() benchStore {
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		panic(err) // never: memstore.New refuses no Options today
+	}
+	return stores{db.Ingest(), db.SizeNames()}
+}

@@ -56,12 +56,12 @@ func projection(ctx context.Context, args []string, getenv func(string) string, 
 	if *batch < 1 {
 		return fmt.Errorf("%w: --batch-size must be at least 1", errUsage)
 	}
-	st, err := pgstore.Open(ctx, *url)
+	db, err := pgstore.Open(ctx, *url, pgstore.Options{})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	svc, err := ingest.New(st, ingest.Options{})
+	defer db.Close()
+	svc, err := ingest.New(db.Ingest(), ingest.Options{})
 	if err != nil {
 		return err
 	}

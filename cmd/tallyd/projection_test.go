@@ -21,12 +21,12 @@ import (
 func TestProjectionRebuild(t *testing.T) {
 	url := pgtest.URL(t)
 	ctx := context.Background()
-	st, err := pgstore.Open(ctx, url)
+	st, err := pgstore.Open(ctx, url, pgstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	svc, err := ingest.New(st, ingest.Options{})
+	svc, err := ingest.New(st.Ingest(), ingest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

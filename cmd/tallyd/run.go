@@ -68,7 +68,12 @@ func migrate(ctx context.Context, c config, stdout io.Writer) error {
 	if c.DatabaseURL == "" {
 		return fmt.Errorf("%w: migrate needs --database-url (or TALLY_DATABASE_URL)", errUsage)
 	}
-	applied, err := pgstore.Migrate(ctx, c.DatabaseURL)
+	db, err := pgstore.Open(ctx, c.DatabaseURL, pgstore.Options{})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	applied, err := db.Migrate(ctx)
 	if err != nil {
 		return err
 	}
@@ -119,25 +124,24 @@ func authenticator(c config, log *slog.Logger) (auth *server.Authenticator, devT
 func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store, close func(), err error) {
 	if c.DatabaseURL == "" {
 		log.Info("store: in memory; nothing survives a restart (give --database-url for PostgreSQL)")
-		return memstore.New(memstore.Options{}), func() {}, nil
+		db, err := memstore.New(memstore.Options{})
+		if err != nil {
+			return server.Store{}, nil, err
+		}
+		return server.Store{Ingest: db.Ingest(), Correlate: db.Correlate()}, func() {}, nil
 	}
-	applied, err := pgstore.Migrate(ctx, c.DatabaseURL)
+	db, err := pgstore.Open(ctx, c.DatabaseURL, pgstore.Options{})
 	if err != nil {
-		return nil, nil, err
+		return server.Store{}, nil, err
+	}
+	applied, err := db.Migrate(ctx)
+	if err != nil {
+		db.Close()
+		return server.Store{}, nil, err
 	}
 	log.Info("store: PostgreSQL", "migrations_applied", applied)
-	pg, err := pgstore.Open(ctx, c.DatabaseURL)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pg, pg.Close, nil
+	return server.Store{Ingest: db.Ingest(), Correlate: db.Correlate(), Ping: db.Ping}, db.Close, nil
 }
-
-// Both stores serve every route.
-var (
-	_ server.Store = (*memstore.Store)(nil)
-	_ server.Store = (*pgstore.Store)(nil)
-)
 
 func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	log := c.logger(stderr)

@@ -25,6 +25,7 @@ import (
 	"github.com/tallyhq/tally/internal/problem"
 	"github.com/tallyhq/tally/route"
 	"github.com/tallyhq/tally/store/memstore"
+	"github.com/tallyhq/tally/store/pgstore"
 )
 
 // callerFrom authenticates "Bearer org/user" (user may be empty).
@@ -55,6 +56,15 @@ type server struct {
 	mux *http.ServeMux
 	obs *observer
 	log *bytes.Buffer
+}
+
+// memCorrelate returns the correlation store of a new in-memory database.
+func memCorrelate(t testing.TB) *memstore.Correlate {
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db.Correlate()
 }
 
 func newServer(t *testing.T, st correlate.Store, opts correlate.Options) *server {
@@ -122,7 +132,7 @@ func decode[T any](t *testing.T, b []byte) T {
 }
 
 func TestCreateStatusAndDisposition(t *testing.T) {
-	s := newServer(t, memstore.New(memstore.Options{}), correlate.Options{})
+	s := newServer(t, memCorrelate(t), correlate.Options{})
 	key := `"correlationKey":"meshery-server/k8s/1/unreachable"`
 	tests := []struct {
 		name, body string
@@ -163,7 +173,7 @@ func TestCreateStatusAndDisposition(t *testing.T) {
 }
 
 func TestCreateLegacy200(t *testing.T) {
-	s := newServer(t, memstore.New(memstore.Options{}), correlate.Options{LegacyCreate200: true})
+	s := newServer(t, memCorrelate(t), correlate.Options{LegacyCreate200: true})
 	res := s.do("POST", "/api/events", "org-1/alice", `{"category":"c","action":"a"}`)
 	if res.status != 200 || res.header.Get("Event-Disposition") != "created" {
 		t.Errorf("legacy create: %d %q, want 200 created", res.status, res.header.Get("Event-Disposition"))
@@ -175,7 +185,7 @@ func TestCreateLegacy200(t *testing.T) {
 }
 
 func TestEventJSONIsClosed(t *testing.T) {
-	s := newServer(t, memstore.New(memstore.Options{}), correlate.Options{})
+	s := newServer(t, memCorrelate(t), correlate.Options{})
 	res := s.do("POST", "/api/events", "org-1/alice", `{"category":"c","action":"a","correlationKey":"k","x-extra":1,"metadata":{"a":1}}`)
 	members := decode[map[string]jsontext.Value](t, res.body)
 	var names []string
@@ -196,7 +206,7 @@ func TestEventJSONIsClosed(t *testing.T) {
 }
 
 func TestCreateProblems(t *testing.T) {
-	s := newServer(t, memstore.New(memstore.Options{}), correlate.Options{})
+	s := newServer(t, memCorrelate(t), correlate.Options{})
 	tests := []struct {
 		name, body string
 		header     []string
@@ -249,7 +259,7 @@ func TestCreateProblems(t *testing.T) {
 }
 
 func TestIdempotencyKeyHeader(t *testing.T) {
-	s := newServer(t, memstore.New(memstore.Options{}), correlate.Options{})
+	s := newServer(t, memCorrelate(t), correlate.Options{})
 	body := `{"category":"c","action":"a","correlationKey":"k"}`
 	var got []string
 	for _, h := range [][]string{
@@ -278,7 +288,7 @@ func (b failingBody) Read([]byte) (int, error) {
 }
 
 func TestUnauthenticated(t *testing.T) {
-	s := newServer(t, memstore.New(memstore.Options{}), correlate.Options{})
+	s := newServer(t, memCorrelate(t), correlate.Options{})
 	for _, rt := range []struct{ method, path string }{
 		{"POST", "/api/events"}, {"GET", "/api/events/list"},
 		{"PUT", "/api/events/0190c1d2-0000-7000-8000-000000000000/status"},
@@ -300,7 +310,7 @@ func TestUnauthenticated(t *testing.T) {
 }
 
 func TestListStatusDeleteAndScope(t *testing.T) {
-	s := newServer(t, memstore.New(memstore.Options{}), correlate.Options{})
+	s := newServer(t, memCorrelate(t), correlate.Options{})
 	create := func(token, body string) correlate.Event {
 		res := s.do("POST", "/api/events", token, body)
 		if res.status/100 != 2 {
@@ -397,14 +407,14 @@ func sortedNames(m map[string]jsontext.Value) []string {
 }
 
 // brokenStore fails every create, as a lost database connection would.
-type brokenStore struct{ *memstore.Store }
+type brokenStore struct{ *memstore.Correlate }
 
-func (brokenStore) CreateCorrelatedEvent(context.Context, correlate.Create) (correlate.Event, correlate.Disposition, error) {
+func (brokenStore) Create(context.Context, correlate.Create) (correlate.Event, correlate.Disposition, error) {
 	return correlate.Event{}, "", errors.New("connection refused to 10.0.0.7:5432")
 }
 
 func TestInternalErrorIsLoggedNotShown(t *testing.T) {
-	s := newServer(t, brokenStore{memstore.New(memstore.Options{})}, correlate.Options{})
+	s := newServer(t, brokenStore{memCorrelate(t)}, correlate.Options{})
 	res := s.do("POST", "/api/events", "org-1/alice", `{"category":"c","action":"a"}`)
 	if res.status != 500 || bytes.Contains(res.body, []byte("10.0.0.7")) {
 		t.Errorf("internal error: %d %s, want 500 with generic text", res.status, res.body)
@@ -426,8 +436,8 @@ func TestNewValidatesOptions(t *testing.T) {
 // issue 11: a cancelled or vanished client is handled the same in both
 // adapters: no 5xx, no answer, logged below ERROR.
 func TestClientGoneGetsNoAnswer(t *testing.T) {
-	t.Run("memstore", func(t *testing.T) { testClientGone(t, memstore.New(memstore.Options{})) })
-	t.Run("pgstore", func(t *testing.T) { testClientGone(t, pgtest.Store(t)) })
+	t.Run("memstore", func(t *testing.T) { testClientGone(t, memCorrelate(t)) })
+	t.Run("pgstore", func(t *testing.T) { testClientGone(t, pgtest.DB(t, pgstore.Options{}).Correlate()) })
 }
 
 func testClientGone(t *testing.T, st correlate.Store) {

@@ -14,7 +14,11 @@ import (
 
 // Mount the events API on a server's mux; the server authenticates.
 func ExampleHandler() {
-	svc, err := correlate.New(memstore.New(memstore.Options{}), correlate.Options{})
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		panic(err)
+	}
+	svc, err := correlate.New(db.Correlate(), correlate.Options{})
 	if err != nil {
 		panic(err)
 	}

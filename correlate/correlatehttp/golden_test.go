@@ -11,7 +11,6 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/tallyhq/tally/correlate"
-	"github.com/tallyhq/tally/store/memstore"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -46,7 +45,7 @@ func golden(t *testing.T, name string, body []byte) {
 }
 
 func TestGoldenBodies(t *testing.T) {
-	s := newServer(t, memstore.New(memstore.Options{}), correlate.Options{})
+	s := newServer(t, memCorrelate(t), correlate.Options{})
 	tests := []struct {
 		name, method, path, body string
 		status                   int

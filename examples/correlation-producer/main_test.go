@@ -22,7 +22,11 @@ import (
 // one bearer token.
 func server(t *testing.T, wrap func(http.Handler) http.Handler) *httptest.Server {
 	t.Helper()
-	svc, err := correlate.New(memstore.New(memstore.Options{}), correlate.Options{})
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := correlate.New(db.Correlate(), correlate.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,11 @@ func main() {
 }
 
 func run(ctx context.Context, out io.Writer) error {
-	st := memstore.New(memstore.Options{})
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		return err
+	}
+	st := db.Ingest()
 	svc, err := ingest.New(st, ingest.Options{})
 	if err != nil {
 		return err

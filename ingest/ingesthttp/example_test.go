@@ -17,7 +17,11 @@ import (
 // with its own authentication around each route's handler and in
 // CallerFrom.
 func Example() {
-	svc, err := ingest.New(memstore.New(memstore.Options{}), ingest.Options{})
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		panic(err)
+	}
+	svc, err := ingest.New(db.Ingest(), ingest.Options{})
 	if err != nil {
 		panic(err)
 	}

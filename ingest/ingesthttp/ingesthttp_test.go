@@ -24,15 +24,26 @@ import (
 	"github.com/tallyhq/tally/internal/problem"
 	"github.com/tallyhq/tally/route"
 	"github.com/tallyhq/tally/store/memstore"
+	"github.com/tallyhq/tally/store/pgstore"
+	"github.com/tallyhq/tally/store/storetest"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 type server struct {
 	*httptest.Server
-	store *memstore.Store
+	store *memstore.Ingest
 	roles []string
 	logs  *bytes.Buffer
+}
+
+// memIngest returns the ingestion store of a new in-memory database.
+func memIngest(t testing.TB) *memstore.Ingest {
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db.Ingest()
 }
 
 // newServer mounts the handlers on a mux. The wrap function stands in for
@@ -40,7 +51,7 @@ type server struct {
 // the caller scoped to (openstack, c1).
 func newServer(t *testing.T, st ingest.Store, maxBody int64) *server {
 	t.Helper()
-	ms, _ := st.(*memstore.Store)
+	ms, _ := st.(*memstore.Ingest)
 	svc, err := ingest.New(st, ingest.Options{Now: func() time.Time { return t0 }})
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +127,7 @@ func TestPostEvents(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newServer(t, memstore.New(memstore.Options{}), 64<<10)
+			s := newServer(t, memIngest(t), 64<<10)
 			status, hdr, body := s.do(t, "POST", "/api/v1/events", tt.body, tt.auth)
 			if status != tt.wantStatus {
 				t.Fatalf("status %d, want %d: %s", status, tt.wantStatus, body)
@@ -138,7 +149,7 @@ func TestPostEvents(t *testing.T) {
 				t.Errorf("WWW-Authenticate %q", hdr.Get("WWW-Authenticate"))
 			}
 			if status == 413 {
-				evs, _ := s.store.Events(context.Background(), ingest.EventQuery{})
+				evs := storetest.Events(t, s.store)
 				dls, _ := s.store.DeadLetters(context.Background(), ingest.DeadLetterQuery{Limit: 10})
 				if len(evs)+len(dls) != 0 {
 					t.Errorf("413 stored %d events and %d dead letters", len(evs), len(dls))
@@ -149,25 +160,25 @@ func TestPostEvents(t *testing.T) {
 }
 
 func TestPostEventsStoresCollectorSource(t *testing.T) {
-	s := newServer(t, memstore.New(memstore.Options{}), 0)
+	s := newServer(t, memIngest(t), 0)
 	if status, _, body := s.do(t, "POST", "/api/v1/events", volume("a", "c1"), true); status != 200 {
 		t.Fatalf("%d %s", status, body)
 	}
-	evs, err := s.store.Events(context.Background(), ingest.EventQuery{})
-	if err != nil || len(evs) != 1 || evs[0].Source != "collector" {
-		t.Errorf("stored %+v, %v; want one collector event", evs, err)
+	evs := storetest.Events(t, s.store)
+	if len(evs) != 1 || evs[0].Source != "collector" {
+		t.Errorf("stored %+v; want one collector event", evs)
 	}
 }
 
 // failingStore fails every commit.
-type failingStore struct{ *memstore.Store }
+type failingStore struct{ *memstore.Ingest }
 
 func (failingStore) Commit(context.Context, ingest.Batch) (ingest.Committed, error) {
 	return ingest.Committed{}, errors.New("disk on fire")
 }
 
 func TestPostEventsStoreFailure(t *testing.T) {
-	s := newServer(t, failingStore{memstore.New(memstore.Options{})}, 0)
+	s := newServer(t, failingStore{memIngest(t)}, 0)
 	status, _, body := s.do(t, "POST", "/api/v1/events", volume("a", "c1"), true)
 	if status != 500 || strings.Contains(body, "disk on fire") {
 		t.Errorf("status %d body %s, want 500 with generic text", status, body)
@@ -180,7 +191,7 @@ func TestPostEventsStoreFailure(t *testing.T) {
 // issue 11: "Each adapter exposes its routes as data (pattern, roles or
 // access class, handler), written once."
 func TestRoutes(t *testing.T) {
-	s := newServer(t, memstore.New(memstore.Options{}), 0)
+	s := newServer(t, memIngest(t), 0)
 	want := []string{
 		"POST /api/v1/events: ingest",
 		"GET /api/v1/rejected-events: admin",
@@ -197,7 +208,7 @@ func TestRoutes(t *testing.T) {
 }
 
 func TestRejectedEvents(t *testing.T) {
-	s := newServer(t, memstore.New(memstore.Options{}), 0)
+	s := newServer(t, memIngest(t), 0)
 	body := "[" + `{"event_id":"a"} {"event_id":"b"}` + "]"
 	// A missing comma breaks the array's structure: it cannot be split. (A
 	// raw NUL inside an element makes only that item refused.)
@@ -280,7 +291,7 @@ func TestRejectedEvents(t *testing.T) {
 }
 
 func TestOversizeDeadLetterHasNoRaw(t *testing.T) {
-	s := newServer(t, memstore.New(memstore.Options{}), 0)
+	s := newServer(t, memIngest(t), 0)
 	big := `{"event_id":"big","pad":"` + strings.Repeat("x", ingest.DefaultMaxDeadLetterBytes) + `"}`
 	if status, _, b := s.do(t, "POST", "/api/v1/events", big, true); status != 200 {
 		t.Fatalf("%d %s", status, b)
@@ -293,7 +304,7 @@ func TestOversizeDeadLetterHasNoRaw(t *testing.T) {
 }
 
 func TestResourceTypes(t *testing.T) {
-	s := newServer(t, memstore.New(memstore.Options{}), 0)
+	s := newServer(t, memIngest(t), 0)
 	status, _, b := s.do(t, "GET", "/api/v1/resource-types", "", true)
 	var list struct {
 		Items []struct {
@@ -330,7 +341,7 @@ func TestResourceTypes(t *testing.T) {
 }
 
 func TestAudit(t *testing.T) {
-	s := newServer(t, memstore.New(memstore.Options{}), 0)
+	s := newServer(t, memIngest(t), 0)
 	s.do(t, "POST", "/api/v1/events", "["+volume("a", "c2")+","+volume("b", "c3")+"]", true)
 	status, _, b := s.do(t, "GET", "/api/v1/audit?action=events.scope_violation&limit=1", "", true)
 	var page struct {
@@ -360,8 +371,8 @@ func TestNewValidates(t *testing.T) {
 // issue 11: a cancelled or vanished client is handled the same in both
 // adapters: no 5xx, no answer, logged below ERROR.
 func TestClientGoneGetsNoAnswer(t *testing.T) {
-	t.Run("memstore", func(t *testing.T) { testClientGone(t, memstore.New(memstore.Options{})) })
-	t.Run("pgstore", func(t *testing.T) { testClientGone(t, pgtest.Store(t)) })
+	t.Run("memstore", func(t *testing.T) { testClientGone(t, memIngest(t)) })
+	t.Run("pgstore", func(t *testing.T) { testClientGone(t, pgtest.DB(t, pgstore.Options{}).Ingest()) })
 }
 
 func testClientGone(t *testing.T, st ingest.Store) {

@@ -6,12 +6,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/tallyhq/tally/store/memstore"
 )
 
 func TestResources(t *testing.T) {
-	s := newServer(t, memstore.New(memstore.Options{}), 0)
+	s := newServer(t, memIngest(t), 0)
 	del := `{"event_id":"d","timestamp":"2026-03-01T11:00:00Z","event_type":"volume.delete.end","platform":"openstack","cloud":"c1","resource_type":"volume","resource_id":"v-b","project_id":"p"}`
 	if code, _, body := s.do(t, "POST", "/api/v1/events", "["+volume("a", "c1")+","+volume("b", "c1")+","+del+"]", true); code != 200 || !strings.Contains(body, `"accepted":3`) {
 		t.Fatalf("ingest: %d %s", code, body)
@@ -67,7 +65,7 @@ func TestResources(t *testing.T) {
 // A parameter that cannot name anything stored (NUL, invalid UTF-8) is a
 // client mistake: 400 naming it, on every read route, never a store error.
 func TestTextParameters(t *testing.T) {
-	s := newServer(t, memstore.New(memstore.Options{}), 0)
+	s := newServer(t, memIngest(t), 0)
 	for _, tt := range []struct{ method, path, param string }{
 		{"GET", "/api/v1/resources?cloud=%00", "cloud"},
 		{"GET", "/api/v1/resources?state=%ff", "state"},

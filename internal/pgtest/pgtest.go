@@ -92,7 +92,13 @@ func announceSkip() {
 func URL(t testing.TB) string {
 	t.Helper()
 	u := EmptyURL(t)
-	if _, err := pgstore.Migrate(context.Background(), u); err != nil {
+	ctx := context.Background()
+	db, err := pgstore.Open(ctx, u, pgstore.Options{})
+	if err != nil {
+		t.Fatalf("pgtest: open: %v", err)
+	}
+	defer db.Close()
+	if _, err := db.Migrate(ctx); err != nil {
 		t.Fatalf("pgtest: migrate: %v", err)
 	}
 	return u
@@ -128,16 +134,23 @@ func EmptyURL(t testing.TB) string {
 	return u
 }
 
-// Store returns a [pgstore.Store] on a fresh, migrated schema (see [URL]),
+// DB returns a [pgstore.DB] on a fresh, migrated schema (see [URL]),
 // closed on cleanup.
-func Store(t testing.TB, opts ...pgstore.Option) *pgstore.Store {
+func DB(t testing.TB, opts pgstore.Options) *pgstore.DB {
 	t.Helper()
-	s, err := pgstore.Open(context.Background(), URL(t), opts...)
+	return Open(t, URL(t), opts)
+}
+
+// Open returns a [pgstore.DB] on the database at url (as [URL] returns
+// it), closed on cleanup.
+func Open(t testing.TB, url string, opts pgstore.Options) *pgstore.DB {
+	t.Helper()
+	db, err := pgstore.Open(context.Background(), url, opts)
 	if err != nil {
-		t.Fatalf("pgtest: open store: %v", err)
+		t.Fatalf("pgtest: open: %v", err)
 	}
-	t.Cleanup(s.Close)
-	return s
+	t.Cleanup(db.Close)
+	return db
 }
 
 func withSearchPath(base, schema string) (string, error) {

@@ -13,7 +13,7 @@ import (
 	"github.com/tallyhq/tally/store"
 )
 
-var _ correlate.Store = (*Store)(nil)
+var _ correlate.Store = (*Correlate)(nil)
 
 // corrScopeKey is (organization, user, key): the scope of a correlationKey or
 // an idempotencyKey.
@@ -24,7 +24,7 @@ type corrBinding struct {
 	at      time.Time
 }
 
-// correlationData holds the correlated events. Guarded by Store.mu.
+// correlationData holds the correlated events. Guarded by state.mu.
 type correlationData struct {
 	events map[string]*correlate.Event  // by id
 	open   map[corrScopeKey]string      // the open event of a correlationKey, by id
@@ -37,10 +37,10 @@ func (d *correlationData) init() {
 	d.keys = make(map[corrScopeKey]corrBinding)
 }
 
-// CreateCorrelatedEvent implements [correlate.Store]: the whole create runs under the
+// Create implements [correlate.Store]: the whole create runs under the
 // store's lock, so it is atomic and isolated like the PostgreSQL
 // transaction, and nothing changes when it fails.
-func (s *Store) CreateCorrelatedEvent(ctx context.Context, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
+func (s *Correlate) Create(ctx context.Context, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
 	if err := ctx.Err(); err != nil {
 		return correlate.Event{}, "", fmt.Errorf("memstore: create event: %w", err)
 	}
@@ -126,8 +126,8 @@ func (d *correlationData) visible(scope correlate.Caller, id string) *correlate.
 	return e
 }
 
-// GetCorrelatedEvent implements [correlate.Store].
-func (s *Store) GetCorrelatedEvent(ctx context.Context, scope correlate.Caller, id string) (correlate.Event, error) {
+// Get implements [correlate.Store].
+func (s *Correlate) Get(ctx context.Context, scope correlate.Caller, id string) (correlate.Event, error) {
 	if err := ctx.Err(); err != nil {
 		return correlate.Event{}, fmt.Errorf("memstore: get event: %w", err)
 	}
@@ -140,8 +140,8 @@ func (s *Store) GetCorrelatedEvent(ctx context.Context, scope correlate.Caller, 
 	return e.Clone(), nil
 }
 
-// ListCorrelatedEvents implements [correlate.Store].
-func (s *Store) ListCorrelatedEvents(ctx context.Context, scope correlate.Caller, q correlate.Query) ([]correlate.Event, int64, error) {
+// List implements [correlate.Store].
+func (s *Correlate) List(ctx context.Context, scope correlate.Caller, q correlate.Query) ([]correlate.Event, int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, fmt.Errorf("memstore: list events: %w", err)
 	}
@@ -180,8 +180,8 @@ func (s *Store) ListCorrelatedEvents(ctx context.Context, scope correlate.Caller
 	return out, total, nil
 }
 
-// SetCorrelatedEventStatus implements [correlate.Store].
-func (s *Store) SetCorrelatedEventStatus(ctx context.Context, scope correlate.Caller, id string, status correlate.Status, at time.Time) (correlate.Event, error) {
+// SetStatus implements [correlate.Store].
+func (s *Correlate) SetStatus(ctx context.Context, scope correlate.Caller, id string, status correlate.Status, at time.Time) (correlate.Event, error) {
 	if err := ctx.Err(); err != nil {
 		return correlate.Event{}, fmt.Errorf("memstore: set event status: %w", err)
 	}
@@ -196,8 +196,8 @@ func (s *Store) SetCorrelatedEventStatus(ctx context.Context, scope correlate.Ca
 	return e.Clone(), nil
 }
 
-// DeleteCorrelatedEvent implements [correlate.Store].
-func (s *Store) DeleteCorrelatedEvent(ctx context.Context, scope correlate.Caller, id string, at time.Time) (correlate.Event, error) {
+// Delete implements [correlate.Store].
+func (s *Correlate) Delete(ctx context.Context, scope correlate.Caller, id string, at time.Time) (correlate.Event, error) {
 	if err := ctx.Err(); err != nil {
 		return correlate.Event{}, fmt.Errorf("memstore: delete event: %w", err)
 	}
@@ -217,8 +217,8 @@ func (s *Store) DeleteCorrelatedEvent(ctx context.Context, scope correlate.Calle
 	return e.Clone(), nil
 }
 
-// DeleteCorrelationIdempotencyKeys implements [correlate.Store].
-func (s *Store) DeleteCorrelationIdempotencyKeys(ctx context.Context, before time.Time) (int64, error) {
+// PurgeIdempotencyKeys implements [correlate.Store].
+func (s *Correlate) PurgeIdempotencyKeys(ctx context.Context, before time.Time) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("memstore: delete idempotency keys: %w", err)
 	}

@@ -10,16 +10,21 @@ import (
 	"github.com/tallyhq/tally/store/memstore"
 )
 
-// The in-memory store serves every area of the library at once; it starts
-// with the five seeded size schemas.
+// One in-memory database hands out the store of each area of the library
+// (Ingest, Correlate, SizeNames); it starts with the five seeded size
+// schemas.
 func Example() {
-	st := memstore.New(memstore.Options{})
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		panic(err)
+	}
+	st := db.Ingest()
 	ctx := context.Background()
 	rts, _ := st.ResourceTypes(ctx)
 	for _, rt := range rts {
 		fmt.Println(rt.Platform, rt.ResourceType)
 	}
-	_, err := st.Resource(ctx, ingest.ResourceKey{Cloud: "c", ResourceType: "volume", ResourceID: "v"})
+	_, err = st.Resource(ctx, ingest.ResourceKey{Cloud: "c", ResourceType: "volume", ResourceID: "v"})
 	fmt.Println(errors.Is(err, store.ErrNotFound))
 	// Output:
 	// openstack floating_ip

@@ -15,8 +15,8 @@ import (
 )
 
 var (
-	_ ingest.Store    = (*Store)(nil)
-	_ sizenames.Store = (*Store)(nil)
+	_ ingest.Store    = (*Ingest)(nil)
+	_ sizenames.Store = (*SizeNames)(nil)
 )
 
 type eventKey struct {
@@ -26,7 +26,7 @@ type eventKey struct {
 
 type rtKey struct{ platform, resourceType string }
 
-// ingestData holds this area's tables. Guarded by Store.mu.
+// ingestData holds this area's tables. Guarded by state.mu.
 type ingestData struct {
 	events        map[eventKey]event.Event
 	byResource    map[ingest.ResourceKey][]eventKey // the events of each resource
@@ -53,11 +53,21 @@ func (d *ingestData) seed(now time.Time) {
 	}
 }
 
-func (s *Store) stamp() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+func (s *state) stamp() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
 
-// SizeNames implements [sizenames.Store] and [ingest.Store]: the rows of one
-// (cloud, resourceType), ordered by member then value; none is nil.
-func (s *Store) SizeNames(ctx context.Context, cloud, resourceType string) ([]sizenames.Row, error) {
+// SizeNames implements [ingest.Store]: the rows of one (cloud,
+// resourceType), ordered by member then value; none is nil.
+func (s *Ingest) SizeNames(ctx context.Context, cloud, resourceType string) ([]sizenames.Row, error) {
+	return s.sizeNames(ctx, cloud, resourceType)
+}
+
+// SizeNames implements [sizenames.Store]: the rows of one (cloud,
+// resourceType), ordered by member then value; none is nil.
+func (s *SizeNames) SizeNames(ctx context.Context, cloud, resourceType string) ([]sizenames.Row, error) {
+	return s.sizeNames(ctx, cloud, resourceType)
+}
+
+func (s *state) sizeNames(ctx context.Context, cloud, resourceType string) ([]sizenames.Row, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -74,7 +84,7 @@ func (s *Store) SizeNames(ctx context.Context, cloud, resourceType string) ([]si
 
 // ReplaceSizeNames implements [sizenames.Store]: afterwards cloud has
 // exactly rows (copied). A cancelled context changes nothing.
-func (s *Store) ReplaceSizeNames(ctx context.Context, cloud string, rows []sizenames.Row) error {
+func (s *SizeNames) ReplaceSizeNames(ctx context.Context, cloud string, rows []sizenames.Row) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -103,7 +113,7 @@ func (s *Store) ReplaceSizeNames(ctx context.Context, cloud string, rows []sizen
 }
 
 // ResourceType implements [ingest.Store].
-func (s *Store) ResourceType(ctx context.Context, platform, resourceType string) (ingest.ResourceType, error) {
+func (s *Ingest) ResourceType(ctx context.Context, platform, resourceType string) (ingest.ResourceType, error) {
 	if err := ctx.Err(); err != nil {
 		return ingest.ResourceType{}, err
 	}
@@ -118,7 +128,7 @@ func (s *Store) ResourceType(ctx context.Context, platform, resourceType string)
 }
 
 // ResourceTypes implements [ingest.Store].
-func (s *Store) ResourceTypes(ctx context.Context) ([]ingest.ResourceType, error) {
+func (s *Ingest) ResourceTypes(ctx context.Context) ([]ingest.ResourceType, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -137,7 +147,7 @@ func (s *Store) ResourceTypes(ctx context.Context) ([]ingest.ResourceType, error
 
 // PutResourceType implements [ingest.Store]: the row's Version becomes the
 // stored one's plus one (1 for a new pair), UpdatedAt the store's clock.
-func (s *Store) PutResourceType(ctx context.Context, rt ingest.ResourceType) (ingest.ResourceType, error) {
+func (s *Ingest) PutResourceType(ctx context.Context, rt ingest.ResourceType) (ingest.ResourceType, error) {
 	if err := ctx.Err(); err != nil {
 		return ingest.ResourceType{}, err
 	}
@@ -156,7 +166,7 @@ func (s *Store) PutResourceType(ctx context.Context, rt ingest.ResourceType) (in
 // Commit implements [ingest.Store]. The whole batch is applied under the
 // store's lock after every check, so it lands whole or not at all; a
 // context cancelled before the lock is taken stores nothing.
-func (s *Store) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, error) {
+func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, error) {
 	if err := ctx.Err(); err != nil {
 		return ingest.Committed{}, err
 	}
@@ -225,27 +235,6 @@ func cloneEvent(ev event.Event) event.Event {
 	return ev
 }
 
-// Events implements [ingest.Store].
-func (s *Store) Events(ctx context.Context, q ingest.EventQuery) ([]event.Event, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []event.Event
-	for _, ev := range s.ingest.events {
-		if (q.Cloud == "" || ev.Cloud == q.Cloud) &&
-			(q.ResourceType == "" || ev.ResourceType == q.ResourceType) &&
-			(q.ResourceID == "" || ev.ResourceID == q.ResourceID) {
-			out = append(out, cloneEvent(ev))
-		}
-	}
-	slices.SortFunc(out, func(a, b event.Event) int {
-		return cmp.Or(a.Timestamp.Compare(b.Timestamp), cmp.Compare(a.EventID, b.EventID))
-	})
-	return out, nil
-}
-
 // inWindow reports whether t is in [from, to) (a zero end is open) and
 // strictly after the position.
 func inWindow(t time.Time, id int64, from, to time.Time, after *ingest.Position) bool {
@@ -264,7 +253,7 @@ func inWindow(t time.Time, id int64, from, to time.Time, after *ingest.Position)
 }
 
 // DeadLetters implements [ingest.Store].
-func (s *Store) DeadLetters(ctx context.Context, q ingest.DeadLetterQuery) ([]ingest.DeadLetter, error) {
+func (s *Ingest) DeadLetters(ctx context.Context, q ingest.DeadLetterQuery) ([]ingest.DeadLetter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -287,7 +276,7 @@ func (s *Store) DeadLetters(ctx context.Context, q ingest.DeadLetterQuery) ([]in
 }
 
 // Audit implements [ingest.Store].
-func (s *Store) Audit(ctx context.Context, q ingest.AuditQuery) ([]ingest.AuditEntry, error) {
+func (s *Ingest) Audit(ctx context.Context, q ingest.AuditQuery) ([]ingest.AuditEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -310,7 +299,7 @@ func (s *Store) Audit(ctx context.Context, q ingest.AuditQuery) ([]ingest.AuditE
 
 // history returns every stored event of one resource, in no order.
 // Callers hold s.mu.
-func (s *Store) history(k ingest.ResourceKey) []event.Event {
+func (s *state) history(k ingest.ResourceKey) []event.Event {
 	keys := s.ingest.byResource[k]
 	out := make([]event.Event, len(keys))
 	for i, ek := range keys {

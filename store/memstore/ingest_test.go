@@ -11,15 +11,18 @@ import (
 	"github.com/tallyhq/tally/store/storetest"
 )
 
-func newIngestStore(testing.TB) storetest.IngestStore { return memstore.New(memstore.Options{}) }
-
-func TestIngest(t *testing.T) {
-	storetest.RunIngest(t, func(t *testing.T) storetest.IngestStore { return newIngestStore(t) })
+// open returns the stores of a new, empty in-memory database.
+func open(tb testing.TB) storetest.Stores {
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return storetest.Stores{Ingest: db.Ingest(), SizeNames: db.SizeNames(), Correlate: db.Correlate()}
 }
 
-func BenchmarkIngest(b *testing.B) {
-	storetest.BenchmarkIngest(b, func(b *testing.B) storetest.IngestStore { return newIngestStore(b) })
-}
+func TestConformance(t *testing.T) { storetest.Run(t, open) }
+
+func BenchmarkStore(b *testing.B) { storetest.Bench(b, open) }
 
 // The suite's concurrency case at full size: 8 goroutines ingesting
 // overlapping batches of the same 1000 events.
@@ -27,7 +30,7 @@ func TestIngestConcurrentLarge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	st := memstore.New(memstore.Options{})
+	st := open(t).Ingest
 	svc, err := ingest.New(st, ingest.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -57,10 +60,7 @@ func TestIngestConcurrentLarge(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	evs, err := st.Events(context.Background(), ingest.EventQuery{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs := storetest.Events(t, st)
 	if accepted.Load() != n || len(evs) != n {
 		t.Errorf("accepted %d, stored %d, want %d and %d", accepted.Load(), len(evs), n, n)
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // projectionData holds the projection of current resources. Guarded by
-// Store.mu.
+// state.mu.
 type projectionData struct {
 	rows map[ingest.ResourceKey]ingest.Resource
 }
@@ -34,7 +34,7 @@ func (d *projectionData) install(rows map[ingest.ResourceKey]ingest.Resource) {
 }
 
 // Resources lists projection rows (ingest.ProjectionStore).
-func (s *Store) Resources(ctx context.Context, q ingest.ResourceQuery) ([]ingest.Resource, error) {
+func (s *Ingest) Resources(ctx context.Context, q ingest.ResourceQuery) ([]ingest.Resource, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -77,7 +77,7 @@ func matches(r *ingest.Resource, q *ingest.ResourceQuery) bool {
 
 // Resource returns one projection row (ingest.ProjectionStore); the error
 // wraps store.ErrNotFound when there is none.
-func (s *Store) Resource(ctx context.Context, k ingest.ResourceKey) (ingest.Resource, error) {
+func (s *Ingest) Resource(ctx context.Context, k ingest.ResourceKey) (ingest.Resource, error) {
 	if err := ctx.Err(); err != nil {
 		return ingest.Resource{}, err
 	}
@@ -92,7 +92,7 @@ func (s *Store) Resource(ctx context.Context, k ingest.ResourceKey) (ingest.Reso
 
 // History returns the stored events of one resource in fold order
 // (ingest.ProjectionStore).
-func (s *Store) History(ctx context.Context, k ingest.ResourceKey) ([]event.Event, error) {
+func (s *Ingest) History(ctx context.Context, k ingest.ResourceKey) ([]event.Event, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -109,7 +109,7 @@ func (s *Store) History(ctx context.Context, k ingest.ResourceKey) ([]event.Even
 // RebuildResources recomputes projection rows from the stored events
 // (ingest.ProjectionStore), q.BatchSize resources per locked step, so
 // ingestion interleaves with a long rebuild.
-func (s *Store) RebuildResources(ctx context.Context, q ingest.RebuildQuery, progress func(done int)) (int, error) {
+func (s *Ingest) RebuildResources(ctx context.Context, q ingest.RebuildQuery, progress func(done int)) (int, error) {
 	size := q.BatchSize
 	if size <= 0 {
 		size = 500
@@ -143,4 +143,4 @@ func (s *Store) RebuildResources(ctx context.Context, q ingest.RebuildQuery, pro
 	return done, nil
 }
 
-var _ ingest.ProjectionStore = (*Store)(nil)
+var _ ingest.ProjectionStore = (*Ingest)(nil)

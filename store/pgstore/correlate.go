@@ -13,7 +13,7 @@ import (
 	"github.com/tallyhq/tally/correlate"
 )
 
-var _ correlate.Store = (*Store)(nil)
+var _ correlate.Store = (*Correlate)(nil)
 
 // corrEventColumns are the columns of correlated_events, in the order of the
 // INSERT parameters $1 to $27 (see corrInsertArgs).
@@ -135,11 +135,11 @@ func corrInsertArgs(e correlate.Event) ([]any, error) {
 	}, nil
 }
 
-// CreateCorrelatedEvent implements [correlate.Store]: the whole create is one
+// Create implements [correlate.Store]: the whole create is one
 // transaction (or, without an idempotencyKey and for steps 2 and 3, one
 // statement). A serialization failure or deadlock (which the statements
 // below are not expected to cause) is retried a few times.
-func (s *Store) CreateCorrelatedEvent(ctx context.Context, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
+func (s *Correlate) Create(ctx context.Context, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
 	for attempt := 1; ; attempt++ {
 		var (
 			e correlate.Event
@@ -151,7 +151,7 @@ func (s *Store) CreateCorrelatedEvent(ctx context.Context, c correlate.Create) (
 			e, d, err = corrCreateEvent(ctx, s.db, c)
 			err = interpretError(err)
 		} else {
-			err = s.InTx(ctx, func(tx *sqlx.Tx) error {
+			err = s.inTx(ctx, func(tx *sqlx.Tx) error {
 				var err error
 				e, d, err = corrCreateEvent(ctx, tx, c)
 				return err
@@ -285,8 +285,8 @@ func corrPrefixed(prefix, columns string) string {
 
 const corrScopeWhere = `organization = $1 AND user_id = $2 AND deleted_at IS NULL`
 
-// GetCorrelatedEvent implements [correlate.Store].
-func (s *Store) GetCorrelatedEvent(ctx context.Context, scope correlate.Caller, id string) (correlate.Event, error) {
+// Get implements [correlate.Store].
+func (s *Correlate) Get(ctx context.Context, scope correlate.Caller, id string) (correlate.Event, error) {
 	var row corrEventRow
 	err := s.db.GetContext(ctx, &row, `SELECT `+corrEventColumns+` FROM correlated_events WHERE `+corrScopeWhere+` AND id = $3`,
 		scope.Organization, scope.User, id)
@@ -296,8 +296,8 @@ func (s *Store) GetCorrelatedEvent(ctx context.Context, scope correlate.Caller, 
 	return row.event()
 }
 
-// ListCorrelatedEvents implements [correlate.Store].
-func (s *Store) ListCorrelatedEvents(ctx context.Context, scope correlate.Caller, q correlate.Query) ([]correlate.Event, int64, error) {
+// List implements [correlate.Store].
+func (s *Correlate) List(ctx context.Context, scope correlate.Caller, q correlate.Query) ([]correlate.Event, int64, error) {
 	where := []string{corrScopeWhere}
 	args := []any{scope.Organization, scope.User}
 	if scope.AllUsers {
@@ -371,8 +371,8 @@ func corrStrings[T ~string](vs []T) []string {
 	return out
 }
 
-// SetCorrelatedEventStatus implements [correlate.Store].
-func (s *Store) SetCorrelatedEventStatus(ctx context.Context, scope correlate.Caller, id string, status correlate.Status, at time.Time) (correlate.Event, error) {
+// SetStatus implements [correlate.Store].
+func (s *Correlate) SetStatus(ctx context.Context, scope correlate.Caller, id string, status correlate.Status, at time.Time) (correlate.Event, error) {
 	var row corrEventRow
 	err := s.db.GetContext(ctx, &row, `UPDATE correlated_events
 		SET status = $4, updated_at = GREATEST(updated_at, $5::timestamptz)
@@ -384,9 +384,9 @@ func (s *Store) SetCorrelatedEventStatus(ctx context.Context, scope correlate.Ca
 	return row.event()
 }
 
-// DeleteCorrelatedEvent implements [correlate.Store]. The deleted row leaves the
+// Delete implements [correlate.Store]. The deleted row leaves the
 // partial unique index, so it no longer counts as the open event of its key.
-func (s *Store) DeleteCorrelatedEvent(ctx context.Context, scope correlate.Caller, id string, at time.Time) (correlate.Event, error) {
+func (s *Correlate) Delete(ctx context.Context, scope correlate.Caller, id string, at time.Time) (correlate.Event, error) {
 	var row corrEventRow
 	err := s.db.GetContext(ctx, &row, `UPDATE correlated_events
 		SET deleted_at = $4, updated_at = GREATEST(updated_at, $4::timestamptz)
@@ -398,8 +398,8 @@ func (s *Store) DeleteCorrelatedEvent(ctx context.Context, scope correlate.Calle
 	return row.event()
 }
 
-// DeleteCorrelationIdempotencyKeys implements [correlate.Store].
-func (s *Store) DeleteCorrelationIdempotencyKeys(ctx context.Context, before time.Time) (int64, error) {
+// PurgeIdempotencyKeys implements [correlate.Store].
+func (s *Correlate) PurgeIdempotencyKeys(ctx context.Context, before time.Time) (int64, error) {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM correlated_event_idempotency_keys WHERE bound_at < $1`, before)
 	if err != nil {
 		return 0, interpretError(fmt.Errorf("pgstore: delete idempotency keys: %w", err))

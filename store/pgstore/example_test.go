@@ -10,25 +10,26 @@ import (
 	"github.com/tallyhq/tally/store/pgstore"
 )
 
-// Migrate the schema, open the store, and build the services on it. (This
-// example needs a database, so it is compiled but not run by go test; the
-// same calls run in this package's tests against a real server.)
+// Open the database once, migrate its schema, and build each area's
+// service on the store the DB hands out for it. (This example needs a
+// database, so it is compiled but not run by go test; the same calls run in
+// this package's tests against a real server.)
 func Example() {
 	ctx := context.Background()
 	url := os.Getenv("TALLY_DATABASE_URL") // e.g. postgres://tally@db:5432/tally?sslmode=disable
-	if _, err := pgstore.Migrate(ctx, url); err != nil {
-		log.Fatal(err)
-	}
-	st, err := pgstore.Open(ctx, url)
+	db, err := pgstore.Open(ctx, url, pgstore.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer st.Close()
-	ingestion, err := ingest.New(st, ingest.Options{})
+	defer db.Close()
+	if _, err := db.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	ingestion, err := ingest.New(db.Ingest(), ingest.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	correlation, err := correlate.New(st, correlate.Options{})
+	correlation, err := correlate.New(db.Correlate(), correlate.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

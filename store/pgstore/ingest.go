@@ -17,8 +17,8 @@ import (
 )
 
 var (
-	_ ingest.Store    = (*Store)(nil)
-	_ sizenames.Store = (*Store)(nil)
+	_ ingest.Store    = (*Ingest)(nil)
+	_ sizenames.Store = (*SizeNames)(nil)
 )
 
 // limitClause returns the LIMIT clause of a listing, numbering its argument
@@ -201,7 +201,7 @@ func stamp(t, now time.Time) time.Time {
 // or came earlier in b.Events (Rules: "A duplicate is the same (event_id,
 // timestamp) pair"). Timestamps are stored in UTC, truncated to microseconds;
 // each event's received_at, and the ReceivedAt of a dead letter or the At of
-// an audit row left zero, is the store clock's time ([WithClock]).
+// an audit row left zero, is the store clock's time ([Options].Now).
 //
 // Concurrent Commits with overlapping events neither deadlock nor store an
 // event twice: the rows are inserted in (event_id, timestamp) order, so the
@@ -210,13 +210,13 @@ func stamp(t, now time.Time) time.Time {
 // On any error (including a cancelled ctx) the transaction is rolled back and
 // nothing of the batch is written; the error is wrapped as "pgstore: commit
 // batch: …". Safe for concurrent use.
-func (s *Store) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, error) {
+func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, error) {
 	now := utcMicro(s.now())
 	var (
 		inserted []bool
 		replays  map[string]int
 	)
-	err := s.InTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		inserted = make([]bool, len(b.Events))
 		if len(b.Events) > 0 {
 			var err error
@@ -265,37 +265,17 @@ type eventRow struct {
 	Payload      []byte    `db:"payload"`
 }
 
-// Events lists the stored events matching q (an empty field of q matches
-// every value), ordered by (timestamp, event_id). Each event is returned as
-// stored: Source the pipeline that ingested it, Timestamp in UTC with
-// microsecond precision, and the payload exactly as Commit encoded it (the
-// column is json, which keeps the text), so it re-encodes to the same bytes.
-// A query naming cloud, resource_type and resource_id uses the (cloud,
-// resource_type, resource_id, timestamp) index. Errors: a stored payload
-// that no longer decodes (only possible if the table was written by
-// something else). Safe for concurrent use.
-func (s *Store) Events(ctx context.Context, q ingest.EventQuery) ([]event.Event, error) {
-	out, err := selectEvents(ctx, s.db, q)
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: events: %w", err)
-	}
-	return out, nil
-}
-
-// selectEvents is Events on any querier, inside a transaction or not.
-func selectEvents(ctx context.Context, db querier, q ingest.EventQuery) ([]event.Event, error) {
-	var (
-		conds []string
-		args  []any
-	)
-	for _, f := range []struct{ col, val string }{
-		{"cloud", q.Cloud}, {"resource_type", q.ResourceType}, {"resource_id", q.ResourceID},
-	} {
-		if f.val != "" {
-			args = append(args, f.val)
-			conds = append(conds, fmt.Sprintf("%s = $%d", f.col, len(args)))
-		}
-	}
+// selectEvents lists the stored events of one resource, ordered by
+// (timestamp, event_id), through q (a transaction or the pool). Each event
+// is returned as stored: Source the pipeline that ingested it, Timestamp in
+// UTC with microsecond precision, and the payload exactly as Commit encoded
+// it (the column is json, which keeps the text), so it re-encodes to the
+// same bytes. It uses the (cloud, resource_type, resource_id, timestamp)
+// index. Errors: a stored payload that no longer decodes (only possible if
+// the table was written by something else).
+func selectEvents(ctx context.Context, db querier, k ingest.ResourceKey) ([]event.Event, error) {
+	conds := []string{"cloud = $1", "resource_type = $2", "resource_id = $3"}
+	args := []any{k.Cloud, k.ResourceType, k.ResourceID}
 	var rows []eventRow
 	err := db.SelectContext(ctx, &rows, `
 SELECT event_id, timestamp, event_type, platform, cloud, resource_type, resource_id,
@@ -321,8 +301,19 @@ ORDER BY timestamp, event_id`, args...)
 
 // SizeNames returns the size-name rows of one (cloud, resourceType)
 // (canonical-event.md, Size names), ordered by member then value; an empty
-// slice when there are none. Safe for concurrent use.
-func (s *Store) SizeNames(ctx context.Context, cloud, resourceType string) ([]sizenames.Row, error) {
+// slice when there are none. It implements [ingest.Store]. Safe for
+// concurrent use.
+func (s *Ingest) SizeNames(ctx context.Context, cloud, resourceType string) ([]sizenames.Row, error) {
+	return s.sizeNames(ctx, cloud, resourceType)
+}
+
+// SizeNames returns the size-name rows of one (cloud, resourceType), as
+// [Ingest.SizeNames] does. It implements [sizenames.Store].
+func (s *SizeNames) SizeNames(ctx context.Context, cloud, resourceType string) ([]sizenames.Row, error) {
+	return s.sizeNames(ctx, cloud, resourceType)
+}
+
+func (s *conn) sizeNames(ctx context.Context, cloud, resourceType string) ([]sizenames.Row, error) {
 	var rows []sizeNameRow
 	err := s.db.SelectContext(ctx, &rows, `
 SELECT cloud, resource_type, member, value, name
@@ -356,7 +347,7 @@ type sizeNameRow struct {
 // Errors: a row whose Cloud is not cloud, or two rows with one primary key
 // (cloud, resource_type, member, value), refuse the whole call and change
 // nothing. Safe for concurrent use.
-func (s *Store) ReplaceSizeNames(ctx context.Context, cloud string, rows []sizenames.Row) error {
+func (s *SizeNames) ReplaceSizeNames(ctx context.Context, cloud string, rows []sizenames.Row) error {
 	n := len(rows)
 	rtypes, members, values, names := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	for i, r := range rows {
@@ -365,7 +356,7 @@ func (s *Store) ReplaceSizeNames(ctx context.Context, cloud string, rows []sizen
 		}
 		rtypes[i], members[i], values[i], names[i] = r.ResourceType, r.Member, r.Value, r.Name
 	}
-	err := s.InTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM size_names WHERE cloud = $1`, cloud); err != nil {
 			return fmt.Errorf("delete: %w", err)
 		}
@@ -412,7 +403,7 @@ const resourceTypeColumns = `platform, resource_type, size_schema::text AS size_
 // resourceType) (canonical-event.md, Size schemas), with SizeSchema as the
 // exact bytes that were put. Errors: one wrapping store.ErrNotFound when no
 // row exists. Safe for concurrent use.
-func (s *Store) ResourceType(ctx context.Context, platform, resourceType string) (ingest.ResourceType, error) {
+func (s *Ingest) ResourceType(ctx context.Context, platform, resourceType string) (ingest.ResourceType, error) {
 	var r resourceTypeRow
 	err := s.db.GetContext(ctx, &r, `SELECT `+resourceTypeColumns+`
 FROM resource_types WHERE platform = $1 AND resource_type = $2`, platform, resourceType)
@@ -425,7 +416,7 @@ FROM resource_types WHERE platform = $1 AND resource_type = $2`, platform, resou
 // ResourceTypes returns every registry row, ordered by platform then
 // resource_type (the five seeded openstack pairs included). Safe for
 // concurrent use.
-func (s *Store) ResourceTypes(ctx context.Context) ([]ingest.ResourceType, error) {
+func (s *Ingest) ResourceTypes(ctx context.Context) ([]ingest.ResourceType, error) {
 	var rows []resourceTypeRow
 	err := s.db.SelectContext(ctx, &rows, `SELECT `+resourceTypeColumns+`
 FROM resource_types ORDER BY platform, resource_type`)
@@ -446,7 +437,7 @@ FROM resource_types ORDER BY platform, resource_type`)
 // The store does not compile the schema (the registry in package ingest
 // does); it refuses only text that is not JSON. Safe for concurrent use: two
 // puts of one pair are serialised by the row lock, each adding one.
-func (s *Store) PutResourceType(ctx context.Context, rt ingest.ResourceType) (ingest.ResourceType, error) {
+func (s *Ingest) PutResourceType(ctx context.Context, rt ingest.ResourceType) (ingest.ResourceType, error) {
 	var r resourceTypeRow
 	err := s.db.GetContext(ctx, &r, `
 INSERT INTO resource_types (platform, resource_type, size_schema, version, updated_at)
@@ -508,7 +499,7 @@ type deadLetterRow struct {
 // stored, nil when the item was over the cap. The listing uses the
 // (received_at, id) index: paging is a keyset seek, not an offset. Safe for
 // concurrent use.
-func (s *Store) DeadLetters(ctx context.Context, q ingest.DeadLetterQuery) ([]ingest.DeadLetter, error) {
+func (s *Ingest) DeadLetters(ctx context.Context, q ingest.DeadLetterQuery) ([]ingest.DeadLetter, error) {
 	conds, args := keyset("received_at", q.From, q.To, q.After, nil, nil)
 	limit, args := limitClause(q.Limit, args)
 	var rows []deadLetterRow
@@ -544,7 +535,7 @@ type auditRow struct {
 // after q.After when set, at most q.Limit when it is positive (no limit
 // otherwise, as for DeadLetters). A listing by action uses the (action, at,
 // id) index. Safe for concurrent use.
-func (s *Store) Audit(ctx context.Context, q ingest.AuditQuery) ([]ingest.AuditEntry, error) {
+func (s *Ingest) Audit(ctx context.Context, q ingest.AuditQuery) ([]ingest.AuditEntry, error) {
 	var (
 		conds []string
 		args  []any

@@ -26,11 +26,31 @@ import (
 	"github.com/tallyhq/tally/store/storetest"
 )
 
-// TestIngest runs the ingestion conformance suite, the one memstore passes,
-// against PostgreSQL over a real connection, each subtest on a fresh schema.
-func TestIngest(t *testing.T) {
-	storetest.RunIngest(t, func(t *testing.T) storetest.IngestStore { return pgtest.Store(t) })
+// stores returns the stores of db, and a second pool on its database for
+// the suite's concurrency cases.
+func stores(db *pgstore.DB, url string) storetest.Stores {
+	return storetest.Stores{
+		Ingest: db.Ingest(), SizeNames: db.SizeNames(), Correlate: db.Correlate(),
+		Reopen: func(tb testing.TB) storetest.Stores { return stores(pgtest.Open(tb, url, pgstore.Options{}), url) },
+	}
 }
+
+// openStores returns the stores of a fresh, migrated schema.
+func openStores(tb testing.TB) storetest.Stores {
+	u := pgtest.URL(tb)
+	return stores(pgtest.Open(tb, u, pgstore.Options{}), u)
+}
+
+// TestConformance runs the conformance suite, the one memstore passes,
+// against PostgreSQL over a real connection, each case on a fresh schema;
+// the concurrency cases create through two pools, as two processes sharing
+// one database would.
+func TestConformance(t *testing.T) { storetest.Run(t, openStores) }
+
+// BenchmarkStore runs the suite's benchmarks (see storetest.Bench):
+//
+//	go test -run='^$' -bench=BenchmarkStore ./store/pgstore
+func BenchmarkStore(b *testing.B) { storetest.Bench(b, openStores) }
 
 // t0 is the store clock of these tests.
 var t0 = time.Date(2026, 11, 30, 9, 0, 0, 123456000, time.UTC)
@@ -50,23 +70,26 @@ func clock() func() time.Time {
 	}
 }
 
-// open returns a store on a fresh schema and a plain connection to the same
-// schema, for looking at the tables directly.
-func open(t *testing.T, opts ...pgstore.Option) (*pgstore.Store, *pgx.Conn) {
+// open returns the ingestion store of a fresh schema and a plain connection
+// to the same schema, for looking at the tables directly.
+func open(t *testing.T, opts pgstore.Options) (*pgstore.Ingest, *pgx.Conn) {
+	t.Helper()
+	db, conn := openDB(t, opts)
+	return db.Ingest(), conn
+}
+
+// openDB is open, returning the whole DB.
+func openDB(t *testing.T, opts pgstore.Options) (*pgstore.DB, *pgx.Conn) {
 	t.Helper()
 	u := pgtest.URL(t)
 	ctx := context.Background()
-	s, err := pgstore.Open(ctx, u, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	db := pgtest.Open(t, u, opts)
 	conn, err := pgx.Connect(ctx, u)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	return s, conn
+	return db, conn
 }
 
 // ev returns a valid instance create event.
@@ -101,7 +124,7 @@ func count(t *testing.T, conn *pgx.Conn, table string) int {
 // an event byte-faithful to what the provider sent" (canonical-event.md,
 // Members), and DECISIONS.md: numbers in payload are exact.
 func TestCommitKeepsPayloadsByteFaithful(t *testing.T) {
-	s, conn := open(t, pgstore.WithClock(clock()))
+	s, conn := open(t, pgstore.Options{Now: clock()})
 	ctx := context.Background()
 	raw := `{"event_id":"e1","timestamp":"2026-11-30T08:00:00.123456Z","event_type":"compute.instance.create.end",` +
 		`"platform":"openstack","cloud":"east","resource_type":"instance","resource_id":"vm1","project_id":"p1",` +
@@ -119,10 +142,7 @@ func TestCommitKeepsPayloadsByteFaithful(t *testing.T) {
 	if diff := cmp.Diff([]bool{true}, inserted); diff != "" {
 		t.Errorf("inserted (-want +got):\n%s", diff)
 	}
-	got, err := s.Events(ctx, ingest.EventQuery{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := storetest.Events(t, s)
 	if len(got) != 1 {
 		t.Fatalf("stored %d events, want 1", len(got))
 	}
@@ -205,7 +225,7 @@ func TestCommitDuplicates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, conn := open(t)
+			s, conn := open(t, pgstore.Options{})
 			ctx := context.Background()
 			if len(tt.before) > 0 {
 				if _, err := s.Commit(ctx, ingest.Batch{Events: tt.before}); err != nil {
@@ -231,7 +251,7 @@ func TestCommitDuplicates(t *testing.T) {
 // refused" (canonical-event.md, Delivery); DECISIONS.md: the dead-letter body
 // is the item's raw bytes exactly as received, even invalid JSON or NUL.
 func TestCommitDeadLettersKeepRawBytes(t *testing.T) {
-	s, _ := open(t, pgstore.WithClock(clock()))
+	s, _ := open(t, pgstore.Options{Now: clock()})
 	ctx := context.Background()
 	at := time.Date(2026, 11, 30, 8, 0, 0, 1000, time.UTC)
 	dls := []ingest.DeadLetter{
@@ -266,7 +286,7 @@ func TestCommitDeadLettersKeepRawBytes(t *testing.T) {
 }
 
 func TestCommitAudit(t *testing.T) {
-	s, _ := open(t, pgstore.WithClock(clock()))
+	s, _ := open(t, pgstore.Options{Now: clock()})
 	ctx := context.Background()
 	at := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	entries := []ingest.AuditEntry{
@@ -298,7 +318,7 @@ func TestCommitAudit(t *testing.T) {
 // Listings page oldest first by (time, id), strictly after a position, in a
 // half-open window [From, To).
 func TestDeadLetterAndAuditPaging(t *testing.T) {
-	s, _ := open(t)
+	s, _ := open(t, pgstore.Options{})
 	ctx := context.Background()
 	base := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	var (
@@ -380,7 +400,7 @@ func TestDeadLetterAndAuditPaging(t *testing.T) {
 // A positive Limit bounds a listing (ingest.Service asks for a page plus
 // one, up to 1001); zero or less means no limit, as in memstore.
 func TestListingLimits(t *testing.T) {
-	s, _ := open(t)
+	s, _ := open(t, pgstore.Options{})
 	ctx := context.Background()
 	base := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	var (
@@ -419,7 +439,7 @@ func TestListingLimits(t *testing.T) {
 // the events were inserted, leaves nothing of the batch; a retry once the
 // fault is gone stores all of it.
 func TestCommitFaultLeavesNothing(t *testing.T) {
-	s, conn := open(t)
+	s, conn := open(t, pgstore.Options{})
 	ctx := context.Background()
 	ts := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	batch := ingest.Batch{
@@ -472,7 +492,7 @@ func TestCommitOtherFaults(t *testing.T) {
 		Audit:       []ingest.AuditEntry{{Action: "events.scope_violation", Credential: "c"}},
 	}
 	t.Run("dropped dead_letters table", func(t *testing.T) {
-		s, conn := open(t)
+		s, conn := open(t, pgstore.Options{})
 		ctx := context.Background()
 		if _, err := conn.Exec(ctx, `DROP TABLE dead_letters`); err != nil {
 			t.Fatal(err)
@@ -486,7 +506,7 @@ func TestCommitOtherFaults(t *testing.T) {
 			}
 		}
 		// The fault gone (a fresh store), the same batch commits.
-		s2, conn2 := open(t)
+		s2, conn2 := open(t, pgstore.Options{})
 		if _, err := s2.Commit(ctx, batch); err != nil {
 			t.Fatalf("retry: %v", err)
 		}
@@ -495,7 +515,7 @@ func TestCommitOtherFaults(t *testing.T) {
 		}
 	})
 	t.Run("cancelled context", func(t *testing.T) {
-		s, conn := open(t)
+		s, conn := open(t, pgstore.Options{})
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, err := s.Commit(ctx, batch)
@@ -514,7 +534,7 @@ func TestCommitOtherFaults(t *testing.T) {
 }
 
 func TestResourceTypes(t *testing.T) {
-	s, _ := open(t, pgstore.WithClock(clock()))
+	s, _ := open(t, pgstore.Options{Now: clock()})
 	ctx := context.Background()
 
 	_, err := s.ResourceType(ctx, "openstack", "nothing")
@@ -570,7 +590,7 @@ func TestResourceTypes(t *testing.T) {
 
 // Concurrent puts of one pair each add one to the version.
 func TestPutResourceTypeConcurrent(t *testing.T) {
-	s, _ := open(t)
+	s, _ := open(t, pgstore.Options{})
 	ctx := context.Background()
 	const n = 8
 	var wg sync.WaitGroup
@@ -600,7 +620,8 @@ func TestPutResourceTypeConcurrent(t *testing.T) {
 // "every run of a cloud whose adapter lists names replaces that cloud's rows
 // with the list in one transaction" (canonical-event.md, Size names).
 func TestReplaceSizeNames(t *testing.T) {
-	s, _ := open(t)
+	db, _ := openDB(t, pgstore.Options{})
+	s := db.SizeNames()
 	ctx := context.Background()
 	row := func(cloud, rt, member, value, name string) sizenames.Row {
 		return sizenames.Row{Cloud: cloud, ResourceType: rt, Member: member, Value: value, Name: name}
@@ -675,8 +696,8 @@ func TestReplaceSizeNames(t *testing.T) {
 // Migrations are idempotent: a second run on a current schema applies
 // nothing.
 func TestMigrateTwiceAppliesNothing(t *testing.T) {
-	u := pgtest.URL(t) // migrated once already
-	applied, err := pgstore.Migrate(context.Background(), u)
+	db := pgtest.DB(t, pgstore.Options{}) // migrated once already
+	applied, err := db.Migrate(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -700,7 +721,7 @@ func raw(t testing.TB, e event.Event) []byte {
 // add up, no deadlock, no error". Each goroutine sends the 1000 events
 // through its own ingest.Service in batches of 250, each in its own order.
 func TestIngestConcurrentOverlappingBatches(t *testing.T) {
-	s, conn := open(t)
+	s, conn := open(t, pgstore.Options{})
 	ctx := context.Background()
 	ts := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	items := make([][]byte, 1000)
@@ -772,7 +793,7 @@ func TestIngestConcurrentOverlappingBatches(t *testing.T) {
 // refusal (an audit row); the dead-letter insert fails after the events were
 // inserted in the same transaction.
 func TestIngestFaultLeavesNothing(t *testing.T) {
-	s, conn := open(t)
+	s, conn := open(t, pgstore.Options{})
 	ctx := context.Background()
 	svc, err := ingest.New(s, ingest.Options{})
 	if err != nil {
@@ -819,54 +840,11 @@ FOR EACH ROW EXECUTE FUNCTION fail_dead_letter();`); err != nil {
 	}
 }
 
-// Events lists by cloud, resource_type and resource_id, ordered by
-// (timestamp, event_id).
-func TestEventsQuery(t *testing.T) {
-	s, _ := open(t)
-	ctx := context.Background()
-	ts := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	mk := func(id string, sec int, cloud, rid string) event.Event {
-		e := ev(id, ts.Add(time.Duration(sec)*time.Second))
-		e.Cloud, e.ResourceID = cloud, rid
-		return e
-	}
-	evs := []event.Event{
-		mk("b", 1, "east", "vm1"), mk("a", 1, "east", "vm1"), mk("c", 0, "east", "vm2"),
-		mk("d", 2, "west", "vm1"), mk("e", 3, "east", "vm1"),
-	}
-	if _, err := s.Commit(ctx, ingest.Batch{Events: evs}); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		q    ingest.EventQuery
-		want []string
-	}{
-		{ingest.EventQuery{}, []string{"c", "a", "b", "d", "e"}},
-		{ingest.EventQuery{Cloud: "east"}, []string{"c", "a", "b", "e"}},
-		{ingest.EventQuery{Cloud: "east", ResourceType: "instance", ResourceID: "vm1"}, []string{"a", "b", "e"}},
-		{ingest.EventQuery{ResourceID: "vm1"}, []string{"a", "b", "d", "e"}},
-		{ingest.EventQuery{ResourceType: "volume"}, nil},
-	}
-	for _, tt := range tests {
-		got, err := s.Events(ctx, tt.q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ids []string
-		for _, e := range got {
-			ids = append(ids, e.EventID)
-		}
-		if diff := cmp.Diff(tt.want, ids); diff != "" {
-			t.Errorf("Events(%+v) (-want +got):\n%s", tt.q, diff)
-		}
-	}
-}
-
 // "Five pairs ride the migration chain, so every database the chain reaches
 // knows them without an operator registering anything" (canonical-event.md,
 // Size schemas): the seeded rows are ingest.SeedResourceTypes, byte for byte.
 func TestSeededResourceTypes(t *testing.T) {
-	s, _ := open(t)
+	s, _ := open(t, pgstore.Options{})
 	got, err := s.ResourceTypes(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -909,12 +887,12 @@ func TestMigrationsDownAndUpAgain(t *testing.T) {
 	if _, err := p.Up(ctx); err != nil {
 		t.Fatalf("up again: %v", err)
 	}
-	s, err := pgstore.Open(ctx, u)
+	s, err := pgstore.Open(ctx, u, pgstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	rts, err := s.ResourceTypes(ctx)
+	rts, err := s.Ingest().ResourceTypes(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,6 +59,17 @@ func TestMigrationsAreOneSequence(t *testing.T) {
 	t.Logf("%d migrations", len(migrationVersions(t)))
 }
 
+// migrate opens the database at u, as a replica starting up would, and
+// migrates it.
+func migrate(ctx context.Context, u string) ([]int64, error) {
+	db, err := pgstore.Open(ctx, u, pgstore.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	return db.Migrate(ctx)
+}
+
 // Issue 12, "Replicas that start together fail": concurrent Migrate calls
 // on a fresh schema all succeed, and every version is applied exactly once
 // (by whichever call took the lock first).
@@ -74,7 +85,7 @@ func TestMigrateConcurrent(t *testing.T) {
 	)
 	for range calls {
 		wg.Go(func() {
-			got, err := pgstore.Migrate(context.Background(), u)
+			got, err := migrate(context.Background(), u)
 			mu.Lock()
 			defer mu.Unlock()
 			applied = append(applied, got...)
@@ -98,7 +109,7 @@ func TestMigrateConcurrent(t *testing.T) {
 // would refuse them.
 func TestMigrateIgnoresPoolParameters(t *testing.T) {
 	u := pgtest.EmptyURL(t) + "&pool_max_conns=3&pool_min_conns=1&pool_health_check_period=5s"
-	if _, err := pgstore.Migrate(context.Background(), u); err != nil {
+	if _, err := migrate(context.Background(), u); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -152,19 +163,15 @@ func TestMigrateUpgradesFromEachRelease(t *testing.T) {
 					t.Fatalf("up to %d: %v", f.version, err)
 				}
 			}
-			got, err := pgstore.Migrate(ctx, u)
+			got, err := migrate(ctx, u)
 			if err != nil {
 				t.Fatalf("upgrade from %d: %v", f.version, err)
 			}
 			if diff := cmp.Diff(all[f.version:], got); diff != "" {
 				t.Errorf("versions applied by the upgrade (-want +got):\n%s", diff)
 			}
-			s, err := pgstore.Open(ctx, u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			rts, err := s.ResourceTypes(ctx)
+			s := pgtest.Open(t, u, pgstore.Options{})
+			rts, err := s.Ingest().ResourceTypes(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,16 +1,31 @@
 // Package pgstore is the PostgreSQL implementation of tally's Store
 // interfaces.
 //
-// A [Store] wraps a pgx v5 connection pool, reached through sqlx over
-// database/sql (pgx's stdlib adapter). The schema is created and upgraded by
-// goose migrations embedded in the binary ([Migrate]); [Open] does not apply
-// them, so an operator decides when a schema changes (tallyd applies them on
-// start, and `tallyd migrate` applies them alone).
+// A [DB] wraps a pgx v5 connection pool, reached through sqlx over
+// database/sql (pgx's stdlib adapter), and hands out one store per area of
+// the library, all on that pool:
+//
+//	db, err := pgstore.Open(ctx, url, pgstore.Options{})
+//	…
+//	defer db.Close()
+//	if _, err := db.Migrate(ctx); err != nil { … }
+//	ingestSvc, err := ingest.New(db.Ingest(), ingest.Options{})
+//	correlateSvc, err := correlate.New(db.Correlate(), correlate.Options{})
+//	err = sizenames.ReplaceCloud(ctx, db.SizeNames(), cloud, rows)
+//
+// [DB.Ingest] returns the [Ingest] store (ingest.Store), [DB.Correlate]
+// the [Correlate] store (correlate.Store) and [DB.SizeNames] the
+// [SizeNames] store (sizenames.Store). The schema is created and upgraded
+// by goose migrations embedded in the binary ([DB.Migrate]); [Open] does not
+// apply them, so an operator decides when a schema changes (tallyd applies
+// them on start, and `tallyd migrate` applies them alone).
 //
 // Every write that the pure packages describe as one unit runs in one
-// transaction ([Store.InTx]): it commits when the function returns nil and
-// rolls back on an error or a panic. Driver errors are translated in one
-// place (interpretError) so that pgx types never leak to callers.
+// transaction, through one unexported function: it commits when the
+// function returns nil and rolls back on an error or a panic. Driver errors
+// are translated in one place (interpretError) so that pgx types never
+// leak to callers, and no driver type is part of the API (apart from the
+// *pgxpool.Pool that [New] accepts).
 //
 // # Migrations
 //
@@ -44,7 +59,7 @@
 //     schemas of ingest.SeedResourceTypes.
 //   - size_names: primary key (cloud, resource_type, member, value) and name.
 //
-// [Store.Commit] writes a batch in one transaction with a fixed number of
+// [Ingest.Commit] writes a batch in one transaction with a fixed number of
 // set-based statements (INSERT … SELECT FROM unnest(…); for events ON CONFLICT
 // (event_id, timestamp) DO NOTHING RETURNING), never one round trip per
 // event. Events are inserted sorted by (event_id, timestamp), so concurrent
@@ -61,7 +76,7 @@
 // instead of deadlocking, and each folds onto the row its predecessor
 // committed. A late event re-reads the resource's history from events
 // (which the transaction sees, its own inserts included) and replays it.
-// [Store.RebuildResources] recomputes rows in bounded transactions under the
+// [Ingest.RebuildResources] recomputes rows in bounded transactions under the
 // same locks.
 //
 // # Correlated events
@@ -107,31 +122,59 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// Store is a PostgreSQL-backed store. It is safe for concurrent use by many
-// goroutines, and several Store values (in one process or many) may share one
-// database: every guarantee the pure packages ask for is enforced by the
-// database, not by the process.
-type Store struct {
+// DB is a handle on one PostgreSQL database (one schema): a pgx v5 pool and
+// the store of each area of the library, which share it. It is safe for
+// concurrent use by many goroutines, and several DB values (in one process
+// or many) may share one database: every guarantee the pure packages ask
+// for is enforced by the database, not by the process.
+type DB struct {
+	conn      *conn
+	ownsPool  bool
+	ingest    Ingest
+	correlate Correlate
+	sizeNames SizeNames
+}
+
+// conn is what every area store of one DB shares.
+type conn struct {
 	pool *pgxpool.Pool
 	db   *sqlx.DB
 	now  func() time.Time
 }
 
-// Option configures a [Store].
-type Option func(*Store)
+// Ingest is the store of lifecycle ingestion: it implements ingest.Store
+// (and ingest.ProjectionStore) on the tables events, dead_letters,
+// audit_log, resource_types, size_names and current_resources. Get it from
+// [DB.Ingest]; the zero value is not usable. Safe for concurrent use.
+type Ingest struct{ *conn }
 
-// WithClock sets the clock the store uses for the times it stamps itself
-// (received_at of a dead letter, at of an audit row). The default is
-// time.Now. Times are stored in UTC with microsecond precision.
-func WithClock(now func() time.Time) Option {
-	return func(s *Store) { s.now = now }
+// Correlate is the store of event correlation: it implements
+// correlate.Store on the correlated events and their idempotency keys. Get
+// it from [DB.Correlate]; the zero value is not usable. Safe for
+// concurrent use.
+type Correlate struct{ *conn }
+
+// SizeNames is the store of the size-name table: it implements
+// sizenames.Store (the rows [Ingest] resolves). Get it from
+// [DB.SizeNames]; the zero value is not usable. Safe for concurrent use.
+type SizeNames struct{ *conn }
+
+// Options configures a [DB]. The zero value is valid.
+type Options struct {
+	// Now is the clock for the times the store stamps itself (received_at
+	// of a dead letter, at of an audit row, when the caller left them
+	// zero). Nil means time.Now. Times are stored in UTC with microsecond
+	// precision.
+	Now func() time.Time
 }
 
 // Open connects to the database at url (a PostgreSQL connection URL or
 // key=value string as pgx accepts it; a search_path parameter selects the
-// schema) and checks that it answers. It does not apply migrations: call
-// [Migrate] for that. Errors: an unparsable URL or an unreachable server.
-func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
+// schema), checks that it answers, and returns a DB that owns the pool it
+// made ([DB.Close] closes it). It does not apply migrations: call
+// [DB.Migrate] for that. Errors: an unparsable URL or an unreachable
+// server.
+func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: parse database url: %w", err)
@@ -144,58 +187,73 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("pgstore: ping: %w", err)
 	}
-	return New(pool, opts...), nil
+	db, err := New(pool, opts)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	db.ownsPool = true
+	return db, nil
 }
 
-// New wraps an existing pool. The Store does not own the pool unless it was
-// made by [Open]; [Store.Close] closes it either way.
-func New(pool *pgxpool.Pool, opts ...Option) *Store {
-	s := &Store{
+// New returns a DB on an existing pool, which the caller keeps owning:
+// [DB.Close] leaves it open. It does not apply migrations (see
+// [DB.Migrate]). Errors: a nil pool.
+func New(pool *pgxpool.Pool, opts Options) (*DB, error) {
+	if pool == nil {
+		return nil, errors.New("pgstore: a pool is required")
+	}
+	c := &conn{
 		pool: pool,
 		db:   sqlx.NewDb(stdlib.OpenDBFromPool(pool), "pgx"),
-		now:  time.Now,
+		now:  opts.Now,
 	}
-	for _, o := range opts {
-		o(s)
+	if c.now == nil {
+		c.now = time.Now
 	}
-	return s
+	return &DB{conn: c, ingest: Ingest{c}, correlate: Correlate{c}, sizeNames: SizeNames{c}}, nil
 }
 
-// Close closes the database handle and the pool.
-func (s *Store) Close() {
-	_ = s.db.Close()
-	s.pool.Close()
+// Ingest returns the ingestion store of db. Every call returns the same
+// store.
+func (db *DB) Ingest() *Ingest { return &db.ingest }
+
+// Correlate returns the correlation store of db. Every call returns the
+// same store.
+func (db *DB) Correlate() *Correlate { return &db.correlate }
+
+// SizeNames returns the size-name store of db. Every call returns the same
+// store.
+func (db *DB) SizeNames() *SizeNames { return &db.sizeNames }
+
+// Close releases db: its database/sql handle, and the pool when [Open] made
+// it. The stores of db must not be used afterwards.
+func (db *DB) Close() {
+	_ = db.conn.db.Close()
+	if db.ownsPool {
+		db.conn.pool.Close()
+	}
 }
 
 // Ping reports whether the database answers; tallyd's /readyz calls it.
-func (s *Store) Ping(ctx context.Context) error {
-	if err := s.pool.Ping(ctx); err != nil {
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.conn.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("pgstore: ping: %w", err)
 	}
 	return nil
 }
 
-// Migrate applies every pending embedded migration to the database at url, in
-// the schema its search_path names (which must exist: Migrate creates tables,
-// not schemas), and returns the versions it applied (in order; empty when the
-// schema was current). It is safe to run against a database that is already
-// current, and concurrently with other Migrate calls, in this process or
-// others: a session-level advisory lock on the schema serialises them, so
-// one applies what is pending and the others, once it is done, find nothing
-// to apply (they wait for it as long as ctx allows). The URL's pool_*
-// parameters are read as Open reads them and never sent to the server.
-func Migrate(ctx context.Context, url string) ([]int64, error) {
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: parse database url: %w", err)
-	}
-	db := stdlib.OpenDB(*cfg.ConnConfig)
-	defer db.Close()
-	return migrate(ctx, db)
-}
-
-func migrate(ctx context.Context, db *sql.DB) ([]int64, error) {
-	p, err := goose.NewProvider(goose.DialectPostgres, db, mustSub(migrations, "migrations"), goose.WithSessionLocker(migrationLock{}))
+// Migrate applies every pending embedded migration to db's database, in the
+// schema its search_path names (which must exist: Migrate creates tables,
+// not schemas), and returns the versions it applied (in order; empty when
+// the schema was current). It is safe to run against a database that is
+// already current, and concurrently with other Migrate calls, in this
+// process or others: a session-level advisory lock on the schema serialises
+// them, so one applies what is pending and the others, once it is done,
+// find nothing to apply (they wait for it as long as ctx allows). The
+// migrations run on one connection of db's pool.
+func (db *DB) Migrate(ctx context.Context) ([]int64, error) {
+	p, err := goose.NewProvider(goose.DialectPostgres, db.conn.db.DB, mustSub(migrations, "migrations"), goose.WithSessionLocker(migrationLock{}))
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: migrations: %w", err)
 	}
@@ -210,10 +268,10 @@ func migrate(ctx context.Context, db *sql.DB) ([]int64, error) {
 	return applied, nil
 }
 
-// InTx runs fn in one transaction: it commits when fn returns nil, and rolls
+// inTx runs fn in one transaction: it commits when fn returns nil, and rolls
 // back when fn returns an error or panics (the panic is re-raised). The
 // error returned is fn's, or the commit's, translated by interpretError.
-func (s *Store) InTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
+func (s *conn) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return interpretError(fmt.Errorf("pgstore: begin: %w", err))

@@ -15,7 +15,7 @@ import (
 	"github.com/tallyhq/tally/ingest"
 )
 
-var _ ingest.ProjectionStore = (*Store)(nil)
+var _ ingest.ProjectionStore = (*Ingest)(nil)
 
 // lockResources takes a transaction-scoped advisory lock per resource key,
 // in one statement and in ascending lock-id order, so that transactions
@@ -193,7 +193,7 @@ ON CONFLICT (cloud, resource_type, resource_id) DO UPDATE SET
 // (ingest.Compare), reading through q (the ingest transaction, which sees
 // its own inserts).
 func history(ctx context.Context, q querier, k ingest.ResourceKey) ([]event.Event, error) {
-	out, err := selectEvents(ctx, q, ingest.EventQuery(k))
+	out, err := selectEvents(ctx, q, k)
 	if err != nil {
 		return nil, fmt.Errorf("read history: %w", err)
 	}
@@ -202,7 +202,7 @@ func history(ctx context.Context, q querier, k ingest.ResourceKey) ([]event.Even
 }
 
 // Resources lists projection rows (ingest.ProjectionStore).
-func (s *Store) Resources(ctx context.Context, q ingest.ResourceQuery) ([]ingest.Resource, error) {
+func (s *Ingest) Resources(ctx context.Context, q ingest.ResourceQuery) ([]ingest.Resource, error) {
 	var (
 		where []string
 		args  []any
@@ -241,7 +241,7 @@ func (s *Store) Resources(ctx context.Context, q ingest.ResourceQuery) ([]ingest
 
 // Resource returns one projection row (ingest.ProjectionStore); the error
 // wraps store.ErrNotFound when there is none.
-func (s *Store) Resource(ctx context.Context, k ingest.ResourceKey) (ingest.Resource, error) {
+func (s *Ingest) Resource(ctx context.Context, k ingest.ResourceKey) (ingest.Resource, error) {
 	var row resourceRow
 	err := s.db.GetContext(ctx, &row, `SELECT `+resourceColumns+` FROM current_resources
 WHERE cloud = $1 AND resource_type = $2 AND resource_id = $3`, k.Cloud, k.ResourceType, k.ResourceID)
@@ -253,7 +253,7 @@ WHERE cloud = $1 AND resource_type = $2 AND resource_id = $3`, k.Cloud, k.Resour
 
 // History returns the stored events of one resource in fold order
 // (ingest.ProjectionStore).
-func (s *Store) History(ctx context.Context, k ingest.ResourceKey) ([]event.Event, error) {
+func (s *Ingest) History(ctx context.Context, k ingest.ResourceKey) ([]event.Event, error) {
 	h, err := history(ctx, s.db, k)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", interpretError(err))
@@ -265,7 +265,7 @@ func (s *Store) History(ctx context.Context, k ingest.ResourceKey) ([]event.Even
 // resources per transaction (ingest.ProjectionStore). Each transaction locks
 // its resources as ingestion does, so a rebuild may run beside live
 // ingestion.
-func (s *Store) RebuildResources(ctx context.Context, q ingest.RebuildQuery, progress func(done int)) (int, error) {
+func (s *Ingest) RebuildResources(ctx context.Context, q ingest.RebuildQuery, progress func(done int)) (int, error) {
 	size := q.BatchSize
 	if size <= 0 {
 		size = 500
@@ -280,7 +280,7 @@ func (s *Store) RebuildResources(ctx context.Context, q ingest.RebuildQuery, pro
 		if len(keys) == 0 {
 			return done, nil
 		}
-		err = s.InTx(ctx, func(tx *sqlx.Tx) error {
+		err = s.inTx(ctx, func(tx *sqlx.Tx) error {
 			if err := lockResources(ctx, tx, keys); err != nil {
 				return err
 			}
@@ -308,7 +308,7 @@ func (s *Store) RebuildResources(ctx context.Context, q ingest.RebuildQuery, pro
 	}
 }
 
-func (s *Store) rebuildKeys(ctx context.Context, q ingest.RebuildQuery, after *ingest.ResourceKey, limit int) ([]ingest.ResourceKey, error) {
+func (s *Ingest) rebuildKeys(ctx context.Context, q ingest.RebuildQuery, after *ingest.ResourceKey, limit int) ([]ingest.ResourceKey, error) {
 	var rows []struct {
 		Cloud        string `db:"cloud"`
 		ResourceType string `db:"resource_type"`

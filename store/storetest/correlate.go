@@ -157,25 +157,34 @@ func diffCorrDisposition(t *testing.T, want, got correlate.Disposition) {
 	}
 }
 
-// RunCorrelate runs the conformance suite of event-correlation.md against
-// the store newStore returns, one fresh, empty store per test.
-func RunCorrelate(t *testing.T, newStore func(t *testing.T) correlate.Store) {
-	t.Run("Step1Replay", func(t *testing.T) { testCorrelateReplay(t, newStore) })
-	t.Run("Step2Record", func(t *testing.T) { testCorrelateRecord(t, newStore) })
-	t.Run("Step3Occurrence", func(t *testing.T) { testCorrelateOccurrence(t, newStore) })
-	t.Run("Step4Resolution", func(t *testing.T) { testCorrelateResolution(t, newStore) })
-	t.Run("Step5Binding", func(t *testing.T) { testCorrelateBinding(t, newStore) })
-	t.Run("Scope", func(t *testing.T) { testCorrelateScope(t, newStore) })
-	t.Run("Fields", func(t *testing.T) { testCorrelateFields(t, newStore) })
-	t.Run("StatusCode", func(t *testing.T) { testCorrelateStatusCode(t, newStore) })
-	t.Run("Cancelled", func(t *testing.T) { testCorrelateCancelled(t, newStore) })
-	t.Run("List", func(t *testing.T) { testCorrelateList(t, newStore) })
-	t.Run("ReadAndWrite", func(t *testing.T) { testCorrelateReadWrite(t, newStore) })
-	t.Run("Concurrency", func(t *testing.T) {
-		RunCorrelateConcurrency(t, func(t *testing.T) (correlate.Store, correlate.Store) {
-			s := newStore(t)
-			return s, s
+// runCorrelate runs the conformance suite of event-correlation.md against
+// the store newStore returns, one fresh, empty store per test; the
+// concurrency claims run on the two handles newStores returns.
+func runCorrelate(t *testing.T, newStore func(t *testing.T) correlate.Store, newStores func(t *testing.T) (correlate.Store, correlate.Store)) {
+	for _, c := range []struct {
+		name string
+		run  func(t *testing.T, newStore func(t *testing.T) correlate.Store)
+	}{
+		{"Step1Replay", testCorrelateReplay},
+		{"Step2Record", testCorrelateRecord},
+		{"Step3Occurrence", testCorrelateOccurrence},
+		{"Step4Resolution", testCorrelateResolution},
+		{"Step5Binding", testCorrelateBinding},
+		{"Scope", testCorrelateScope},
+		{"Fields", testCorrelateFields},
+		{"StatusCode", testCorrelateStatusCode},
+		{"Cancelled", testCorrelateCancelled},
+		{"List", testCorrelateList},
+		{"ReadAndWrite", testCorrelateReadWrite},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(t, newStore)
 		})
+	}
+	t.Run("Concurrency", func(t *testing.T) {
+		t.Parallel()
+		runCorrelateConcurrency(t, newStores)
 	})
 }
 
@@ -922,13 +931,12 @@ func testCorrelateReadWrite(t *testing.T, newStore func(t *testing.T) correlate.
 	})
 }
 
-// RunCorrelateConcurrency proves the concurrency claims of
+// runCorrelateConcurrency proves the concurrency claims of
 // event-correlation.md (Scope and invariant) and DECISIONS.md. newStores
 // returns two handles on one fresh, empty database (for PostgreSQL, two
 // pools), or the same store twice; the tests create through two Services,
-// one on each. RunCorrelate runs it with one store; pgstore also runs it
-// with two pools.
-func RunCorrelateConcurrency(t *testing.T, newStores func(t *testing.T) (correlate.Store, correlate.Store)) {
+// one on each.
+func runCorrelateConcurrency(t *testing.T, newStores func(t *testing.T) (correlate.Store, correlate.Store)) {
 	two := func(t *testing.T) (*correlateFixture, [2]*correlate.Service) {
 		a, b := newStores(t)
 		f := newCorrFixtureOn(t, a, correlate.Options{})

@@ -10,7 +10,7 @@ import (
 	"github.com/tallyhq/tally/correlate"
 )
 
-// BenchCorrelateCreate measures [correlate.Service.Create] on a store, one
+// benchCreate measures [correlate.Service.Create] on a store, one
 // fresh store per sub-benchmark, and reports creates/s:
 //
 //   - hot-key: every create is an occurrence of one open key (incremented);
@@ -18,7 +18,7 @@ import (
 //
 // each serially and with b.RunParallel (GOMAXPROCS goroutines, or
 // -cpu), which on hot-key measures contention on one row.
-func BenchCorrelateCreate(b *testing.B, newStore func(b *testing.B) correlate.Store) {
+func benchCreate(b *testing.B, newStore func(b *testing.B) correlate.Store) {
 	caller := correlate.Caller{Organization: "bench-org", User: "bench-user"}
 	setup := func(b *testing.B) *correlate.Service {
 		svc, err := correlate.New(newStore(b), correlate.Options{Now: time.Now})

@@ -7,12 +7,17 @@ import (
 	"github.com/tallyhq/tally/store/storetest"
 )
 
-// A store runs every area's suite from its own tests, with a constructor
-// that returns a fresh, empty store for each test. (A test function, so the
-// example is compiled, not run.)
+// A backend runs the whole suite from one test, with a function that opens
+// a fresh, empty database and returns its stores, and every benchmark from
+// one benchmark. (Test functions, so the example is compiled, not run.)
 func Example() {
-	_ = func(t *testing.T) {
-		storetest.RunIngest(t, func(t *testing.T) storetest.IngestStore { return memstore.New(memstore.Options{}) })
-		storetest.RunProjection(t, func(t *testing.T) storetest.IngestStore { return memstore.New(memstore.Options{}) })
+	open := func(tb testing.TB) storetest.Stores {
+		db, err := memstore.New(memstore.Options{})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return storetest.Stores{Ingest: db.Ingest(), SizeNames: db.SizeNames(), Correlate: db.Correlate()}
 	}
+	_ = func(t *testing.T) { storetest.Run(t, open) }
+	_ = func(b *testing.B) { storetest.Bench(b, open) }
 }

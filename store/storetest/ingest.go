@@ -33,13 +33,13 @@ const volumeTypeID = "7a8b9c0d-1e2f-4a3b-8c4d-5e6f70819203"
 // env is one test's store and service.
 type env struct {
 	t     *testing.T
-	st    IngestStore
+	st    ingestStore
 	clock *clock
 	obs   *counter
 	svc   *ingest.Service
 }
 
-func newEnv(t *testing.T, newStore func(t *testing.T) IngestStore, opts ingest.Options) *env {
+func newEnv(t *testing.T, newStore func(t *testing.T) ingestStore, opts ingest.Options) *env {
 	t.Helper()
 	e := &env{t: t, st: newStore(t), clock: newClock(), obs: newCounter()}
 	e.svc = e.service(e.st, opts)
@@ -96,20 +96,23 @@ func schemaReason(t *testing.T, raw []byte) string {
 	return "schema: " + err.Error()
 }
 
-// RunIngest is the conformance suite of the ingestion area
+// runIngest is the conformance suite of the ingestion area
 // (canonical-event.md, sections Rules, Size schemas, Size names, Delivery).
 // It drives the public [ingest.Service] and [sizenames.ReplaceCloud] over
 // the store newStore returns, which must be fresh: empty but for the seeded
 // size schemas. Each subtest quotes the spec sentence it checks.
-func RunIngest(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func runIngest(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	for _, tc := range ingestCases {
-		t.Run(tc.name, func(t *testing.T) { tc.run(t, newStore) })
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.run(t, newStore)
+		})
 	}
 }
 
 type ingestCase struct {
 	name string
-	run  func(t *testing.T, newStore func(t *testing.T) IngestStore)
+	run  func(t *testing.T, newStore func(t *testing.T) ingestStore)
 }
 
 var ingestCases = []ingestCase{
@@ -160,7 +163,7 @@ var ingestCases = []ingestCase{
 
 // "A duplicate is the same (event_id, timestamp) pair. Ingestion is
 // idempotent, so replaying a batch stores nothing twice."
-func testReplay(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testReplay(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	batch := items(volumeCreate("e1", t0), volumeCreate("e2", t0), instanceCreate("e3", t0.Add(time.Second)))
 	if diff := cmp.Diff(ingest.Result{Accepted: 3, Rejected: []ingest.Rejection{}}, e.ingest(collector, batch...)); diff != "" {
@@ -180,7 +183,7 @@ func testReplay(t *testing.T, newStore func(t *testing.T) IngestStore) {
 
 // "A duplicate is the same (event_id, timestamp) pair", earlier in the same
 // batch included.
-func testInBatchDuplicate(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testInBatchDuplicate(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	first := volumeCreate("e1", t0)
 	second := volumeCreate("e1", t0).set("payload.state", "creating") // same pair, other content
@@ -196,7 +199,7 @@ func testInBatchDuplicate(t *testing.T, newStore func(t *testing.T) IngestStore)
 
 // "Reusing an event_id with another timestamp is a provider bug the API does
 // not detect": it is a new event.
-func testOtherTimestamp(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testOtherTimestamp(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	a, b := volumeCreate("e1", t0), volumeCreate("e1", t0.Add(time.Microsecond))
 	e.ingest(collector, a.bytes())
@@ -211,7 +214,7 @@ func testOtherTimestamp(t *testing.T, newStore func(t *testing.T) IngestStore) {
 
 // "platform and cloud are neither meta nor partner. ... an item holding
 // either literal in either field is refused."
-func testVirtual(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testVirtual(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	batch := items(
 		volumeCreate("e0", t0).set("platform", "meta"),
@@ -237,7 +240,7 @@ func testVirtual(t *testing.T, newStore func(t *testing.T) IngestStore) {
 
 // "payload.state is the resource state at or after the event. It is required
 // on every event except a delete, where the core sets deleted itself."
-func testStateRequired(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testStateRequired(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	update := volumeCreate("u", t0).set("event_type", "volume.resize.end").set("payload.state", nil)
 	del := volumeCreate("d", t0).set("event_type", "volume.delete.end").set("payload.state", nil).set("payload.size", nil)
@@ -254,7 +257,7 @@ func testStateRequired(t *testing.T, newStore func(t *testing.T) IngestStore) {
 // "payload.size is the full replacement size object. It is required on a
 // create and on any event that changes the size; absent means the size did
 // not change."
-func testSizeRequired(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testSizeRequired(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	create := volumeCreate("c", t0).set("payload.size", nil)
 	update := volumeCreate("u", t0).set("event_type", "volume.attach.end").set("payload.size", nil)
@@ -269,7 +272,7 @@ func testSizeRequired(t *testing.T, newStore func(t *testing.T) IngestStore) {
 // reports the pipeline that ingested it rather than the value the item
 // claimed, so an item submitted to POST /api/v1/events is stored as
 // collector whatever it says."
-func testSource(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testSource(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	claimsSync := volumeCreate("a", t0).set("source", "reconciliation")
 	leftOut := volumeCreate("b", t0)
@@ -287,7 +290,7 @@ func testSource(t *testing.T, newStore func(t *testing.T) IngestStore) {
 }
 
 // "A value outside collector and reconciliation refuses the item."
-func testSourceRefused(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testSourceRefused(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	it := volumeCreate("a", t0).set("source", "manual")
 	res := e.ingest(syncRun, it.bytes())
@@ -300,7 +303,7 @@ func testSourceRefused(t *testing.T, newStore func(t *testing.T) IngestStore) {
 // "payload.size is validated against the JSON Schema the resource type
 // registry holds for the pair (platform, resource_type), whenever the
 // payload carries a size."
-func testSizeValidated(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testSizeValidated(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	bad := instanceCreate("bad", t0).set("payload.size.vcpus", 0).set("payload.size.flavor", nil)
 	noSize := instanceCreate("nosize", t0).set("event_type", "compute.instance.update").set("payload.size", nil)
@@ -321,7 +324,7 @@ func testSizeValidated(t *testing.T, newStore func(t *testing.T) IngestStore) {
 // "Five pairs ride the migration chain, so every database the chain reaches
 // knows them without an operator registering anything." The stored
 // documents are ingest.SeedResourceTypes byte for byte.
-func testSeeds(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testSeeds(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	got, err := e.svc.ResourceTypes(context.Background())
 	if err != nil {
@@ -350,7 +353,7 @@ func testSeeds(t *testing.T, newStore func(t *testing.T) IngestStore) {
 // volume: size_gb, type; floating_ip: ip_version; image: size_gb;
 // loadbalancer: listeners, pools" ... "all five admit further members, so a
 // size that carries more than the schema names is accepted."
-func testSeedRules(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testSeedRules(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{RequireSizeSchema: true})
 	cases := []struct {
 		rt, size string
@@ -395,7 +398,7 @@ func testSeedRules(t *testing.T, newStore func(t *testing.T) IngestStore) {
 // "A size for a pair no row registers is accepted unvalidated by default and
 // counted" (tally_ingest_unvalidated_size_total, by platform and
 // resource_type).
-func testUnregistered(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testUnregistered(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	a := volumeCreate("a", t0).set("resource_type", "share").set("payload.size", map[string]any{"anything": -1})
 	b := volumeCreate("b", t0).set("resource_type", "share").set("payload.size", map[string]any{})
@@ -410,7 +413,7 @@ func testUnregistered(t *testing.T, newStore func(t *testing.T) IngestStore) {
 }
 
 // "setting TALLY_INGEST_REQUIRE_SIZE_SCHEMA to true refuses it instead."
-func testRequireSizeSchema(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testRequireSizeSchema(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{RequireSizeSchema: true})
 	a := volumeCreate("a", t0).set("resource_type", "share").set("payload.size", map[string]any{"gb": 1})
 	noSize := volumeCreate("b", t0).set("resource_type", "share").set("event_type", "share.update").set("payload.size", nil)
@@ -426,7 +429,7 @@ func testRequireSizeSchema(t *testing.T, newStore func(t *testing.T) IngestStore
 
 // "The registry is listed, read and written through the resource type
 // operations".
-func testRegistry(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testRegistry(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	ctx := context.Background()
 	doc := jsontext.Value(`{"type":"object","properties":{"gb":{"type":"integer"}},"required":["gb"]}`)
@@ -471,7 +474,7 @@ func testRegistry(t *testing.T, newStore func(t *testing.T) IngestStore) {
 
 // "Registering a schema that does not compile is refused with the
 // compiler's message" (issue 3).
-func testRegistryCompileFailure(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testRegistryCompileFailure(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	ctx := context.Background()
 	for _, doc := range []string{`{"type":"nonsense"}`, `{"minimum":"one"}`, `not json`, `{"$ref":"file:///etc/passwd"}`, `{"$ref":"https://example.com/s.json"}`} {
@@ -495,7 +498,7 @@ func testRegistryCompileFailure(t *testing.T, newStore func(t *testing.T) Ingest
 
 // The compiled-schema cache is invalidated when a schema changes, also when
 // another service (another process on the same database) puts it.
-func testRegistryInvalidation(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testRegistryInvalidation(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	other := e.service(e.st, ingest.Options{})
 	ctx := context.Background()
@@ -522,10 +525,10 @@ func testRegistryInvalidation(t *testing.T, newStore func(t *testing.T) IngestSt
 
 // "The pipeline reads the rows of the event's (cloud, resource_type), once
 // per pair and batch."
-func testNamesReadOnce(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testNamesReadOnce(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	e.names("c1", volumeTypeRow("c1", volumeTypeID, "ssd"))
-	cs := &countingStore{IngestStore: e.st}
+	cs := &countingStore{ingestStore: e.st}
 	svc := e.service(cs, ingest.Options{})
 	var batch [][]byte
 	for i := range 5 {
@@ -553,16 +556,16 @@ func testNamesReadOnce(t *testing.T, newStore func(t *testing.T) IngestStore) {
 // replaced member carries payload.provider.size_as_reported, an object
 // holding each replaced member with the value it arrived with." The spec's
 // example, byte for byte in value.
-func testNamesExample(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testNamesExample(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	e.names("c1", volumeTypeRow("c1", volumeTypeID, "ssd"), volumeTypeRow("c1", "0000", "hdd"))
 	it := volumeCreate("e1", t0).set("payload.size.type", volumeTypeID)
 	if res := e.ingest(collector, it.bytes()); res.Accepted != 1 {
 		t.Fatalf("%+v", res)
 	}
-	evs, err := e.st.Events(context.Background(), ingest.EventQuery{Cloud: "c1", ResourceType: "volume", ResourceID: "vol-e1"})
+	evs, err := e.st.History(context.Background(), ingest.ResourceKey{Cloud: "c1", ResourceType: "volume", ResourceID: "vol-e1"})
 	if err != nil || len(evs) != 1 {
-		t.Fatalf("Events: %v, %d events", err, len(evs))
+		t.Fatalf("History: %v, %d events", err, len(evs))
 	}
 	got, err := json.Marshal(evs[0].Payload)
 	if err != nil {
@@ -585,7 +588,7 @@ func testNamesExample(t *testing.T, newStore func(t *testing.T) IngestStore) {
 // arrived, and so does every member of an event whose pair has no rows."
 // Also the second limit: "A cloud nothing reconciles has no rows. Its volume
 // events keep the id" (otherCloud below).
-func testNamesStay(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testNamesStay(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	e.names("c1", volumeTypeRow("c1", volumeTypeID, "ssd"), sizenames.Row{Cloud: "c1", ResourceType: "share", Member: "gb", Value: "7", Name: "seven"})
 	unmatched := volumeCreate("a", t0).set("payload.size.type", "not-a-known-id")
@@ -608,7 +611,7 @@ func testNamesStay(t *testing.T, newStore func(t *testing.T) IngestStore) {
 // "The size schema validates the size after the replacement, so the size it
 // accepts is the size that is stored and folded. An item it refuses is
 // dead-lettered as it arrived."
-func testNamesBeforeSchema(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testNamesBeforeSchema(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	e.names("c1", volumeTypeRow("c1", volumeTypeID, "ssd"))
 	names := jsontext.Value(`{"type":"object","properties":{"size_gb":{"type":"number","exclusiveMinimum":0},"type":{"enum":["ssd","hdd"]}},"required":["size_gb","type"]}`)
@@ -630,7 +633,7 @@ func testNamesBeforeSchema(t *testing.T, newStore func(t *testing.T) IngestStore
 // "The pipeline owns that member: an item that brings one of its own and is
 // resolved is stored with the pipeline's value." One that is not resolved
 // keeps its own: the pipeline sets it "only when something was replaced".
-func testNamesOwnsMember(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testNamesOwnsMember(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	e.names("c1", volumeTypeRow("c1", volumeTypeID, "ssd"))
 	own := map[string]any{"type": "forged", "size_gb": 1}
@@ -650,13 +653,13 @@ func testNamesOwnsMember(t *testing.T, newStore func(t *testing.T) IngestStore) 
 
 // "The rule applies to every item that carries payload.size, whatever its
 // source, after the scope check and before the size schema".
-func testNamesWhateverSource(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testNamesWhateverSource(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	e.names("c1", volumeTypeRow("c1", volumeTypeID, "ssd"))
 	e.names("c9", volumeTypeRow("c9", volumeTypeID, "ssd"))
 	fromSync := volumeCreate("a", t0).set("payload.size.type", volumeTypeID).set("source", "reconciliation")
 	outOfScope := volumeCreate("b", t0).set("cloud", "c9").set("payload.size.type", volumeTypeID)
-	cs := &countingStore{IngestStore: e.st}
+	cs := &countingStore{ingestStore: e.st}
 	svc := e.service(cs, ingest.Options{})
 	res, err := svc.Ingest(context.Background(), collector, items(outOfScope))
 	if err != nil {
@@ -676,7 +679,7 @@ func testNamesWhateverSource(t *testing.T, newStore func(t *testing.T) IngestSto
 
 // "A reconciliation run writes the rows: every run of a cloud whose adapter
 // lists names replaces that cloud's rows with the list in one transaction."
-func testReplaceCloud(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testReplaceCloud(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	ctx := context.Background()
 	e.names("c1", volumeTypeRow("c1", "id1", "ssd"), volumeTypeRow("c1", "id2", "hdd"),
@@ -732,7 +735,7 @@ func testReplaceCloud(t *testing.T, newStore func(t *testing.T) IngestStore) {
 // "Stored events are never rewritten, so an event stored before its names
 // existed keeps the id." Also the first limit: "An event that arrives before
 // the first run of its cloud stored names ... is stored with the id."
-func testNeverRewritten(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testNeverRewritten(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	it := volumeCreate("a", t0).set("payload.size.type", volumeTypeID)
 	e.ingest(collector, it.bytes())
@@ -746,7 +749,7 @@ func testNeverRewritten(t *testing.T, newStore func(t *testing.T) IngestStore) {
 
 // "The body of POST /api/v1/events is one event or an array of at most 1000
 // of them. A longer array is answered 413 and none of it is stored."
-func testBatchTooLarge(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testBatchTooLarge(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	batch := make([][]byte, ingest.MaxBatch+1)
 	for i := range batch {
@@ -767,7 +770,7 @@ func testBatchTooLarge(t *testing.T, newStore func(t *testing.T) IngestStore) {
 // "It carries accepted, duplicates and rejected as IngestResult declares
 // them." rejected is always a list, in index order; event_id is whatever id
 // the item carried, "" if none.
-func testResultShape(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testResultShape(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	empty := e.ingest(collector)
 	b, err := json.Marshal(empty)
@@ -808,7 +811,7 @@ func testResultShape(t *testing.T, newStore func(t *testing.T) IngestStore) {
 
 // "A batch lands whole or not at all, and a batch of nothing but refused
 // items still commits."
-func testOnlyRefusals(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testOnlyRefusals(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	res := e.ingest(collector, []byte(`{}`), volumeCreate("x", t0).set("cloud", "elsewhere").bytes(), []byte(`[]`))
 	if res.Accepted != 0 || len(res.Rejected) != 3 {
@@ -826,7 +829,7 @@ func testOnlyRefusals(t *testing.T, newStore func(t *testing.T) IngestStore) {
 // refused and named in rejected with its index and its event id." The raw
 // bytes are kept exactly, NUL and invalid JSON included, up to the cap;
 // beyond it only the size.
-func testDeadLetterRaw(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testDeadLetterRaw(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{MaxDeadLetterBytes: 1024})
 	big := volumeCreate("big", t0).set("payload.provider.blob", strings.Repeat("x", 2000)).set("platform", "meta").bytes()
 	batch := [][]byte{
@@ -884,7 +887,7 @@ func testDeadLetterRaw(t *testing.T, newStore func(t *testing.T) IngestStore) {
 // "An item outside the credential's scope is the exception. It leaves an
 // audit row of action events.scope_violation and no dead-letter row, so it
 // is found in the audit log rather than in that view."
-func testScope(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testScope(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	otherCloud := volumeCreate("a", t0).set("cloud", "c2")
 	otherPlatform := volumeCreate("b", t0).set("platform", "vmware")
@@ -931,13 +934,13 @@ func testScope(t *testing.T, newStore func(t *testing.T) IngestStore) {
 // "Any store failure rolls back everything and returns an error; nothing is
 // half-written" (issue 3): a context cancelled while Commit runs leaves no
 // event, dead letter or audit row of the batch, and a retry succeeds.
-func testFaultCancelledCommit(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testFaultCancelledCommit(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	batch := items(volumeCreate("a", t0), volumeCreate("b", t0), volumeCreate("c", t0).set("cloud", "c2"))
 	batch = append(batch, []byte(`{"event_id":"bad"}`))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	svc := e.service(&cancellingStore{IngestStore: e.st, cancel: cancel}, ingest.Options{})
+	svc := e.service(&cancellingStore{ingestStore: e.st, cancel: cancel}, ingest.Options{})
 	if _, err := svc.Ingest(ctx, collector, batch); err == nil {
 		t.Fatal("Ingest with its context cancelled during Commit succeeded")
 	}
@@ -956,7 +959,7 @@ func testFaultCancelledCommit(t *testing.T, newStore func(t *testing.T) IngestSt
 
 // "What was kept is read back through GET /api/v1/rejected-events": a time
 // window on when refused, limit 1..1000, an opaque cursor, oldest first.
-func testDeadLetterPaging(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testDeadLetterPaging(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	ctx := context.Background()
 	// 3 batches an hour apart, 3 refusals each.
@@ -1017,7 +1020,7 @@ func testDeadLetterPaging(t *testing.T, newStore func(t *testing.T) IngestStore)
 }
 
 // Audit rows are listed by action with the same paging.
-func testAuditPaging(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testAuditPaging(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	ctx := context.Background()
 	for i := range 5 {
@@ -1056,7 +1059,7 @@ func testAuditPaging(t *testing.T, newStore func(t *testing.T) IngestStore) {
 }
 
 // The observer counts what a committed batch did.
-func testObserver(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testObserver(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	e.ingest(collector, volumeCreate("a", t0).bytes())
 	e.ingest(collector,
@@ -1076,7 +1079,7 @@ func testObserver(t *testing.T, newStore func(t *testing.T) IngestStore) {
 // "Ingestion is idempotent": 8 goroutines ingesting overlapping batches of
 // the same events at once store every event once, the accepted counts add up
 // to the distinct events, and no call fails.
-func testConcurrent(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testConcurrent(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	const n, workers, batchSize = 200, 8, 50
 	all := GenerateBatch(0, n)
@@ -1122,7 +1125,7 @@ func testConcurrent(t *testing.T, newStore func(t *testing.T) IngestStore) {
 // "event_id is the provider's own event or action id where one exists ...
 // Where none exists it is the deterministic hash": the pipeline stores the
 // id the item carries and computes none.
-func testEventIDKept(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testEventIDKept(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	det := event.DeterministicID("openstack", "c1", "vol-x", "volume.create.end", t0)
 	own := volumeCreate("req-5f1c0a2e-oslo-message-id", t0)
@@ -1142,18 +1145,18 @@ func testEventIDKept(t *testing.T, newStore func(t *testing.T) IngestStore) {
 // "project_id is the project owning the resource at or after the event. On
 // an ownership transfer the event names the new owner, and the previous one
 // stays implicit in the earlier history."
-func testProjectTransfer(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func testProjectTransfer(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	create := volumeCreate("a", t0)
 	transfer := volumeCreate("b", t0.Add(time.Hour)).set("event_type", "volume.transfer.accept.end").set("project_id", "p2").set("payload.size", nil)
 	transfer["resource_id"] = create["resource_id"]
 	e.ingest(collector, transfer.bytes(), create.bytes())
-	evs, err := e.svc.Events(context.Background(), ingest.EventQuery{Cloud: "c1", ResourceType: "volume", ResourceID: "vol-a"})
+	d, err := e.svc.Resource(context.Background(), ingest.ResourceKey{Cloud: "c1", ResourceType: "volume", ResourceID: "vol-a"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, ev := range evs {
+	for _, ev := range d.Events {
 		got = append(got, ev.EventID+":"+ev.ProjectID)
 	}
 	if diff := cmp.Diff([]string{"a:p1", "b:p2"}, got); diff != "" {

@@ -17,34 +17,42 @@ import (
 	"github.com/tallyhq/tally/store"
 )
 
-// RunProjection is the conformance suite of the projection of current
+// runProjection is the conformance suite of the projection of current
 // resources (canonical-event.md, Event: "The events table is the system's
 // single source of truth; everything else is derived from it and
 // rebuildable"; issue 6). Every case drives the public ingest.Service and
 // reads the rows back through ingest.ProjectionStore.
-func RunProjection(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func runProjection(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	t.Run("every arrival order of a five-event history gives the same row", func(t *testing.T) {
+		t.Parallel()
 		testProjectionPermutations(t, newStore(t))
 	})
 	t.Run("random histories, batching and order give the in-order fold", func(t *testing.T) {
+		t.Parallel()
 		testProjectionProperty(t, newStore(t), 8)
 	})
 	t.Run("a late update older than a delete never revives a deleted resource", func(t *testing.T) {
+		t.Parallel()
 		testProjectionLateUpdate(t, newStore(t))
 	})
 	t.Run("created, deleted and created again: incremental equals replay", func(t *testing.T) {
+		t.Parallel()
 		testProjectionRecreate(t, newStore(t))
 	})
 	t.Run("duplicates and refusals never touch the projection", func(t *testing.T) {
+		t.Parallel()
 		testProjectionDuplicates(t, newStore(t))
 	})
 	t.Run("rebuild equals incremental and is idempotent", func(t *testing.T) {
+		t.Parallel()
 		testProjectionRebuild(t, newStore(t))
 	})
 	t.Run("resources are listed by filter, alive-at instant and page", func(t *testing.T) {
+		t.Parallel()
 		testProjectionQueries(t, newStore(t))
 	})
 	t.Run("concurrent batches on the same resources converge", func(t *testing.T) {
+		t.Parallel()
 		testProjectionConcurrent(t, newStore(t), 4, 8)
 	})
 }
@@ -92,7 +100,7 @@ func ingestOne(t *testing.T, svc *ingest.Service, evs ...projEvent) ingest.Resul
 	return res
 }
 
-func newService(t *testing.T, st IngestStore, obs ingest.Observer) *ingest.Service {
+func newService(t *testing.T, st ingestStore, obs ingest.Observer) *ingest.Service {
 	t.Helper()
 	svc, err := ingest.New(st, ingest.Options{Now: newClock().Now, Observer: obs})
 	if err != nil {
@@ -106,7 +114,7 @@ func volumeKey(id string) ingest.ResourceKey {
 }
 
 // wantRow is the in-order fold of the resource's stored history.
-func wantRow(t *testing.T, st IngestStore, k ingest.ResourceKey) ingest.Resource {
+func wantRow(t *testing.T, st ingestStore, k ingest.ResourceKey) ingest.Resource {
 	t.Helper()
 	h, err := st.History(context.Background(), k)
 	if err != nil {
@@ -118,7 +126,7 @@ func wantRow(t *testing.T, st IngestStore, k ingest.ResourceKey) ingest.Resource
 	return ingest.Fold(h)
 }
 
-func gotRow(t *testing.T, st IngestStore, k ingest.ResourceKey) ingest.Resource {
+func gotRow(t *testing.T, st ingestStore, k ingest.ResourceKey) ingest.Resource {
 	t.Helper()
 	r, err := st.Resource(context.Background(), k)
 	if err != nil {
@@ -151,7 +159,7 @@ func permutations(n int) [][]int {
 	return out
 }
 
-func testProjectionPermutations(t *testing.T, st IngestStore) {
+func testProjectionPermutations(t *testing.T, st ingestStore) {
 	svc := newService(t, st, nil)
 	// The reference row: the history folded in timestamp order.
 	var want ingest.Resource
@@ -214,7 +222,7 @@ func randomHistory(r *rand.Rand, resource string, n int) []projEvent {
 	return out
 }
 
-func testProjectionProperty(t *testing.T, st IngestStore, rounds int) {
+func testProjectionProperty(t *testing.T, st ingestStore, rounds int) {
 	svc := newService(t, st, nil)
 	r := rand.New(rand.NewPCG(7, 11))
 	var keys []ingest.ResourceKey
@@ -262,7 +270,7 @@ func (c *replayCounter) ProjectionReplays(cloud string, n int) {
 	c.replays[cloud] += n
 }
 
-func testProjectionLateUpdate(t *testing.T, st IngestStore) {
+func testProjectionLateUpdate(t *testing.T, st ingestStore) {
 	obs := &replayCounter{}
 	svc := newService(t, st, obs)
 	ingestOne(t, svc, projEvent{"c", "volume.create.end", "v-late", "p1", "available", 0, 10})
@@ -298,7 +306,7 @@ var cmpJSONBytes = cmp.Comparer(func(a, b []byte) bool {
 	return err1 == nil && err2 == nil && cmp.Equal(x, y)
 })
 
-func testProjectionRecreate(t *testing.T, st IngestStore) {
+func testProjectionRecreate(t *testing.T, st ingestStore) {
 	svc := newService(t, st, nil)
 	history := []projEvent{
 		{"a1", "volume.create.end", "v-inc", "p1", "available", 0, 1},
@@ -324,7 +332,7 @@ func testProjectionRecreate(t *testing.T, st IngestStore) {
 	}
 }
 
-func testProjectionDuplicates(t *testing.T, st IngestStore) {
+func testProjectionDuplicates(t *testing.T, st ingestStore) {
 	svc := newService(t, st, nil)
 	first := projEvent{"x1", "volume.create.end", "v-dup", "p1", "available", 0, 1}
 	ingestOne(t, svc, first)
@@ -356,7 +364,7 @@ func testProjectionDuplicates(t *testing.T, st IngestStore) {
 	}
 }
 
-func allResources(t *testing.T, st IngestStore, q ingest.ResourceQuery) []ingest.Resource {
+func allResources(t *testing.T, st ingestStore, q ingest.ResourceQuery) []ingest.Resource {
 	t.Helper()
 	q.Limit = 1000
 	var out []ingest.Resource
@@ -374,7 +382,7 @@ func allResources(t *testing.T, st IngestStore, q ingest.ResourceQuery) []ingest
 	}
 }
 
-func testProjectionRebuild(t *testing.T, st IngestStore) {
+func testProjectionRebuild(t *testing.T, st ingestStore) {
 	svc := newService(t, st, nil)
 	r := rand.New(rand.NewPCG(5, 6))
 	var all []projEvent
@@ -414,7 +422,7 @@ func testProjectionRebuild(t *testing.T, st IngestStore) {
 	}
 }
 
-func testProjectionQueries(t *testing.T, st IngestStore) {
+func testProjectionQueries(t *testing.T, st ingestStore) {
 	svc := newService(t, st, nil)
 	ingestOne(t, svc,
 		projEvent{"q1", "volume.create.end", "q-a", "p1", "available", 0, 1},
@@ -488,7 +496,7 @@ func testProjectionQueries(t *testing.T, st IngestStore) {
 // testProjectionConcurrent ingests overlapping histories from many
 // goroutines at once: no error, no deadlock, and every row converges to
 // the in-order fold.
-func testProjectionConcurrent(t *testing.T, st IngestStore, resources, goroutines int) {
+func testProjectionConcurrent(t *testing.T, st ingestStore, resources, goroutines int) {
 	svc := newService(t, st, nil)
 	r := rand.New(rand.NewPCG(9, 9))
 	var all []projEvent
@@ -531,9 +539,9 @@ func testProjectionConcurrent(t *testing.T, st IngestStore, resources, goroutine
 	}
 }
 
-// RunWindows checks that a listing window finer than a microsecond selects
+// runWindows checks that a listing window finer than a microsecond selects
 // the same rows on every store (stored times have microsecond precision).
-func RunWindows(t *testing.T, newStore func(t *testing.T) IngestStore) {
+func runWindows(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	st := newStore(t)
 	at := t0.Add(5 * time.Second)
 	svc, err := ingest.New(st, ingest.Options{Now: func() time.Time { return at }})

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/tallyhq/tally/internal/pgtest"
-	"github.com/tallyhq/tally/store/memstore"
+	"github.com/tallyhq/tally/store/pgstore"
 	"github.com/tallyhq/tally/store/storetest"
 )
 
@@ -19,8 +19,8 @@ func BenchmarkPostEvents(b *testing.B) {
 		name  string
 		store func(b *testing.B) Store
 	}{
-		{"memstore", func(b *testing.B) Store { return memstore.New(memstore.Options{}) }},
-		{"pgstore", func(b *testing.B) Store { return pgtest.Store(b) }},
+		{"memstore", func(b *testing.B) Store { return memStore(b) }},
+		{"pgstore", func(b *testing.B) Store { return pgStore(pgtest.DB(b, pgstore.Options{})) }},
 	} {
 		b.Run(s.name, func(b *testing.B) {
 			creds, err := ParseCredentials([]byte(`{"credentials":[{"name":"bench","token":"t-bench-token-0001","roles":["ingest"],"platform":"openstack","cloud":"bench"}]}`))

@@ -23,7 +23,14 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	api, err := server.NewHandler(server.Config{Store: memstore.New(memstore.Options{}), Authenticator: auth})
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		panic(err)
+	}
+	api, err := server.NewHandler(server.Config{
+		Store:         server.Store{Ingest: db.Ingest(), Correlate: db.Correlate()},
+		Authenticator: auth,
+	})
 	if err != nil {
 		panic(err)
 	}

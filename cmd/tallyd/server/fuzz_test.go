@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/tallyhq/tally/ingest"
-	"github.com/tallyhq/tally/store/memstore"
 )
 
 // fuzzServer is one handler on the in-memory store, shared by a fuzz
@@ -34,7 +33,7 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 
 func (s *fuzzServer) post(t *testing.T, path, token string, body []byte) (*httptest.ResponseRecorder, counts) {
 	if s.n%fuzzServerInputs == 0 {
-		s.st = memstore.New(memstore.Options{})
+		s.st = memStore(t)
 		h, err := NewHandler(Config{Store: s.st, Authenticator: s.auth})
 		if err != nil {
 			t.Fatal(err)

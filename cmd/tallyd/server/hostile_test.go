@@ -18,7 +18,8 @@ import (
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/internal/pgtest"
-	"github.com/tallyhq/tally/store/memstore"
+	"github.com/tallyhq/tally/store/pgstore"
+	"github.com/tallyhq/tally/store/storetest"
 )
 
 // The tokens of testAuthenticator.
@@ -67,19 +68,16 @@ type counts struct {
 func countStore(t *testing.T, st Store) counts {
 	t.Helper()
 	ctx := context.Background()
-	evs, err := st.Events(ctx, ingest.EventQuery{})
+	evs := storetest.Events(t, st.Ingest)
+	dls, err := st.Ingest.DeadLetters(ctx, ingest.DeadLetterQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dls, err := st.DeadLetters(ctx, ingest.DeadLetterQuery{})
+	au, err := st.Ingest.Audit(ctx, ingest.AuditQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	au, err := st.Audit(ctx, ingest.AuditQuery{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, n, err := st.ListCorrelatedEvents(ctx, correlate.Caller{Organization: "acme", User: "u"}, correlate.Query{PageSize: 1})
+	_, n, err := st.Correlate.List(ctx, correlate.Caller{Organization: "acme", User: "u"}, correlate.Query{PageSize: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,9 +325,9 @@ func TestHostileInput(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			var st Store
 			if kind == "memstore" {
-				st = memstore.New(memstore.Options{})
+				st = memStore(t)
 			} else {
-				st = pgtest.Store(t)
+				st = pgStore(pgtest.DB(t, pgstore.Options{}))
 			}
 			h, err := NewHandler(Config{Store: st, Authenticator: testAuthenticator(t)})
 			if err != nil {

@@ -18,7 +18,6 @@ import (
 
 	"github.com/tallyhq/tally/internal/pgtest"
 	"github.com/tallyhq/tally/route"
-	"github.com/tallyhq/tally/store/memstore"
 	"github.com/tallyhq/tally/store/pgstore"
 )
 
@@ -455,20 +454,16 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 		name string
 		open func(t *testing.T) (Store, http.Handler)
 	}{
-		{"memstore", func(t *testing.T) (Store, http.Handler) { return memstore.New(memstore.Options{}), nil }},
+		{"memstore", func(t *testing.T) (Store, http.Handler) { return memStore(t), nil }},
 		{"pgstore", func(t *testing.T) (Store, http.Handler) {
 			url := pgtest.URL(t)
-			st, err := pgstore.Open(context.Background(), url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(st.Close)
-			dead, err := pgstore.Open(context.Background(), url)
+			st := pgtest.Open(t, url, pgstore.Options{})
+			dead, err := pgstore.Open(context.Background(), url, pgstore.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			dead.Close() // unreachable from now on: reads, writes and Ping fail
-			return st, contractHandler(t, dead)
+			return pgStore(st), contractHandler(t, pgStore(dead))
 		}},
 	}
 	for _, s := range stores {

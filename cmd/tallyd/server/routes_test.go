@@ -10,8 +10,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"gopkg.in/yaml.v3"
-
-	"github.com/tallyhq/tally/store/memstore"
 )
 
 // issue 11, HTTP: one adapter shape, one route table: "The server, its
@@ -23,7 +21,7 @@ import (
 // servedRoutes is "METHOD path: access" of every route the handler serves.
 func servedRoutes(t *testing.T) []string {
 	t.Helper()
-	h, err := NewHandler(Config{Store: memstore.New(memstore.Options{}), Authenticator: testAuthenticator(t)})
+	h, err := NewHandler(Config{Store: memStore(t), Authenticator: testAuthenticator(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,19 +30,17 @@ const DefaultBodyBudgetBytes = 64 << 20
 // machine (README, Reliability).
 const DefaultBodyBudgetWait = 5 * time.Second
 
-// Store is what the server needs from storage: the stores of every area it
-// serves. store/memstore.Store and store/pgstore.Store implement it. A store
-// that also has Ping(context.Context) error is pinged by /readyz.
-type Store interface {
-	ingest.Store
-	correlate.Store
-}
-
-// Pinger is implemented by a store that can tell whether it is reachable
-// (store/pgstore.Store); /readyz calls it. A store without it is always
-// ready (store/memstore.Store).
-type Pinger interface {
-	Ping(ctx context.Context) error
+// Store is what the server needs from storage: the store of every area it
+// serves, as one database hands them out (store/memstore.DB and
+// store/pgstore.DB: Ingest(), Correlate(), and pgstore's Ping).
+type Store struct {
+	// Ingest serves the ingestion routes. Required.
+	Ingest ingest.Store
+	// Correlate serves the correlation routes. Required.
+	Correlate correlate.Store
+	// Ping, when not nil, tells /readyz whether the database answers
+	// (pgstore.DB.Ping). Nil: always ready (the in-memory store).
+	Ping func(ctx context.Context) error
 }
 
 // Config configures [NewHandler].
@@ -126,8 +124,11 @@ func (h *Handler) Routes() []route.Route { return slices.Clone(h.routes) }
 // MaxBodyBytes, or a library constructor's error.
 func NewHandler(cfg Config) (*Handler, error) {
 	var errs []error
-	if cfg.Store == nil {
-		errs = append(errs, errors.New("server: Store is required"))
+	if cfg.Store.Ingest == nil {
+		errs = append(errs, errors.New("server: Store.Ingest is required"))
+	}
+	if cfg.Store.Correlate == nil {
+		errs = append(errs, errors.New("server: Store.Correlate is required"))
 	}
 	if cfg.Authenticator == nil {
 		errs = append(errs, errors.New("server: Authenticator is required"))
@@ -281,10 +282,10 @@ func healthz(w http.ResponseWriter, _ *http.Request) {
 // always is), else 503.
 func readyz(st Store, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p, ok := st.(Pinger); ok {
+		if st.Ping != nil {
 			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 			defer cancel()
-			if err := p.Ping(ctx); err != nil {
+			if err := st.Ping(ctx); err != nil {
 				log.ErrorContext(r.Context(), "readyz: store unreachable", "err", err)
 				problem.Write(w, problem.New(http.StatusServiceUnavailable, "store_unreachable", "Store unreachable",
 					"The store does not answer."))

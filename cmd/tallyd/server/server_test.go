@@ -17,10 +17,24 @@ import (
 	"github.com/tallyhq/tally/store/pgstore"
 )
 
+// memStore returns the stores of a new in-memory database.
+func memStore(tb testing.TB) Store {
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return Store{Ingest: db.Ingest(), Correlate: db.Correlate()}
+}
+
+// pgStore returns the stores of db.
+func pgStore(db *pgstore.DB) Store {
+	return Store{Ingest: db.Ingest(), Correlate: db.Correlate(), Ping: db.Ping}
+}
+
 func newTestHandler(t *testing.T, origins ...string) *Handler {
 	t.Helper()
 	h, err := NewHandler(Config{
-		Store:              memstore.New(memstore.Options{}),
+		Store:              memStore(t),
 		Authenticator:      testAuthenticator(t),
 		CORSAllowedOrigins: origins,
 	})
@@ -32,7 +46,7 @@ func newTestHandler(t *testing.T, origins ...string) *Handler {
 
 func TestNewHandlerRefusesBadConfig(t *testing.T) {
 	_, err := NewHandler(Config{MaxBodyBytes: -1})
-	for _, want := range []string{"Store is required", "Authenticator is required", "MaxBodyBytes is negative"} {
+	for _, want := range []string{"Store.Ingest is required", "Store.Correlate is required", "Authenticator is required", "MaxBodyBytes is negative"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("NewHandler: %v; want it to say %q", err, want)
 		}
@@ -177,11 +191,11 @@ func TestMetrics(t *testing.T) {
 
 func TestReadyz(t *testing.T) {
 	url := pgtest.URL(t)
-	st, err := pgstore.Open(context.Background(), url)
+	st, err := pgstore.Open(context.Background(), url, pgstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := NewHandler(Config{Store: st, Authenticator: testAuthenticator(t)})
+	h, err := NewHandler(Config{Store: pgStore(st), Authenticator: testAuthenticator(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +257,7 @@ func scrape(t *testing.T, h http.Handler, series string) string {
 func TestRequestLogNamesTheCredential(t *testing.T) {
 	var logs bytes.Buffer
 	h, err := NewHandler(Config{
-		Store:         memstore.New(memstore.Options{}),
+		Store:         memStore(t),
 		Authenticator: testAuthenticator(t),
 		Logger:        slog.New(slog.NewTextHandler(&logs, nil)),
 	})
@@ -288,11 +302,12 @@ func TestWhoReadsCorrelatedEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, st := range map[string]Store{"memstore": memstore.New(memstore.Options{}), "pgstore": nil} {
+	for name, open := range map[string]func(t *testing.T) Store{
+		"memstore": func(t *testing.T) Store { return memStore(t) },
+		"pgstore":  func(t *testing.T) Store { return pgStore(pgtest.DB(t, pgstore.Options{})) },
+	} {
 		t.Run(name, func(t *testing.T) {
-			if st == nil {
-				st = pgtest.Store(t)
-			}
+			st := open(t)
 			h, err := NewHandler(Config{Store: st, Authenticator: a})
 			if err != nil {
 				t.Fatal(err)
@@ -348,7 +363,7 @@ func TestWarnsForAnEventsCredentialWithoutUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	if _, err := NewHandler(Config{Store: memstore.New(memstore.Options{}), Authenticator: a,
+	if _, err := NewHandler(Config{Store: memStore(t), Authenticator: a,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))}); err != nil {
 		t.Fatal(err)
 	}

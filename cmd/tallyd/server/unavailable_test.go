@@ -17,15 +17,19 @@ import (
 	"github.com/tallyhq/tally/store/memstore"
 )
 
-// downStore is a store whose database is unreachable: every write fails
-// with store.ErrUnavailable, as pgstore's do when PostgreSQL is down.
-type downStore struct{ *memstore.Store }
+// downIngest and downCorrelate are stores whose database is unreachable:
+// every write fails with store.ErrUnavailable, as pgstore's do when
+// PostgreSQL is down.
+type (
+	downIngest    struct{ *memstore.Ingest }
+	downCorrelate struct{ *memstore.Correlate }
+)
 
-func (downStore) Commit(context.Context, ingest.Batch) (ingest.Committed, error) {
+func (downIngest) Commit(context.Context, ingest.Batch) (ingest.Committed, error) {
 	return ingest.Committed{}, fmt.Errorf("pgstore: begin: dial tcp: connection refused: %w", store.ErrUnavailable)
 }
 
-func (downStore) CreateCorrelatedEvent(context.Context, correlate.Create) (correlate.Event, correlate.Disposition, error) {
+func (downCorrelate) Create(context.Context, correlate.Create) (correlate.Event, correlate.Disposition, error) {
 	return correlate.Event{}, "", fmt.Errorf("pgstore: begin: %w", context.DeadlineExceeded)
 }
 
@@ -33,7 +37,14 @@ func (downStore) CreateCorrelatedEvent(context.Context, correlate.Create) (corre
 // or does not answer in time is answered 503 with a problem body and
 // Retry-After, never 500.
 func TestStoreUnavailableIs503(t *testing.T) {
-	h, err := NewHandler(Config{Store: downStore{memstore.New(memstore.Options{})}, Authenticator: testAuthenticator(t)})
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewHandler(Config{
+		Store:         Store{Ingest: downIngest{db.Ingest()}, Correlate: downCorrelate{db.Correlate()}},
+		Authenticator: testAuthenticator(t),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
