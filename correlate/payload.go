@@ -155,7 +155,7 @@ func DecodePayload(data []byte) (Payload, error) {
 }
 
 // memberIndex orders problems: the payload as a whole first, then the
-// listed members in the order of [members], then every other member.
+// listed members in the order of members, then every other member.
 func memberIndex(pointer string) int {
 	if pointer == "" {
 		return -1
@@ -211,7 +211,7 @@ var members = []member{
 	{"idempotencyKey", stringMember(func(p *Payload) *string { return &p.IdempotencyKey }, true)},
 }
 
-// memberIndexes maps a listed member's name to its index in [members].
+// memberIndexes maps a listed member's name to its index in members.
 var memberIndexes = func() map[string]int {
 	m := make(map[string]int, len(members))
 	for i, mb := range members {

@@ -217,7 +217,8 @@ func isTraceHex(s string, n int) bool {
 // source, and which checks an IP literal and the port), and brackets only
 // around the IP literal of the host. "http://[::1]/x", "/apicurio-registry",
 // "meshery-adapter-istio" and "urn:uuid:…" are URI-references;
-// "http://[bad", "a[b]" and "//host:port/x" are not.
+// "http://[bad", "//host:port/x" and any bracket outside the host (in a
+// path, query or fragment) are not.
 func IsURIReference(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]

@@ -100,7 +100,7 @@ func FuzzPostEvents(f *testing.F) {
 		}
 		scope := 0
 		for _, r := range res.Rejected {
-			if r.Reason == "scope" {
+			if strings.HasPrefix(r.Reason, "scope:") {
 				scope++
 			}
 		}
