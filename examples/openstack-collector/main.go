@@ -60,6 +60,7 @@ const maxBatch = 1000
 type config struct {
 	cloud, server, token string
 	dryRun               bool
+	gzip                 bool
 	batchSize            int
 	maxBatchBytes        int
 	maxAttempts          int
@@ -85,6 +86,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.BoolVar(&c.dryRun, "dry-run", false, "print the canonical events as JSON lines on stdout instead of sending them")
 	fs.IntVar(&c.batchSize, "batch-size", maxBatch, "events per request, 1 to 1000")
 	fs.IntVar(&c.maxBatchBytes, "max-batch-bytes", 4<<20, "a request body stays under this many bytes (the server refuses bodies over its --max-body-bytes, 8 MiB by default)")
+	fs.BoolVar(&c.gzip, "gzip", true, "compress request bodies with gzip (Content-Encoding: gzip); --gzip=false sends them plain")
 	fs.IntVar(&c.maxAttempts, "max-attempts", 5, "attempts per batch in all; only transport failures and 5xx answers are retried")
 	fs.DurationVar(&c.retryDelay, "retry-delay", 250*time.Millisecond, "backoff before the first retry, doubled on each next one, with jitter")
 	fs.DurationVar(&c.retryMaxDelay, "retry-max-delay", 10*time.Second, "cap of the backoff between retries (also caps a Retry-After)")
@@ -170,6 +172,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			baseDelay:   cfg.retryDelay,
 			maxDelay:    cfg.retryMaxDelay,
 			userAgent:   "tally-openstack-collector",
+			gzip:        cfg.gzip,
 			sleep:       sleepCtx,
 		}
 	}

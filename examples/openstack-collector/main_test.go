@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -61,11 +62,12 @@ type fakeIngest struct {
 	token    string
 	statuses []int
 
-	mu       sync.Mutex
-	requests int
-	sizes    []int // items per request
-	bodies   []int // bytes per request
-	seen     map[string]bool
+	mu        sync.Mutex
+	requests  int
+	sizes     []int    // items per request
+	bodies    []int    // bytes per request, decoded
+	encodings []string // Content-Encoding per request
+	seen      map[string]bool
 }
 
 func (f *fakeIngest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -86,12 +88,22 @@ func (f *fakeIngest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf(`{"status":%d}`, st), st)
 		return
 	}
-	body, err := io.ReadAll(r.Body)
+	var rd io.Reader = r.Body
+	f.encodings = append(f.encodings, r.Header.Get("Content-Encoding"))
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			f.t.Error(err)
+			return
+		}
+		rd = zr
+	}
+	body, err := io.ReadAll(rd)
 	if err != nil {
 		f.t.Error(err)
 		return
 	}
-	f.bodies = append(f.bodies, len(body))
+	f.bodies = append(f.bodies, len(body)) // decoded, as tally's cap counts
 	var items []jsontext.Value
 	if err := json.Unmarshal(body, &items); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -222,6 +234,28 @@ func TestBatching(t *testing.T) {
 	}
 	if !strings.Contains(r.stdout, "sent 2001 in 3 batches: accepted 2001, duplicates 0, rejected 0") {
 		t.Errorf("stdout:\n%s", r.stdout)
+	}
+}
+
+// issue 10, Transport: "The OpenStack collector sends gzip by default,
+// with a flag to turn it off."
+func TestGzip(t *testing.T) {
+	for _, tt := range []struct {
+		flags []string
+		want  string
+	}{
+		{nil, "gzip"},
+		{[]string{"--gzip=false"}, ""},
+	} {
+		f := &fakeIngest{token: "tok"}
+		url := serve(t, f)
+		r := runCollector(t, synthetic(3), append(append(fast, "--cloud", "c", "--server", url, "--token", "tok"), tt.flags...)...)
+		if r.err != nil {
+			t.Fatal(r.err, r.stderr)
+		}
+		if diff := cmp.Diff([]string{tt.want}, f.encodings); diff != "" || !strings.Contains(r.stdout, "accepted 3") {
+			t.Errorf("%v: Content-Encoding per request (-want +got):\n%s\n%s", tt.flags, diff, r.stdout)
+		}
 	}
 }
 

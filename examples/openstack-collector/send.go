@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -53,6 +54,9 @@ type sender struct {
 	baseDelay   time.Duration
 	maxDelay    time.Duration
 	userAgent   string
+	// gzip compresses every body (Content-Encoding: gzip; tally decodes
+	// it, counting its cap on the decoded bytes).
+	gzip bool
 	// sleep waits d or until ctx ends; tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
 	// attempts counts every request made, for the summary.
@@ -72,10 +76,22 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // send posts one batch body (a JSON array) and returns the ingest result.
 func (s *sender) send(ctx context.Context, body []byte) (ingestResult, error) {
+	encoding := ""
+	if s.gzip {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		if _, err := zw.Write(body); err != nil {
+			return ingestResult{}, err
+		}
+		if err := zw.Close(); err != nil {
+			return ingestResult{}, err
+		}
+		body, encoding = buf.Bytes(), "gzip"
+	}
 	var lastErr error
 	attempt := 1
 	for ; ; attempt++ {
-		res, retry, err := s.post(ctx, body)
+		res, retry, err := s.post(ctx, body, encoding)
 		if err == nil {
 			return res, nil
 		}
@@ -121,14 +137,18 @@ type retryAfter struct {
 func (r retryAfter) Error() string { return r.err.Error() }
 func (r retryAfter) Unwrap() error { return r.err }
 
-// post makes one attempt. retry reports whether the failure may be retried.
-func (s *sender) post(ctx context.Context, body []byte) (res ingestResult, retry bool, err error) {
+// post makes one attempt with body in the given Content-Encoding ("" for
+// none). retry reports whether the failure may be retried.
+func (s *sender) post(ctx context.Context, body []byte, encoding string) (res ingestResult, retry bool, err error) {
 	s.attempts++
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
 	if err != nil {
 		return res, false, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if encoding != "" {
+		req.Header.Set("Content-Encoding", encoding)
+	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Authorization", "Bearer "+s.token)
 	if s.userAgent != "" {
