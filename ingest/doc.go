@@ -41,8 +41,8 @@
 // # Reading back
 //
 // [Service.DeadLetters] and [Service.Audit] page oldest first with an opaque
-// cursor ([EncodeCursor]); [Service.ResourceTypes], [Service.ResourceType]
-// and [Service.Events] read the registry and the stored events.
+// cursor ([EncodeCursor]); [Service.ResourceTypes] and [Service.ResourceType]
+// read the registry.
 //
 // # The projection of current resources
 //

@@ -23,7 +23,7 @@ import (
 )
 
 // ingestStore is what the ingestion suites need: both contracts of the
-// ingestion area, as [Stores] pairs them with [Stores.ingest].
+// ingestion area, as [Stores] pairs them with Stores.ingest.
 type ingestStore interface {
 	ingest.Store
 	sizenames.Store
