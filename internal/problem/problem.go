@@ -21,6 +21,7 @@ import (
 	"net/http"
 
 	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/tallyhq/tally/event"
 )
@@ -63,13 +64,17 @@ func Write(w http.ResponseWriter, p Details) {
 // WriteJSON sends v as a JSON answer (application/json, members in a
 // deterministic order, a final newline) with status: the one JSON writer of
 // tally's HTTP handlers. A v that cannot be encoded is answered 500
-// ([Internal]) instead, which only a programming error causes.
+// ([Internal]) instead, which only a programming error causes. A raw JSON
+// value in v (an event's payload.size, payload.provider and unknown members,
+// a correlated event's metadata, a size schema) keeps its string escapes as
+// stored (DECISIONS.md, Faithfulness); the encoder still drops the white
+// space between its tokens.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	write(w, status, "application/json", v)
 }
 
 func write(w http.ResponseWriter, status int, contentType string, v any) {
-	b, err := json.Marshal(v, json.Deterministic(true))
+	b, err := json.Marshal(v, json.Deterministic(true), jsontext.PreserveRawStrings(true))
 	if err != nil {
 		status, contentType = http.StatusInternalServerError, ContentType
 		b, _ = json.Marshal(Internal())

@@ -465,3 +465,33 @@ func checkHostileAnswer(t *testing.T, tc hostileCase, w *httptest.ResponseRecord
 		t.Errorf("accepted %d duplicates %d, want %d %d; rejected reasons (-want prefix +got):\n%s", res.Accepted, res.Duplicates, tc.accepted, tc.duplicates, diff)
 	}
 }
+
+// DECISIONS.md, Faithfulness, over HTTP on both stores: an event's history
+// answers payload.size, payload.provider and the unknown members with their
+// string escapes and number spellings as sent (the JSON encoder drops only
+// the white space between their tokens).
+func TestPayloadEscapesReadBackOverHTTP(t *testing.T) {
+	for _, kind := range []string{"memstore", "pgstore"} {
+		t.Run(kind, func(t *testing.T) {
+			var st Store
+			if kind == "memstore" {
+				st = memstore.New(memstore.Options{})
+			} else {
+				st = pgtest.Store(t)
+			}
+			h, err := NewHandler(Config{Store: st, Authenticator: testAuthenticator(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			item := hostileEvent("rb", `,"x":"\u0041\/","n":1.50e3`, `,"provider":{"a":["\u00e9\/",-0.0E+1]},"z\u0041":"\/"`)
+			if w := serveHostile(h, hostileCase{body: bodyOf(item)}); w.Code != 200 || !strings.Contains(w.Body.String(), `"accepted":1`) {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+			w := serveHostile(h, hostileCase{method: "GET", path: "/api/v1/resources/os-a/instance/vm-rb", token: tokAdmin, body: bodyOf("")})
+			want := `"payload":{"state":"active","size":{"vcpus":2,"ram_gb":4,"disk_gb":20,"flavor":"m1","x":"\u0041\/","n":1.50e3},"provider":{"a":["\u00e9\/",-0.0E+1]},"z\u0041":"\/"}`
+			if w.Code != 200 || !strings.Contains(w.Body.String(), want) {
+				t.Errorf("%d %s\nwant it to hold %s", w.Code, w.Body, want)
+			}
+		})
+	}
+}
