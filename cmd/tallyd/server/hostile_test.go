@@ -475,9 +475,9 @@ func TestPayloadEscapesReadBackOverHTTP(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			var st Store
 			if kind == "memstore" {
-				st = memstore.New(memstore.Options{})
+				st = memStore(t)
 			} else {
-				st = pgtest.Store(t)
+				st = pgStore(pgtest.DB(t, pgstore.Options{}))
 			}
 			h, err := NewHandler(Config{Store: st, Authenticator: testAuthenticator(t)})
 			if err != nil {
