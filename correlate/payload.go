@@ -281,7 +281,7 @@ func timeMember(field func(*Payload) **time.Time) func(*Payload, *problems, stri
 			ps.add(m, event.RuleFormat, "must be an RFC 3339 date-time with Z or an offset")
 			return
 		}
-		t = t.UTC().Truncate(time.Microsecond)
+		t = event.Normalize(t)
 		*field(p) = &t
 	}
 }

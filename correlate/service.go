@@ -81,7 +81,7 @@ func New(st Store, opts Options) (*Service, error) {
 	return &Service{store: st, opts: opts}, nil
 }
 
-func (s *Service) now() time.Time { return s.opts.Now().UTC().Truncate(time.Microsecond) }
+func (s *Service) now() time.Time { return event.Normalize(s.opts.Now()) }
 
 // StatusCode is the HTTP status createEvent answers for a create of p that
 // ended with d: 201 for [Created] and 200 for the rest, except that with
@@ -137,7 +137,7 @@ func truncated(t *time.Time) *time.Time {
 	if t == nil {
 		return nil
 	}
-	u := t.UTC().Truncate(time.Microsecond)
+	u := event.Normalize(*t)
 	return &u
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -79,7 +78,7 @@ func Decode(b []byte) (Event, error) {
 		return Event{}, decodeProblem(b, err)
 	}
 	if !w.Timestamp.IsZero() {
-		w.Timestamp = w.Timestamp.UTC().Truncate(time.Microsecond)
+		w.Timestamp = Normalize(w.Timestamp)
 		// A zone offset can move a valid local date out of the years RFC 3339
 		// can write (9999-12-31T23:59:59-01:00 is in year 10000 in UTC); such
 		// an event could not be encoded again, so it is refused here.

@@ -133,3 +133,24 @@ func ExampleDecodeValidate() {
 	// Output:
 	// /platform: reserved: must not be "meta": meta and partner name the virtual projects, which own no resources; /payload/size: required: is required on a create (the full size object)
 }
+
+// A collector that builds an event in Go normalizes its timestamp before
+// computing the deterministic id: the server decodes the event's timestamp
+// to UTC microseconds, so an id hashed from the raw nanosecond time would
+// not be the id of the stored event.
+func ExampleNormalize() {
+	seen := time.Date(2026, 3, 1, 14, 0, 0, 123456789, time.FixedZone("CEST", 2*60*60))
+	ts := event.Normalize(seen)
+	fmt.Println(ts.Format(time.RFC3339Nano))
+
+	id := event.DeterministicID("openstack", "os-prod-eu1", "i-1", "compute.instance.create.end", ts)
+	fmt.Println(id == event.DeterministicID("openstack", "os-prod-eu1", "i-1", "compute.instance.create.end", seen))
+
+	// The server reads the id back with the same instant.
+	ev, _ := event.Decode([]byte(`{"event_id":"` + id + `","timestamp":"2026-03-01T14:00:00.123456789+02:00"}`))
+	fmt.Println(ev.Timestamp.Equal(ts), event.DeterministicID("openstack", "os-prod-eu1", "i-1", "compute.instance.create.end", ev.Timestamp) == id)
+	// Output:
+	// 2026-03-01T12:00:00.123456Z
+	// false
+	// true true
+}

@@ -15,9 +15,9 @@ import (
 //
 // The result is len(platform)+65 bytes; it fits [EventIDMaxLen] when the
 // platform is at most 191 bytes. It never fails and is safe for concurrent
-// use. Pass the timestamp the event will
-// carry after decoding (microsecond precision) so that the id a collector
-// computes matches what the server stores.
+// use. Pass the timestamp the event will carry after decoding,
+// [Normalize] of it, so that the id a collector computes matches what the
+// server stores.
 func DeterministicID(platform, cloud, resourceID, eventType string, ts time.Time) string {
 	h := sha256.New()
 	h.Write([]byte(cloud))
@@ -30,4 +30,14 @@ func DeterministicID(platform, cloud, resourceID, eventType string, ts time.Time
 	h.Write(ts.UTC().AppendFormat(buf[:0], time.RFC3339Nano))
 	var sum [sha256.Size]byte
 	return platform + "-" + hex.EncodeToString(h.Sum(sum[:0]))
+}
+
+// Normalize returns t as tally keeps every timestamp: in UTC, truncated to
+// microseconds (DECISIONS.md, Timestamps: "truncated to microseconds in
+// one place (the decoder)", which calls it). A collector that builds an
+// [Event] in Go normalizes its timestamp before [DeterministicID], so that
+// the id it computes is the id of the event the server decodes and stores:
+// a nanosecond fraction would otherwise hash differently.
+func Normalize(t time.Time) time.Time {
+	return t.UTC().Truncate(time.Microsecond)
 }

@@ -311,7 +311,7 @@ type run struct {
 func (s *Service) newRun(ctx context.Context, caller Caller, source event.Source, n int) *run {
 	return &run{
 		s: s, ctx: ctx, caller: caller, source: source,
-		now:       s.now().UTC().Truncate(time.Microsecond),
+		now:       event.Normalize(s.now()),
 		res:       Result{Rejected: []Rejection{}},
 		seen:      make(map[dupKey]bool, n),
 		rows:      make(map[pair][]sizenames.Row),

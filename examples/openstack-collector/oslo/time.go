@@ -3,6 +3,8 @@ package oslo
 import (
 	"fmt"
 	"time"
+
+	"github.com/tallyhq/tally/event"
 )
 
 // timeLayouts are the formats the corpus README lists ("Timestamp formats
@@ -17,8 +19,9 @@ var timeLayouts = [...]string{
 }
 
 // ParseTime reads a time in any format oslo notifications carry and returns
-// it in UTC, truncated to microseconds (what the server keeps, so that a
-// deterministic event id computed from it matches). A time without a zone
+// it as [event.Normalize] leaves it: in UTC, truncated to microseconds
+// (what the server keeps, so that a deterministic event id computed from
+// it matches). A time without a zone
 // is read as UTC, which is what oslo writes ("2012-05-08 20:23:48.028195"
 // is 2012-05-08T20:23:48.028195Z). Any other text, such as the damaged
 // "2014-05-3107: 19: 43.463101" of the corpus, is an error that quotes at
@@ -26,7 +29,7 @@ var timeLayouts = [...]string{
 func ParseTime(s string) (time.Time, error) {
 	for _, layout := range timeLayouts {
 		if t, err := time.Parse(layout, s); err == nil {
-			return t.UTC().Truncate(time.Microsecond), nil
+			return event.Normalize(t), nil
 		}
 	}
 	q := s
