@@ -26,6 +26,20 @@
 // "/" + the parameter's name as the HTTP API spells it (/limit, /cursor,
 // /cloud).
 //
+// # Hostile input
+//
+// One item's cost is bounded by its bytes and one item never sinks its
+// batch (issue 10): every number of a size must lie in the range the
+// validator judges, at most [MaxNumberDigits] digits and an exponent within
+// ±[MaxNumberExponent] (refusal "size_schema: <pointer>: numberRange: …"
+// per item; a size schema with such a number is refused naming the
+// keyword); an element nested deeper than [event.MaxDepth] is refused as its
+// item ([SplitBatch] counts depth without a limit); a panic inside one
+// item's checks refuses that item, naming the stage, and is logged with its
+// stack. payload.size (apart from the values size names replace),
+// payload.provider and the unknown payload members are stored byte for byte
+// as sent.
+//
 // # The size-schema registry
 //
 // Size schemas are JSON Schema documents kept per (platform, resource_type)
