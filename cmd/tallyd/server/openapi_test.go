@@ -8,10 +8,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"testing/iotest"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"
@@ -249,7 +252,7 @@ func fixed(method, target, token, body string) func(contractEnv) *http.Request {
 	return func(e contractEnv) *http.Request { return e.req(method, target, token, body) }
 }
 
-// scenarios are keyed "METHOD path status". 401, 403, 413 and 415 are generic
+// scenarios are keyed "METHOD path status". 401, 403, 408, 413, 415 and 503 are generic
 // (see genericScenario).
 var scenarios = map[string][]scenario{
 	"POST /api/v1/events 200": {
@@ -410,6 +413,36 @@ func genericScenario(h *Handler, op operation, status string) []scenario {
 			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			return r
 		}}}
+	case "408":
+		return []scenario{{name: "body past the read timeout", request: func(e contractEnv) *http.Request {
+			r := e.req(op.method, target, roleToken(roles), "")
+			r.Body = io.NopCloser(io.MultiReader(strings.NewReader("{"), iotest.ErrReader(os.ErrDeadlineExceeded)))
+			r.ContentLength = -1
+			r.Header.Set("Content-Type", "application/json")
+			return r
+		}}}
+	case "503":
+		// The body budget is spent: another request holds all of it (a
+		// declared body of the cap, still arriving). The budget is
+		// charged before any store is touched.
+		return []scenario{{name: "body budget spent", request: fixed(op.method, target, roleToken(roles), body),
+			respond: func(e contractEnv, r *http.Request) *httptest.ResponseRecorder {
+				h := contractHandlerWith(e.t, memStore(e.t), func(c *Config) {
+					c.BodyBudgetBytes, c.BodyBudgetWait = testMaxBody, time.Millisecond
+				})
+				pr, pw := io.Pipe()
+				holder := e.req(op.method, target, roleToken(roles), "")
+				holder.Body, holder.ContentLength = pr, testMaxBody
+				holder.Header.Set("Content-Type", "application/json")
+				done := make(chan struct{})
+				go func() { defer close(done); h.ServeHTTP(httptest.NewRecorder(), holder) }()
+				_, _ = pw.Write([]byte("{")) // the holder is reading: it holds the budget
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				_ = pw.CloseWithError(io.ErrUnexpectedEOF)
+				<-done
+				return w
+			}}}
 	case "413":
 		var token string
 		switch {
@@ -425,7 +458,25 @@ func genericScenario(h *Handler, op operation, status string) []scenario {
 	return nil
 }
 
+// roleToken is a token with one of roles.
+func roleToken(roles []route.Role) string {
+	switch {
+	case slices.Contains(roles, route.RoleIngest):
+		return tIngest
+	case slices.Contains(roles, route.RoleEvents):
+		return tEvents
+	}
+	return tAdmin
+}
+
 func contractHandler(t *testing.T, st Store) *Handler {
+	t.Helper()
+	return contractHandlerWith(t, st, func(*Config) {})
+}
+
+// contractHandlerWith is contractHandler with its configuration changed by
+// set.
+func contractHandlerWith(t *testing.T, st Store, set func(*Config)) *Handler {
 	t.Helper()
 	creds, err := ParseCredentials([]byte(`{"credentials":[
 	  {"name":"col","token":"` + tIngest + `","roles":["ingest"],"platform":"openstack","cloud":"os-a"},
@@ -439,7 +490,9 @@ func contractHandler(t *testing.T, st Store) *Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := NewHandler(Config{Store: st, Authenticator: a, MaxBodyBytes: testMaxBody})
+	cfg := Config{Store: st, Authenticator: a, MaxBodyBytes: testMaxBody}
+	set(&cfg)
+	h, err := NewHandler(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
