@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/tallyhq/tally/cmd/tallyd/server"
 	"github.com/tallyhq/tally/route"
+	"github.com/tallyhq/tally/store/pgstore"
 )
 
 // errUsage marks a command-line or environment mistake (exit status 2).
@@ -22,6 +24,9 @@ var errUsage = errors.New("usage")
 type config struct {
 	Listen             string
 	DatabaseURL        string
+	DBMaxConns         int
+	DBConnectTimeout   time.Duration
+	DBStatementTimeout time.Duration
 	CredentialsFile    string
 	Dev                bool
 	DevCloud           string
@@ -41,6 +46,9 @@ type config struct {
 var flagEnv = []struct{ flag, env string }{
 	{"listen", "TALLY_LISTEN"},
 	{"database-url", "TALLY_DATABASE_URL"},
+	{"db-max-conns", "TALLY_DB_MAX_CONNS"},
+	{"db-connect-timeout", "TALLY_DB_CONNECT_TIMEOUT"},
+	{"db-statement-timeout", "TALLY_DB_STATEMENT_TIMEOUT"},
 	{"credentials-file", "TALLY_CREDENTIALS_FILE"},
 	{"dev", "TALLY_DEV"},
 	{"dev-cloud", "TALLY_DEV_CLOUD"},
@@ -89,6 +97,9 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	usage := func(text string, flag string) string { return text + " (env " + envByFlag[flag] + ")" }
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", usage("address to listen on, host:port", "listen"))
 	fs.StringVar(&c.DatabaseURL, "database-url", "", usage("PostgreSQL URL; empty uses the in-memory store (nothing survives a restart). Migrations are applied on start", "database-url"))
+	fs.IntVar(&c.DBMaxConns, "db-max-conns", 0, usage("PostgreSQL connections per process at most, shared by every route; 0: the URL's pool_max_conns, else 16", "db-max-conns"))
+	fs.DurationVar(&c.DBConnectTimeout, "db-connect-timeout", 0, usage("how long making one PostgreSQL connection may take (start fails after it); 0: the URL's connect_timeout, else 5s", "db-connect-timeout"))
+	fs.DurationVar(&c.DBStatementTimeout, "db-statement-timeout", 0, usage("PostgreSQL statement_timeout: a statement waiting or running longer is cancelled and its request answered 503; 0: the URL's statement_timeout, else 10s; negative: none", "db-statement-timeout"))
 	fs.StringVar(&c.CredentialsFile, "credentials-file", "", usage("JSON credentials file (see README); required unless --dev", "credentials-file"))
 	fs.BoolVar(&c.Dev, "dev", false, usage("without a credentials file, create one token with every role, print it once; for local use only", "dev"))
 	fs.StringVar(&c.DevCloud, "dev-cloud", "os-dev", usage("cloud of the --dev token's ingest scope (platform openstack)", "dev-cloud"))
@@ -156,6 +167,12 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	if c.IdleTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--idle-timeout %s: must be positive", c.IdleTimeout))
 	}
+	if c.DBMaxConns < 0 || c.DBMaxConns > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("--db-max-conns %d: must be from 0 (the URL's, else 16) to %d", c.DBMaxConns, math.MaxInt32))
+	}
+	if c.DBConnectTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--db-connect-timeout %s: must not be negative (0: the URL's, else 5s)", c.DBConnectTimeout))
+	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout %s: must be positive", c.ShutdownTimeout))
 	}
@@ -166,6 +183,16 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 		return c, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	return c, nil
+}
+
+// dbOptions are the pool options of the PostgreSQL store: zero values
+// leave the URL's own parameters, else pgstore's defaults, in force.
+func (c config) dbOptions() pgstore.Options {
+	return pgstore.Options{
+		MaxConns:         int32(c.DBMaxConns),
+		ConnectTimeout:   c.DBConnectTimeout,
+		StatementTimeout: c.DBStatementTimeout,
+	}
 }
 
 // logger builds the slog logger the configuration asks for, writing to w.

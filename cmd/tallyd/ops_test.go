@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -409,4 +412,81 @@ func launchTallyd(t *testing.T, args ...string) *daemon {
 	cmd := exec.Command(tallydBinary(t), append([]string{"--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	return launch(t, cmd)
+}
+
+// blackhole listens on loopback and accepts connections that it never
+// answers, as a firewalled or hung database host does.
+func blackhole(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never read or written
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// Issue 12, "Blackholed database": with a database address that accepts
+// and never answers, start (and `tallyd migrate`) exits non-zero with a
+// clear message within the connect timeout.
+func TestBlackholedDatabase(t *testing.T) {
+	url := "postgres://tally@" + blackhole(t) + "/tally?sslmode=disable"
+	creds := writeCredentials(t)
+	for _, args := range [][]string{
+		{"--credentials-file", creds},
+		{"migrate"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			cmd := exec.Command(tallydBinary(t), append(args, "--listen", "127.0.0.1:0", "--database-url", url, "--db-connect-timeout", "1s")...)
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			start := time.Now()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(time.Minute): // a bound, far above the 1 s timeout
+				_ = cmd.Process.Kill()
+				<-done
+				t.Fatalf("tallyd still running a minute after start with a 1 s connect timeout\n%s", stderr.String())
+			}
+			t.Logf("exited after %s: %v", time.Since(start).Round(time.Millisecond), err)
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+				t.Fatalf("exit: %v, want a non-zero status\n%s", err, stderr.String())
+			}
+			for _, want := range []string{"database unreachable", "connect timeout (1s; --db-connect-timeout)", "timeout"} {
+				if !strings.Contains(stderr.String(), want) {
+					t.Errorf("stderr does not say %q:\n%s", want, stderr.String())
+				}
+			}
+		})
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tallyhq/tally/cmd/tallyd/server"
+	"github.com/tallyhq/tally/store"
 	"github.com/tallyhq/tally/store/memstore"
 	"github.com/tallyhq/tally/store/pgstore"
 )
@@ -64,11 +65,26 @@ func printToken(w io.Writer) error {
 	return err
 }
 
+// openDatabase opens the PostgreSQL store with the configured pool. A
+// database that cannot be reached is reported in one sentence naming the
+// connect timeout, so that start fails clearly (issue 12, Timeouts).
+func openDatabase(ctx context.Context, c config) (*pgstore.DB, error) {
+	db, err := pgstore.Open(ctx, c.DatabaseURL, c.dbOptions())
+	if errors.Is(err, store.ErrUnavailable) {
+		timeout := "the URL's connect_timeout, else " + pgstore.DefaultConnectTimeout.String()
+		if c.DBConnectTimeout > 0 {
+			timeout = c.DBConnectTimeout.String()
+		}
+		return nil, fmt.Errorf("database unreachable, no answer within the connect timeout (%s; --db-connect-timeout): %w", timeout, err)
+	}
+	return db, err
+}
+
 func migrate(ctx context.Context, c config, stdout io.Writer) error {
 	if c.DatabaseURL == "" {
 		return fmt.Errorf("%w: migrate needs --database-url (or TALLY_DATABASE_URL)", errUsage)
 	}
-	db, err := pgstore.Open(ctx, c.DatabaseURL, pgstore.Options{})
+	db, err := openDatabase(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -130,7 +146,7 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store
 		}
 		return server.Store{Ingest: db.Ingest(), Correlate: db.Correlate()}, func() {}, nil
 	}
-	db, err := pgstore.Open(ctx, c.DatabaseURL, pgstore.Options{})
+	db, err := openDatabase(ctx, c)
 	if err != nil {
 		return server.Store{}, nil, err
 	}

@@ -137,9 +137,10 @@ type DB struct {
 
 // conn is what every area store of one DB shares.
 type conn struct {
-	pool *pgxpool.Pool
-	db   *sqlx.DB
-	now  func() time.Time
+	pool  *pgxpool.Pool
+	probe *pgxpool.Pool // Ping's own one-connection pool; nil: Ping uses pool
+	db    *sqlx.DB
+	now   func() time.Time
 }
 
 // Ingest is the store of lifecycle ingestion: it implements ingest.Store
@@ -166,18 +167,38 @@ type Options struct {
 	// zero). Nil means time.Now. Times are stored in UTC with microsecond
 	// precision.
 	Now func() time.Time
+	// MaxConns is the most connections the pool [Open] makes may hold,
+	// shared by every store of the DB. Zero means the URL's
+	// pool_max_conns, else [DefaultMaxConns]. Negative is an error.
+	MaxConns int32
+	// ConnectTimeout bounds making one connection, so that Open against
+	// an address that never answers fails with an error instead of
+	// hanging. Zero means the URL's connect_timeout, else
+	// [DefaultConnectTimeout]. Negative is an error.
+	ConnectTimeout time.Duration
+	// StatementTimeout is PostgreSQL's statement_timeout on each
+	// connection: a statement that runs or waits (on a lock) longer is
+	// cancelled by the server and its transaction rolled back; the store
+	// returns store.ErrUnavailable. Zero means the URL's
+	// statement_timeout parameter, else [DefaultStatementTimeout];
+	// negative means none. Migrations are exempt (see [DB.Migrate]).
+	StatementTimeout time.Duration
 }
 
 // Open connects to the database at url (a PostgreSQL connection URL or
 // key=value string as pgx accepts it; a search_path parameter selects the
 // schema), checks that it answers, and returns a DB that owns the pool it
-// made ([DB.Close] closes it). It does not apply migrations: call
-// [DB.Migrate] for that. Errors: an unparsable URL or an unreachable
-// server.
+// made ([DB.Close] closes it). The pool follows opts over the URL's own
+// parameters (MaxConns, ConnectTimeout, StatementTimeout), pings each
+// connection as it is taken from the pool (so a connection broken by a
+// PostgreSQL restart is replaced before any statement is sent), and [DB.Ping]
+// gets a one-connection pool of its own. It does not apply migrations: call
+// [DB.Migrate] for that. Errors: an unparsable URL, a negative option, or an
+// unreachable server (store.ErrUnavailable, within the connect timeout).
 func Open(ctx context.Context, url string, opts Options) (*DB, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := poolConfig(url, opts)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: parse database url: %w", err)
+		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -185,14 +206,24 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("pgstore: ping: %w", err)
+		if unavailable(err) {
+			return nil, fmt.Errorf("pgstore: connect to %s: %w (%w)", cfg.ConnConfig.Host, err, store.ErrUnavailable)
+		}
+		return nil, fmt.Errorf("pgstore: connect to %s: %w", cfg.ConnConfig.Host, err)
+	}
+	probe, err := pgxpool.NewWithConfig(ctx, probeConfig(cfg))
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pgstore: connect: %w", err)
 	}
 	db, err := New(pool, opts)
 	if err != nil {
 		pool.Close()
+		probe.Close()
 		return nil, err
 	}
 	db.ownsPool = true
+	db.conn.probe = probe
 	return db, nil
 }
 
@@ -233,12 +264,27 @@ func (db *DB) Close() {
 	if db.ownsPool {
 		db.conn.pool.Close()
 	}
+	if db.conn.probe != nil {
+		db.conn.probe.Close()
+	}
 }
 
 // Ping reports whether the database answers; tallyd's /readyz calls it.
+// On a DB made by [Open] it runs on a pool of its own with one connection,
+// so it never waits behind request traffic for the main pool (issue 12,
+// Readiness): an error means the server did not answer within 2 s (or
+// ctx), not that the pool was busy. On a DB made by [New] it uses the
+// caller's pool. Errors wrap store.ErrUnavailable.
 func (db *DB) Ping(ctx context.Context) error {
-	if err := db.conn.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("pgstore: ping: %w", err)
+	p := db.conn.pool
+	if db.conn.probe != nil {
+		p = db.conn.probe
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, probeTimeout)
+		defer cancel()
+	}
+	if err := p.Ping(ctx); err != nil {
+		return errors.Join(store.ErrUnavailable, fmt.Errorf("pgstore: ping: %w", err))
 	}
 	return nil
 }

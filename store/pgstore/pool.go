@@ -1,0 +1,123 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Defaults of the pool [Open] makes, each used when neither the Options nor
+// the URL set the value. The reasoning is in the README, section Operations.
+const (
+	// DefaultMaxConns is the most connections the pool opens: ingestion,
+	// correlation and the read routes share them. A commit waits mostly
+	// for PostgreSQL's write-ahead-log flush, during which the connection
+	// does nothing, so throughput grows with concurrent transactions well
+	// past the server's core count (commits that flush together are
+	// grouped); 16 per replica leaves four replicas within PostgreSQL's
+	// default max_connections of 100.
+	DefaultMaxConns = 16
+	// DefaultConnectTimeout bounds making one connection (TCP, TLS,
+	// authentication): a database address that accepts and never answers
+	// fails Open within it, with a clear error, instead of hanging.
+	DefaultConnectTimeout = 5 * time.Second
+	// DefaultStatementTimeout is PostgreSQL's statement_timeout on every
+	// connection of the pool: a statement that waits on a lock or runs
+	// longer is cancelled by the server (SQLSTATE 57014), its transaction
+	// rolls back, and the store returns store.ErrUnavailable, which the
+	// HTTP adapters answer 503 with Retry-After. A 1000-event batch
+	// commits in well under a second; 10 s is generous for it and shorter
+	// than a collector's typical 30 s request timeout, so the client gets
+	// an answer it can act on.
+	DefaultStatementTimeout = 10 * time.Second
+	// probeTimeout bounds one readiness ping on the probe connection.
+	probeTimeout = 2 * time.Second
+)
+
+// poolConfig parses url and applies o over it: an Options value that is not
+// zero wins, then the URL's own parameter (pool_max_conns, connect_timeout,
+// statement_timeout), then the default. Every connection is checked with a
+// ping when it is taken from the pool (see pingOnAcquire).
+func poolConfig(rawURL string, o Options) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: parse database url: %w", err)
+	}
+	params := urlParams(rawURL)
+	switch {
+	case o.MaxConns < 0:
+		return nil, fmt.Errorf("pgstore: MaxConns %d: must not be negative", o.MaxConns)
+	case o.MaxConns > 0:
+		cfg.MaxConns = o.MaxConns
+	case params["pool_max_conns"] == "":
+		cfg.MaxConns = DefaultMaxConns
+	}
+	switch {
+	case o.ConnectTimeout < 0:
+		return nil, fmt.Errorf("pgstore: ConnectTimeout %s: must not be negative", o.ConnectTimeout)
+	case o.ConnectTimeout > 0:
+		cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
+	case cfg.ConnConfig.ConnectTimeout == 0:
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	switch {
+	case o.StatementTimeout < 0:
+		delete(cfg.ConnConfig.RuntimeParams, "statement_timeout")
+	case o.StatementTimeout > 0:
+		cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(o.StatementTimeout.Milliseconds(), 10)
+	case cfg.ConnConfig.RuntimeParams["statement_timeout"] == "":
+		cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(DefaultStatementTimeout.Milliseconds(), 10)
+	}
+	// Issue 12, Stale connections: after a PostgreSQL restart every pooled
+	// connection is broken, and under load none is idle long enough for
+	// pgxpool's default check (a ping after 1 s idle). Pinging on every
+	// acquire finds a broken connection before any statement is sent,
+	// discards it and takes (or makes) another, so the first request after
+	// the database is back succeeds. The cost is one round trip per
+	// acquire, small beside a commit's WAL flush.
+	cfg.ShouldPing = pingOnAcquire
+	cfg.PingTimeout = cfg.ConnConfig.ConnectTimeout
+	return cfg, nil
+}
+
+func pingOnAcquire(context.Context, pgxpool.ShouldPingParams) bool { return true }
+
+// probeConfig is the configuration of the readiness probe's own pool: one
+// connection, so that a ping never queues behind request traffic for the
+// main pool, checked like the main pool's.
+func probeConfig(cfg *pgxpool.Config) *pgxpool.Config {
+	p := cfg.Copy()
+	p.MaxConns = 1
+	p.MinConns = 0
+	p.MinIdleConns = 0
+	p.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(probeTimeout.Milliseconds(), 10)
+	return p
+}
+
+// urlParams returns the parameters of a postgres:// URL's query or of a
+// key=value connection string, as written (nil when unparsable; pgx
+// reports that).
+func urlParams(raw string) map[string]string {
+	out := map[string]string{}
+	if strings.HasPrefix(raw, "postgres://") || strings.HasPrefix(raw, "postgresql://") {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return nil
+		}
+		for k, v := range u.Query() {
+			out[k] = v[len(v)-1]
+		}
+		return out
+	}
+	for _, f := range strings.Fields(raw) {
+		if k, v, ok := strings.Cut(f, "="); ok {
+			out[k] = strings.Trim(v, "'")
+		}
+	}
+	return out
+}
