@@ -297,7 +297,8 @@ func (db *DB) Ping(ctx context.Context) error {
 // process or others: a session-level advisory lock on the schema serialises
 // them, so one applies what is pending and the others, once it is done,
 // find nothing to apply (they wait for it as long as ctx allows). The
-// migrations run on one connection of db's pool.
+// migrations run on one connection of db's pool, without its statement
+// timeout (a migration may take longer than a request).
 func (db *DB) Migrate(ctx context.Context) ([]int64, error) {
 	p, err := goose.NewProvider(goose.DialectPostgres, db.conn.db.DB, mustSub(migrations, "migrations"), goose.WithSessionLocker(migrationLock{}))
 	if err != nil {
