@@ -113,10 +113,19 @@ func (s *Service) StatusCode(p Payload, d Disposition) int {
 // user) and a call that identifies no user has none to scope to. Give every
 // producer that needs correlation a user.
 //
+// Times that contradict each other (DECISIONS.md: "an already-resolved
+// insert whose resolvedAt is before its firstSeenAt: 400 naming the later
+// member. A resolution of an open event with an earlier resolvedAt still
+// closes it (step 4)"): a payload with resolvedAt before firstSeenAt is
+// refused, naming /resolvedAt, whenever it would be inserted, at step 2
+// always and at step 4 only when there is no open event to close (the
+// store decides, [Create].InsertRefused); closing an open event ignores the
+// payload's firstSeenAt, so it proceeds.
+//
 // Errors: an [*event.ValidationError] (errors.Is [event.ErrInvalid]) listing every
 // problem of p, [ErrNoOrganization], or the store's error. A refused create
 // records nothing and binds no key. Times in p are taken in UTC, truncated
-// to microseconds.
+// to microseconds ([event.Normalize]).
 func (s *Service) Create(ctx context.Context, caller Caller, p Payload) (Event, Disposition, error) {
 	if caller.Organization == "" {
 		return Event{}, "", ErrNoOrganization
@@ -125,8 +134,20 @@ func (s *Service) Create(ctx context.Context, caller Caller, p Payload) (Event, 
 		return Event{}, "", err
 	}
 	c := s.plan(caller, p)
+	if r, f := c.Event.ResolvedAt, c.Event.FirstSeenAt; r != nil && f != nil && r.Before(*f) {
+		var ps problems
+		ps.add("/resolvedAt", event.RuleMinimum, "must not be before firstSeenAt (%s) on an event recorded already resolved", f.Format(time.RFC3339Nano))
+		if c.Step == StepRecord {
+			return Event{}, "", ps.err()
+		}
+		c.InsertRefused = ps.err() // StepResolution: refused only if nothing is closed
+	}
 	e, d, err := s.store.Create(ctx, c)
 	if err != nil {
+		var ve *event.ValidationError
+		if errors.As(err, &ve) {
+			return Event{}, "", err
+		}
 		return Event{}, "", fmt.Errorf("correlate: create: %w", err)
 	}
 	s.opts.Observer.Disposition(d)

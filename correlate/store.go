@@ -75,8 +75,9 @@ const (
 //  4. [StepResolution]: when such an open event exists, set its ResolvedAt
 //     to ResolvedAt, its Severity to Severity unless "", its Description to
 //     *Description unless nil, its LastSeenAt to the later of its own and
-//     LastSeenAt, and advance its UpdatedAt to Now: [Resolved]. Otherwise
-//     insert Event: [Created].
+//     LastSeenAt, and advance its UpdatedAt to Now: [Resolved]. Otherwise,
+//     when InsertRefused is nil, insert Event: [Created]; when it is set,
+//     return it (errors.As finds it in the error) and change nothing.
 //  5. Binding. When IdempotencyKey is not "", bind it (replacing an expired
 //     binding) to the event of step 2, 3 or 4, at Now.
 //
@@ -104,6 +105,11 @@ type Create struct {
 	ResolvedAt  time.Time
 	Severity    Severity
 	Description *string
+	// InsertRefused, when not nil, is returned instead of inserting Event at
+	// StepResolution when there is no open event to close: an
+	// already-resolved insert whose times contradict each other (resolvedAt
+	// before firstSeenAt), an *event.ValidationError. A close proceeds.
+	InsertRefused error
 	// Now is the time of receipt.
 	Now time.Time
 }

@@ -219,6 +219,11 @@ func TestCreateProblems(t *testing.T) {
 		{"invalid JSON, named where it can be", `{"category":`, nil, 400, "invalid_event", []string{"/category"}},
 		{"not JSON at all", `category`, nil, 400, "invalid_event", []string{""}},
 		{"duplicate member", `{"category":"c","action":"a","action":"b"}`, nil, 400, "invalid_event", []string{"/action"}},
+		// DECISIONS.md, Times that contradict each other in one payload.
+		{"lastSeenAt before firstSeenAt", `{"category":"c","action":"a","firstSeenAt":"2026-03-01T12:00:00Z","lastSeenAt":"2026-03-01T11:00:00Z"}`, nil, 400, "invalid_event", []string{"/lastSeenAt"}},
+		{"already-resolved insert with resolvedAt before firstSeenAt", `{"category":"c","action":"a","correlationKey":"never-opened","firstSeenAt":"2026-03-01T12:00:00Z","resolvedAt":"2026-03-01T11:00:00Z"}`, nil, 400, "invalid_event", []string{"/resolvedAt"}},
+		// DECISIONS.md, source: a real RFC 3986 URI-reference.
+		{"source with an unclosed IP literal", `{"category":"c","action":"a","source":"http://[bad"}`, nil, 400, "invalid_event", []string{"/source"}},
 		{"Idempotency-Key disagreeing with the body's idempotencyKey", `{"category":"c","action":"a","idempotencyKey":"a"}`,
 			[]string{"Idempotency-Key", "b"}, 400, "invalid_event", []string{"/idempotencyKey"}},
 		{"empty Idempotency-Key", `{"category":"c","action":"a"}`, []string{"Idempotency-Key", `""`}, 400, "invalid_event", []string{"/idempotencyKey"}},

@@ -63,6 +63,9 @@ func (s *Correlate) Create(ctx context.Context, c correlate.Create) (correlate.E
 			e = d.events[id]
 		}
 	}
+	if e == nil && c.Step == correlate.StepResolution && c.InsertRefused != nil {
+		return correlate.Event{}, "", c.InsertRefused // nothing to close, and the insert contradicts itself
+	}
 	switch {
 	case e == nil:
 		ev := c.Event.Clone()

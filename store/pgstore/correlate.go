@@ -249,6 +249,8 @@ func corrCreateEvent(ctx context.Context, q querier, c correlate.Create) (correl
 		switch {
 		case err == nil:
 			disp = correlate.Resolved
+		case errors.Is(err, sql.ErrNoRows) && c.InsertRefused != nil:
+			return correlate.Event{}, "", c.InsertRefused // nothing to close, and the insert contradicts itself
 		case errors.Is(err, sql.ErrNoRows):
 			err = q.GetContext(ctx, &row, `INSERT INTO correlated_events (`+corrEventColumns+`) VALUES `+corrInsertValues+` RETURNING `+corrEventColumns, args...)
 		}

@@ -157,6 +157,58 @@ func diffCorrDisposition(t *testing.T, want, got correlate.Disposition) {
 	}
 }
 
+// testCorrelateTimeOrder: DECISIONS.md, Times that contradict each other in
+// one payload: "lastSeenAt before firstSeenAt, or an already-resolved
+// insert whose resolvedAt is before its firstSeenAt: 400 naming the later
+// member. A resolution of an open event with an earlier resolvedAt still
+// closes it (step 4)." A refused create records nothing and binds no key.
+func testCorrelateTimeOrder(t *testing.T, newStore func(t *testing.T) correlate.Store) {
+	const early = `"firstSeenAt":"2026-03-01T12:00:00Z","resolvedAt":"2026-03-01T11:00:00Z"`
+	refused := []struct {
+		name   string
+		caller correlate.Caller
+		js     string
+		member string
+	}{
+		{"lastSeenAt before firstSeenAt", corrAlice, `{"category":"c","action":"a","correlationKey":"ck","firstSeenAt":"2026-03-01T12:00:00Z","lastSeenAt":"2026-03-01T11:00:00Z","idempotencyKey":"k"}`, "/lastSeenAt"},
+		{"already-resolved insert (step 4, no open event)", corrAlice, `{"category":"c","action":"a","correlationKey":"ck",` + early + `,"idempotencyKey":"k"}`, "/resolvedAt"},
+		{"already-resolved insert of a call that identifies no user (step 2)", corrPublic, `{"category":"c","action":"a","correlationKey":"ck",` + early + `,"idempotencyKey":"k"}`, "/resolvedAt"},
+		{"already-resolved insert without correlationKey (step 2)", corrAlice, `{"category":"c","action":"a",` + early + `,"idempotencyKey":"k"}`, "/resolvedAt"},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newCorrFixture(t, newStore, correlate.Options{})
+			p, err := correlate.DecodePayload([]byte(tt.js))
+			if err == nil {
+				_, _, err = f.svc.Create(context.Background(), tt.caller, p)
+			}
+			var ve *event.ValidationError
+			if !errors.As(err, &ve) || !errors.Is(err, event.ErrInvalid) || len(ve.Problems) != 1 ||
+				ve.Problems[0].Member != tt.member || ve.Problems[0].Rule != event.RuleMinimum {
+				t.Fatalf("error %v, want one problem naming %s, rule minimum", err, tt.member)
+			}
+			if page := f.list(tt.caller, correlate.Query{}); page.TotalCount != 0 {
+				t.Errorf("a refused create recorded %d events", page.TotalCount)
+			}
+			// "Refused create binds no key": the corrected retry is created.
+			fixed := strings.Replace(tt.js, `"firstSeenAt":"2026-03-01T12:00:00Z"`, `"firstSeenAt":"2026-03-01T10:00:00Z"`, 1)
+			if _, d := f.create(tt.caller, fixed); d != correlate.Created {
+				t.Errorf("corrected retry: %s, want created", d)
+			}
+		})
+	}
+	t.Run("a resolution of an open event with an earlier resolvedAt still closes it", func(t *testing.T) {
+		f := newCorrFixture(t, newStore, correlate.Options{})
+		opened, _ := f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck","firstSeenAt":"2026-03-01T12:00:00Z"}`)
+		got, d := f.create(corrAlice, `{"category":"c","action":"a","correlationKey":"ck",`+early+`}`)
+		diffCorrDisposition(t, correlate.Resolved, d)
+		if got.ID != opened.ID || got.ResolvedAt == nil || !got.ResolvedAt.Equal(time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC)) ||
+			!got.FirstSeenAt.Equal(*opened.FirstSeenAt) {
+			t.Errorf("closed %+v, want the open event %s with resolvedAt 11:00 and its own firstSeenAt", got, opened.ID)
+		}
+	})
+}
+
 // runCorrelate runs the conformance suite of event-correlation.md against
 // the store newStore returns, one fresh, empty store per test; the
 // concurrency claims run on the two handles newStores returns.
@@ -170,6 +222,7 @@ func runCorrelate(t *testing.T, newStore func(t *testing.T) correlate.Store, new
 		{"Step3Occurrence", testCorrelateOccurrence},
 		{"Step4Resolution", testCorrelateResolution},
 		{"Step5Binding", testCorrelateBinding},
+		{"TimeOrder", testCorrelateTimeOrder},
 		{"Scope", testCorrelateScope},
 		{"Fields", testCorrelateFields},
 		{"StatusCode", testCorrelateStatusCode},
