@@ -15,26 +15,26 @@ import (
 
 var _ correlate.Store = (*Correlate)(nil)
 
-// corrScopeKey is (organization, user, key): the scope of a correlationKey or
+// scopeKey is (organization, user, key): the scope of a correlationKey or
 // an idempotencyKey.
-type corrScopeKey struct{ org, user, key string }
+type scopeKey struct{ org, user, key string }
 
-type corrBinding struct {
+type binding struct {
 	eventID string
 	at      time.Time
 }
 
 // correlationData holds the correlated events. Guarded by state.mu.
 type correlationData struct {
-	events map[string]*correlate.Event  // by id
-	open   map[corrScopeKey]string      // the open event of a correlationKey, by id
-	keys   map[corrScopeKey]corrBinding // idempotency keys
+	events map[string]*correlate.Event // by id
+	open   map[scopeKey]string         // the open event of a correlationKey, by id
+	keys   map[scopeKey]binding        // idempotency keys
 }
 
 func (d *correlationData) init() {
 	d.events = make(map[string]*correlate.Event)
-	d.open = make(map[corrScopeKey]string)
-	d.keys = make(map[corrScopeKey]corrBinding)
+	d.open = make(map[scopeKey]string)
+	d.keys = make(map[scopeKey]binding)
 }
 
 // Create implements [correlate.Store]: the whole create runs under the
@@ -47,7 +47,7 @@ func (s *Correlate) Create(ctx context.Context, c correlate.Create) (correlate.E
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := &s.correlation
-	ik := corrScopeKey{c.Caller.Organization, c.Caller.User, c.IdempotencyKey}
+	ik := scopeKey{c.Caller.Organization, c.Caller.User, c.IdempotencyKey}
 	if c.IdempotencyKey != "" {
 		if b, ok := d.keys[ik]; ok && !b.at.Before(c.KeyNotBefore) {
 			return d.events[b.eventID].Clone(), correlate.Replayed, nil
@@ -57,7 +57,7 @@ func (s *Correlate) Create(ctx context.Context, c correlate.Create) (correlate.E
 		e    *correlate.Event
 		disp = correlate.Created
 	)
-	ck := corrScopeKey{c.Caller.Organization, c.Caller.User, c.Event.CorrelationKey}
+	ck := scopeKey{c.Caller.Organization, c.Caller.User, c.Event.CorrelationKey}
 	if c.Step == correlate.StepOccurrence || c.Step == correlate.StepResolution {
 		if id, ok := d.open[ck]; ok {
 			e = d.events[id]
@@ -83,8 +83,8 @@ func (s *Correlate) Create(ctx context.Context, c correlate.Create) (correlate.E
 			n += c.Count
 		}
 		e.OccurrenceCount = &n
-		e.LastSeenAt = corrLater(e.LastSeenAt, c.LastSeenAt)
-		e.UpdatedAt = corrMaxTime(e.UpdatedAt, c.Now)
+		e.LastSeenAt = later(e.LastSeenAt, c.LastSeenAt)
+		e.UpdatedAt = maxTime(e.UpdatedAt, c.Now)
 	default:
 		disp = correlate.Resolved
 		r := c.ResolvedAt
@@ -95,24 +95,24 @@ func (s *Correlate) Create(ctx context.Context, c correlate.Create) (correlate.E
 		if c.Description != nil {
 			e.Description = *c.Description
 		}
-		e.LastSeenAt = corrLater(e.LastSeenAt, c.LastSeenAt)
-		e.UpdatedAt = corrMaxTime(e.UpdatedAt, c.Now)
+		e.LastSeenAt = later(e.LastSeenAt, c.LastSeenAt)
+		e.UpdatedAt = maxTime(e.UpdatedAt, c.Now)
 		delete(d.open, ck)
 	}
 	if c.IdempotencyKey != "" {
-		d.keys[ik] = corrBinding{eventID: e.ID, at: c.Now}
+		d.keys[ik] = binding{eventID: e.ID, at: c.Now}
 	}
 	return e.Clone(), disp, nil
 }
 
-func corrLater(t *time.Time, u time.Time) *time.Time {
+func later(t *time.Time, u time.Time) *time.Time {
 	if t != nil && t.After(u) {
 		return t
 	}
 	return &u
 }
 
-func corrMaxTime(t, u time.Time) time.Time {
+func maxTime(t, u time.Time) time.Time {
 	if t.After(u) {
 		return t
 	}
@@ -195,7 +195,7 @@ func (s *Correlate) SetStatus(ctx context.Context, scope correlate.Caller, id st
 		return correlate.Event{}, fmt.Errorf("memstore: set event status %s: %w", id, store.ErrNotFound)
 	}
 	e.Status = status
-	e.UpdatedAt = corrMaxTime(e.UpdatedAt, at)
+	e.UpdatedAt = maxTime(e.UpdatedAt, at)
 	return e.Clone(), nil
 }
 
@@ -212,8 +212,8 @@ func (s *Correlate) Delete(ctx context.Context, scope correlate.Caller, id strin
 		return correlate.Event{}, fmt.Errorf("memstore: delete event %s: %w", id, store.ErrNotFound)
 	}
 	e.DeletedAt = &at
-	e.UpdatedAt = corrMaxTime(e.UpdatedAt, at)
-	ck := corrScopeKey{e.Organization, e.User, e.CorrelationKey}
+	e.UpdatedAt = maxTime(e.UpdatedAt, at)
+	ck := scopeKey{e.Organization, e.User, e.CorrelationKey}
 	if d.open[ck] == e.ID {
 		delete(d.open, ck)
 	}

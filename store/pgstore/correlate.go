@@ -15,24 +15,24 @@ import (
 
 var _ correlate.Store = (*Correlate)(nil)
 
-// corrEventColumns are the columns of correlated_events, in the order of the
-// INSERT parameters $1 to $27 (see corrInsertArgs).
-const corrEventColumns = `id, organization, user_id, owner, system_id, acted_upon, operation_id,
+// correlatedColumns are the columns of correlated_events, in the order of the
+// INSERT parameters $1 to $27 (see insertArgs).
+const correlatedColumns = `id, organization, user_id, owner, system_id, acted_upon, operation_id,
 	category, action, severity, status, description, metadata, extra,
 	created_at, updated_at, deleted_at, correlation_key, occurrence_count,
 	first_seen_at, last_seen_at, resolved_at, source, type, specversion, trace_id, parent_id`
 
-const corrInsertValues = `($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::json, $14::json,
+const insertValues = `($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::json, $14::json,
 	$15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)`
 
-// corrOpenPredicate is the predicate of the partial unique index
+// openPredicate is the predicate of the partial unique index
 // correlated_events_open_key (migration 00007): the rows that count as the
 // open event of their (organization, user_id, correlation_key). ON CONFLICT
 // names it verbatim so that PostgreSQL infers that index.
-const corrOpenPredicate = `resolved_at IS NULL AND deleted_at IS NULL AND user_id <> '' AND correlation_key IS NOT NULL`
+const openPredicate = `resolved_at IS NULL AND deleted_at IS NULL AND user_id <> '' AND correlation_key IS NOT NULL`
 
-// corrEventRow is one row of correlated_events as sqlx scans it.
-type corrEventRow struct {
+// correlatedRow is one row of correlated_events as sqlx scans it.
+type correlatedRow struct {
 	ID              string         `db:"id"`
 	Organization    string         `db:"organization"`
 	UserID          string         `db:"user_id"`
@@ -62,30 +62,22 @@ type corrEventRow struct {
 	ParentID        sql.NullString `db:"parent_id"`
 }
 
-// corrUpsertRow is an corrEventRow with the upsert's (xmax = 0): true when the row
+// upsertRow is a correlatedRow with the upsert's (xmax = 0): true when the row
 // was inserted, false when an existing row was updated.
-type corrUpsertRow struct {
-	corrEventRow
+type upsertRow struct {
+	correlatedRow
 	Inserted bool `db:"inserted"`
 }
 
-func corrNullTime(t sql.NullTime) *time.Time {
-	if !t.Valid {
-		return nil
-	}
-	u := t.Time.UTC()
-	return &u
-}
-
-func (r corrEventRow) event() (correlate.Event, error) {
+func (r correlatedRow) event() (correlate.Event, error) {
 	e := correlate.Event{
 		ID: r.ID, Organization: r.Organization, User: r.UserID,
 		Owner: r.Owner, SystemID: r.SystemID, ActedUpon: r.ActedUpon, OperationID: r.OperationID,
 		Category: r.Category, Action: r.Action, Severity: correlate.Severity(r.Severity),
 		Status: correlate.Status(r.Status), Description: r.Description,
-		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), DeletedAt: corrNullTime(r.DeletedAt),
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), DeletedAt: nullTime(r.DeletedAt),
 		CorrelationKey: r.CorrelationKey.String,
-		FirstSeenAt:    corrNullTime(r.FirstSeenAt), LastSeenAt: corrNullTime(r.LastSeenAt), ResolvedAt: corrNullTime(r.ResolvedAt),
+		FirstSeenAt:    nullTime(r.FirstSeenAt), LastSeenAt: nullTime(r.LastSeenAt), ResolvedAt: nullTime(r.ResolvedAt),
 		Source: r.Source.String, Type: r.Type.String, Specversion: r.Specversion.String,
 		TraceID: r.TraceID.String, ParentID: r.ParentID.String,
 	}
@@ -106,15 +98,15 @@ func (r corrEventRow) event() (correlate.Event, error) {
 	return e, nil
 }
 
-// corrOrNull is nil (NULL) for "", else s.
-func corrOrNull(s string) any {
+// orNull is nil (NULL) for "", else s.
+func orNull(s string) any {
 	if s == "" {
 		return nil
 	}
 	return s
 }
 
-func corrInsertArgs(e correlate.Event) ([]any, error) {
+func insertArgs(e correlate.Event) ([]any, error) {
 	var metadata, extra any
 	if e.Metadata != nil {
 		metadata = string(e.Metadata)
@@ -129,9 +121,9 @@ func corrInsertArgs(e correlate.Event) ([]any, error) {
 	return []any{
 		e.ID, e.Organization, e.User, e.Owner, e.SystemID, e.ActedUpon, e.OperationID,
 		e.Category, e.Action, string(e.Severity), string(e.Status), e.Description, metadata, extra,
-		e.CreatedAt, e.UpdatedAt, e.DeletedAt, corrOrNull(e.CorrelationKey), e.OccurrenceCount,
-		e.FirstSeenAt, e.LastSeenAt, e.ResolvedAt, corrOrNull(e.Source), corrOrNull(e.Type),
-		corrOrNull(e.Specversion), corrOrNull(e.TraceID), corrOrNull(e.ParentID),
+		e.CreatedAt, e.UpdatedAt, e.DeletedAt, orNull(e.CorrelationKey), e.OccurrenceCount,
+		e.FirstSeenAt, e.LastSeenAt, e.ResolvedAt, orNull(e.Source), orNull(e.Type),
+		orNull(e.Specversion), orNull(e.TraceID), orNull(e.ParentID),
 	}, nil
 }
 
@@ -148,12 +140,12 @@ func (s *Correlate) Create(ctx context.Context, c correlate.Create) (correlate.E
 		var err error
 		if c.IdempotencyKey == "" && c.Step != correlate.StepResolution {
 			// One statement, atomic on its own: no transaction round trips.
-			e, d, err = corrCreateEvent(ctx, s.db, c)
+			e, d, err = createIn(ctx, s.db, c)
 			err = interpretError(err)
 		} else {
 			err = s.inTx(ctx, func(tx *sqlx.Tx) error {
 				var err error
-				e, d, err = corrCreateEvent(ctx, tx, c)
+				e, d, err = createIn(ctx, tx, c)
 				return err
 			})
 		}
@@ -167,7 +159,9 @@ func (s *Correlate) Create(ctx context.Context, c correlate.Create) (correlate.E
 	}
 }
 
-func corrCreateEvent(ctx context.Context, q querier, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
+// createIn applies one planned create through q: the pool when it is one
+// statement, else a transaction (see Correlate.Create).
+func createIn(ctx context.Context, q querier, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
 	org, user := c.Caller.Organization, c.Caller.User
 	if c.IdempotencyKey != "" {
 		// Step 1. Two creates with one key must have exactly one effect,
@@ -183,8 +177,8 @@ func corrCreateEvent(ctx context.Context, q querier, c correlate.Create) (correl
 		if _, err := q.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, lock); err != nil {
 			return correlate.Event{}, "", fmt.Errorf("lock idempotency key: %w", err)
 		}
-		var row corrEventRow
-		err := q.GetContext(ctx, &row, `SELECT `+corrPrefixed("e.", corrEventColumns)+`
+		var row correlatedRow
+		err := q.GetContext(ctx, &row, `SELECT `+prefixed("e.", correlatedColumns)+`
 			FROM correlated_event_idempotency_keys k JOIN correlated_events e ON e.id = k.event_id
 			WHERE k.organization = $1 AND k.user_id = $2 AND k.key = $3 AND k.bound_at >= $4`,
 			org, user, c.IdempotencyKey, c.KeyNotBefore)
@@ -197,17 +191,17 @@ func corrCreateEvent(ctx context.Context, q querier, c correlate.Create) (correl
 		}
 	}
 
-	args, err := corrInsertArgs(c.Event)
+	args, err := insertArgs(c.Event)
 	if err != nil {
 		return correlate.Event{}, "", err
 	}
 	var (
-		row  corrEventRow
+		row  correlatedRow
 		disp = correlate.Created
 	)
 	switch c.Step {
 	case correlate.StepRecord:
-		err = q.GetContext(ctx, &row, `INSERT INTO correlated_events (`+corrEventColumns+`) VALUES `+corrInsertValues+` RETURNING `+corrEventColumns, args...)
+		err = q.GetContext(ctx, &row, `INSERT INTO correlated_events (`+correlatedColumns+`) VALUES `+insertValues+` RETURNING `+correlatedColumns, args...)
 	case correlate.StepOccurrence:
 		// Step 3 in one statement: insert the opening event, or, when the
 		// partial unique index already holds an open event of the key,
@@ -218,17 +212,17 @@ func corrCreateEvent(ctx context.Context, q querier, c correlate.Create) (correl
 		// event is resolved meanwhile, the conflict disappears and the
 		// insert opens a new event instead. The count saturates at the
 		// bigint maximum instead of failing with 22003.
-		var up corrUpsertRow
-		err = q.GetContext(ctx, &up, `INSERT INTO correlated_events AS e (`+corrEventColumns+`) VALUES `+corrInsertValues+`
-			ON CONFLICT (organization, user_id, correlation_key) WHERE `+corrOpenPredicate+`
+		var up upsertRow
+		err = q.GetContext(ctx, &up, `INSERT INTO correlated_events AS e (`+correlatedColumns+`) VALUES `+insertValues+`
+			ON CONFLICT (organization, user_id, correlation_key) WHERE `+openPredicate+`
 			DO UPDATE SET
 				occurrence_count = CASE WHEN e.occurrence_count > 9223372036854775807 - $28::bigint
 					THEN 9223372036854775807 ELSE e.occurrence_count + $28::bigint END,
 				last_seen_at = GREATEST(e.last_seen_at, $29::timestamptz),
 				updated_at = GREATEST(e.updated_at, $30::timestamptz)
-			RETURNING `+corrEventColumns+`, (xmax = 0) AS inserted`,
+			RETURNING `+correlatedColumns+`, (xmax = 0) AS inserted`,
 			append(args, c.Count, c.LastSeenAt, c.Now)...)
-		row = up.corrEventRow
+		row = up.correlatedRow
 		if err == nil && !up.Inserted {
 			disp = correlate.Incremented
 		}
@@ -243,16 +237,16 @@ func corrCreateEvent(ctx context.Context, q querier, c correlate.Create) (correl
 				description = COALESCE($6, description),
 				last_seen_at = GREATEST(last_seen_at, $7::timestamptz),
 				updated_at = GREATEST(updated_at, $8::timestamptz)
-			WHERE organization = $1 AND user_id = $2 AND correlation_key = $3 AND `+corrOpenPredicate+`
-			RETURNING `+corrEventColumns,
-			org, user, c.Event.CorrelationKey, c.ResolvedAt, corrOrNull(string(c.Severity)), c.Description, c.LastSeenAt, c.Now)
+			WHERE organization = $1 AND user_id = $2 AND correlation_key = $3 AND `+openPredicate+`
+			RETURNING `+correlatedColumns,
+			org, user, c.Event.CorrelationKey, c.ResolvedAt, orNull(string(c.Severity)), c.Description, c.LastSeenAt, c.Now)
 		switch {
 		case err == nil:
 			disp = correlate.Resolved
 		case errors.Is(err, sql.ErrNoRows) && c.InsertRefused != nil:
 			return correlate.Event{}, "", c.InsertRefused // nothing to close, and the insert contradicts itself
 		case errors.Is(err, sql.ErrNoRows):
-			err = q.GetContext(ctx, &row, `INSERT INTO correlated_events (`+corrEventColumns+`) VALUES `+corrInsertValues+` RETURNING `+corrEventColumns, args...)
+			err = q.GetContext(ctx, &row, `INSERT INTO correlated_events (`+correlatedColumns+`) VALUES `+insertValues+` RETURNING `+correlatedColumns, args...)
 		}
 	default:
 		return correlate.Event{}, "", fmt.Errorf("unknown step %d", c.Step)
@@ -276,8 +270,8 @@ func corrCreateEvent(ctx context.Context, q querier, c correlate.Create) (correl
 	return e, disp, err
 }
 
-// corrPrefixed qualifies every column of a column list with prefix.
-func corrPrefixed(prefix, columns string) string {
+// prefixed qualifies every column of a column list with prefix.
+func prefixed(prefix, columns string) string {
 	parts := strings.Split(columns, ",")
 	for i, p := range parts {
 		parts[i] = prefix + strings.TrimSpace(p)
@@ -285,12 +279,12 @@ func corrPrefixed(prefix, columns string) string {
 	return strings.Join(parts, ", ")
 }
 
-const corrScopeWhere = `organization = $1 AND user_id = $2 AND deleted_at IS NULL`
+const scopeWhere = `organization = $1 AND user_id = $2 AND deleted_at IS NULL`
 
 // Get implements [correlate.Store].
 func (s *Correlate) Get(ctx context.Context, scope correlate.Caller, id string) (correlate.Event, error) {
-	var row corrEventRow
-	err := s.db.GetContext(ctx, &row, `SELECT `+corrEventColumns+` FROM correlated_events WHERE `+corrScopeWhere+` AND id = $3`,
+	var row correlatedRow
+	err := s.db.GetContext(ctx, &row, `SELECT `+correlatedColumns+` FROM correlated_events WHERE `+scopeWhere+` AND id = $3`,
 		scope.Organization, scope.User, id)
 	if err != nil {
 		return correlate.Event{}, interpretError(fmt.Errorf("pgstore: get event %s: %w", id, err))
@@ -300,7 +294,7 @@ func (s *Correlate) Get(ctx context.Context, scope correlate.Caller, id string) 
 
 // List implements [correlate.Store].
 func (s *Correlate) List(ctx context.Context, scope correlate.Caller, q correlate.Query) ([]correlate.Event, int64, error) {
-	where := []string{corrScopeWhere}
+	where := []string{scopeWhere}
 	args := []any{scope.Organization, scope.User}
 	if scope.AllUsers {
 		// Every user of the organization: a reader's view.
@@ -318,10 +312,10 @@ func (s *Correlate) List(ctx context.Context, scope correlate.Caller, q correlat
 		add("action = ANY(?::text[])", q.Action)
 	}
 	if len(q.Severity) > 0 {
-		add("severity = ANY(?::text[])", corrStrings(q.Severity))
+		add("severity = ANY(?::text[])", stringsOf(q.Severity))
 	}
 	if len(q.Status) > 0 {
-		add("status = ANY(?::text[])", corrStrings(q.Status))
+		add("status = ANY(?::text[])", stringsOf(q.Status))
 	}
 	if q.Resolved != nil {
 		if *q.Resolved {
@@ -346,10 +340,10 @@ func (s *Correlate) List(ctx context.Context, scope correlate.Caller, q correlat
 	if q.Order == correlate.OrderAsc {
 		dir = "ASC"
 	}
-	var rows []corrEventRow
+	var rows []correlatedRow
 	n := len(args)
 	err := s.db.SelectContext(ctx, &rows, fmt.Sprintf(`SELECT %s FROM correlated_events WHERE %s
-		ORDER BY created_at %s, id %s LIMIT $%d OFFSET $%d`, corrEventColumns, cond, dir, dir, n+1, n+2),
+		ORDER BY created_at %s, id %s LIMIT $%d OFFSET $%d`, correlatedColumns, cond, dir, dir, n+1, n+2),
 		append(args, q.PageSize, int64(q.Page)*int64(q.PageSize))...)
 	if err != nil {
 		return nil, 0, interpretError(fmt.Errorf("pgstore: list events: %w", err))
@@ -365,7 +359,7 @@ func (s *Correlate) List(ctx context.Context, scope correlate.Caller, q correlat
 	return events, total, nil
 }
 
-func corrStrings[T ~string](vs []T) []string {
+func stringsOf[T ~string](vs []T) []string {
 	out := make([]string, len(vs))
 	for i, v := range vs {
 		out[i] = string(v)
@@ -375,10 +369,10 @@ func corrStrings[T ~string](vs []T) []string {
 
 // SetStatus implements [correlate.Store].
 func (s *Correlate) SetStatus(ctx context.Context, scope correlate.Caller, id string, status correlate.Status, at time.Time) (correlate.Event, error) {
-	var row corrEventRow
+	var row correlatedRow
 	err := s.db.GetContext(ctx, &row, `UPDATE correlated_events
 		SET status = $4, updated_at = GREATEST(updated_at, $5::timestamptz)
-		WHERE `+corrScopeWhere+` AND id = $3 RETURNING `+corrEventColumns,
+		WHERE `+scopeWhere+` AND id = $3 RETURNING `+correlatedColumns,
 		scope.Organization, scope.User, id, string(status), at)
 	if err != nil {
 		return correlate.Event{}, interpretError(fmt.Errorf("pgstore: set event status %s: %w", id, err))
@@ -389,10 +383,10 @@ func (s *Correlate) SetStatus(ctx context.Context, scope correlate.Caller, id st
 // Delete implements [correlate.Store]. The deleted row leaves the
 // partial unique index, so it no longer counts as the open event of its key.
 func (s *Correlate) Delete(ctx context.Context, scope correlate.Caller, id string, at time.Time) (correlate.Event, error) {
-	var row corrEventRow
+	var row correlatedRow
 	err := s.db.GetContext(ctx, &row, `UPDATE correlated_events
 		SET deleted_at = $4, updated_at = GREATEST(updated_at, $4::timestamptz)
-		WHERE `+corrScopeWhere+` AND id = $3 RETURNING `+corrEventColumns,
+		WHERE `+scopeWhere+` AND id = $3 RETURNING `+correlatedColumns,
 		scope.Organization, scope.User, id, at)
 	if err != nil {
 		return correlate.Event{}, interpretError(fmt.Errorf("pgstore: delete event %s: %w", id, err))
