@@ -1,14 +1,13 @@
 package pgstore
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/jackc/pgx/v5"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tallyhq/tally/event"
@@ -46,91 +45,6 @@ type eventKey struct {
 	ts int64 // microseconds since the Unix epoch, UTC
 }
 
-// insertEvents inserts the batch's events in one statement and returns,
-// parallel to evs, whether each was newly stored.
-//
-// The rows go to the server sorted by (event_id, timestamp). Two
-// transactions inserting overlapping batches then take the row locks of
-// their common keys in the same order, so one waits for the other instead of
-// deadlocking. RETURNING names the keys that were inserted; an event is
-// "inserted" when its key was returned and no earlier event of evs had the
-// same key (ON CONFLICT DO NOTHING also skips the second of a pair within
-// one statement).
-const insertEventsSQL = `
-INSERT INTO events (event_id, timestamp, event_type, platform, cloud, resource_type,
-                    resource_id, project_id, source, payload, category, received_at)
-SELECT u.event_id, u.ts, u.event_type, u.platform, u.cloud, u.resource_type,
-       u.resource_id, u.project_id, u.source, u.payload::json, u.category, $12
-FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[],
-            $7::text[], $8::text[], $9::text[], $10::text[], $11::text[]) WITH ORDINALITY
-     AS u(event_id, ts, event_type, platform, cloud, resource_type,
-          resource_id, project_id, source, payload, category, ord)
-ORDER BY u.ord
-ON CONFLICT (event_id, timestamp) DO NOTHING
-RETURNING event_id, timestamp`
-
-func insertEvents(ctx context.Context, q querier, evs []event.Event, receivedAt time.Time) ([]bool, error) {
-	n := len(evs)
-	keys := make([]eventKey, n)
-	order := make([]int, n)
-	for i := range evs {
-		keys[i] = eventKey{evs[i].EventID, utcMicro(evs[i].Timestamp).UnixMicro()}
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		return cmp.Or(strings.Compare(keys[a].id, keys[b].id), cmp.Compare(keys[a].ts, keys[b].ts))
-	})
-
-	var (
-		ids, types, platforms, clouds   = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		rtypes, rids, projects, sources = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		payloads, categories            = make([]string, n), make([]string, n)
-		stamps                          = make([]time.Time, n)
-	)
-	for j, i := range order {
-		e := &evs[i]
-		payload, err := e.Payload.MarshalJSON()
-		if err != nil {
-			return nil, fmt.Errorf("encode payload of event %q: %w", e.EventID, err)
-		}
-		ids[j], stamps[j], types[j] = e.EventID, time.UnixMicro(keys[i].ts).UTC(), e.EventType
-		platforms[j], clouds[j], rtypes[j] = e.Platform, e.Cloud, e.ResourceType
-		rids[j], projects[j], sources[j] = e.ResourceID, e.ProjectID, string(e.Source)
-		payloads[j], categories[j] = string(payload), string(event.Categorize(e.EventType))
-	}
-
-	rows, err := q.QueryContext(ctx, insertEventsSQL,
-		ids, stamps, types, platforms, clouds, rtypes, rids, projects, sources, payloads, categories,
-		receivedAt)
-	if err != nil {
-		return nil, fmt.Errorf("insert events: %w", err)
-	}
-	defer rows.Close()
-	stored := make(map[eventKey]bool, n)
-	for rows.Next() {
-		var (
-			id string
-			ts time.Time
-		)
-		if err := rows.Scan(&id, &ts); err != nil {
-			return nil, fmt.Errorf("insert events: %w", err)
-		}
-		stored[eventKey{id, ts.UnixMicro()}] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("insert events: %w", err)
-	}
-
-	inserted := make([]bool, n)
-	for i, k := range keys {
-		if stored[k] {
-			inserted[i] = true
-			delete(stored, k) // a later event with the same key is a duplicate
-		}
-	}
-	return inserted, nil
-}
-
 const insertDeadLettersSQL = `
 INSERT INTO dead_letters (raw, raw_size, reason, event_id, received_at)
 SELECT u.raw, u.raw_size, u.reason, u.event_id, u.received_at
@@ -141,7 +55,7 @@ ORDER BY u.ord`
 // insertDeadLetters inserts every dead letter in one statement, in the order
 // given, so that their ids increase in batch order. A zero ReceivedAt is
 // stamped with now.
-func insertDeadLetters(ctx context.Context, q querier, dls []ingest.DeadLetter, now time.Time) error {
+func insertDeadLetters(ctx context.Context, tx pgx.Tx, dls []ingest.DeadLetter, now time.Time) error {
 	n := len(dls)
 	raws, sizes := make([][]byte, n), make([]int32, n)
 	reasons, ids, ats := make([]string, n), make([]string, n), make([]time.Time, n)
@@ -152,7 +66,7 @@ func insertDeadLetters(ctx context.Context, q querier, dls []ingest.DeadLetter, 
 		raws[i], sizes[i], reasons[i], ids[i] = d.Raw, int32(d.RawSize), d.Reason, d.EventID
 		ats[i] = stamp(d.ReceivedAt, now)
 	}
-	if _, err := q.ExecContext(ctx, insertDeadLettersSQL, raws, sizes, reasons, ids, ats); err != nil {
+	if _, err := tx.Exec(ctx, insertDeadLettersSQL, raws, sizes, reasons, ids, ats); err != nil {
 		return fmt.Errorf("insert dead letters: %w", err)
 	}
 	return nil
@@ -167,7 +81,7 @@ ORDER BY u.ord`
 
 // insertAudit inserts every audit row in one statement, in the order given.
 // A zero At is stamped with now.
-func insertAudit(ctx context.Context, q querier, entries []ingest.AuditEntry, now time.Time) error {
+func insertAudit(ctx context.Context, tx pgx.Tx, entries []ingest.AuditEntry, now time.Time) error {
 	n := len(entries)
 	ats, actions, creds := make([]time.Time, n), make([]string, n), make([]string, n)
 	ids, platforms, clouds := make([]string, n), make([]string, n), make([]string, n)
@@ -175,7 +89,7 @@ func insertAudit(ctx context.Context, q querier, entries []ingest.AuditEntry, no
 		ats[i], actions[i], creds[i] = stamp(a.At, now), a.Action, a.Credential
 		ids[i], platforms[i], clouds[i] = a.EventID, a.Platform, a.Cloud
 	}
-	if _, err := q.ExecContext(ctx, insertAuditSQL, ats, actions, creds, ids, platforms, clouds); err != nil {
+	if _, err := tx.Exec(ctx, insertAuditSQL, ats, actions, creds, ids, platforms, clouds); err != nil {
 		return fmt.Errorf("insert audit rows: %w", err)
 	}
 	return nil
@@ -191,10 +105,12 @@ func stamp(t, now time.Time) time.Time {
 
 // Commit writes one batch in one transaction (canonical-event.md, Delivery:
 // "A batch lands whole or not at all, and a batch of nothing but refused
-// items still commits"). It takes three statements at most, whatever the
-// batch's size: one INSERT … SELECT FROM unnest(…) ON CONFLICT (event_id,
-// timestamp) DO NOTHING RETURNING for the events, one for the dead letters,
-// one for the audit rows.
+// items still commits"), on pgx directly, with a fixed number of statements
+// whatever the batch's size (see write.go): a duplicate probe on a sample of
+// the keys (the full probe only when the sample finds a stored event), one
+// binary COPY of the new events, one merge-upsert of one delta row per
+// resource into the projection, one statement for the dead letters and one
+// for the audit rows; late events add a read of their resource's history.
 //
 // inserted is parallel to b.Events: true when the event was newly stored,
 // false when an event with the same (event_id, timestamp) was stored already
@@ -204,49 +120,18 @@ func stamp(t, now time.Time) time.Time {
 // an audit row left zero, is the store clock's time ([Options].Now).
 //
 // Concurrent Commits with overlapping events neither deadlock nor store an
-// event twice: the rows are inserted in (event_id, timestamp) order, so the
-// later transaction waits for the earlier one's keys and then skips them.
+// event twice: the events are copied in (event_id, timestamp) order, so the
+// later transaction waits for the earlier one's keys, and its COPY then
+// fails on the unique key and the batch is redone with the full probe; the
+// projection rows are upserted in key order.
 //
 // On any error (including a cancelled ctx) the transaction is rolled back and
 // nothing of the batch is written; the error is wrapped as "pgstore: commit
 // batch: …". Safe for concurrent use.
 func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, error) {
-	now := utcMicro(s.now())
-	var (
-		inserted []bool
-		replays  map[string]int
-	)
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		inserted = make([]bool, len(b.Events))
-		if len(b.Events) > 0 {
-			var err error
-			if inserted, err = insertEvents(ctx, tx, b.Events, now); err != nil {
-				return err
-			}
-			stored := make([]event.Event, 0, len(b.Events))
-			for i, ok := range inserted {
-				if ok {
-					stored = append(stored, b.Events[i])
-				}
-			}
-			if replays, err = foldResources(ctx, tx, stored); err != nil {
-				return err
-			}
-		}
-		if len(b.DeadLetters) > 0 {
-			if err := insertDeadLetters(ctx, tx, b.DeadLetters, now); err != nil {
-				return err
-			}
-		}
-		if len(b.Audit) > 0 {
-			if err := insertAudit(ctx, tx, b.Audit, now); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	inserted, replays, err := commitBatch(ctx, s.pool, b, utcMicro(s.now()))
 	if err != nil {
-		return ingest.Committed{}, fmt.Errorf("pgstore: commit batch: %w", err)
+		return ingest.Committed{}, fmt.Errorf("pgstore: commit batch: %w", interpretError(err))
 	}
 	return ingest.Committed{Inserted: inserted, Replays: replays}, nil
 }

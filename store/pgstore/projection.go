@@ -9,31 +9,12 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 )
 
 var _ ingest.ProjectionStore = (*Ingest)(nil)
-
-// lockResources takes a transaction-scoped advisory lock per resource key,
-// in one statement and in ascending lock-id order, so that transactions
-// folding overlapping resources queue up instead of deadlocking. A hash
-// collision only serialises two unrelated resources.
-func lockResources(ctx context.Context, tx *sqlx.Tx, keys []ingest.ResourceKey) error {
-	clouds, types, ids := splitKeys(keys)
-	_, err := tx.ExecContext(ctx, `
-SELECT pg_advisory_xact_lock(h) FROM (
-    SELECT DISTINCT hashtextextended(c || chr(31) || t || chr(31) || i, 0) AS h
-    FROM unnest($1::text[], $2::text[], $3::text[]) AS k(c, t, i)
-    ORDER BY h OFFSET 0
-) AS ordered`, clouds, types, ids)
-	if err != nil {
-		return fmt.Errorf("lock resources: %w", err)
-	}
-	return nil
-}
 
 func splitKeys(keys []ingest.ResourceKey) (clouds, types, ids []string) {
 	clouds = make([]string, len(keys))
@@ -43,45 +24,6 @@ func splitKeys(keys []ingest.ResourceKey) (clouds, types, ids []string) {
 		clouds[i], types[i], ids[i] = k.Cloud, k.ResourceType, k.ResourceID
 	}
 	return clouds, types, ids
-}
-
-func distinctKeys(events []event.Event) []ingest.ResourceKey {
-	seen := make(map[ingest.ResourceKey]bool, len(events))
-	keys := make([]ingest.ResourceKey, 0, len(events))
-	for i := range events {
-		k := ingest.Key(&events[i])
-		if !seen[k] {
-			seen[k] = true
-			keys = append(keys, k)
-		}
-	}
-	return keys
-}
-
-// foldResources folds events newly stored by tx into current_resources,
-// inside tx (ingest.FoldBatch), and returns the replays by cloud.
-func foldResources(ctx context.Context, tx *sqlx.Tx, newEvents []event.Event) (map[string]int, error) {
-	if len(newEvents) == 0 {
-		return nil, nil
-	}
-	keys := distinctKeys(newEvents)
-	if err := lockResources(ctx, tx, keys); err != nil {
-		return nil, err
-	}
-	current, err := loadResources(ctx, tx, keys)
-	if err != nil {
-		return nil, err
-	}
-	rows, replays, err := ingest.FoldBatch(newEvents,
-		func(k ingest.ResourceKey) (ingest.Resource, bool) { r, ok := current[k]; return r, ok },
-		func(k ingest.ResourceKey) ([]event.Event, error) { return history(ctx, tx, k) })
-	if err != nil {
-		return nil, err
-	}
-	if err := upsertResources(ctx, tx, rows); err != nil {
-		return nil, err
-	}
-	return replays, nil
 }
 
 // resourceRow is a current_resources row as sqlx scans it.
@@ -124,69 +66,6 @@ func (r *resourceRow) resource() ingest.Resource {
 		out.Size = jsontext.Value(r.Size.String)
 	}
 	return out
-}
-
-func loadResources(ctx context.Context, q querier, keys []ingest.ResourceKey) (map[ingest.ResourceKey]ingest.Resource, error) {
-	clouds, types, ids := splitKeys(keys)
-	var rows []resourceRow
-	err := q.SelectContext(ctx, &rows, `SELECT `+resourceColumns+` FROM current_resources
-WHERE (cloud, resource_type, resource_id) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))`, clouds, types, ids)
-	if err != nil {
-		return nil, fmt.Errorf("load resources: %w", err)
-	}
-	out := make(map[ingest.ResourceKey]ingest.Resource, len(rows))
-	for i := range rows {
-		r := rows[i].resource()
-		out[r.ResourceKey] = r
-	}
-	return out, nil
-}
-
-func upsertResources(ctx context.Context, tx *sqlx.Tx, rows map[ingest.ResourceKey]ingest.Resource) error {
-	n := len(rows)
-	var (
-		clouds, types, ids, platforms, projects, states = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
-		sizes                                           = make([]*string, 0, n)
-		created, deleted                                = make([]*time.Time, 0, n), make([]*time.Time, 0, n)
-		first, last                                     = make([]time.Time, 0, n), make([]time.Time, 0, n)
-		lastTypes, lastIDs                              = make([]string, 0, n), make([]string, 0, n)
-	)
-	keys := make([]ingest.ResourceKey, 0, n)
-	for k := range rows {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, ingest.ResourceKey.Compare)
-	for _, k := range keys {
-		r := rows[k]
-		clouds, types, ids = append(clouds, k.Cloud), append(types, k.ResourceType), append(ids, k.ResourceID)
-		platforms, projects, states = append(platforms, r.Platform), append(projects, r.ProjectID), append(states, r.State)
-		var size *string
-		if r.Size != nil {
-			s := string(r.Size)
-			size = &s
-		}
-		sizes = append(sizes, size)
-		created, deleted = append(created, r.CreatedAt), append(deleted, r.DeletedAt)
-		first, last = append(first, r.FirstEventAt), append(last, r.LastEventAt)
-		lastTypes, lastIDs = append(lastTypes, r.LastEventType), append(lastIDs, r.LastEventID)
-	}
-	_, err := tx.ExecContext(ctx, `
-INSERT INTO current_resources (cloud, resource_type, resource_id, platform, project_id, state, size,
-    created_at, deleted_at, first_event_at, last_event_at, last_event_type, last_event_id)
-SELECT c, t, i, p, pr, st, sz::json, ca, da, fa, la, lt, li
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-    $8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::text[], $13::text[])
-    AS u(c, t, i, p, pr, st, sz, ca, da, fa, la, lt, li)
-ON CONFLICT (cloud, resource_type, resource_id) DO UPDATE SET
-    platform = EXCLUDED.platform, project_id = EXCLUDED.project_id, state = EXCLUDED.state,
-    size = EXCLUDED.size, created_at = EXCLUDED.created_at, deleted_at = EXCLUDED.deleted_at,
-    first_event_at = EXCLUDED.first_event_at, last_event_at = EXCLUDED.last_event_at,
-    last_event_type = EXCLUDED.last_event_type, last_event_id = EXCLUDED.last_event_id`,
-		clouds, types, ids, platforms, projects, states, sizes, created, deleted, first, last, lastTypes, lastIDs)
-	if err != nil {
-		return fmt.Errorf("upsert resources: %w", err)
-	}
-	return nil
 }
 
 // history returns every stored event of one resource, in fold order
@@ -262,9 +141,9 @@ func (s *Ingest) History(ctx context.Context, k ingest.ResourceKey) ([]event.Eve
 }
 
 // RebuildResources recomputes projection rows from the events, q.BatchSize
-// resources per transaction (ingest.ProjectionStore). Each transaction locks
-// its resources as ingestion does, so a rebuild may run beside live
-// ingestion.
+// resources per transaction (ingest.ProjectionStore). Each transaction
+// row-locks its resources in key order before reading their events, as a
+// Commit's upsert does, so a rebuild may run beside live ingestion.
 func (s *Ingest) RebuildResources(ctx context.Context, q ingest.RebuildQuery, progress func(done int)) (int, error) {
 	size := q.BatchSize
 	if size <= 0 {
@@ -280,22 +159,7 @@ func (s *Ingest) RebuildResources(ctx context.Context, q ingest.RebuildQuery, pr
 		if len(keys) == 0 {
 			return done, nil
 		}
-		err = s.inTx(ctx, func(tx *sqlx.Tx) error {
-			if err := lockResources(ctx, tx, keys); err != nil {
-				return err
-			}
-			rows := make(map[ingest.ResourceKey]ingest.Resource, len(keys))
-			for _, k := range keys {
-				h, err := history(ctx, tx, k)
-				if err != nil {
-					return err
-				}
-				if len(h) > 0 {
-					rows[k] = ingest.Fold(h)
-				}
-			}
-			return upsertResources(ctx, tx, rows)
-		})
+		err = rebuildBatch(ctx, s.pool, keys)
 		if err != nil {
 			return done, fmt.Errorf("pgstore: rebuild resources: %w", err)
 		}

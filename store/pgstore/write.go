@@ -1,0 +1,494 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/ingest"
+)
+
+// The write path of Commit (issue 14), on pgx directly:
+//
+//  1. A duplicate probe on a sample of the batch's keys; the full probe only
+//     when the sample finds a stored event.
+//  2. A binary COPY of the new events into events, in (event_id, timestamp)
+//     order. A unique violation (an event stored meanwhile by a concurrent
+//     batch) redoes the batch with the full probe.
+//  3. The new events folded in Go per resource, from the empty row, into one
+//     delta row per resource (ingest.Apply in ingest.Compare order).
+//  4. One merge-upsert of the delta rows into current_resources, in key
+//     order, whose CASE rules combine each delta with the stored row, guarded
+//     by stored.last_event_at < the delta's oldest new event. It returns the
+//     keys it wrote; the others are the ones the guard refused, which the
+//     statement has row-locked.
+//  5. Those keys only (about 1 % of a batch) are read back: the ones whose
+//     new events all sort after the stored row are applied incrementally,
+//     the others (late events) replay the resource's history; one plain
+//     upsert writes them.
+//
+// No advisory lock: two batches touching one resource are serialised by the
+// row lock of the upsert (taken in key order, so they never deadlock), and
+// the later one's guard sees the earlier one's committed row. The guard
+// compares timestamps only, so a delta whose oldest event has the stored
+// row's timestamp goes through step 5 too, which then decides exactly as
+// ingest.FoldBatch does.
+
+// sampleSize is how many of a batch's keys the duplicate probe looks up
+// before deciding whether the full probe is needed.
+const sampleSize = 16
+
+// maxCommitAttempts bounds the redos after a unique violation.
+const maxCommitAttempts = 5
+
+// commitBatch is Store.Commit's transaction.
+func commitBatch(ctx context.Context, pool *pgxpool.Pool, b ingest.Batch, now time.Time) (inserted []bool, replays map[string]int, err error) {
+	fullProbe := false
+	for attempt := 1; ; attempt++ {
+		inserted, replays, err = commitOnce(ctx, pool, b, now, fullProbe)
+		var pgErr *pgconn.PgError
+		if err != nil && errors.As(err, &pgErr) && pgErr.Code == "23505" && attempt < maxCommitAttempts {
+			fullProbe = true
+			continue
+		}
+		return inserted, replays, err
+	}
+}
+
+func commitOnce(ctx context.Context, pool *pgxpool.Pool, b ingest.Batch, now time.Time, fullProbe bool) (inserted []bool, replays map[string]int, err error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	inserted = make([]bool, len(b.Events))
+	if len(b.Events) > 0 {
+		stored, err := probeEvents(ctx, tx, b.Events, fullProbe)
+		if err != nil {
+			return nil, nil, err
+		}
+		fresh := make([]*event.Event, 0, len(b.Events))
+		seen := make(map[eventKey]bool, len(b.Events))
+		for i := range b.Events {
+			k := eventKey{b.Events[i].EventID, utcMicro(b.Events[i].Timestamp).UnixMicro()}
+			if !stored[i] && !seen[k] {
+				inserted[i] = true
+				fresh = append(fresh, &b.Events[i])
+			}
+			seen[k] = true
+		}
+		if err := copyEvents(ctx, tx, fresh, now); err != nil {
+			return nil, nil, err
+		}
+		if replays, err = mergeResources(ctx, tx, fresh); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(b.DeadLetters) > 0 {
+		if err := insertDeadLetters(ctx, tx, b.DeadLetters, now); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(b.Audit) > 0 {
+		if err := insertAudit(ctx, tx, b.Audit, now); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, nil, fmt.Errorf("commit: %w", err)
+	}
+	return inserted, replays, nil
+}
+
+// probeEvents reports, parallel to evs, which events are stored already.
+// Unless full, it first looks up sampleSize keys spread over the batch and
+// returns "none" when none of them is stored; the COPY that follows fails
+// on a unique violation if that guess was wrong, and the batch is redone
+// with full set.
+func probeEvents(ctx context.Context, tx pgx.Tx, evs []event.Event, full bool) ([]bool, error) {
+	stored := make([]bool, len(evs))
+	idx := make([]int, 0, len(evs))
+	if full || len(evs) <= sampleSize {
+		for i := range evs {
+			idx = append(idx, i)
+		}
+	} else {
+		step := len(evs) / sampleSize
+		for i := 0; i < len(evs); i += step {
+			idx = append(idx, i)
+		}
+	}
+	ids, stamps := make([]string, len(idx)), make([]time.Time, len(idx))
+	for j, i := range idx {
+		ids[j], stamps[j] = evs[i].EventID, utcMicro(evs[i].Timestamp)
+	}
+	rows, err := tx.Query(ctx, `SELECT e.event_id, e.timestamp FROM events e
+JOIN unnest($1::text[], $2::timestamptz[]) AS u(event_id, ts) ON e.event_id = u.event_id AND e.timestamp = u.ts`, ids, stamps)
+	if err != nil {
+		return nil, fmt.Errorf("probe events: %w", err)
+	}
+	found := make(map[eventKey]bool)
+	var (
+		id string
+		ts time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &ts}, func() error {
+		found[eventKey{id, ts.UnixMicro()}] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("probe events: %w", err)
+	}
+	if len(found) == 0 {
+		return stored, nil
+	}
+	if !full {
+		return probeEvents(ctx, tx, evs, true)
+	}
+	for i := range evs {
+		stored[i] = found[eventKey{evs[i].EventID, utcMicro(evs[i].Timestamp).UnixMicro()}]
+	}
+	return stored, nil
+}
+
+var eventColumns = []string{"event_id", "timestamp", "event_type", "platform", "cloud", "resource_type",
+	"resource_id", "project_id", "source", "payload", "category", "received_at"}
+
+// copyEvents inserts evs with one binary COPY, in (event_id, timestamp)
+// order so that concurrent batches wait on each other's keys in one order.
+func copyEvents(ctx context.Context, tx pgx.Tx, evs []*event.Event, receivedAt time.Time) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	sorted := slices.Clone(evs)
+	slices.SortFunc(sorted, func(a, b *event.Event) int {
+		return cmp.Or(strings.Compare(a.EventID, b.EventID), a.Timestamp.Compare(b.Timestamp))
+	})
+	rows := make([][]any, len(sorted))
+	for i, e := range sorted {
+		payload, err := e.Payload.MarshalJSON()
+		if err != nil {
+			return fmt.Errorf("encode payload of event %q: %w", e.EventID, err)
+		}
+		rows[i] = []any{e.EventID, utcMicro(e.Timestamp), e.EventType, e.Platform, e.Cloud, e.ResourceType,
+			e.ResourceID, e.ProjectID, string(e.Source), string(payload), string(event.Categorize(e.EventType)), receivedAt}
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, eventColumns, pgx.CopyFromRows(rows)); err != nil {
+		return fmt.Errorf("insert events: %w", err)
+	}
+	return nil
+}
+
+// delta is the fold of one resource's new events from the empty row.
+type delta struct {
+	row    ingest.Resource
+	oldest *event.Event
+	events []*event.Event // in ingest.Compare order
+	// odd marks a history the CASE rules do not cover (an update without a
+	// state, a create without a size object: never valid events, but a Go
+	// caller may commit them); it goes through step 5.
+	odd bool
+}
+
+// deltas folds evs per resource, in key order.
+func deltas(evs []*event.Event) []delta {
+	sorted := slices.Clone(evs)
+	slices.SortFunc(sorted, func(a, b *event.Event) int { return ingest.CompareKeyed(a, b) })
+	var out []delta
+	for _, e := range sorted {
+		if n := len(out); n == 0 || out[n-1].row.ResourceKey != ingest.Key(e) {
+			out = append(out, delta{oldest: e})
+		}
+		d := &out[len(out)-1]
+		switch event.Categorize(e.EventType) {
+		case event.CategoryCreate:
+			d.odd = d.odd || e.Payload.Size.Kind() != '{' || e.Payload.State.Missing()
+		case event.CategoryUpdate:
+			d.odd = d.odd || e.Payload.State.Missing()
+		}
+		ingest.Apply(&d.row, e)
+		d.events = append(d.events, e)
+	}
+	return out
+}
+
+// insertResourcesSQL inserts rows given as the 13 column arrays of
+// resourceArgs, in the order given (key order: the order of the row locks).
+const insertResourcesSQL = `
+INSERT INTO current_resources AS cr (cloud, resource_type, resource_id, platform, project_id, state, size,
+    created_at, deleted_at, first_event_at, last_event_at, last_event_type, last_event_id)
+SELECT c, t, i, p, pr, st, sz::json, ca, da, fa, la, lt, li
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+    $8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::text[], $13::text[])
+    WITH ORDINALITY AS u(c, t, i, p, pr, st, sz, ca, da, fa, la, lt, li, ord)
+ORDER BY ord`
+
+// insertNewSQL inserts the rows of resources that have none.
+const insertNewSQL = insertResourcesSQL + `
+ON CONFLICT (cloud, resource_type, resource_id) DO NOTHING
+RETURNING cloud, resource_type, resource_id`
+
+// upsertSQL replaces rows (step 5 and rebuilds, which hold their locks).
+const upsertSQL = insertResourcesSQL + `
+ON CONFLICT (cloud, resource_type, resource_id) DO UPDATE SET
+    platform = EXCLUDED.platform, project_id = EXCLUDED.project_id, state = EXCLUDED.state,
+    size = EXCLUDED.size, created_at = EXCLUDED.created_at, deleted_at = EXCLUDED.deleted_at,
+    first_event_at = EXCLUDED.first_event_at, last_event_at = EXCLUDED.last_event_at,
+    last_event_type = EXCLUDED.last_event_type, last_event_id = EXCLUDED.last_event_id`
+
+// lockKeysSQL row-locks the rows of the keys given as three column arrays,
+// in key order, inserting a placeholder where there is none yet (which the
+// same transaction then replaces): a rebuild holds its resources the way a
+// Commit does, so the two serialise on the rows.
+const lockKeysSQL = `
+INSERT INTO current_resources AS cr (cloud, resource_type, resource_id, platform, project_id, state,
+    first_event_at, last_event_at, last_event_type, last_event_id)
+SELECT c, t, i, '', '', '', '-infinity', '-infinity', '', ''
+FROM unnest($1::text[], $2::text[], $3::text[]) AS u(c, t, i)
+ORDER BY c, t, i
+ON CONFLICT (cloud, resource_type, resource_id) DO UPDATE SET cloud = cr.cloud`
+
+// rebuildBatch recomputes the rows of keys from their stored events with
+// ingest.Fold, in one transaction holding their row locks.
+func rebuildBatch(ctx context.Context, pool *pgxpool.Pool, keys []ingest.ResourceKey) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		clouds, types, ids := splitKeys(keys)
+		if _, err := tx.Exec(ctx, lockKeysSQL, clouds, types, ids); err != nil {
+			return fmt.Errorf("lock resources: %w", err)
+		}
+		rows := make([]ingest.Resource, 0, len(keys))
+		var gone []ingest.ResourceKey
+		for _, k := range keys {
+			h, err := historyTx(ctx, tx, k)
+			if err != nil {
+				return err
+			}
+			if len(h) == 0 {
+				gone = append(gone, k)
+				continue
+			}
+			rows = append(rows, ingest.Fold(h))
+		}
+		slices.SortFunc(rows, func(a, b ingest.Resource) int { return a.ResourceKey.Compare(b.ResourceKey) })
+		if _, err := tx.Exec(ctx, upsertSQL, resourceArgs(rows)...); err != nil {
+			return fmt.Errorf("upsert resources: %w", err)
+		}
+		if len(gone) > 0 { // no events: no row (the placeholder goes)
+			c, t, i := splitKeys(gone)
+			if _, err := tx.Exec(ctx, `DELETE FROM current_resources WHERE (cloud, resource_type, resource_id) IN
+(SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))`, c, t, i); err != nil {
+				return fmt.Errorf("rebuild resources: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// mergeSQL combines each delta row with the stored one (README, The
+// projection): a delta holding a create replaces the row (a create resets
+// everything but first_event_at); otherwise created_at stays, deleted_at is
+// the delta's delete or the stored one, a deleted row keeps its state
+// "deleted" and its size (only a create revives), and a live row takes the
+// delta's state and, when the delta carried one, its size. Platform,
+// project_id and the last event are the delta's newest event's. The guard
+// refuses a delta whose oldest event is not strictly newer than the stored
+// row's last.
+const mergeSQL = insertResourcesSQL + `
+ON CONFLICT (cloud, resource_type, resource_id) DO UPDATE SET
+    platform = EXCLUDED.platform,
+    project_id = EXCLUDED.project_id,
+    state = CASE WHEN EXCLUDED.created_at IS NULL AND cr.deleted_at IS NOT NULL THEN 'deleted' ELSE EXCLUDED.state END,
+    size = CASE WHEN EXCLUDED.created_at IS NOT NULL THEN EXCLUDED.size
+                WHEN cr.deleted_at IS NOT NULL OR EXCLUDED.size IS NULL THEN cr.size
+                ELSE EXCLUDED.size END,
+    created_at = COALESCE(EXCLUDED.created_at, cr.created_at),
+    deleted_at = CASE WHEN EXCLUDED.created_at IS NOT NULL THEN EXCLUDED.deleted_at
+                      ELSE COALESCE(EXCLUDED.deleted_at, cr.deleted_at) END,
+    last_event_at = EXCLUDED.last_event_at,
+    last_event_type = EXCLUDED.last_event_type,
+    last_event_id = EXCLUDED.last_event_id
+WHERE cr.last_event_at < EXCLUDED.first_event_at
+RETURNING cloud, resource_type, resource_id`
+
+// mergeResources folds the newly stored events into current_resources
+// (steps 3 to 5) and returns the replays by cloud.
+func mergeResources(ctx context.Context, tx pgx.Tx, evs []*event.Event) (map[string]int, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	ds := deltas(evs)
+	var merge, odd []ingest.Resource
+	for i := range ds {
+		r := ds[i].row
+		r.FirstEventAt = ds[i].oldest.Timestamp
+		if ds[i].odd {
+			odd = append(odd, r)
+		} else {
+			merge = append(merge, r)
+		}
+	}
+	written := make(map[ingest.ResourceKey]bool, len(ds))
+	write := func(query string, rs []ingest.Resource) error {
+		if len(rs) == 0 {
+			return nil
+		}
+		rows, err := tx.Query(ctx, query, resourceArgs(rs)...)
+		if err != nil {
+			return fmt.Errorf("merge resources: %w", err)
+		}
+		var k ingest.ResourceKey
+		_, err = pgx.ForEachRow(rows, []any{&k.Cloud, &k.ResourceType, &k.ResourceID}, func() error {
+			written[k] = true
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("merge resources: %w", err)
+		}
+		return nil
+	}
+	// An odd delta is the row of a resource that has none yet (the fold of
+	// its only events); for a stored one it goes through step 5.
+	if err := write(insertNewSQL, odd); err != nil {
+		return nil, err
+	}
+	if err := write(mergeSQL, merge); err != nil {
+		return nil, err
+	}
+	var rest []*delta
+	for i := range ds {
+		if !written[ds[i].row.ResourceKey] {
+			rest = append(rest, &ds[i])
+		}
+	}
+	if len(rest) == 0 {
+		return nil, nil
+	}
+	return settle(ctx, tx, rest)
+}
+
+// settle is step 5: the deltas the guard refused (or that were odd), against
+// the stored rows, which the merge has locked (odd ones are locked here).
+func settle(ctx context.Context, tx pgx.Tx, rest []*delta) (map[string]int, error) {
+	keys := make([]ingest.ResourceKey, len(rest))
+	for i, d := range rest {
+		keys[i] = d.row.ResourceKey
+	}
+	clouds, types, ids := splitKeys(keys)
+	rows, err := tx.Query(ctx, `SELECT `+resourceColumns+` FROM current_resources
+WHERE (cloud, resource_type, resource_id) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
+ORDER BY cloud, resource_type, resource_id FOR UPDATE`, clouds, types, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load resources: %w", err)
+	}
+	current := make(map[ingest.ResourceKey]ingest.Resource, len(rest))
+	var r resourceRow
+	_, err = pgx.ForEachRow(rows, []any{&r.Cloud, &r.ResourceType, &r.ResourceID, &r.Platform, &r.ProjectID, &r.State, &r.Size,
+		&r.CreatedAt, &r.DeletedAt, &r.FirstEventAt, &r.LastEventAt, &r.LastEventType, &r.LastEventID}, func() error {
+		res := r.resource()
+		current[res.ResourceKey] = res
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load resources: %w", err)
+	}
+	var replays map[string]int
+	out := make([]ingest.Resource, 0, len(rest))
+	for _, d := range rest {
+		row, ok := current[d.row.ResourceKey]
+		if !ok || row.After(d.oldest) {
+			for _, e := range d.events {
+				ingest.Apply(&row, e)
+			}
+			out = append(out, row)
+			continue
+		}
+		h, err := historyTx(ctx, tx, d.row.ResourceKey)
+		if err != nil {
+			return nil, err
+		}
+		if replays == nil {
+			replays = make(map[string]int)
+		}
+		replays[d.row.ResourceKey.Cloud]++
+		out = append(out, ingest.Fold(h))
+	}
+	slices.SortFunc(out, func(a, b ingest.Resource) int { return a.ResourceKey.Compare(b.ResourceKey) })
+	if _, err := tx.Exec(ctx, upsertSQL, resourceArgs(out)...); err != nil {
+		return nil, fmt.Errorf("upsert resources: %w", err)
+	}
+	return replays, nil
+}
+
+// resourceArgs are the 13 column arrays of rows, in the order of mergeSQL
+// and upsertSQL.
+func resourceArgs(rows []ingest.Resource) []any {
+	n := len(rows)
+	var (
+		clouds, types, ids, platforms, projects, states = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		sizes                                           = make([]*string, n)
+		created, deleted                                = make([]*time.Time, n), make([]*time.Time, n)
+		first, last                                     = make([]time.Time, n), make([]time.Time, n)
+		lastTypes, lastIDs                              = make([]string, n), make([]string, n)
+	)
+	for i := range rows {
+		r := &rows[i]
+		clouds[i], types[i], ids[i] = r.Cloud, r.ResourceType, r.ResourceID
+		platforms[i], projects[i], states[i] = r.Platform, r.ProjectID, r.State
+		if r.Size != nil {
+			s := string(r.Size)
+			sizes[i] = &s
+		}
+		created[i], deleted[i] = r.CreatedAt, r.DeletedAt
+		first[i], last[i] = r.FirstEventAt, r.LastEventAt
+		lastTypes[i], lastIDs[i] = r.LastEventType, r.LastEventID
+	}
+	return []any{clouds, types, ids, platforms, projects, states, sizes, created, deleted, first, last, lastTypes, lastIDs}
+}
+
+// historyTx is every stored event of one resource, in fold order, read
+// through tx (which sees its own inserts).
+func historyTx(ctx context.Context, tx pgx.Tx, k ingest.ResourceKey) ([]event.Event, error) {
+	rows, err := tx.Query(ctx, `SELECT event_id, timestamp, event_type, platform, cloud, resource_type, resource_id,
+       project_id, source, payload::text FROM events
+WHERE cloud = $1 AND resource_type = $2 AND resource_id = $3`, k.Cloud, k.ResourceType, k.ResourceID)
+	if err != nil {
+		return nil, fmt.Errorf("read history: %w", err)
+	}
+	var (
+		out     []event.Event
+		e       event.Event
+		source  string
+		payload []byte
+	)
+	_, err = pgx.ForEachRow(rows, []any{&e.EventID, &e.Timestamp, &e.EventType, &e.Platform, &e.Cloud, &e.ResourceType,
+		&e.ResourceID, &e.ProjectID, &source, &payload}, func() error {
+		x := e
+		x.Timestamp = x.Timestamp.UTC()
+		x.Source = event.Source(source)
+		x.Payload = event.PayloadEnvelope{}
+		if err := x.Payload.UnmarshalJSON(jsontext.Value(payload).Clone()); err != nil {
+			return fmt.Errorf("payload of %q: %w", x.EventID, err)
+		}
+		out = append(out, x)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read history: %w", err)
+	}
+	slices.SortStableFunc(out, func(a, b event.Event) int { return ingest.Compare(&a, &b) })
+	return out, nil
+}
