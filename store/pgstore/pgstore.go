@@ -43,8 +43,9 @@
 // sections Rules, Size schemas, Size names, Delivery):
 //
 //   - events: one row per (event_id, timestamp), the primary key and the
-//     duplicate rule; indexes (cloud, resource_type, resource_id, timestamp),
-//     (project_id, timestamp) and (event_type, timestamp). payload is of type
+//     duplicate rule; an index on (cloud, resource_type, resource_id,
+//     timestamp), which histories and listings read (migration 00009
+//     dropped the two no query read). payload is of type
 //     json (not jsonb), which keeps the exact text: numbers such as
 //     12345678901234567890 or 0.1, member order and unknown members read back
 //     as they were written. category and received_at are the store's.
@@ -59,25 +60,34 @@
 //     schemas of ingest.SeedResourceTypes.
 //   - size_names: primary key (cloud, resource_type, member, value) and name.
 //
-// [Ingest.Commit] writes a batch in one transaction with a fixed number of
-// set-based statements (INSERT … SELECT FROM unnest(…); for events ON CONFLICT
-// (event_id, timestamp) DO NOTHING RETURNING), never one round trip per
-// event. Events are inserted sorted by (event_id, timestamp), so concurrent
-// overlapping batches take their locks in one order and do not deadlock.
+// [Ingest.Commit] writes a batch in one pgx transaction with a fixed number
+// of set-based statements, never one round trip per event: a duplicate
+// probe on a sample of the batch's keys (the full probe only when the
+// sample finds a stored event), one binary COPY of the new events, the
+// projection's merge (below), and INSERT … SELECT FROM unnest(…) for dead
+// letters and audit rows. Events are copied sorted by (event_id,
+// timestamp), so concurrent overlapping batches wait for each other's keys
+// in one order and do not deadlock; the later one's COPY then fails on the
+// primary key and its batch is redone with the full probe.
 //
 // # The projection
 //
 // Migration 00008 holds current_resources, one row per (cloud,
-// resource_type, resource_id), folded by ingest.FoldBatch from the events a
-// Commit newly stored, in the same transaction. Before folding, a
-// transaction takes one advisory lock per resource it touches
-// (pg_advisory_xact_lock of a hash of the key), all in one statement and in
-// ascending lock order, so parallel batches on the same resources queue up
-// instead of deadlocking, and each folds onto the row its predecessor
-// committed. A late event re-reads the resource's history from events
-// (which the transaction sees, its own inserts included) and replays it.
-// [Ingest.RebuildResources] recomputes rows in bounded transactions under the
-// same locks.
+// resource_type, resource_id), kept by Commit in the same transaction as
+// the events (write.go): the events it newly stored are folded in Go, per
+// resource and from the empty row (ingest.Apply in ingest.Compare order),
+// into one delta row each, and one INSERT … ON CONFLICT DO UPDATE merges
+// the deltas in key order, its CASE rules combining each delta with the
+// stored row, guarded by stored.last_event_at < the delta's oldest event.
+// Only the rows the guard refuses (about 1 % of a batch; the statement has
+// locked them) are read back: applied incrementally when their new events
+// still sort after the row, else (a late event) the resource's history is
+// re-read from events, which the transaction sees with its own inserts,
+// and replayed. No advisory lock: the upsert's row locks, taken in key
+// order, serialise batches on one resource without deadlocks, and the later
+// batch's guard sees the earlier one's committed row.
+// [Ingest.RebuildResources] row-locks its keys in the same order (inserting a
+// placeholder for a key without a row) before reading their events.
 //
 // # Correlated events
 //
