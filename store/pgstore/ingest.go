@@ -122,8 +122,9 @@ func stamp(t, now time.Time) time.Time {
 // Concurrent Commits with overlapping events neither deadlock nor store an
 // event twice: the events are copied in (event_id, timestamp) order, so the
 // later transaction waits for the earlier one's keys, and its COPY then
-// fails on the unique key and the batch is redone with the full probe; the
-// projection rows are upserted in key order.
+// fails on the unique key and the batch is redone once with INSERT … ON
+// CONFLICT DO NOTHING RETURNING; the projection rows are upserted in key
+// order.
 //
 // On any error (including a cancelled ctx) the transaction is rolled back and
 // nothing of the batch is written; the error is wrapped as "pgstore: commit

@@ -68,7 +68,8 @@
 // letters and audit rows. Events are copied sorted by (event_id,
 // timestamp), so concurrent overlapping batches wait for each other's keys
 // in one order and do not deadlock; the later one's COPY then fails on the
-// primary key and its batch is redone with the full probe.
+// primary key and its batch is redone once with INSERT … ON CONFLICT DO
+// NOTHING RETURNING.
 //
 // # The projection
 //

@@ -24,7 +24,8 @@ import (
 //     when the sample finds a stored event.
 //  2. A binary COPY of the new events into events, in (event_id, timestamp)
 //     order. A unique violation (an event stored meanwhile by a concurrent
-//     batch) redoes the batch with the full probe.
+//     batch) redoes the batch once with INSERT … ON CONFLICT DO NOTHING
+//     RETURNING instead of the probe and the COPY.
 //  3. The new events folded in Go per resource, from the empty row, into one
 //     delta row per resource (ingest.Apply in ingest.Compare order).
 //  4. One merge-upsert of the delta rows into current_resources, in key
@@ -48,24 +49,22 @@ import (
 // before deciding whether the full probe is needed.
 const sampleSize = 16
 
-// maxCommitAttempts bounds the redos after a unique violation.
-const maxCommitAttempts = 5
-
 // commitBatch is Store.Commit's transaction.
 func commitBatch(ctx context.Context, pool *pgxpool.Pool, b ingest.Batch, now time.Time) (inserted []bool, replays map[string]int, err error) {
-	fullProbe := false
-	for attempt := 1; ; attempt++ {
-		inserted, replays, err = commitOnce(ctx, pool, b, now, fullProbe)
-		var pgErr *pgconn.PgError
-		if err != nil && errors.As(err, &pgErr) && pgErr.Code == "23505" && attempt < maxCommitAttempts {
-			fullProbe = true
-			continue
-		}
-		return inserted, replays, err
+	inserted, replays, err = commitOnce(ctx, pool, b, now, false)
+	var pgErr *pgconn.PgError
+	if err != nil && errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		// A concurrent batch stored some of these events: redo the batch
+		// with INSERT … ON CONFLICT DO NOTHING, which cannot fail so.
+		return commitOnce(ctx, pool, b, now, true)
 	}
+	return inserted, replays, err
 }
 
-func commitOnce(ctx context.Context, pool *pgxpool.Pool, b ingest.Batch, now time.Time, fullProbe bool) (inserted []bool, replays map[string]int, err error) {
+// commitOnce runs the transaction; contended (after a unique violation) it
+// inserts the events with INSERT … ON CONFLICT DO NOTHING RETURNING instead
+// of the probe and the COPY.
+func commitOnce(ctx context.Context, pool *pgxpool.Pool, b ingest.Batch, now time.Time, contended bool) (inserted []bool, replays map[string]int, err error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("begin: %w", err)
@@ -77,9 +76,13 @@ func commitOnce(ctx context.Context, pool *pgxpool.Pool, b ingest.Batch, now tim
 	}()
 	inserted = make([]bool, len(b.Events))
 	if len(b.Events) > 0 {
-		stored, err := probeEvents(ctx, tx, b.Events, fullProbe)
-		if err != nil {
-			return nil, nil, err
+		var stored []bool
+		if !contended {
+			if stored, err = probeEvents(ctx, tx, b.Events, false); err != nil {
+				return nil, nil, err
+			}
+		} else {
+			stored = make([]bool, len(b.Events))
 		}
 		fresh := make([]*event.Event, 0, len(b.Events))
 		seen := make(map[eventKey]bool, len(b.Events))
@@ -91,7 +94,18 @@ func commitOnce(ctx context.Context, pool *pgxpool.Pool, b ingest.Batch, now tim
 			}
 			seen[k] = true
 		}
-		if err := copyEvents(ctx, tx, fresh, now); err != nil {
+		if contended {
+			if fresh, err = insertEventsOnConflict(ctx, tx, fresh, now); err != nil {
+				return nil, nil, err
+			}
+			kept := make(map[*event.Event]bool, len(fresh))
+			for _, e := range fresh {
+				kept[e] = true
+			}
+			for i := range b.Events {
+				inserted[i] = inserted[i] && kept[&b.Events[i]]
+			}
+		} else if err := copyEvents(ctx, tx, fresh, now); err != nil {
 			return nil, nil, err
 		}
 		if replays, err = mergeResources(ctx, tx, fresh); err != nil {
@@ -118,7 +132,7 @@ func commitOnce(ctx context.Context, pool *pgxpool.Pool, b ingest.Batch, now tim
 // Unless full, it first looks up sampleSize keys spread over the batch and
 // returns "none" when none of them is stored; the COPY that follows fails
 // on a unique violation if that guess was wrong, and the batch is redone
-// with full set.
+// (commitBatch).
 func probeEvents(ctx context.Context, tx pgx.Tx, evs []event.Event, full bool) ([]bool, error) {
 	stored := make([]bool, len(evs))
 	idx := make([]int, 0, len(evs))
@@ -174,6 +188,77 @@ func copyEvents(ctx context.Context, tx pgx.Tx, evs []*event.Event, receivedAt t
 	if len(evs) == 0 {
 		return nil
 	}
+	rows, err := eventRows(evs, receivedAt)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, eventColumns, pgx.CopyFromRows(rows)); err != nil {
+		return fmt.Errorf("insert events: %w", err)
+	}
+	return nil
+}
+
+// insertEventsOnConflict inserts evs (no two with one key) in (event_id,
+// timestamp) order, skipping those stored already (waiting for a
+// concurrent transaction that holds one), and returns the ones it stored.
+func insertEventsOnConflict(ctx context.Context, tx pgx.Tx, evs []*event.Event, receivedAt time.Time) ([]*event.Event, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	rows, err := eventRows(evs, receivedAt)
+	if err != nil {
+		return nil, err
+	}
+	ids, stamps := make([]string, len(rows)), make([]time.Time, len(rows))
+	strs := func(c int) []string {
+		out := make([]string, len(rows))
+		for i := range rows {
+			out[i] = rows[i][c].(string)
+		}
+		return out
+	}
+	for i := range rows {
+		ids[i], stamps[i] = rows[i][0].(string), rows[i][1].(time.Time)
+	}
+	res, err := tx.Query(ctx, `
+INSERT INTO events (event_id, timestamp, event_type, platform, cloud, resource_type,
+                    resource_id, project_id, source, payload, category, received_at)
+SELECT u.event_id, u.ts, u.event_type, u.platform, u.cloud, u.resource_type,
+       u.resource_id, u.project_id, u.source, u.payload::json, u.category, $12
+FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[],
+            $7::text[], $8::text[], $9::text[], $10::text[], $11::text[]) WITH ORDINALITY
+     AS u(event_id, ts, event_type, platform, cloud, resource_type,
+          resource_id, project_id, source, payload, category, ord)
+ORDER BY u.ord
+ON CONFLICT (event_id, timestamp) DO NOTHING
+RETURNING event_id, timestamp`,
+		ids, stamps, strs(2), strs(3), strs(4), strs(5), strs(6), strs(7), strs(8), strs(9), strs(10), receivedAt)
+	if err != nil {
+		return nil, fmt.Errorf("insert events: %w", err)
+	}
+	got := make(map[eventKey]bool, len(rows))
+	var (
+		id string
+		ts time.Time
+	)
+	if _, err := pgx.ForEachRow(res, []any{&id, &ts}, func() error {
+		got[eventKey{id, ts.UnixMicro()}] = true
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("insert events: %w", err)
+	}
+	out := make([]*event.Event, 0, len(got))
+	for _, e := range evs {
+		if got[eventKey{e.EventID, utcMicro(e.Timestamp).UnixMicro()}] {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// eventRows are the events rows of evs, sorted by (event_id, timestamp),
+// in the order of eventColumns.
+func eventRows(evs []*event.Event, receivedAt time.Time) ([][]any, error) {
 	sorted := slices.Clone(evs)
 	slices.SortFunc(sorted, func(a, b *event.Event) int {
 		return cmp.Or(strings.Compare(a.EventID, b.EventID), a.Timestamp.Compare(b.Timestamp))
@@ -182,15 +267,12 @@ func copyEvents(ctx context.Context, tx pgx.Tx, evs []*event.Event, receivedAt t
 	for i, e := range sorted {
 		payload, err := e.Payload.MarshalJSON()
 		if err != nil {
-			return fmt.Errorf("encode payload of event %q: %w", e.EventID, err)
+			return nil, fmt.Errorf("encode payload of event %q: %w", e.EventID, err)
 		}
 		rows[i] = []any{e.EventID, utcMicro(e.Timestamp), e.EventType, e.Platform, e.Cloud, e.ResourceType,
 			e.ResourceID, e.ProjectID, string(e.Source), string(payload), string(event.Categorize(e.EventType)), receivedAt}
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, eventColumns, pgx.CopyFromRows(rows)); err != nil {
-		return fmt.Errorf("insert events: %w", err)
-	}
-	return nil
+	return rows, nil
 }
 
 // delta is the fold of one resource's new events from the empty row.
