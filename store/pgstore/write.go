@@ -49,7 +49,7 @@ import (
 // before deciding whether the full probe is needed.
 const sampleSize = 16
 
-// commitBatch is Store.Commit's transaction.
+// commitBatch is Ingest.Commit's transaction.
 func commitBatch(ctx context.Context, pool *pgxpool.Pool, b ingest.Batch, now time.Time) (inserted []bool, replays map[string]int, err error) {
 	inserted, replays, err = commitOnce(ctx, pool, b, now, false)
 	var pgErr *pgconn.PgError
