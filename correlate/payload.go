@@ -91,12 +91,19 @@ func sortedKeys(m map[string]jsontext.Value) []string {
 //     member's name is kept as the string it spells (its escapes decoded);
 //     the listed members are decoded, so they are written back the
 //     encoder's way;
+//   - meshkit's snake_case acted_upon, operation_id and system_id (what
+//     Meshery Server sends its remote provider) fill ActedUpon, OperationID
+//     and SystemID; given beside the camelCase member with another value,
+//     the snake_case member is refused (rule const). meshkit's id,
+//     user_id, status, created_at, updated_at and deleted_at stay in Extra:
+//     they never set what the server owns;
 //   - then every rule of [Payload.Validate].
 //
 // It never panics, whatever data holds.
 func DecodePayload(data []byte) (Payload, error) {
 	var p Payload
 	var ps problems
+	var snake []snakeMember
 	dec := jsontext.NewDecoder(bytes.NewReader(data))
 	syntax := func(err error) (Payload, error) {
 		member := ""
@@ -129,8 +136,13 @@ func DecodePayload(data []byte) (Payload, error) {
 		if err != nil {
 			return syntax(err)
 		}
+		if _, ok := meshkitMembers[name]; ok {
+			snake = append(snake, snakeMember{name, v.Clone()})
+			continue
+		}
 		p.set(&ps, name, v)
 	}
+	p.setMeshkit(&ps, snake)
 	if _, err := dec.ReadToken(); err != nil {
 		return syntax(err)
 	}
@@ -152,6 +164,54 @@ func DecodePayload(data []byte) (Payload, error) {
 		return Payload{}, ps.err()
 	}
 	return p, nil
+}
+
+// meshkitMembers maps the snake_case members of meshkit's events.Event,
+// which Meshery Server sends to its remote provider, to the listed members
+// they name (DECISIONS.md, Meshery snake_case members): "meshkit's
+// acted_upon, operation_id, system_id are recorded as actedUpon,
+// operationId, systemId". meshkit's server-owned members (id, user_id,
+// status, created_at, updated_at, deleted_at) are not listed: like any
+// other unlisted member they are kept in Extra as sent, and never set the
+// event's id, user, status or times.
+var meshkitMembers = map[string]string{
+	"acted_upon":   "actedUpon",
+	"operation_id": "operationId",
+	"system_id":    "systemId",
+}
+
+// snakeMember is one meshkit member of a payload, decoded after the others
+// so that it can be compared with the camelCase member it names.
+type snakeMember struct {
+	name  string
+	value jsontext.Value
+}
+
+// setMeshkit records each meshkit snake_case member as the member it names.
+// When the camelCase member was sent too, the two must agree: a
+// disagreement is refused naming the snake_case member (rule const), as
+// neither value can be preferred silently.
+func (p *Payload) setMeshkit(ps *problems, snake []snakeMember) {
+	for _, m := range snake {
+		camel := meshkitMembers[m.name]
+		if m.value.Kind() == 'n' {
+			continue // null counts as omitted
+		}
+		var q Payload
+		var qs problems
+		members[memberIndexes[camel]].decode(&q, &qs, "/"+m.name, m.value)
+		if len(qs) > 0 {
+			*ps = append(*ps, qs...)
+			continue
+		}
+		field := map[string]*string{"actedUpon": &p.ActedUpon, "operationId": &p.OperationID, "systemId": &p.SystemID}[camel]
+		got := map[string]string{"actedUpon": q.ActedUpon, "operationId": q.OperationID, "systemId": q.SystemID}[camel]
+		if *field != "" && *field != got {
+			ps.add("/"+m.name, event.RuleConst, "must equal %s when both are given", camel)
+			continue
+		}
+		*field = got
+	}
 }
 
 // memberIndex orders problems: the payload as a whole first, then the

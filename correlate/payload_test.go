@@ -310,3 +310,46 @@ func TestValidateRawMembersOfAGoPayload(t *testing.T) {
 		})
 	}
 }
+
+// DECISIONS.md, Meshery snake_case members: "meshkit's acted_upon,
+// operation_id, system_id are recorded as actedUpon, operationId,
+// systemId; server-owned members in a body (id, status, timestamps,
+// user_id) never override the server's values" (they stay in Extra).
+func TestDecodePayloadMeshkitMembers(t *testing.T) {
+	for _, tt := range []struct {
+		name, body string
+		want       correlate.Payload
+		problems   []event.Problem
+	}{
+		{"snake_case recorded as the fields they name",
+			`{"category":"c","action":"a","acted_upon":"s","operation_id":"op","system_id":"sys","id":"x","user_id":"u","status":"read","created_at":"2020-01-01T00:00:00Z"}`,
+			correlate.Payload{Category: "c", Action: "a", ActedUpon: "s", OperationID: "op", SystemID: "sys",
+				Extra: map[string]jsontext.Value{"id": jsontext.Value(`"x"`), "user_id": jsontext.Value(`"u"`),
+					"status": jsontext.Value(`"read"`), "created_at": jsontext.Value(`"2020-01-01T00:00:00Z"`)}}, nil},
+		{"both spellings agreeing", `{"category":"c","action":"a","actedUpon":"s","acted_upon":"s"}`,
+			correlate.Payload{Category: "c", Action: "a", ActedUpon: "s"}, nil},
+		{"null counts as omitted", `{"category":"c","action":"a","system_id":null}`,
+			correlate.Payload{Category: "c", Action: "a"}, nil},
+		{"both spellings disagreeing", `{"category":"c","action":"a","acted_upon":"s","actedUpon":"t"}`, correlate.Payload{},
+			[]event.Problem{{Member: "/acted_upon", Rule: event.RuleConst, Message: "must equal actedUpon when both are given"}}},
+		{"wrong type", `{"category":"c","action":"a","operation_id":7}`, correlate.Payload{},
+			[]event.Problem{{Member: "/operation_id", Rule: event.RuleType, Message: "must be a string"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := correlate.DecodePayload([]byte(tt.body))
+			var ve *event.ValidationError
+			if errors.As(err, &ve) {
+				if diff := cmp.Diff(tt.problems, ve.Problems); diff != "" {
+					t.Errorf("problems (-want +got):\n%s", diff)
+				}
+				return
+			}
+			if err != nil || tt.problems != nil {
+				t.Fatalf("err %v, want problems %v", err, tt.problems)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("payload (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -31,6 +31,7 @@ type config struct {
 	Dev                bool
 	DevCloud           string
 	RequireSizeSchema  bool
+	LegacyCreate200    bool
 	MaxBodyBytes       int64
 	BodyBudgetBytes    int64
 	BodyBudgetWait     time.Duration
@@ -53,6 +54,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"dev", "TALLY_DEV"},
 	{"dev-cloud", "TALLY_DEV_CLOUD"},
 	{"require-size-schema", "TALLY_INGEST_REQUIRE_SIZE_SCHEMA"},
+	{"events-legacy-create-200", "TALLY_EVENTS_LEGACY_CREATE_200"},
 	{"max-body-bytes", "TALLY_MAX_BODY_BYTES"},
 	{"body-budget-bytes", "TALLY_BODY_BUDGET_BYTES"},
 	{"body-budget-wait", "TALLY_BODY_BUDGET_WAIT"},
@@ -104,6 +106,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	fs.BoolVar(&c.Dev, "dev", false, usage("without a credentials file, create one token with every role, print it once; for local use only", "dev"))
 	fs.StringVar(&c.DevCloud, "dev-cloud", "os-dev", usage("cloud of the --dev token's ingest scope (platform openstack)", "dev-cloud"))
 	fs.BoolVar(&c.RequireSizeSchema, "require-size-schema", false, usage("refuse events whose (platform, resource_type) has no size schema instead of accepting payload.size unvalidated", "require-size-schema"))
+	fs.BoolVar(&c.LegacyCreate200, "events-legacy-create-200", false, usage("answer a legacy createEvent (neither correlationKey nor idempotencyKey) 200 instead of 201, as released Meshery Servers require of their remote provider", "events-legacy-create-200"))
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", route.DefaultMaxBodyBytes, usage("largest request body accepted, in bytes, as sent and as decoded (Content-Encoding); larger → 413", "max-body-bytes"))
 	fs.Int64Var(&c.BodyBudgetBytes, "body-budget-bytes", server.DefaultBodyBudgetBytes, usage("request body bytes all requests may hold at once; at least --max-body-bytes; beyond it a request waits --body-budget-wait, then 503", "body-budget-bytes"))
 	fs.DurationVar(&c.BodyBudgetWait, "body-budget-wait", server.DefaultBodyBudgetWait, usage("how long a request body waits for the budget before 503 with Retry-After", "body-budget-wait"))

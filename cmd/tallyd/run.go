@@ -184,6 +184,7 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 		BodyBudgetBytes:    c.BodyBudgetBytes,
 		BodyBudgetWait:     c.BodyBudgetWait,
 		RequireSizeSchema:  c.RequireSizeSchema,
+		LegacyCreate200:    c.LegacyCreate200,
 		CORSAllowedOrigins: c.CORSAllowedOrigins,
 	})
 	if err != nil {

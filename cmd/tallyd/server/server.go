@@ -72,6 +72,13 @@ type Config struct {
 	// has no size schema instead of accepting it unvalidated
 	// (canonical-event.md, Size schemas).
 	RequireSizeSchema bool
+	// LegacyCreate200 answers a legacy createEvent (neither correlationKey
+	// nor idempotencyKey) 200 instead of 201, with Event-Disposition:
+	// created, as event-correlation.md (`Event-Disposition`) allows:
+	// released Meshery Servers treat every status but 200 from their remote
+	// provider as a failure (DECISIONS.md, Legacy create answer). Off by
+	// default (correlate.Options.LegacyCreate200).
+	LegacyCreate200 bool
 	// CORSAllowedOrigins are the origins a browser may call the API from
 	// ("*" for any; a single "*" wildcard within an origin is allowed, as
 	// in "https://*.example.com"). Empty: no CORS headers at all.

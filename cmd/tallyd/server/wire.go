@@ -33,7 +33,7 @@ func apiRoutes(cfg Config) ([]route.Route, error) {
 	if err != nil {
 		return nil, err
 	}
-	csvc, err := correlate.New(cfg.Store.Correlate, correlate.Options{Now: cfg.Now, Observer: cfg.Metrics.CorrelateObserver()})
+	csvc, err := correlate.New(cfg.Store.Correlate, correlate.Options{Now: cfg.Now, Observer: cfg.Metrics.CorrelateObserver(), LegacyCreate200: cfg.LegacyCreate200})
 	if err != nil {
 		return nil, err
 	}
