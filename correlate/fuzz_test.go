@@ -3,6 +3,7 @@ package correlate_test
 import (
 	"errors"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -21,6 +22,10 @@ func FuzzDecodePayload(f *testing.F) {
 		`{"category":"c","action":"a","category":"d"}`,
 		`{"category":"c","action":"a","occurrenceCount":1.0,"traceId":"4bf92f3577b34da6a3ce929d0e0e4736"}`,
 		`[]`, `{`, `null`,
+		`{"category":"c","action":"a","source":"http://[::1]:80/x?y#z"}`,
+		`{"category":"c","action":"a","source":"http://[bad"}`,
+		`{"category":"分","action":"a","description":"é","correlationKey":"😀"}`,
+		`{"category":"c","action":"a","correlationKey":"k","firstSeenAt":"2026-03-01T12:00:00Z","lastSeenAt":"2026-03-01T11:00:00+01:00","resolvedAt":"2026-03-01T11:00:00Z"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -30,6 +35,11 @@ func FuzzDecodePayload(f *testing.F) {
 			var ve *event.ValidationError
 			if !errors.As(err, &ve) || len(ve.Problems) == 0 {
 				t.Fatalf("DecodePayload error %v is not a *ValidationError with problems", err)
+			}
+			for _, p := range ve.Problems {
+				if p.Rule == "" || p.Message == "" || !utf8.ValidString(p.Member) {
+					t.Fatalf("problem %+v lacks a rule or message, or its member is not text", p)
+				}
 			}
 			return
 		}
