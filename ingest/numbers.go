@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
+	"math/big"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -95,6 +97,60 @@ func numbersOutOfRange(v jsontext.Value, limit int) (ptrs []string, total int, e
 		default:
 			if _, err := dec.ReadToken(); err != nil {
 				return nil, 0, err
+			}
+		}
+	}
+}
+
+// countKeywords are the JSON Schema keywords whose value is a count (a
+// non-negative integer). The validator reads each as a Go int, keeping only
+// the low bits of a larger value ("maxLength": 1e300 would be enforced as
+// 0, "maxItems": 18446744073709551617 as 1), so a size schema whose count
+// exceeds [math.MaxInt] is refused naming the keyword, as a bound that
+// cannot be enforced.
+var countKeywords = map[string]bool{
+	"minLength": true, "maxLength": true,
+	"minItems": true, "maxItems": true,
+	"minProperties": true, "maxProperties": true,
+	"minContains": true, "maxContains": true,
+}
+
+var msgCountRange = fmt.Sprintf("must be a count of at most %d", math.MaxInt)
+
+// countsOutOfRange walks the JSON value v (whose numbers are all in the
+// range numberInRange accepts, so each is cheap to read exactly) and
+// returns the JSON Pointer of the first number given to a count keyword
+// that is larger than math.MaxInt, and how many there are in all. A member
+// of that name inside data (const, enum, default) is judged too: a count
+// that large is never meant. v must be valid JSON.
+func countsOutOfRange(v jsontext.Value) (ptr string, total int, err error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(v), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	maxInt := new(big.Rat).SetInt64(math.MaxInt)
+	for {
+		switch dec.PeekKind() {
+		case 0:
+			if _, err := dec.ReadToken(); err != io.EOF {
+				return "", 0, err
+			}
+			return ptr, total, nil
+		case '0':
+			raw, err := dec.ReadValue()
+			if err != nil {
+				return "", 0, err
+			}
+			p := dec.StackPointer()
+			if !countKeywords[p.LastToken()] {
+				continue
+			}
+			if n, ok := new(big.Rat).SetString(string(raw)); ok && n.Cmp(maxInt) > 0 {
+				total++
+				if ptr == "" {
+					ptr = string(p)
+				}
+			}
+		default:
+			if _, err := dec.ReadToken(); err != nil {
+				return "", 0, err
 			}
 		}
 	}

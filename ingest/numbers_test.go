@@ -97,6 +97,12 @@ func TestPutResourceTypeRefusesNumbersItCannotEnforce(t *testing.T) {
 		{"minimum", `{"minimum": 1e1000001}`, "/minimum: numberRange: "},
 		{"nested maximum", `{"properties":{"gb":{"maximum":-1e-1000001}}}`, "/properties/gb/maximum: numberRange: "},
 		{"enum", `{"enum":[1, 1e999999, 1e999999]}`, "/enum/1: numberRange: "},
+		// X1: the validator reads a count as the low bits of its value, so
+		// maxLength 1e300 was stored (200) and enforced as 0.
+		{"maxLength above MaxInt (its low bits are 0)", `{"properties":{"a":{"maxLength":1e300}}}`, "/properties/a/maxLength: numberRange: must be a count of at most"},
+		{"maxItems 2^64+1 (its low bits are 1)", `{"maxItems":18446744073709551617}`, "/maxItems: numberRange: "},
+		{"minProperties", `{"minProperties":1e19}`, "/minProperties: numberRange: "},
+		{"maxContains", `{"contains":{},"maxContains":9.3e18}`, "/maxContains: numberRange: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,6 +116,29 @@ func TestPutResourceTypeRefusesNumbersItCannotEnforce(t *testing.T) {
 				t.Fatalf("err = %v, want a SchemaError starting %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// A count up to math.MaxInt is read exactly by the validator, so it is
+// kept; 9223372036854775807 is math.MaxInt on 64-bit platforms.
+func TestPutResourceTypeKeepsCountsTheValidatorReads(t *testing.T) {
+	for _, doc := range []string{
+		`{"maxLength":9223372036854775807}`,
+		`{"minItems":0}`,
+		`{"maxProperties":1e18}`,
+		`{"const":{"maxLength":1}}`,
+		`{"properties":{"maxLength":{"type":"integer","maximum":1e300}}}`,
+	} {
+		if _, err := ingest.CompileSizeSchema(jsontext.Value(doc)); err != nil {
+			t.Errorf("%s: %v, want compiled", doc, err)
+		}
+	}
+	sch, err := ingest.CompileSizeSchema(jsontext.Value(`{"maxLength":1e18}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sch.Validate("xx"); err != nil {
+		t.Errorf("maxLength 1e18 refused a 2-character string: %v", err)
 	}
 }
 

@@ -64,7 +64,9 @@ func (noLoader) Load(url string) (any, error) {
 // Every number in doc must lie in the range the validator judges
 // ([MaxNumberDigits], [MaxNumberExponent]): a bound such as
 // "minimum": 1e1000001 could never be enforced, so it is refused, the error
-// naming the keyword by its JSON Pointer ("/properties/gb/minimum").
+// naming the keyword by its JSON Pointer ("/properties/gb/minimum"). So is
+// a count keyword (maxLength, minItems, …) above math.MaxInt, which the
+// validator would enforce as its low bits ("maxLength": 1e300 as 0).
 func CompileSizeSchema(doc jsontext.Value) (*jsonschema.Schema, error) {
 	if err := checkStrictJSON(doc); err != nil {
 		return nil, err
@@ -77,6 +79,15 @@ func CompileSizeSchema(doc jsontext.Value) (*jsonschema.Schema, error) {
 			more = fmt.Sprintf(" (and %d more numbers)", total-1)
 		}
 		return nil, fmt.Errorf("%s: %s: %s, so it cannot be enforced%s", ptrs[0], event.RuleNumberRange, msgNumberRange, more)
+	}
+	if ptr, total, err := countsOutOfRange(doc); err != nil {
+		return nil, fmt.Errorf("not a JSON document: %v", err)
+	} else if total > 0 {
+		more := ""
+		if total > 1 {
+			more = fmt.Sprintf(" (and %d more counts)", total-1)
+		}
+		return nil, fmt.Errorf("%s: %s: %s, so it cannot be enforced%s", ptr, event.RuleNumberRange, msgCountRange, more)
 	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {
