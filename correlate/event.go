@@ -27,14 +27,16 @@ type Event struct {
 	ActedUpon string `json:"actedUpon,omitzero"`
 	// OperationID groups the events of one operation, as sent.
 	OperationID string `json:"operationId,omitzero"`
-	// Category and Action are two free strings (at most 500 bytes each).
+	// Category and Action are two free strings, at most [MaxCategoryLen]
+	// characters each.
 	Category string `json:"category"`
 	Action   string `json:"action"`
 	// Severity is one of [Severities]; informational when the create omitted it.
 	Severity Severity `json:"severity"`
 	// Status is read or unread (see [Statuses]); unread when recorded.
 	Status Status `json:"status"`
-	// Description is free text, at most 5000 bytes; "" when none was sent.
+	// Description is free text, at most [MaxDescriptionLen] characters; ""
+	// when none was sent.
 	Description string `json:"description"`
 	// Metadata is the JSON object the create sent (see [DecodePayload] for its
 	// formatting; number literals are kept exactly), or nil.
@@ -209,11 +211,10 @@ const (
 // Dispositions lists every [Disposition].
 func Dispositions() []Disposition { return []Disposition{Created, Replayed, Incremented, Resolved} }
 
-// StatusCode is the HTTP status createEvent answers with for d:
-// 201 for [Created], 200 for the others. When legacy200 is true (the
-// spec's legacy-create allowance, decided by [Service.StatusCode]), a
-// created legacy create answers 200.
-func (d Disposition) StatusCode(legacy200 bool) int {
+// statusCode is the HTTP status createEvent answers with for d: 201 for
+// [Created], 200 for the others; with legacy200 (decided by
+// [Service.StatusCode], the one exported way), a created create answers 200.
+func (d Disposition) statusCode(legacy200 bool) int {
 	if d == Created && !legacy200 {
 		return 201 // Created; this package does not import net/http.
 	}

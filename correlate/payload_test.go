@@ -2,6 +2,7 @@ package correlate_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/store/memstore"
 )
 
 // problems returns "member rule" for each problem of err, or nil when err
@@ -252,14 +254,38 @@ func TestNewValidatesOptions(t *testing.T) {
 	}
 }
 
-func TestDispositionStatusCode(t *testing.T) {
-	got := map[correlate.Disposition][2]int{}
-	for _, d := range correlate.Dispositions() {
-		got[d] = [2]int{d.StatusCode(false), d.StatusCode(true)}
+// Service.StatusCode is the one way to the status of a create
+// (event-correlation.md, `Event-Disposition`; DECISIONS.md: "201 by default;
+// 200 behind an option"): every disposition, for a legacy and a keyed
+// payload, with the legacy-200 option off and on.
+func TestServiceStatusCode(t *testing.T) {
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	want := map[correlate.Disposition][2]int{
-		correlate.Created: {201, 200}, correlate.Replayed: {200, 200},
-		correlate.Incremented: {200, 200}, correlate.Resolved: {200, 200},
+	legacy := correlate.Payload{Category: "c", Action: "a"}
+	keyed := correlate.Payload{Category: "c", Action: "a", CorrelationKey: "k"}
+	got := map[string]int{}
+	for _, option := range []bool{false, true} {
+		svc, err := correlate.New(db.Correlate(), correlate.Options{LegacyCreate200: option})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range correlate.Dispositions() {
+			got[fmt.Sprintf("%s legacy option=%t", d, option)] = svc.StatusCode(legacy, d)
+			got[fmt.Sprintf("%s keyed option=%t", d, option)] = svc.StatusCode(keyed, d)
+		}
+	}
+	want := map[string]int{
+		"created legacy option=false": 201, "created keyed option=false": 201,
+		"created legacy option=true": 200, "created keyed option=true": 201,
+	}
+	for _, d := range []string{"replayed", "incremented", "resolved"} {
+		for _, k := range []string{"legacy", "keyed"} {
+			for _, o := range []string{"false", "true"} {
+				want[d+" "+k+" option="+o] = 200
+			}
+		}
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("status codes (-want +got):\n%s", diff)

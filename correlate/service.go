@@ -90,7 +90,7 @@ func (s *Service) now() time.Time { return event.Normalize(s.opts.Now()) }
 // `Event-Disposition`).
 func (s *Service) StatusCode(p Payload, d Disposition) int {
 	legacy := p.CorrelationKey == "" && p.IdempotencyKey == ""
-	return d.StatusCode(s.opts.LegacyCreate200 && legacy)
+	return d.statusCode(s.opts.LegacyCreate200 && legacy)
 }
 
 // Create records one create of caller, in the order of event-correlation.md

@@ -12,10 +12,12 @@ import (
 //
 // Every method is scoped to a [Caller]: it reads or changes only events
 // whose Organization and User equal the caller's (User "" being the events
-// of calls that identified no user). An id that does not exist, is out of
-// scope or is soft-deleted gives an error wrapping
-// github.com/tallyhq/tally/store.ErrNotFound. Implementations are safe for
-// concurrent use.
+// of calls that identified no user), except that List with
+// [Caller.AllUsers] set reads every event of the caller's organization,
+// whoever recorded it (DECISIONS.md, Who reads correlated events). An id
+// that does not exist, is out of scope or is soft-deleted gives an error
+// wrapping github.com/tallyhq/tally/store.ErrNotFound. Implementations are
+// safe for concurrent use.
 type Store interface {
 	// Create applies one planned create atomically, all or nothing
 	// (see [Create]), and returns the event as it is after the create with

@@ -676,8 +676,9 @@ func cleanReason(s string) string {
 // from bytes that may not be a valid event: the first top-level "event_id"
 // member holding a string. It returns "" when the item is not a JSON object,
 // breaks off before such a member, or the id holds invalid UTF-8 or a NUL
-// character (which no store could keep as text). An id longer than
-// event.EventIDMaxLen bytes is cut to that length.
+// character (which no store could keep as text). A long id is returned
+// whole, never cut (DECISIONS.md, Echoed event_id: "A truncated id matches
+// nothing the client sent; the body cap bounds it").
 func BestEffortEventID(raw []byte) string {
 	dec := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	tok, err := dec.ReadToken()

@@ -39,8 +39,7 @@ func run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st := db.Ingest()
-	svc, err := ingest.New(st, ingest.Options{})
+	svc, err := ingest.New(db.Ingest(), ingest.Options{})
 	if err != nil {
 		return err
 	}
@@ -53,11 +52,11 @@ func run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "result: %s\n", b)
-	rows, err := st.Resources(ctx, ingest.ResourceQuery{Limit: 100})
+	page, err := svc.Resources(ctx, ingest.ResourceFilter{}) // the first page: 100 rows at most
 	if err != nil {
 		return err
 	}
-	for _, r := range rows {
+	for _, r := range page.Items {
 		fmt.Fprintf(out, "resource %s/%s: state %s, size %s, project %s\n", r.ResourceType, r.ResourceID, r.State, r.Size, r.ProjectID)
 	}
 	return nil
