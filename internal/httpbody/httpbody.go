@@ -69,6 +69,7 @@ type Error struct {
 	Err error
 }
 
+// Error renders "httpbody: <detail>", followed by ": <Err>" when Err is set.
 func (e *Error) Error() string {
 	if e.Err != nil {
 		return "httpbody: " + e.Detail + ": " + e.Err.Error()
@@ -76,6 +77,7 @@ func (e *Error) Error() string {
 	return "httpbody: " + e.Detail
 }
 
+// Unwrap returns Err, so errors.Is finds the underlying error.
 func (e *Error) Unwrap() error { return e.Err }
 
 // ErrClientGone is returned (wrapped) by [Read] when the connection broke
