@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -304,7 +305,7 @@ func (s *Service) Get(ctx context.Context, caller Caller, id string) (Event, err
 // organization's events. Errors: an [*event.ValidationError] listing every
 // bad parameter (members are pointers to the parameters as getEvents names
 // them: /page, /pageSize, /order, /severity, /status, /category, /action,
-// /correlationKey, /search; page must be 0 to [MaxPage]; text must be valid
+// /correlationKey, /search, /sort; page must be 0 to [MaxPage]; text must be valid
 // UTF-8 without NUL); [ErrNoOrganization]; the store's error.
 func (s *Service) List(ctx context.Context, caller Caller, q Query) (Page, error) {
 	if caller.Organization == "" {
@@ -319,14 +320,21 @@ func (s *Service) List(ctx context.Context, caller Caller, q Query) (Page, error
 	if q.Order == "" {
 		q.Order = OrderDesc
 	}
-	events, total, err := s.store.List(ctx, caller, q)
+	if q.Sort == "" {
+		q.Sort = SortCreatedAt
+	}
+	l, err := s.store.List(ctx, caller, q)
 	if err != nil {
 		return Page{}, fmt.Errorf("correlate: list events: %w", err)
 	}
-	if events == nil {
-		events = []Event{}
+	if l.Events == nil {
+		l.Events = []Event{}
 	}
-	return Page{Page: q.Page, PageSize: q.PageSize, TotalCount: total, Data: events}, nil
+	if l.BySeverity == nil {
+		l.BySeverity = []SeverityCount{}
+	}
+	return Page{Page: q.Page, PageSize: q.PageSize, TotalCount: l.Total, ReadCount: l.Read,
+		CountBySeverityLevel: l.BySeverity, Data: l.Events}, nil
 }
 
 // Validate returns an [*event.ValidationError] listing every bad parameter
@@ -349,6 +357,9 @@ func (q Query) Validate() error {
 	}
 	if q.Order != "" && q.Order != OrderAsc && q.Order != OrderDesc {
 		ps.add("/order", event.RuleEnum, `must be "asc" or "desc"`)
+	}
+	if q.Sort != "" && !slices.Contains(SortFields(), q.Sort) {
+		ps.add("/sort", event.RuleEnum, "%q is not a field getEvents sorts by (%s)", q.Sort, sortFieldList())
 	}
 	for _, v := range q.Severity {
 		if !v.Valid() {
@@ -429,4 +440,15 @@ func (s *Service) PurgeIdempotencyKeys(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("correlate: purge idempotency keys: %w", err)
 	}
 	return n, nil
+}
+
+func sortFieldList() string {
+	var b strings.Builder
+	for i, f := range SortFields() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(string(f))
+	}
+	return b.String()
 }

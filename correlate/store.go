@@ -25,11 +25,12 @@ type Store interface {
 	Create(ctx context.Context, c Create) (Event, Disposition, error)
 	// Get returns the event with id (a canonical UUID) in scope.
 	Get(ctx context.Context, scope Caller, id string) (Event, error)
-	// List returns one page of the events in scope that match q,
-	// ordered by (CreatedAt, ID) in q.Order, and the number of matching
-	// events over all pages. Soft-deleted events are never listed. q has
-	// been normalized by the service (PageSize ≥ 1, Page ≥ 0).
-	List(ctx context.Context, scope Caller, q Query) ([]Event, int64, error)
+	// List returns one page of the events in scope that match q, ordered
+	// by q.Sort then (CreatedAt, ID), all in q.Order, with the counts of
+	// [Listing] over all pages. Soft-deleted events are never listed or
+	// counted. q has been normalized by the service (PageSize ≥ 1,
+	// Page ≥ 0, Order and Sort set).
+	List(ctx context.Context, scope Caller, q Query) (Listing, error)
 	// SetStatus sets the status of the event with id and advances its
 	// UpdatedAt to at (never backwards), returning the event.
 	SetStatus(ctx context.Context, scope Caller, id string, status Status, at time.Time) (Event, error)
@@ -141,7 +142,11 @@ type Query struct {
 	// Search, when set, keeps events whose description contains it,
 	// ignoring case.
 	Search string
-	// Order by CreatedAt then ID; "" means [OrderDesc].
+	// Sort is the field listed by first (text compared byte by byte, as
+	// PostgreSQL's "C" collation does), then CreatedAt and ID; "" means
+	// [SortCreatedAt]. See [SortFields].
+	Sort SortField
+	// Order of the listing; "" means [OrderDesc].
 	Order Order
 	// Page is 0-based.
 	Page int
@@ -158,10 +163,62 @@ const (
 	MaxPage         = 1<<31 - 1
 )
 
-// Page is one page of getEvents, in Meshery's shape.
+// SortField is a field getEvents sorts by: one of [SortFields], named as
+// the event's JSON member.
+type SortField string
+
+// The sort fields: the members of @meshery/schemas v1beta3 EventResult
+// that tally stores (owner, systemId, category, action, description,
+// createdAt), and severity, status and updatedAt.
+const (
+	SortCreatedAt   SortField = "createdAt"
+	SortUpdatedAt   SortField = "updatedAt"
+	SortOwner       SortField = "owner"
+	SortSystemID    SortField = "systemId"
+	SortCategory    SortField = "category"
+	SortAction      SortField = "action"
+	SortSeverity    SortField = "severity"
+	SortStatus      SortField = "status"
+	SortDescription SortField = "description"
+)
+
+// SortFields lists every valid [SortField].
+func SortFields() []SortField {
+	return []SortField{SortCreatedAt, SortUpdatedAt, SortOwner, SortSystemID, SortCategory,
+		SortAction, SortSeverity, SortStatus, SortDescription}
+}
+
+// Listing is what [Store.List] answers: one page and the counts over
+// every page.
+type Listing struct {
+	// Events is the page.
+	Events []Event
+	// Total counts the events in scope that match the query.
+	Total int64
+	// Read counts the events in scope that match every filter of the query
+	// but Status, and are [StatusRead]: the summary's "read" figure, which
+	// a status filter (such as the UI's unread view) must not zero.
+	Read int64
+	// BySeverity counts the events Total counts by severity: only
+	// severities with at least one event, in the order of [Severities].
+	BySeverity []SeverityCount
+}
+
+// SeverityCount is how many events have one severity (@meshery/schemas
+// v1beta3 SeverityCount).
+type SeverityCount struct {
+	Severity Severity `json:"severity"`
+	Count    int64    `json:"count"`
+}
+
+// Page is one page of getEvents, in the shape of @meshery/schemas v1beta3
+// EventsPage: readCount and countBySeverityLevel as [Listing] defines
+// them (countBySeverityLevel is [] when nothing matches).
 type Page struct {
-	Page       int     `json:"page"`
-	PageSize   int     `json:"pageSize"`
-	TotalCount int64   `json:"totalCount"`
-	Data       []Event `json:"data"`
+	Page                 int             `json:"page"`
+	PageSize             int             `json:"pageSize"`
+	TotalCount           int64           `json:"totalCount"`
+	ReadCount            int64           `json:"readCount"`
+	CountBySeverityLevel []SeverityCount `json:"countBySeverityLevel"`
+	Data                 []Event         `json:"data"`
 }

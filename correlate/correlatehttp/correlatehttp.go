@@ -23,12 +23,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/event"
@@ -276,19 +280,37 @@ func headerKey(values []string) string {
 	return v
 }
 
-// list is getEvents: GET /api/events/list. Parameters: page (0-based),
-// pageSize (or Meshery's pagesize), search, order (asc or desc, by
-// creation time), category, action, severity, status (each repeatable or
-// comma-separated; any of the values matches), correlationKey, and
-// resolved (true: resolved events only; false: open events only). The
-// answer is {"page","pageSize","totalCount","data":[…]}.
+// listParams are the query parameters of getEvents; any other is refused
+// (issue 13: "An unknown query parameter is refused with 400 naming it").
+var listParams = []string{"page", "pageSize", "pagesize", "search", "sort", "order", "filter",
+	"category", "action", "severity", "status", "correlationKey", "resolved"}
+
+// sortAliases maps the column names Meshery's UI sends as sort (its
+// notificationCenter.ts sends sort=created_at) to the fields they name.
+var sortAliases = map[string]correlate.SortField{
+	"created_at": correlate.SortCreatedAt,
+	"updated_at": correlate.SortUpdatedAt,
+	"system_id":  correlate.SortSystemID,
+}
+
+// list is getEvents: GET /api/events/list (@meshery/schemas v1beta3).
+// Parameters: page (0-based), pageSize (or Meshery's pagesize), search,
+// sort (a [correlate.SortField], or created_at, updated_at, system_id),
+// order (asc or desc), filter (a JSON object whose members category,
+// action, severity and status each hold a string or an array of strings),
+// category, action, severity, status (each repeatable, comma-separated or
+// a JSON array of strings such as ["error","warning"], which Meshery's UI
+// sends; any of the values matches; values from filter join them),
+// correlationKey, and resolved (true: resolved events only; false: open
+// events only). An unknown parameter is refused, named. The answer is
+// {"page","pageSize","totalCount","readCount","countBySeverityLevel","data"}.
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 	caller, err := h.caller(r)
 	if err != nil {
 		return err
 	}
 	v := r.URL.Query()
-	var ps []event.Problem
+	ps := unknownParams(v, listParams)
 	num := func(names ...string) int {
 		for _, name := range names {
 			if s := v.Get(name); s != "" {
@@ -306,16 +328,37 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 		}
 		return 0
 	}
+	values := func(name string) []string {
+		out, err := multi(v[name])
+		if err != nil {
+			ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleType, Message: err.Error()})
+		}
+		return out
+	}
 	q := correlate.Query{
 		Page:           num("page"),
 		PageSize:       num("pageSize", "pagesize"),
 		Search:         v.Get("search"),
 		Order:          correlate.Order(strings.ToLower(v.Get("order"))),
-		Category:       multi(v["category"]),
-		Action:         multi(v["action"]),
-		Severity:       typed[correlate.Severity](multi(v["severity"])),
-		Status:         typed[correlate.Status](multi(v["status"])),
+		Category:       values("category"),
+		Action:         values("action"),
+		Severity:       typed[correlate.Severity](values("severity")),
+		Status:         typed[correlate.Status](values("status")),
 		CorrelationKey: v.Get("correlationKey"),
+	}
+	if s := v.Get("sort"); s != "" {
+		q.Sort = correlate.SortField(s)
+		if f, ok := sortAliases[s]; ok {
+			q.Sort = f
+		}
+	}
+	if s := v.Get("filter"); s != "" {
+		f, fps := parseFilter(s)
+		ps = append(ps, fps...)
+		q.Category = append(q.Category, f.Category...)
+		q.Action = append(q.Action, f.Action...)
+		q.Severity = append(q.Severity, typed[correlate.Severity](f.Severity)...)
+		q.Status = append(q.Status, typed[correlate.Status](f.Status)...)
 	}
 	if s := v.Get("resolved"); s != "" {
 		b, err := strconv.ParseBool(s)
@@ -341,17 +384,100 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// multi splits repeated and comma-separated values, dropping empty ones.
-func multi(values []string) []string {
+// unknownParams names each query parameter of v that is not in known, in
+// name order (rule additionalProperties).
+func unknownParams(v url.Values, known []string) []event.Problem {
+	var ps []event.Problem
+	for _, name := range slices.Sorted(maps.Keys(v)) {
+		if !slices.Contains(known, name) {
+			ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleAdditionalProperties,
+				Message: fmt.Sprintf("is not a parameter of this operation (it takes %s)", strings.Join(known, ", "))})
+		}
+	}
+	return ps
+}
+
+// eventsFilter is getEvents' filter parameter: a JSON object of the list
+// filters, each a string or an array of strings.
+type eventsFilter struct {
+	Category, Action, Severity, Status []string
+}
+
+// parseFilter decodes the filter parameter, naming each problem by its
+// pointer under /filter: not a JSON object, an unknown member, a value
+// that is neither a string nor an array of strings.
+func parseFilter(s string) (eventsFilter, []event.Problem) {
+	var f eventsFilter
+	var raw map[string]jsontext.Value
+	if err := json.Unmarshal([]byte(s), &raw); err != nil {
+		return f, []event.Problem{{Member: "/filter", Rule: event.RuleType,
+			Message: "must be a JSON object whose members category, action, severity and status hold a string or an array of strings"}}
+	}
+	var ps []event.Problem
+	fields := map[string]*[]string{"category": &f.Category, "action": &f.Action, "severity": &f.Severity, "status": &f.Status}
+	for _, name := range slices.Sorted(maps.Keys(raw)) {
+		dst, ok := fields[name]
+		if !ok {
+			ps = append(ps, event.Problem{Member: "/filter/" + name, Rule: event.RuleAdditionalProperties,
+				Message: "is not a filter of getEvents (category, action, severity, status)"})
+			continue
+		}
+		vs, err := stringOrStrings(raw[name])
+		if err != nil {
+			ps = append(ps, event.Problem{Member: "/filter/" + name, Rule: event.RuleType, Message: err.Error()})
+			continue
+		}
+		*dst = vs
+	}
+	return f, ps
+}
+
+var errStrings = errors.New("must be a string or an array of strings")
+
+// stringOrStrings decodes a JSON string or array of strings, dropping
+// empty strings; null is no value.
+func stringOrStrings(v jsontext.Value) ([]string, error) {
+	var out []string
+	switch v.Kind() {
+	case 'n':
+		return nil, nil
+	case '"':
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return nil, errStrings
+		}
+		out = []string{s}
+	case '[':
+		if err := json.Unmarshal(v, &out); err != nil {
+			return nil, errStrings
+		}
+	default:
+		return nil, errStrings
+	}
+	return slices.DeleteFunc(out, func(s string) bool { return s == "" }), nil
+}
+
+// multi splits repeated and comma-separated values, dropping empty ones; a
+// value that starts with "[" is a JSON array of strings (Meshery's UI
+// sends category=["istio"]), whose elements are taken whole.
+func multi(values []string) ([]string, error) {
 	var out []string
 	for _, v := range values {
+		if strings.HasPrefix(strings.TrimSpace(v), "[") {
+			vs, err := stringOrStrings(jsontext.Value(strings.TrimSpace(v)))
+			if err != nil {
+				return nil, errors.New(`must be a value, values separated by commas, or a JSON array of strings such as ["a","b"]`)
+			}
+			out = append(out, vs...)
+			continue
+		}
 		for s := range strings.SplitSeq(v, ",") {
 			if s = strings.TrimSpace(s); s != "" {
 				out = append(out, s)
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 func typed[T ~string](vs []string) []T {

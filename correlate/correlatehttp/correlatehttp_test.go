@@ -337,7 +337,7 @@ func TestListStatusDeleteAndScope(t *testing.T) {
 		t.Errorf("filtered list = %s, want only %s", res.body, a.ID)
 	}
 	members := decode[map[string]jsontext.Value](t, res.body)
-	if diff := cmp.Diff([]string{"data", "page", "pageSize", "totalCount"}, sortedNames(members)); diff != "" {
+	if diff := cmp.Diff([]string{"countBySeverityLevel", "data", "page", "pageSize", "readCount", "totalCount"}, sortedNames(members)); diff != "" {
 		t.Errorf("page members (-want +got):\n%s", diff)
 	}
 	if page := decode[correlate.Page](t, s.do("GET", "/api/events/list", "org-1/alice", "").body); page.TotalCount != 2 {

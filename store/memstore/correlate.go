@@ -144,13 +144,17 @@ func (s *Correlate) Get(ctx context.Context, scope correlate.Caller, id string) 
 }
 
 // List implements [correlate.Store].
-func (s *Correlate) List(ctx context.Context, scope correlate.Caller, q correlate.Query) ([]correlate.Event, int64, error) {
+func (s *Correlate) List(ctx context.Context, scope correlate.Caller, q correlate.Query) (correlate.Listing, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, 0, fmt.Errorf("memstore: list events: %w", err)
+		return correlate.Listing{}, fmt.Errorf("memstore: list events: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var match []*correlate.Event
+	var (
+		match []*correlate.Event
+		l     correlate.Listing
+	)
+	bySeverity := map[correlate.Severity]int64{}
 	search := strings.ToLower(q.Search)
 	for _, e := range s.correlation.events {
 		switch {
@@ -158,29 +162,69 @@ func (s *Correlate) List(ctx context.Context, scope correlate.Caller, q correlat
 		case len(q.Category) > 0 && !slices.Contains(q.Category, e.Category):
 		case len(q.Action) > 0 && !slices.Contains(q.Action, e.Action):
 		case len(q.Severity) > 0 && !slices.Contains(q.Severity, e.Severity):
-		case len(q.Status) > 0 && !slices.Contains(q.Status, e.Status):
 		case q.Resolved != nil && *q.Resolved != (e.ResolvedAt != nil):
 		case q.CorrelationKey != "" && e.CorrelationKey != q.CorrelationKey:
 		case search != "" && !strings.Contains(strings.ToLower(e.Description), search):
 		default:
-			match = append(match, e)
+			// Read ignores the status filter (correlate.Listing).
+			if e.Status == correlate.StatusRead {
+				l.Read++
+			}
+			if len(q.Status) == 0 || slices.Contains(q.Status, e.Status) {
+				match = append(match, e)
+				bySeverity[e.Severity]++
+			}
 		}
 	}
+	for _, sv := range correlate.Severities() {
+		if n := bySeverity[sv]; n > 0 {
+			l.BySeverity = append(l.BySeverity, correlate.SeverityCount{Severity: sv, Count: n})
+		}
+	}
+	key := sortKey(q.Sort)
 	slices.SortFunc(match, func(a, b *correlate.Event) int {
-		c := cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+		c := cmp.Or(key(a, b), a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
 		if q.Order == correlate.OrderDesc {
 			return -c
 		}
 		return c
 	})
-	total := int64(len(match))
+	l.Total = int64(len(match))
 	start := min(q.Page*q.PageSize, len(match))
 	end := min(start+q.PageSize, len(match))
-	out := make([]correlate.Event, 0, end-start)
+	l.Events = make([]correlate.Event, 0, end-start)
 	for _, e := range match[start:end] {
-		out = append(out, e.Clone())
+		l.Events = append(l.Events, e.Clone())
 	}
-	return out, total, nil
+	return l, nil
+}
+
+// sortKey compares two events by the sort field f; text byte by byte, as
+// PostgreSQL's "C" collation does.
+func sortKey(f correlate.SortField) func(a, b *correlate.Event) int {
+	text := func(get func(e *correlate.Event) string) func(a, b *correlate.Event) int {
+		return func(a, b *correlate.Event) int { return strings.Compare(get(a), get(b)) }
+	}
+	switch f {
+	case correlate.SortUpdatedAt:
+		return func(a, b *correlate.Event) int { return a.UpdatedAt.Compare(b.UpdatedAt) }
+	case correlate.SortOwner:
+		return text(func(e *correlate.Event) string { return e.Owner })
+	case correlate.SortSystemID:
+		return text(func(e *correlate.Event) string { return e.SystemID })
+	case correlate.SortCategory:
+		return text(func(e *correlate.Event) string { return e.Category })
+	case correlate.SortAction:
+		return text(func(e *correlate.Event) string { return e.Action })
+	case correlate.SortSeverity:
+		return text(func(e *correlate.Event) string { return string(e.Severity) })
+	case correlate.SortStatus:
+		return text(func(e *correlate.Event) string { return string(e.Status) })
+	case correlate.SortDescription:
+		return text(func(e *correlate.Event) string { return e.Description })
+	default: // createdAt: the tie-break alone
+		return func(a, b *correlate.Event) int { return 0 }
+	}
 }
 
 // SetStatus implements [correlate.Store].

@@ -293,7 +293,7 @@ func (s *Correlate) Get(ctx context.Context, scope correlate.Caller, id string) 
 }
 
 // List implements [correlate.Store].
-func (s *Correlate) List(ctx context.Context, scope correlate.Caller, q correlate.Query) ([]correlate.Event, int64, error) {
+func (s *Correlate) List(ctx context.Context, scope correlate.Caller, q correlate.Query) (correlate.Listing, error) {
 	where := []string{scopeWhere}
 	args := []any{scope.Organization, scope.User}
 	if scope.AllUsers {
@@ -314,9 +314,6 @@ func (s *Correlate) List(ctx context.Context, scope correlate.Caller, q correlat
 	if len(q.Severity) > 0 {
 		add("severity = ANY(?::text[])", stringsOf(q.Severity))
 	}
-	if len(q.Status) > 0 {
-		add("status = ANY(?::text[])", stringsOf(q.Status))
-	}
 	if q.Resolved != nil {
 		if *q.Resolved {
 			where = append(where, "resolved_at IS NOT NULL")
@@ -332,31 +329,74 @@ func (s *Correlate) List(ctx context.Context, scope correlate.Caller, q correlat
 		add(`description ILIKE ? ESCAPE '\'`, "%"+esc+"%")
 	}
 	cond := strings.Join(where, " AND ")
-	var total int64
-	if err := s.db.GetContext(ctx, &total, `SELECT count(*) FROM correlated_events WHERE `+cond, args...); err != nil {
-		return nil, 0, interpretError(fmt.Errorf("pgstore: count events: %w", err))
+	// One pass for the counts: Read ignores the status filter
+	// (correlate.Listing), the per-severity counts (and so Total) apply it.
+	statusCond := "TRUE"
+	if len(q.Status) > 0 {
+		args = append(args, stringsOf(q.Status))
+		statusCond = fmt.Sprintf("status = ANY($%d::text[])", len(args))
+	}
+	var counts []struct {
+		Severity string `db:"severity"`
+		N        int64  `db:"n"`
+		Read     int64  `db:"read"`
+	}
+	if err := s.db.SelectContext(ctx, &counts, fmt.Sprintf(`SELECT severity,
+		count(*) FILTER (WHERE %s) AS n, count(*) FILTER (WHERE status = 'read') AS read
+		FROM correlated_events WHERE %s GROUP BY severity`, statusCond, cond), args...); err != nil {
+		return correlate.Listing{}, interpretError(fmt.Errorf("pgstore: count events: %w", err))
+	}
+	var l correlate.Listing
+	bySeverity := map[correlate.Severity]int64{}
+	for _, c := range counts {
+		l.Total += c.N
+		l.Read += c.Read
+		bySeverity[correlate.Severity(c.Severity)] = c.N
+	}
+	for _, sv := range correlate.Severities() {
+		if n := bySeverity[sv]; n > 0 {
+			l.BySeverity = append(l.BySeverity, correlate.SeverityCount{Severity: sv, Count: n})
+		}
 	}
 	dir := "DESC"
 	if q.Order == correlate.OrderAsc {
 		dir = "ASC"
 	}
+	sortBy := ""
+	if col, ok := sortColumns[q.Sort]; ok {
+		sortBy = col + " " + dir + ", "
+	}
 	var rows []correlatedRow
 	n := len(args)
-	err := s.db.SelectContext(ctx, &rows, fmt.Sprintf(`SELECT %s FROM correlated_events WHERE %s
-		ORDER BY created_at %s, id %s LIMIT $%d OFFSET $%d`, correlatedColumns, cond, dir, dir, n+1, n+2),
+	err := s.db.SelectContext(ctx, &rows, fmt.Sprintf(`SELECT %s FROM correlated_events WHERE %s AND %s
+		ORDER BY %screated_at %s, id %s LIMIT $%d OFFSET $%d`, correlatedColumns, cond, statusCond, sortBy, dir, dir, n+1, n+2),
 		append(args, q.PageSize, int64(q.Page)*int64(q.PageSize))...)
 	if err != nil {
-		return nil, 0, interpretError(fmt.Errorf("pgstore: list events: %w", err))
+		return correlate.Listing{}, interpretError(fmt.Errorf("pgstore: list events: %w", err))
 	}
-	events := make([]correlate.Event, 0, len(rows))
+	l.Events = make([]correlate.Event, 0, len(rows))
 	for _, r := range rows {
 		e, err := r.event()
 		if err != nil {
-			return nil, 0, err
+			return correlate.Listing{}, err
 		}
-		events = append(events, e)
+		l.Events = append(l.Events, e)
 	}
-	return events, total, nil
+	return l, nil
+}
+
+// sortColumns maps each correlate.SortField but createdAt (the tie-break
+// itself) to its ORDER BY expression; text in the "C" collation, byte by
+// byte, as the in-memory store compares.
+var sortColumns = map[correlate.SortField]string{
+	correlate.SortUpdatedAt:   "updated_at",
+	correlate.SortOwner:       `owner COLLATE "C"`,
+	correlate.SortSystemID:    `system_id COLLATE "C"`,
+	correlate.SortCategory:    `category COLLATE "C"`,
+	correlate.SortAction:      `action COLLATE "C"`,
+	correlate.SortSeverity:    `severity COLLATE "C"`,
+	correlate.SortStatus:      `status COLLATE "C"`,
+	correlate.SortDescription: `description COLLATE "C"`,
 }
 
 func stringsOf[T ~string](vs []T) []string {

@@ -886,6 +886,14 @@ func testCorrelateList(t *testing.T, newStore func(t *testing.T) correlate.Store
 		{"search ignores case", correlate.Query{Search: "unreachable"}, []string{"b", "a"}, 2},
 		{"search takes % and _ literally", correlate.Query{Search: "100% of it_"}, []string{"c"}, 1},
 		{"search with no match", correlate.Query{Search: "nothing"}, []string{}, 0},
+		// issue 13, getEvents: "sort (on the fields the schema lists)",
+		// then createdAt and id in the same order; text byte by byte.
+		{"sort category asc", correlate.Query{Sort: correlate.SortCategory, Order: correlate.OrderAsc}, []string{"a", "b", "d", "c", "e"}, 5},
+		{"sort category desc", correlate.Query{Sort: correlate.SortCategory}, []string{"e", "c", "d", "b", "a"}, 5},
+		{"sort severity asc", correlate.Query{Sort: correlate.SortSeverity, Order: correlate.OrderAsc}, []string{"b", "a", "c", "e", "d"}, 5},
+		{"sort description asc, upper case first", correlate.Query{Sort: correlate.SortDescription, Order: correlate.OrderAsc}, []string{"a", "b", "e", "c", "d"}, 5},
+		{"sort status asc", correlate.Query{Sort: correlate.SortStatus, Order: correlate.OrderAsc}, []string{"e", "a", "b", "c", "d"}, 5},
+		{"sort updatedAt desc", correlate.Query{Sort: correlate.SortUpdatedAt}, []string{"e", "d", "c", "b", "a"}, 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -915,12 +923,35 @@ func testCorrelateList(t *testing.T, newStore func(t *testing.T) correlate.Store
 			}
 		})
 	}
+	// issue 13, getEvents: "an EventsPage that carries readCount and
+	// countBySeverityLevel, which the UI's summary reads"; readCount
+	// ignores the status filter (correlate.Listing).
+	for _, tt := range []struct {
+		name       string
+		q          correlate.Query
+		total      int64
+		read       int64
+		bySeverity []correlate.SeverityCount
+	}{
+		{"every event", correlate.Query{}, 5, 1, []correlate.SeverityCount{{Severity: "critical", Count: 1}, {Severity: "error", Count: 1}, {Severity: "informational", Count: 2}, {Severity: "success", Count: 1}}},
+		{"unread: read counts ignore the status filter", correlate.Query{Status: []correlate.Status{correlate.StatusUnread}, PageSize: 1},
+			4, 1, []correlate.SeverityCount{{Severity: "critical", Count: 1}, {Severity: "error", Count: 1}, {Severity: "informational", Count: 1}, {Severity: "success", Count: 1}}},
+		{"category", correlate.Query{Category: []string{"design"}}, 2, 1, []correlate.SeverityCount{{Severity: "informational", Count: 2}}},
+		{"nothing matches", correlate.Query{Search: "nothing"}, 0, 0, []correlate.SeverityCount{}},
+	} {
+		t.Run("counts: "+tt.name, func(t *testing.T) {
+			p := f.list(corrAlice, tt.q)
+			if diff := cmp.Diff(tt.bySeverity, p.CountBySeverityLevel); diff != "" || p.TotalCount != tt.total || p.ReadCount != tt.read {
+				t.Errorf("totalCount %d readCount %d, want %d and %d; countBySeverityLevel (-want +got):\n%s", p.TotalCount, p.ReadCount, tt.total, tt.read, diff)
+			}
+		})
+	}
 	t.Run("a bad query lists every problem", func(t *testing.T) {
-		_, err := f.svc.List(context.Background(), corrAlice, correlate.Query{Page: -1, PageSize: 1000, Order: "up",
+		_, err := f.svc.List(context.Background(), corrAlice, correlate.Query{Page: -1, PageSize: 1000, Order: "up", Sort: "firstName",
 			Severity: []correlate.Severity{"x"}, Status: []correlate.Status{"archived"}, Search: "a\x00", Category: []string{"\xff"}})
 		var ve *event.ValidationError
-		if !errors.As(err, &ve) || len(ve.Problems) != 7 {
-			t.Errorf("error %v, want a ValidationError with 7 problems", err)
+		if !errors.As(err, &ve) || len(ve.Problems) != 8 {
+			t.Errorf("error %v, want a ValidationError with 8 problems", err)
 		}
 		if _, err := f.svc.List(context.Background(), corrAlice, correlate.Query{Page: correlate.MaxPage + 1}); !errors.Is(err, event.ErrInvalid) {
 			t.Errorf("List(page beyond MaxPage): %v, want ErrInvalid", err)

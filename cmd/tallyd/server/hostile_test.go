@@ -77,11 +77,11 @@ func countStore(t *testing.T, st Store) counts {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, n, err := st.Correlate.List(ctx, correlate.Caller{Organization: "acme", User: "u"}, correlate.Query{PageSize: 1})
+	l, err := st.Correlate.List(ctx, correlate.Caller{Organization: "acme", User: "u"}, correlate.Query{PageSize: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return counts{len(evs), len(dls), len(au), int(n)}
+	return counts{len(evs), len(dls), len(au), int(l.Total)}
 }
 
 func (c counts) sub(d counts) counts {

@@ -115,3 +115,94 @@ func TestMesheryServerPublishes(t *testing.T) {
 		}
 	})
 }
+
+// issue 13, getEvents: the Meshery UI's request (ui/rtk-query/
+// notificationCenter.ts: filters spread as parameters, a Set as a JSON
+// array, sort=created_at, order=desc, pagesize=15; the summary's page=0,
+// pagesize=1, status) and the schema's filter parameter, encoded as
+// URLSearchParams does; readCount and countBySeverityLevel; an unknown
+// parameter is 400 naming it.
+func TestMesheryUIGetEvents(t *testing.T) {
+	bothStores(t, func(t *testing.T, st Store) {
+		h, err := NewHandler(Config{Store: st, Authenticator: testAuthenticator(t), LegacyCreate200: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, body := range []string{
+			`{"category":"istio","action":"deploy","severity":"error","description":"one"}`,
+			`{"category":"istio","action":"deploy","severity":"warning","description":"two"}`,
+			`{"category":"istio","action":"undeploy","severity":"informational","description":"three"}`,
+			`{"category":"connection","action":"connect","severity":"error","description":"four"}`,
+		} {
+			if w := meshkitPublish(t, h, "t-events-token-01", body); w.Code != 200 {
+				t.Fatalf("create: %d %s", w.Code, w.Body)
+			}
+		}
+		get := func(query string) (int, map[string]any) {
+			r := httptest.NewRequest(http.MethodGet, "/api/events/list?"+query, nil)
+			r.Header.Set("Authorization", "Bearer t-events-token-01")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			var m map[string]any
+			if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil {
+				t.Fatalf("%s: %d %s", query, w.Code, w.Body)
+			}
+			return w.Code, m
+		}
+		descriptions := func(m map[string]any) []string {
+			var out []string
+			for _, e := range m["data"].([]any) {
+				out = append(out, e.(map[string]any)["description"].(string))
+			}
+			return out
+		}
+		for _, tt := range []struct {
+			name, query string
+			want        []string
+		}{
+			{"UI list", `category=%5B%22istio%22%5D&severity=%5B%22error%22%2C%22warning%22%5D&page=0&sort=created_at&order=desc&pagesize=15`, []string{"two", "one"}},
+			{"schema filter", `filter=%7B%22category%22%3A%5B%22istio%22%5D%2C%22action%22%3A%22undeploy%22%7D`, []string{"three"}},
+			{"sort on a schema field", `sort=description&order=asc&pageSize=2`, []string{"four", "one"}},
+		} {
+			code, m := get(tt.query)
+			if diff := cmp.Diff(tt.want, descriptions(m)); code != 200 || diff != "" {
+				t.Errorf("%s: %d, descriptions (-want +got):\n%s", tt.name, code, diff)
+			}
+		}
+		// The summary: page=0&pagesize=1&status=unread.
+		var firstID string
+		if _, m := get("sort=description&order=asc&pagesize=1"); len(m["data"].([]any)) == 1 {
+			firstID = m["data"].([]any)[0].(map[string]any)["id"].(string)
+		}
+		pr := httptest.NewRequest(http.MethodPut, "/api/events/"+firstID+"/status", bytes.NewBufferString(`{"status":"read"}`))
+		pr.Header.Set("Authorization", "Bearer t-events-token-01")
+		pw := httptest.NewRecorder()
+		h.ServeHTTP(pw, pr)
+		if pw.Code != 200 {
+			t.Fatalf("mark read: %d %s", pw.Code, pw.Body)
+		}
+		code, m := get("page=0&pagesize=1&status=unread")
+		want := map[string]any{"totalCount": float64(3), "readCount": float64(1), "countBySeverityLevel": []any{
+			map[string]any{"severity": "error", "count": float64(1)},
+			map[string]any{"severity": "warning", "count": float64(1)},
+			map[string]any{"severity": "informational", "count": float64(1)},
+		}}
+		got := map[string]any{"totalCount": m["totalCount"], "readCount": m["readCount"], "countBySeverityLevel": m["countBySeverityLevel"]}
+		if diff := cmp.Diff(want, got); code != 200 || diff != "" {
+			t.Errorf("summary: %d (-want +got):\n%s", code, diff)
+		}
+		for _, tt := range []struct{ query, member string }{
+			{"author=me", "/author"},
+			{"category=%5B1%5D", "/category"},
+			{"filter=%7B%22provider%22%3A%5B%22x%22%5D%7D", "/filter/provider"},
+			{"filter=nope", "/filter"},
+			{"sort=firstName", "/sort"},
+		} {
+			code, m := get(tt.query)
+			errs, _ := m["errors"].([]any)
+			if code != 400 || m["code"] != "invalid_parameter" || len(errs) != 1 || errs[0].(map[string]any)["member"] != tt.member {
+				t.Errorf("%s: %d %v, want 400 invalid_parameter naming %s", tt.query, code, m, tt.member)
+			}
+		}
+	})
+}
