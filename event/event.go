@@ -152,7 +152,8 @@ func (w *wireEvent) event() Event {
 // [Decode]). encoding/json's Marshal calls it, then compacts white space and
 // escapes <, >, & and U+2028/U+2029 as it does for every Marshaler, and
 // github.com/go-json-experiment/json reformats it likewise: a caller that
-// must hand the bytes on as sent writes these bytes itself.
+// must hand the bytes on as sent writes these bytes itself (tally's HTTP
+// answers do: internal/problem's Marshal splices them in verbatim).
 func (e Event) MarshalJSON() ([]byte, error) {
 	if y := e.Timestamp.Year(); y < 0 || y > 9999 {
 		return nil, fmt.Errorf("event: timestamp year %d is outside 0000 to 9999", y)

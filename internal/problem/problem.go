@@ -15,6 +15,7 @@
 package problem
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -64,17 +65,21 @@ func Write(w http.ResponseWriter, p Details) {
 // WriteJSON sends v as a JSON answer (application/json, members in a
 // deterministic order, a final newline) with status: the one JSON writer of
 // tally's HTTP handlers. A v that cannot be encoded is answered 500
-// ([Internal]) instead, which only a programming error causes. A raw JSON
-// value in v (an event's payload.size, payload.provider and unknown members,
-// a correlated event's metadata, a size schema) keeps its string escapes as
-// stored (DECISIONS.md, Faithfulness); the encoder still drops the white
-// space between its tokens.
+// ([Internal]) instead, which only a programming error causes.
+//
+// Faithfulness (DECISIONS.md, Faithfulness): every raw JSON value in v (a
+// [jsontext.Value]: a correlated event's metadata, a resource's size, a size
+// schema) and every [event.Event] (whose payload.size, payload.provider and
+// unknown payload members [event.Event.MarshalJSON] gives as stored) is
+// written byte for byte as held, white space and string escapes included,
+// apart from white space around the whole value. The rest of the answer is
+// compact JSON; the answer is valid JSON.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	write(w, status, "application/json", v)
 }
 
 func write(w http.ResponseWriter, status int, contentType string, v any) {
-	b, err := json.Marshal(v, json.Deterministic(true), jsontext.PreserveRawStrings(true))
+	b, err := Marshal(v)
 	if err != nil {
 		status, contentType = http.StatusInternalServerError, ContentType
 		b, _ = json.Marshal(Internal())
@@ -83,6 +88,63 @@ func write(w http.ResponseWriter, status int, contentType string, v any) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// Marshal encodes v as [WriteJSON] writes it (without the final newline):
+// compact JSON, members in a deterministic order, each [jsontext.Value] and
+// each [event.Event] in v byte for byte as held. It fails when v cannot be
+// encoded or one of those raw values is not one valid JSON value (valid
+// UTF-8, no member given twice).
+//
+// The encoder itself always reformats a raw value's white space
+// ([jsontext.Encoder.WriteValue]), so Marshal records where each such value
+// lands in the output (its [jsontext.Encoder.OutputOffset] before and after)
+// and then puts the held bytes in place of the reformatted ones: both spell
+// the same JSON value, so the answer stays valid.
+func Marshal(v any) ([]byte, error) {
+	type span struct {
+		start, end int // the reformatted value, after any delimiter
+		raw        []byte
+	}
+	var spans []span
+	verbatim := func(enc *jsontext.Encoder, raw []byte) error {
+		raw = bytes.Trim(raw, " \t\r\n")
+		if len(raw) == 0 {
+			return errors.ErrUnsupported // an empty value: the encoder's own rule
+		}
+		start := int(enc.OutputOffset())
+		if err := enc.WriteValue(raw); err != nil {
+			return err
+		}
+		spans = append(spans, span{start, int(enc.OutputOffset()), raw})
+		return nil
+	}
+	b, err := json.Marshal(v, json.Deterministic(true), jsontext.PreserveRawStrings(true),
+		json.WithMarshalers(json.JoinMarshalers(
+			json.MarshalToFunc(func(enc *jsontext.Encoder, v jsontext.Value) error {
+				return verbatim(enc, v)
+			}),
+			json.MarshalToFunc(func(enc *jsontext.Encoder, e event.Event) error {
+				raw, err := e.MarshalJSON()
+				if err != nil {
+					return err
+				}
+				return verbatim(enc, raw)
+			}),
+		)))
+	if err != nil || len(spans) == 0 {
+		return b, err
+	}
+	out := make([]byte, 0, len(b))
+	prev := 0
+	for _, s := range spans {
+		if s.start < len(b) && (b[s.start] == ',' || b[s.start] == ':') {
+			s.start++ // the delimiter WriteValue wrote before the value
+		}
+		out = append(append(out, b[prev:s.start]...), s.raw...)
+		prev = s.end
+	}
+	return append(out, b[prev:]...), nil
 }
 
 // Challenge is the WWW-Authenticate value of every 401 (RFC 6750).

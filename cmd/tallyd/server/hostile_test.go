@@ -467,10 +467,12 @@ func checkHostileAnswer(t *testing.T, tc hostileCase, w *httptest.ResponseRecord
 }
 
 // DECISIONS.md, Faithfulness, over HTTP on both stores: an event's history
-// answers payload.size, payload.provider and the unknown members with their
-// string escapes and number spellings as sent (the JSON encoder drops only
-// the white space between their tokens).
+// answers payload.size, payload.provider and the unknown members byte for
+// byte as sent (white space, string escapes and number spellings), and
+// createEvent and getEvents answer a correlated event's metadata byte for
+// byte as sent, each inside a valid JSON answer.
 func TestPayloadEscapesReadBackOverHTTP(t *testing.T) {
+	const v = `{ "a" : [ 1 , 2 ] , "b":"\u0041\/" }`
 	for _, kind := range []string{"memstore", "pgstore"} {
 		t.Run(kind, func(t *testing.T) {
 			var st Store
@@ -483,15 +485,22 @@ func TestPayloadEscapesReadBackOverHTTP(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			item := hostileEvent("rb", `,"x":"\u0041\/","n":1.50e3`, `,"provider":{"a":["\u00e9\/",-0.0E+1]},"z\u0041":"\/"`)
-			if w := serveHostile(h, hostileCase{body: bodyOf(item)}); w.Code != 200 || !strings.Contains(w.Body.String(), `"accepted":1`) {
-				t.Fatalf("%d %s", w.Code, w.Body)
+			answer := func(w *httptest.ResponseRecorder, code int, want string) {
+				t.Helper()
+				if w.Code != code || !strings.Contains(w.Body.String(), want) || !json.Valid(w.Body.Bytes()) {
+					t.Errorf("%d %s\nwant %d, valid JSON holding %s", w.Code, w.Body, code, want)
+				}
 			}
+			item := hostileEvent("rb", `,"x":"\u0041\/","n":1.50e3,"w" : `+v, `,"provider":{"a":["\u00e9\/",-0.0E+1],"v":`+v+`},"z\u0041":"\/","u":`+v)
+			answer(serveHostile(h, hostileCase{body: bodyOf(item)}), 200, `"accepted":1`)
 			w := serveHostile(h, hostileCase{method: "GET", path: "/api/v1/resources/os-a/instance/vm-rb", token: tokAdmin, body: bodyOf("")})
-			want := `"payload":{"state":"active","size":{"vcpus":2,"ram_gb":4,"disk_gb":20,"flavor":"m1","x":"\u0041\/","n":1.50e3},"provider":{"a":["\u00e9\/",-0.0E+1]},"z\u0041":"\/"}`
-			if w.Code != 200 || !strings.Contains(w.Body.String(), want) {
-				t.Errorf("%d %s\nwant it to hold %s", w.Code, w.Body, want)
-			}
+			answer(w, 200, `"payload":{"state":"active","size":{"vcpus":2,"ram_gb":4,"disk_gb":20,"flavor":"m1","x":"\u0041\/","n":1.50e3,"w" : `+v+`},`+
+				`"provider":{"a":["\u00e9\/",-0.0E+1],"v":`+v+`},"z\u0041":"\/","u":`+v+`}`)
+
+			w = serveHostile(h, hostileCase{path: "/api/events", token: tokEvents, body: bodyOf(`{"category":"c","action":"a","metadata":` + v + `}`)})
+			answer(w, 201, `"metadata":`+v+`,`)
+			w = serveHostile(h, hostileCase{method: "GET", path: "/api/events/list", token: tokEvents, body: bodyOf("")})
+			answer(w, 200, `"metadata":`+v+`,`)
 		})
 	}
 }
