@@ -135,7 +135,7 @@ func Apply(r *Resource, e *event.Event) {
 		}
 	case event.CategoryDelete:
 		r.DeletedAt = &ts
-		r.State = "deleted"
+		r.State = StateDeleted
 	}
 	r.LastEventAt = e.Timestamp
 	r.LastEventType = e.EventType
@@ -223,6 +223,12 @@ type ResourceQuery struct {
 	ResourceType string
 	ProjectID    string
 	State        string
+	// Status keeps the rows by whether their state is "deleted":
+	// [StatusActive] the others, [StatusDeleted] those alone, "" or
+	// [StatusAll] both. It and State are independent filters, as in the
+	// Reporting API this replaces (state=active&status=deleted matches
+	// nothing).
+	Status Status
 	// AliveAt keeps the rows whose current life covers the instant: created
 	// (or, for a resource whose create was never seen, first seen) at or
 	// before it, and not deleted at or before it. The projection keeps the
@@ -231,6 +237,31 @@ type ResourceQuery struct {
 	AliveAt time.Time
 	After   *ResourceKey
 	Limit   int
+}
+
+// Status selects resources by whether their state is "deleted" (GET
+// /api/v1/resources?status=…).
+type Status string
+
+// The values of [Status].
+const (
+	StatusActive  Status = "active"
+	StatusDeleted Status = "deleted"
+	StatusAll     Status = "all"
+)
+
+// StateDeleted is the state the projection forces on a deleted resource.
+const StateDeleted = "deleted"
+
+// Match reports whether a row in state matches s ("" matches every row).
+func (s Status) Match(state string) bool {
+	switch s {
+	case StatusActive:
+		return state != StateDeleted
+	case StatusDeleted:
+		return state == StateDeleted
+	}
+	return true
 }
 
 // RebuildQuery selects the resources a rebuild recomputes; empty strings

@@ -19,6 +19,10 @@ type ResourceFilter struct {
 	ResourceType string
 	ProjectID    string
 	State        string
+	// Status keeps active, deleted or all resources (see
+	// [ResourceQuery.Status]); "" means all. Any other value is refused
+	// (/status, rule enum).
+	Status Status
 	// AliveAt keeps the resources alive at that instant (see
 	// [ResourceQuery.AliveAt]).
 	AliveAt time.Time
@@ -61,6 +65,11 @@ func (f ResourceFilter) check(ps *params) (limit int, after *ResourceKey) {
 		{"project_id", f.ProjectID}, {"state", f.State},
 	} {
 		ps.text(t.name, t.v)
+	}
+	switch f.Status {
+	case "", StatusActive, StatusDeleted, StatusAll:
+	default:
+		*ps = append(*ps, event.Problem{Member: "/status", Rule: event.RuleEnum, Message: "must be active, deleted or all"})
 	}
 	limit = ps.limit(f.Limit)
 	if f.Cursor != "" {
@@ -106,7 +115,7 @@ func (s *Service) Resources(ctx context.Context, f ResourceFilter) (ResourcePage
 	}
 	q := ResourceQuery{
 		Cloud: f.Cloud, Platform: f.Platform, ResourceType: f.ResourceType,
-		ProjectID: f.ProjectID, State: f.State, AliveAt: f.AliveAt, Limit: limit + 1, After: after,
+		ProjectID: f.ProjectID, State: f.State, Status: f.Status, AliveAt: f.AliveAt, Limit: limit + 1, After: after,
 	}
 	items, err := s.store.Resources(ctx, q)
 	if err != nil {

@@ -295,7 +295,7 @@ func (r httpReader) resources(ctx context.Context, clouds []string) (map[resKey]
 				} `json:"items"`
 				NextCursor *string `json:"next_cursor"`
 			}
-			q := url.Values{"cloud": {cloud}, "limit": {"1000"}}
+			q := url.Values{"cloud": {cloud}, "status": {"all"}, "limit": {"1000"}}
 			if cursor != "" {
 				q.Set("cursor", cursor)
 			}

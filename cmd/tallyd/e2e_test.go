@@ -454,7 +454,7 @@ func endToEnd(t *testing.T, args ...string) {
 			keys[e.Cloud+"/"+e.ResourceType+"/"+e.ResourceID] = true
 		}
 	}
-	status, _, body := call(t, "GET", base+"/api/v1/resources?limit=1000", tokAdmin, nil)
+	status, _, body := call(t, "GET", base+"/api/v1/resources?status=all&limit=1000", tokAdmin, nil)
 	type resourcePage struct {
 		Items []struct {
 			Cloud        string `json:"cloud"`

@@ -26,11 +26,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
-
-	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
@@ -93,27 +92,56 @@ func New(svc *ingest.Service, opts Options) (*Handler, error) {
 func (h *Handler) Routes() []route.Route {
 	readers := []route.Role{route.RoleRead, route.RoleAdmin}
 	admin := []route.Role{route.RoleAdmin}
+	page := []string{"from", "to", "limit", "cursor"}
 	return []route.Route{
 		{Method: http.MethodPost, Path: "/api/v1/events", Roles: []route.Role{route.RoleIngest}, Handler: h.handle(h.postEvents)},
-		{Method: http.MethodGet, Path: "/api/v1/rejected-events", Roles: admin, Handler: h.handle(h.listRejectedEvents)},
-		{Method: http.MethodGet, Path: "/api/v1/audit", Roles: admin, Handler: h.handle(h.listAudit)},
+		{Method: http.MethodGet, Path: "/api/v1/rejected-events", Roles: admin, Handler: h.handle(h.listRejectedEvents, page...)},
+		{Method: http.MethodGet, Path: "/api/v1/audit", Roles: admin, Handler: h.handle(h.listAudit, append(page, "action")...)},
 		{Method: http.MethodGet, Path: "/api/v1/resource-types", Roles: readers, Handler: h.handle(h.listResourceTypes)},
 		{Method: http.MethodGet, Path: "/api/v1/resource-types/{platform}/{resource_type}", Roles: readers, Handler: h.handle(h.getResourceType)},
 		{Method: http.MethodPut, Path: "/api/v1/resource-types/{platform}/{resource_type}", Roles: admin, Handler: h.handle(h.putResourceType)},
-		{Method: http.MethodGet, Path: "/api/v1/resources", Roles: readers, Handler: h.handle(h.listResources)},
+		{Method: http.MethodGet, Path: "/api/v1/resources", Roles: readers, Handler: h.handle(h.listResources, resourceParams...)},
 		{Method: http.MethodGet, Path: "/api/v1/resources/{cloud}/{resource_type}/{resource_id}", Roles: readers, Handler: h.handle(h.getResource)},
 	}
 }
 
+// resourceParams are the query parameters of GET /api/v1/resources.
+var resourceParams = []string{"cloud", "platform", "resource_type", "project_id", "state", "status", "alive_at", "limit", "cursor"}
+
 // handle adapts the handler shape of this package (and of correlatehttp):
 // a function that writes its answer or returns the error that Handler.fail
 // maps.
-func (h *Handler) handle(fn func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+// A query parameter outside known is refused 400 naming it (issue 13:
+// nothing is silently ignored), before fn runs.
+func (h *Handler) handle(fn func(w http.ResponseWriter, r *http.Request) error, known ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := unknownParams(r, known); err != nil {
+			h.fail(w, r, err)
+			return
+		}
 		if err := fn(w, r); err != nil {
 			h.fail(w, r, err)
 		}
 	})
+}
+
+// unknownParams returns an [*event.ValidationError] naming every query
+// parameter of r that is not in known (rule additionalProperties), in name
+// order, or nil.
+func unknownParams(r *http.Request, known []string) error {
+	var ps params
+	q := r.URL.Query()
+	names := make([]string, 0, len(q))
+	for name := range q {
+		if !slices.Contains(known, name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		ps.add(name, event.RuleAdditionalProperties, "is not a parameter of this route")
+	}
+	return ps.err(nil)
 }
 
 // errNoCaller is the error of a request CallerFrom finds no caller for.
@@ -251,16 +279,24 @@ func (h *Handler) getResourceType(w http.ResponseWriter, r *http.Request) error 
 }
 
 // putResourceType serves PUT /api/v1/resource-types/{platform}/{resource_type}:
-// the body is the JSON Schema document itself (not wrapped), which becomes
-// the pair's size schema exactly as sent. It answers 200 with the stored row
-// (as getResourceType), 400 with the compiler's message when the document
-// does not compile, or 413 for a body over the cap.
+// the body is {"size_schema": <JSON Schema>}, the Reporting API's
+// RegisterResourceType, or the bare JSON Schema document; the schema becomes
+// the pair's size schema exactly as sent ([ingest.UnwrapSizeSchema] tells
+// the two apart: a top-level member size_schema makes the wrapper). It
+// answers 200 with the stored row (as getResourceType), 400 with the
+// compiler's message when the document does not compile or the wrapper
+// holds another member, or 413 for a body over the cap.
 func (h *Handler) putResourceType(w http.ResponseWriter, r *http.Request) error {
 	body, err := h.readBody(w, r)
 	if err != nil {
 		return err
 	}
-	rt, err := h.svc.PutResourceType(r.Context(), r.PathValue("platform"), r.PathValue("resource_type"), jsontext.Value(body))
+	platform, resourceType := r.PathValue("platform"), r.PathValue("resource_type")
+	schema, err := ingest.UnwrapSizeSchema(platform, resourceType, body)
+	if err != nil {
+		return err
+	}
+	rt, err := h.svc.PutResourceType(r.Context(), platform, resourceType, schema)
 	if err != nil {
 		return err
 	}
@@ -270,7 +306,9 @@ func (h *Handler) putResourceType(w http.ResponseWriter, r *http.Request) error 
 
 // listResources serves GET /api/v1/resources, the projection of current
 // resources (canonical-event.md, Event): query parameters cloud, platform,
-// resource_type, project_id, state (each an exact match), alive_at (RFC
+// resource_type, project_id, state (each an exact match), status (active:
+// state not deleted, the default as in the Reporting API; deleted; all),
+// alive_at (RFC
 // 3339: the resources alive at that instant), limit (1..1000, default 100)
 // and cursor. It answers {"items":[Resource…],"next_cursor":null|"…"},
 // ordered by (cloud, resource_type, resource_id), or 400 naming the
@@ -281,8 +319,14 @@ func (h *Handler) listResources(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := ingest.ResourceFilter{
 		Cloud: q.Get("cloud"), Platform: q.Get("platform"), ResourceType: q.Get("resource_type"),
-		ProjectID: q.Get("project_id"), State: q.Get("state"), Limit: limit, Cursor: cursor,
+		ProjectID: q.Get("project_id"), State: q.Get("state"), Status: ingest.Status(q.Get("status")), Limit: limit, Cursor: cursor,
 		AliveAt: ps.time(r, "alive_at"),
+	}
+	switch v, has := q["status"]; {
+	case !has:
+		f.Status = ingest.StatusActive
+	case v[0] == "":
+		ps.add("status", event.RuleEnum, "must be active, deleted or all")
 	}
 	if err := ps.err(f.Validate()); err != nil {
 		return err

@@ -19,11 +19,24 @@ func TestResources(t *testing.T) {
 		wantStatus int
 		wantBody   string
 	}{
-		{"every resource", "/api/v1/resources", 200,
+		{"every resource", "/api/v1/resources?status=all", 200,
 			`{"items":[{"cloud":"c1","resource_type":"volume","resource_id":"v-a","platform":"openstack","project_id":"p","state":"available","size":{"size_gb":1,"type":"ssd"},"created_at":"2026-03-01T10:00:00Z","deleted_at":null,"first_event_at":"2026-03-01T10:00:00Z","last_event_at":"2026-03-01T10:00:00Z","last_event_type":"volume.create.end","last_event_id":"a"},` +
 				`{"cloud":"c1","resource_type":"volume","resource_id":"v-b","platform":"openstack","project_id":"p","state":"deleted","size":{"size_gb":1,"type":"ssd"},"created_at":"2026-03-01T10:00:00Z","deleted_at":"2026-03-01T11:00:00Z","first_event_at":"2026-03-01T10:00:00Z","last_event_at":"2026-03-01T11:00:00Z","last_event_type":"volume.delete.end","last_event_id":"d"}],"next_cursor":null}`},
-		{"alive at noon", "/api/v1/resources?alive_at=2026-03-01T12:00:00Z&fields=ignored", 200, `"resource_id":"v-a"`},
-		{"by state", "/api/v1/resources?state=deleted", 200, `"resource_id":"v-b"`},
+		{"alive at noon", "/api/v1/resources?alive_at=2026-03-01T12:00:00Z", 200, `"resource_id":"v-a"`},
+		{"by state", "/api/v1/resources?state=deleted&status=all", 200, `"resource_id":"v-b"`},
+		// Issue 13: status filters as the Reporting API does, active by
+		// default; state and status are independent filters.
+		{"active by default", "/api/v1/resources", 200, `{"items":[{"cloud":"c1","resource_type":"volume","resource_id":"v-a",`},
+		{"status active", "/api/v1/resources?status=active", 200, `"last_event_id":"a"}],"next_cursor":null}`},
+		{"status deleted", "/api/v1/resources?status=deleted", 200, `{"items":[{"cloud":"c1","resource_type":"volume","resource_id":"v-b",`},
+		{"state deleted contradicts the default", "/api/v1/resources?state=deleted", 200, `{"items":[],"next_cursor":null}`},
+		{"the vertical slice's walk", "/api/v1/resources?cloud=c1&project_id=p&resource_type=volume&status=all&limit=1000", 200, `"resource_id":"v-b"`},
+		{"bad status", "/api/v1/resources?status=gone", 400, `"member":"/status","rule":"enum"`},
+		{"empty status", "/api/v1/resources?status=", 400, `"member":"/status","rule":"enum"`},
+		// Issue 13: an unknown query parameter is refused, naming it.
+		{"unknown parameter", "/api/v1/resources?alive_at=2026-03-01T12:00:00Z&fields=x", 400, `"member":"/fields","rule":"additionalProperties"`},
+		{"unknown parameter of a dead-letter listing", "/api/v1/rejected-events?sort=asc", 400, `"member":"/sort"`},
+		{"unknown parameter of one resource", "/api/v1/resources/c1/volume/v-b?expand=1", 400, `"member":"/expand"`},
 		{"bad alive_at", "/api/v1/resources?alive_at=noon", 400, `"member":"/alive_at"`},
 		{"bad limit", "/api/v1/resources?limit=0", 400, `"member":"/limit"`},
 		{"bad cursor", "/api/v1/resources?cursor=zzz", 400, `"member":"/cursor"`},
@@ -40,7 +53,7 @@ func TestResources(t *testing.T) {
 	}
 	t.Run("pages", func(t *testing.T) {
 		var ids []string
-		path := "/api/v1/resources?limit=1"
+		path := "/api/v1/resources?status=all&limit=1"
 		for range 3 {
 			_, _, body := s.do(t, "GET", path, "", true)
 			var id, next string
@@ -54,7 +67,7 @@ func TestResources(t *testing.T) {
 			if next == "" {
 				break
 			}
-			path = fmt.Sprintf("/api/v1/resources?limit=1&cursor=%s", next)
+			path = fmt.Sprintf("/api/v1/resources?status=all&limit=1&cursor=%s", next)
 		}
 		if diff := cmp.Diff([]string{"v-a", "v-b"}, ids); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)

@@ -60,6 +60,7 @@ func matches(r *ingest.Resource, q *ingest.ResourceQuery) bool {
 		q.ResourceType != "" && r.ResourceType != q.ResourceType,
 		q.ProjectID != "" && r.ProjectID != q.ProjectID,
 		q.State != "" && r.State != q.State,
+		!q.Status.Match(r.State),
 		q.After != nil && r.ResourceKey.Compare(*q.After) <= 0:
 		return false
 	}

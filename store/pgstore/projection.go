@@ -95,6 +95,12 @@ func (s *Ingest) Resources(ctx context.Context, q ingest.ResourceQuery) ([]inges
 			where = append(where, f.col+" = "+arg(f.v))
 		}
 	}
+	switch q.Status {
+	case ingest.StatusActive:
+		where = append(where, "state <> "+arg(ingest.StateDeleted))
+	case ingest.StatusDeleted:
+		where = append(where, "state = "+arg(ingest.StateDeleted))
+	}
 	if !q.AliveAt.IsZero() {
 		at := arg(q.AliveAt)
 		where = append(where, "COALESCE(created_at, first_event_at) <= "+at+" AND (deleted_at IS NULL OR deleted_at > "+at+")")

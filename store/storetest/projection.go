@@ -448,6 +448,14 @@ func testProjectionQueries(t *testing.T, st ingestStore) {
 		{"by platform and type", ingest.ResourceQuery{Platform: "openstack", ResourceType: "volume"}, []string{"q-a", "q-b", "q-c"}},
 		{"by project", ingest.ResourceQuery{ProjectID: "p1"}, []string{"q-a", "q-c"}},
 		{"by state", ingest.ResourceQuery{State: "deleted"}, []string{"q-c"}},
+		// The Reporting API's status filter (issue 13): active is every row
+		// whose state is not deleted, deleted those alone, all both; it and
+		// state are independent filters.
+		{"status active", ingest.ResourceQuery{Status: ingest.StatusActive}, []string{"q-a", "q-b"}},
+		{"status deleted", ingest.ResourceQuery{Status: ingest.StatusDeleted}, []string{"q-c"}},
+		{"status all", ingest.ResourceQuery{Status: ingest.StatusAll}, []string{"q-a", "q-b", "q-c"}},
+		{"status active of project p1", ingest.ResourceQuery{Status: ingest.StatusActive, ProjectID: "p1"}, []string{"q-a"}},
+		{"state contradicting status", ingest.ResourceQuery{State: "available", Status: ingest.StatusDeleted}, []string{}},
 		{"alive before any create", ingest.ResourceQuery{AliveAt: t0.Add(-time.Second)}, []string{}},
 		{"alive at the first create", ingest.ResourceQuery{AliveAt: t0}, []string{"q-a"}},
 		{"alive while q-c lived", ingest.ResourceQuery{AliveAt: t0.Add(150 * time.Second)}, []string{"q-a", "q-b", "q-c"}},
