@@ -10,20 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/tallyhq/tally/internal/pgtest"
-	"github.com/tallyhq/tally/store/pgstore"
 )
-
-// bothStores runs f once per store: the in-memory one and PostgreSQL.
-func bothStores(t *testing.T, f func(t *testing.T, st Store)) {
-	for name, open := range map[string]func(t *testing.T) Store{
-		"memstore": func(t *testing.T) Store { return memStore(t) },
-		"pgstore":  func(t *testing.T) Store { return pgStore(pgtest.DB(t, pgstore.Options{})) },
-	} {
-		t.Run(name, func(t *testing.T) { f(t, open(t)) })
-	}
-}
 
 // tallyWire sends requests as B42Labs/tally's own clients do: the
 // collector's sender (internal/providers/openstack/sender.go: POST of a JSON
