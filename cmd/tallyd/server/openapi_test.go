@@ -283,6 +283,8 @@ var scenarios = map[string][]scenario{
 	"GET /api/v1/audit 400": {{name: "bad from", request: fixed("GET", "/api/v1/audit?from=yesterday", tAdmin, "")}},
 	"GET /api/v1/resources 200": {
 		{name: "every resource", request: fixed("GET", "/api/v1/resources", tRead, "")},
+		{name: "the vertical slice's walk (status=all)", request: fixed("GET", "/api/v1/resources?cloud=os-a&project_id=p1&resource_type=instance&status=all&limit=1000", tRead, "")},
+		{name: "status deleted", request: fixed("GET", "/api/v1/resources?status=deleted", tRead, "")},
 		{name: "filtered and alive", request: func(e contractEnv) *http.Request {
 			if w := e.serve(e.req("POST", "/api/v1/events", tIngest, validEvent)); w.Code != 200 {
 				e.t.Fatalf("ingest: %d %s", w.Code, w.Body)
@@ -293,6 +295,8 @@ var scenarios = map[string][]scenario{
 	"GET /api/v1/resources 400": {
 		{name: "bad alive_at", request: fixed("GET", "/api/v1/resources?alive_at=tomorrow", tRead, "")},
 		{name: "malformed cursor", request: fixed("GET", "/api/v1/resources?cursor=%21%21", tRead, "")},
+		{name: "unknown status", request: fixed("GET", "/api/v1/resources?status=gone", tRead, "")},
+		{name: "unknown parameter", request: fixed("GET", "/api/v1/resources?fields=x", tRead, "")},
 	},
 	"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id} 200": {{name: "with its history", request: func(e contractEnv) *http.Request {
 		if w := e.serve(e.req("POST", "/api/v1/events", tIngest, validEvent)); w.Code != 200 {
@@ -307,8 +311,14 @@ var scenarios = map[string][]scenario{
 	},
 	"GET /api/v1/resource-types/{platform}/{resource_type} 200": {{name: "seeded", request: fixed("GET", "/api/v1/resource-types/openstack/instance", tRead, "")}},
 	"GET /api/v1/resource-types/{platform}/{resource_type} 404": {{name: "unknown pair", request: fixed("GET", "/api/v1/resource-types/openstack/teapot", tRead, "")}},
-	"PUT /api/v1/resource-types/{platform}/{resource_type} 200": {{name: "new pair", request: fixed("PUT", "/api/v1/resource-types/openstack/widget", tAdmin, `{"type":"object","required":["n"]}`)}},
-	"PUT /api/v1/resource-types/{platform}/{resource_type} 400": {{name: "does not compile", request: fixed("PUT", "/api/v1/resource-types/openstack/widget", tAdmin, `{"type":12}`)}},
+	"PUT /api/v1/resource-types/{platform}/{resource_type} 200": {
+		{name: "new pair, bare schema", request: fixed("PUT", "/api/v1/resource-types/openstack/widget", tAdmin, `{"type":"object","required":["n"]}`)},
+		{name: "the Reporting API's wrapper", request: fixed("PUT", "/api/v1/resource-types/openstack/gadget", tAdmin, `{"size_schema":{"type":"object","required":["n"]}}`)},
+	},
+	"PUT /api/v1/resource-types/{platform}/{resource_type} 400": {
+		{name: "does not compile", request: fixed("PUT", "/api/v1/resource-types/openstack/widget", tAdmin, `{"type":12}`)},
+		{name: "wrapper with another member", request: fixed("PUT", "/api/v1/resource-types/openstack/widget", tAdmin, `{"size_schema":{},"extra":1}`)},
+	},
 	"POST /api/events 201": {{name: "new event", request: fixed("POST", "/api/events", tEvents, `{"category":"connection","action":"fail","correlationKey":"k-201"}`)}},
 	"POST /api/events 200": {{
 		name: "occurrence counted",
