@@ -227,7 +227,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("pgstore: connect: %w", err)
 	}
-	db, err := New(pool, opts)
+	db, err := New(pool, Options{Now: opts.Now}) // the pool options are in cfg
 	if err != nil {
 		pool.Close()
 		probe.Close()
@@ -238,12 +238,22 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	return db, nil
 }
 
-// New returns a DB on an existing pool, which the caller keeps owning:
-// [DB.Close] leaves it open. It does not apply migrations (see
-// [DB.Migrate]). Errors: a nil pool.
+// New returns a DB on an existing pool, which the caller keeps owning and
+// configuring: [DB.Close] leaves it open. Of opts only Now applies; MaxConns,
+// ConnectTimeout and StatementTimeout configure the pool [Open] makes, so New
+// refuses them rather than ignore them (set them on the caller's pool). It
+// does not apply migrations (see [DB.Migrate]). Errors (joined): a nil pool,
+// a pool option set.
 func New(pool *pgxpool.Pool, opts Options) (*DB, error) {
+	var errs []error
 	if pool == nil {
-		return nil, errors.New("pgstore: a pool is required")
+		errs = append(errs, errors.New("pgstore: a pool is required"))
+	}
+	if opts.MaxConns != 0 || opts.ConnectTimeout != 0 || opts.StatementTimeout != 0 {
+		errs = append(errs, errors.New("pgstore: MaxConns, ConnectTimeout and StatementTimeout configure the pool Open makes; New takes a configured pool"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	c := &conn{
 		pool: pool,
