@@ -218,15 +218,16 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p, err := correlate.DecodePayload(body)
-	var ve *event.ValidationError
-	if err != nil && !errors.As(err, &ve) {
+	p, ce, ps, err := decodeCreate(r, body)
+	if err != nil {
 		return err
 	}
-	var ps []event.Problem
-	if ve != nil {
-		ps = ve.Problems
+	decoded := len(ps) == 0
+	dataPrefix := ""
+	if ce != nil {
+		dataPrefix = ce.dataPrefix
 	}
+	ps = append(ps, applyTraceparent(r, &p, dataPrefix, decoded)...)
 	if values, ok := r.Header[IdempotencyKeyHeader]; ok {
 		key := headerKey(values)
 		// The header carries the idempotencyKey member (DECISIONS.md,
@@ -242,11 +243,23 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) error {
 		case n > correlate.MaxKeyLen:
 			ps = append(ps, event.Problem{Member: member, Rule: event.RuleMaxLength,
 				Message: fmt.Sprintf("the %s header must be at most %d characters", IdempotencyKeyHeader, correlate.MaxKeyLen)})
-		case ve == nil && p.IdempotencyKey != "" && p.IdempotencyKey != key:
+		case decoded && p.IdempotencyKey != "" && p.IdempotencyKey != key:
 			ps = append(ps, event.Problem{Member: member, Rule: event.RuleConst,
 				Message: "must equal the " + IdempotencyKeyHeader + " header when both are given"})
-		case ve == nil:
+		case decoded:
 			p.IdempotencyKey = key
+		}
+	}
+	if ce != nil && decoded && ce.id != "" {
+		// DECISIONS.md, CloudEvents HTTP binding: "ce-id is the idempotency
+		// key"; source and id identify a CloudEvent, so the key is made of
+		// both (correlate.CloudEventKey). A key the client also gave must be
+		// the event's id: one create has one identity.
+		if p.IdempotencyKey != "" && p.IdempotencyKey != ce.id {
+			ps = append(ps, event.Problem{Member: dataPrefix + "/idempotencyKey", Rule: event.RuleConst,
+				Message: fmt.Sprintf("must equal %s (%q) when both are given", ce.name("id"), ce.id)})
+		} else {
+			p.IdempotencyKey = correlate.CloudEventKey(p.Source, ce.id)
 		}
 	}
 	if len(ps) > 0 {

@@ -216,7 +216,10 @@ func NewHandler(cfg Config) (*Handler, error) {
 		hh = cors.New(cors.Options{
 			AllowedOrigins: cfg.CORSAllowedOrigins,
 			AllowedMethods: []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete},
-			AllowedHeaders: []string{"Authorization", "Content-Type", "Idempotency-Key"},
+			// createEvent reads the CloudEvents binary-mode headers and W3C
+			// traceparent (DECISIONS.md, CloudEvents HTTP binding).
+			AllowedHeaders: []string{"Authorization", "Content-Type", "Idempotency-Key", "Traceparent",
+				"Ce-Specversion", "Ce-Id", "Ce-Source", "Ce-Type", "Ce-Time", "Ce-Subject", "Ce-Dataschema"},
 			ExposedHeaders: []string{"Event-Disposition", "WWW-Authenticate"},
 			MaxAge:         600,
 		}).Handler(hh)
