@@ -124,12 +124,12 @@ func (s *Service) StatusCode(p Payload, d Disposition) int {
 // payload's firstSeenAt, so it proceeds.
 //
 // Errors: an [*event.ValidationError] (errors.Is [event.ErrInvalid]) listing every
-// problem of p, [ErrNoOrganization], or the store's error. A refused create
+// problem of p, [ErrNoOrganization] or [ErrInvalidCaller], or the store's error. A refused create
 // records nothing and binds no key. Times in p are taken in UTC, truncated
 // to microseconds ([event.Normalize]).
 func (s *Service) Create(ctx context.Context, caller Caller, p Payload) (Event, Disposition, error) {
-	if caller.Organization == "" {
-		return Event{}, "", ErrNoOrganization
+	if err := caller.check(); err != nil {
+		return Event{}, "", err
 	}
 	if err := p.Validate(); err != nil {
 		return Event{}, "", err
@@ -280,10 +280,10 @@ func parseID(id string) (string, error) {
 
 // Get returns the event with id in the caller's scope. Errors: wrapping
 // store.ErrNotFound when id is not a UUID, does not exist, is deleted or
-// belongs to another scope; [ErrNoOrganization]; the store's error.
+// belongs to another scope; [ErrNoOrganization] or [ErrInvalidCaller]; the store's error.
 func (s *Service) Get(ctx context.Context, caller Caller, id string) (Event, error) {
-	if caller.Organization == "" {
-		return Event{}, ErrNoOrganization
+	if err := caller.check(); err != nil {
+		return Event{}, err
 	}
 	id, err := parseID(id)
 	if err != nil {
@@ -306,10 +306,10 @@ func (s *Service) Get(ctx context.Context, caller Caller, id string) (Event, err
 // bad parameter (members are pointers to the parameters as getEvents names
 // them: /page, /pageSize, /order, /severity, /status, /category, /action,
 // /correlationKey, /search, /sort; page must be 0 to [MaxPage]; text must be valid
-// UTF-8 without NUL); [ErrNoOrganization]; the store's error.
+// UTF-8 without NUL); [ErrNoOrganization] or [ErrInvalidCaller]; the store's error.
 func (s *Service) List(ctx context.Context, caller Caller, q Query) (Page, error) {
-	if caller.Organization == "" {
-		return Page{}, ErrNoOrganization
+	if err := caller.check(); err != nil {
+		return Page{}, err
 	}
 	if err := q.Validate(); err != nil {
 		return Page{}, err
@@ -390,8 +390,8 @@ func (q Query) Validate() error {
 // API does, and returns it. Errors: an [*event.ValidationError] for a status not
 // in [Statuses] (member "/status"), then as [Service.Get].
 func (s *Service) SetStatus(ctx context.Context, caller Caller, id string, status Status) (Event, error) {
-	if caller.Organization == "" {
-		return Event{}, ErrNoOrganization
+	if err := caller.check(); err != nil {
+		return Event{}, err
 	}
 	if !status.Valid() {
 		var ps problems
@@ -414,8 +414,8 @@ func (s *Service) SetStatus(ctx context.Context, caller Caller, id string, statu
 // correlationKey (the next occurrence opens a new event). Errors as
 // [Service.Get]; deleting a deleted event is not found.
 func (s *Service) Delete(ctx context.Context, caller Caller, id string) (Event, error) {
-	if caller.Organization == "" {
-		return Event{}, ErrNoOrganization
+	if err := caller.check(); err != nil {
+		return Event{}, err
 	}
 	id, err := parseID(id)
 	if err != nil {

@@ -15,6 +15,29 @@ import (
 // caller of the library made a mistake, not the client.
 var ErrNoOrganization = errors.New("correlate: caller has no organization")
 
+// ErrInvalidCaller is returned when a [Caller]'s Organization or User is not
+// valid UTF-8 or holds NUL: neither could be stored (PostgreSQL refuses
+// both), so every store refuses the call alike, before any write. Like
+// [ErrNoOrganization], it is the library caller's mistake, not the client's.
+var ErrInvalidCaller = errors.New("correlate: invalid caller")
+
+// check returns [ErrNoOrganization] or [ErrInvalidCaller] for a caller no
+// operation accepts, else nil.
+func (c Caller) check() error {
+	if c.Organization == "" {
+		return ErrNoOrganization
+	}
+	for _, f := range []struct{ name, v string }{{"organization", c.Organization}, {"user", c.User}} {
+		if !utf8.ValidString(f.v) {
+			return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidCaller, f.name)
+		}
+		if strings.IndexByte(f.v, 0) >= 0 {
+			return fmt.Errorf("%w: %s holds NUL", ErrInvalidCaller, f.name)
+		}
+	}
+	return nil
+}
+
 // problems collects the problems of one payload or query; err returns them
 // as tally's one validation error, an [*event.ValidationError] matching
 // [event.ErrInvalid].

@@ -38,8 +38,9 @@ const ActionScopeViolation = "events.scope_violation"
 var ErrBatchTooLarge = fmt.Errorf("ingest: a batch holds at most %d items", MaxBatch)
 
 // ErrInvalidCaller is returned by [Service.Ingest] for a [Caller] with half
-// a scope (only one of Platform and Cloud) or an invalid Source; nothing is
-// stored.
+// a scope (only one of Platform and Cloud), an invalid Source, or a
+// Credential, Platform or Cloud that is not valid UTF-8 or holds NUL;
+// nothing is stored.
 var ErrInvalidCaller = errors.New("ingest: invalid caller")
 
 // Kind is the kind of a refusal: the text of a reason before its first
@@ -274,6 +275,13 @@ func checkCall(caller Caller, n int) (event.Source, error) {
 	}
 	if (caller.Platform == "") != (caller.Cloud == "") {
 		return "", fmt.Errorf("%w: a scope names both platform and cloud, or neither", ErrInvalidCaller)
+	}
+	for _, f := range []struct{ name, v string }{{"credential", caller.Credential}, {"platform", caller.Platform}, {"cloud", caller.Cloud}} {
+		if !utf8.ValidString(f.v) || strings.IndexByte(f.v, 0) >= 0 {
+			// PostgreSQL stores neither (an audit row names the credential
+			// and its scope), so both stores refuse the call alike.
+			return "", fmt.Errorf("%w: %s must be valid UTF-8 without NUL", ErrInvalidCaller, f.name)
+		}
 	}
 	source := caller.Source
 	if source == "" {

@@ -794,6 +794,43 @@ func testCorrelateFields(t *testing.T, newStore func(t *testing.T) correlate.Sto
 			t.Errorf("Create without organization: %v, want ErrNoOrganization", err)
 		}
 	})
+	// X1: a caller PostgreSQL cannot store (NUL, invalid UTF-8) made
+	// pgstore fail with SQLSTATE 22021 (a 500 in tallyd, for a credentials
+	// file naming such an organization) while memstore stored it: both
+	// stores now refuse it alike, before any write.
+	t.Run("a caller with NUL or invalid UTF-8 is refused by every operation, nothing written", func(t *testing.T) {
+		f := newCorrFixture(t, newStore, correlate.Options{})
+		ctx := context.Background()
+		p := corrPayload(t, `{"category":"c","action":"a","correlationKey":"k"}`)
+		for _, c := range []struct {
+			name   string
+			caller correlate.Caller
+		}{
+			{"NUL in organization", correlate.Caller{Organization: "org\x00", User: "alice"}},
+			{"invalid UTF-8 in organization", correlate.Caller{Organization: "org\xff", User: "alice"}},
+			{"NUL in user", correlate.Caller{Organization: "org-1", User: "al\x00ice"}},
+			{"invalid UTF-8 in user", correlate.Caller{Organization: "org-1", User: "al\xffice"}},
+		} {
+			got := map[string]bool{}
+			_, _, err := f.svc.Create(ctx, c.caller, p)
+			got["Create"] = errors.Is(err, correlate.ErrInvalidCaller)
+			_, err = f.svc.Get(ctx, c.caller, "x")
+			got["Get"] = errors.Is(err, correlate.ErrInvalidCaller)
+			_, err = f.svc.List(ctx, c.caller, correlate.Query{})
+			got["List"] = errors.Is(err, correlate.ErrInvalidCaller)
+			_, err = f.svc.SetStatus(ctx, c.caller, "x", correlate.StatusRead)
+			got["SetStatus"] = errors.Is(err, correlate.ErrInvalidCaller)
+			_, err = f.svc.Delete(ctx, c.caller, "x")
+			got["Delete"] = errors.Is(err, correlate.ErrInvalidCaller)
+			want := map[string]bool{"Create": true, "Get": true, "List": true, "SetStatus": true, "Delete": true}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s: operations returning ErrInvalidCaller (-want +got):\n%s", c.name, diff)
+			}
+		}
+		if p := f.list(correlate.Caller{Organization: "org-1", AllUsers: true}, correlate.Query{}); p.TotalCount != 0 {
+			t.Errorf("refused callers recorded %d events", p.TotalCount)
+		}
+	})
 }
 
 // testCorrelateCancelled: a create whose context is cancelled fails and

@@ -929,6 +929,26 @@ func testScope(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	if _, err := e.svc.Ingest(context.Background(), ingest.Caller{Platform: "openstack"}, nil); !errors.Is(err, ingest.ErrInvalidCaller) {
 		t.Errorf("half a scope: %v, want ErrInvalidCaller", err)
 	}
+	// X1: an audit row names the credential and its scope, which
+	// PostgreSQL cannot store with NUL or invalid UTF-8: pgstore failed the
+	// whole batch (SQLSTATE 22021) where memstore stored it. Both refuse
+	// such a caller alike, before any item, nothing written.
+	for _, c := range []struct {
+		name   string
+		caller ingest.Caller
+	}{
+		{"NUL in credential", ingest.Caller{Credential: "c\x00", Platform: "openstack", Cloud: "c1"}},
+		{"invalid UTF-8 in credential", ingest.Caller{Credential: "c\xff", Platform: "openstack", Cloud: "c1"}},
+		{"NUL in cloud", ingest.Caller{Credential: "c", Platform: "openstack", Cloud: "c\x00"}},
+		{"invalid UTF-8 in platform", ingest.Caller{Credential: "c", Platform: "open\xffstack", Cloud: "c1"}},
+	} {
+		if _, err := e.svc.Ingest(context.Background(), c.caller, items(volumeCreate("nul-"+c.name, t0).set("cloud", "c2"))); !errors.Is(err, ingest.ErrInvalidCaller) {
+			t.Errorf("%s: %v, want ErrInvalidCaller", c.name, err)
+		}
+	}
+	if got := allAudit(t, e.st); len(got) != 2 {
+		t.Errorf("audit rows %+v, want only the two scope violations above", got)
+	}
 }
 
 // "Any store failure rolls back everything and returns an error; nothing is
