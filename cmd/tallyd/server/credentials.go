@@ -140,6 +140,14 @@ func (p *credentialParser) entry(i int, raw jsontext.Value) (Credential, bool) {
 		return Credential{}, false
 	}
 	c := Credential{Name: e.Name, Platform: e.Platform, Cloud: e.Cloud, Organization: e.Organization, User: e.User}
+	// These are written with what the credential stores (an audit row, a
+	// correlated event), and PostgreSQL stores no NUL: the libraries refuse
+	// such a caller, so the file does, rather than every request failing.
+	for _, m := range []struct{ member, v string }{{"name", c.Name}, {"platform", c.Platform}, {"cloud", c.Cloud}, {"organization", c.Organization}, {"user", c.User}} {
+		if strings.IndexByte(m.v, 0) >= 0 {
+			p.bad(m.member, "must not contain NUL")
+		}
+	}
 	p.name(i, e.Name)
 	c.TokenSHA256 = p.token(i, e)
 	c.Roles = p.roles(e.Roles)

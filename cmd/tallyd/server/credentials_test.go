@@ -82,6 +82,10 @@ func TestParseCredentialsRefuses(t *testing.T) {
 			[]string{`credentials[0] ("s"): member "token": must be at least 16 characters`}},
 		{"no name", `{"credentials":[{"token":"x-token-for-tests","roles":["read"]}]}`,
 			[]string{`credentials[0]: member "name": is required`}},
+		// X1: an organization with NUL made every createEvent of the
+		// credential a 500 on PostgreSQL (SQLSTATE 22021).
+		{"NUL", `{"credentials":[{"name":"n\u0000","token":"x-token-for-tests","roles":["events","ingest"],"platform":"openstack","cloud":"c\u0000","organization":"o\u0000","user":"u\u0000"}]}`,
+			[]string{`member "name": must not contain NUL`, `member "cloud": must not contain NUL`, `member "organization": must not contain NUL`, `member "user": must not contain NUL`}},
 		{"duplicate member", `{"credentials":[{"name":"a","name":"b","token":"x-token-for-tests","roles":["read"]}]}`,
 			[]string{`/credentials/0`, `duplicate object member name "name"`}},
 	}
