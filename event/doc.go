@@ -28,4 +28,21 @@
 // [Categorize] derives the [Category] from event_type alone, so no core code
 // needs per-platform knowledge. [DeterministicID] is the event_id of an event
 // whose provider gives none.
+//
+// # Faithfulness
+//
+// An Event from [Decode] encodes back to what was sent wherever the spec asks
+// it (DECISIONS.md, Faithfulness; canonical-event.md: unknown members survive
+// "untouched, which keeps an event byte-faithful to what the provider
+// sent"). [Event.MarshalJSON] writes:
+//
+//   - payload.size and payload.provider: their bytes exactly as held (as
+//     sent, for an Event from [Decode]): white space, string escapes such as
+//     "\u0041\/" and number spellings such as 1.50e3 included;
+//   - each unknown payload member: its name and its value, each exactly as
+//     sent, in the order they came;
+//   - what is canonicalised: the white space between the envelope's own
+//     members (none is written), payload.state (written as a JSON string with
+//     the encoder's escapes, or null), and the nine other event members
+//     (strings with the encoder's escapes, timestamp as RFC 3339 in UTC).
 package event

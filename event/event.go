@@ -142,8 +142,8 @@ func (w *wireEvent) event() Event {
 // time.RFC3339Nano writes it; payload.size, payload.provider and each
 // unknown payload member (name and value) are written byte for byte as held
 // (for an Event from [Decode]: as sent, white space and string escapes
-// included); the rest is written the encoder's way (see the package's
-// Faithfulness notes in faithful.go). The output of an Event from [Decode]
+// included); the rest is written the encoder's way (see the package
+// documentation, Faithfulness). The output of an Event from [Decode]
 // decodes to an equal Event and encodes to the same bytes.
 //
 // It fails when a raw payload member is not valid JSON, when the unknown
