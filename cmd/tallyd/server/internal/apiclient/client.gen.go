@@ -197,6 +197,27 @@ func (e UpdateEventStatusJSONBodyStatus) Valid() bool {
 	}
 }
 
+// Defines values for ListResourcesParamsStatus.
+const (
+	Active  ListResourcesParamsStatus = "active"
+	All     ListResourcesParamsStatus = "all"
+	Deleted ListResourcesParamsStatus = "deleted"
+)
+
+// Valid indicates whether the value is a known member of the ListResourcesParamsStatus enum.
+func (e ListResourcesParamsStatus) Valid() bool {
+	switch e {
+	case Active:
+		return true
+	case All:
+		return true
+	case Deleted:
+		return true
+	default:
+		return false
+	}
+}
+
 // AuditPage defines model for AuditPage.
 type AuditPage struct {
 	Items []struct {
@@ -547,7 +568,11 @@ type ListRejectedEventsParams struct {
 }
 
 // PutResourceTypeJSONBody defines parameters for PutResourceType.
-type PutResourceTypeJSONBody = interface{}
+type PutResourceTypeJSONBody struct {
+	// SizeSchema The JSON Schema document that payload.size must satisfy, an object or a boolean (left untyped: oapi-codegen v2 cannot generate a type union of object and boolean).
+	SizeSchema           interface{}            `json:"size_schema,omitempty"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
 
 // ListResourcesParams defines parameters for ListResources.
 type ListResourcesParams struct {
@@ -563,8 +588,11 @@ type ListResourcesParams struct {
 	// ProjectId Only resources owned by this project.
 	ProjectId *string `form:"project_id,omitempty" json:"project_id,omitempty"`
 
-	// State Only resources in this state (deleted for deleted ones).
+	// State Only resources in this state (deleted for deleted ones); independent of status.
 	State *string `form:"state,omitempty" json:"state,omitempty"`
+
+	// Status As in Tally's Reporting API: active (the default) serves the rows whose state is not deleted, deleted those alone, all both. An empty or other value is 400.
+	Status *ListResourcesParamsStatus `form:"status,omitempty" json:"status,omitempty"`
 
 	// AliveAt Only resources alive at this instant (RFC 3339) - created (or first seen) at or before it and not deleted at or before it.
 	AliveAt *time.Time `form:"alive_at,omitempty" json:"alive_at,omitempty"`
@@ -573,6 +601,9 @@ type ListResourcesParams struct {
 	// Cursor The next_cursor of the previous page.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
+
+// ListResourcesParamsStatus defines parameters for ListResources.
+type ListResourcesParamsStatus string
 
 // CreateEventJSONRequestBody defines body for CreateEvent for application/json ContentType.
 type CreateEventJSONRequestBody = EventPayload
@@ -584,7 +615,7 @@ type UpdateEventStatusJSONRequestBody UpdateEventStatusJSONBody
 type IngestEventsJSONRequestBody = IngestBody
 
 // PutResourceTypeJSONRequestBody defines body for PutResourceType for application/json ContentType.
-type PutResourceTypeJSONRequestBody = PutResourceTypeJSONBody
+type PutResourceTypeJSONRequestBody PutResourceTypeJSONBody
 
 // Getter for additional properties for EventPayload. Returns the specified
 // element and whether it was found
@@ -935,6 +966,72 @@ func (a EventPayload) MarshalJSON() ([]byte, error) {
 	return json.Marshal(object)
 }
 
+// Getter for additional properties for PutResourceTypeJSONBody. Returns the specified
+// element and whether it was found
+func (a PutResourceTypeJSONBody) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for PutResourceTypeJSONBody
+func (a *PutResourceTypeJSONBody) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for PutResourceTypeJSONBody to handle AdditionalProperties
+func (a *PutResourceTypeJSONBody) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["size_schema"]; found {
+		err = json.Unmarshal(raw, &a.SizeSchema)
+		if err != nil {
+			return fmt.Errorf("error reading 'size_schema': %w", err)
+		}
+		delete(object, "size_schema")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for PutResourceTypeJSONBody to handle AdditionalProperties
+func (a PutResourceTypeJSONBody) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	object["size_schema"], err = json.Marshal(a.SizeSchema)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'size_schema': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
 // AsCanonicalEvent returns the union data inside the IngestBody as a CanonicalEvent
 func (t IngestBody) AsCanonicalEvent() (CanonicalEvent, error) {
 	var body CanonicalEvent
@@ -1183,7 +1280,13 @@ type ClientInterface interface {
 
 	// PutResourceTypeWithBody Register or replace one size schema (role admin).
 	//
-	// The body is the JSON Schema document itself (not wrapped), kept exactly as sent. A document that does not compile is 400 with the compiler's message.
+	// The documented body is Tally's Reporting API RegisterResourceType,
+	// `{"size_schema": <JSON Schema>}`; the inner schema is registered,
+	// kept exactly as sent. A bare JSON Schema document is still accepted:
+	// a body whose top level has a member `size_schema` (not a JSON Schema
+	// keyword) is the wrapper, any other body is the schema itself. A
+	// wrapper with any other top-level member, or a schema that does not
+	// compile, is 400 with the member or the compiler's message.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1192,7 +1295,13 @@ type ClientInterface interface {
 
 	// PutResourceType Register or replace one size schema (role admin).
 	//
-	// The body is the JSON Schema document itself (not wrapped), kept exactly as sent. A document that does not compile is 400 with the compiler's message.
+	// The documented body is Tally's Reporting API RegisterResourceType,
+	// `{"size_schema": <JSON Schema>}`; the inner schema is registered,
+	// kept exactly as sent. A bare JSON Schema document is still accepted:
+	// a body whose top level has a member `size_schema` (not a JSON Schema
+	// keyword) is the wrapper, any other body is the schema itself. A
+	// wrapper with any other top-level member, or a schema that does not
+	// compile, is 400 with the member or the compiler's message.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1200,6 +1309,8 @@ type ClientInterface interface {
 	PutResourceType(ctx context.Context, platform string, resourceType string, body PutResourceTypeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListResources List the projection of current resources, ordered by (cloud, resource_type, resource_id) (role read or admin).
+	//
+	// A query parameter not listed here is 400 naming it, as on every ingestion route.
 	//
 	// Corresponds with GET /api/v1/resources (the `ListResources` operationId).
 	ListResources(ctx context.Context, params *ListResourcesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1462,7 +1573,13 @@ func (c *Client) GetResourceType(ctx context.Context, platform string, resourceT
 
 // PutResourceTypeWithBody Register or replace one size schema (role admin).
 //
-// The body is the JSON Schema document itself (not wrapped), kept exactly as sent. A document that does not compile is 400 with the compiler's message.
+// The documented body is Tally's Reporting API RegisterResourceType,
+// `{"size_schema": <JSON Schema>}`; the inner schema is registered,
+// kept exactly as sent. A bare JSON Schema document is still accepted:
+// a body whose top level has a member `size_schema` (not a JSON Schema
+// keyword) is the wrapper, any other body is the schema itself. A
+// wrapper with any other top-level member, or a schema that does not
+// compile, is 400 with the member or the compiler's message.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1481,7 +1598,13 @@ func (c *Client) PutResourceTypeWithBody(ctx context.Context, platform string, r
 
 // PutResourceType Register or replace one size schema (role admin).
 //
-// The body is the JSON Schema document itself (not wrapped), kept exactly as sent. A document that does not compile is 400 with the compiler's message.
+// The documented body is Tally's Reporting API RegisterResourceType,
+// `{"size_schema": <JSON Schema>}`; the inner schema is registered,
+// kept exactly as sent. A bare JSON Schema document is still accepted:
+// a body whose top level has a member `size_schema` (not a JSON Schema
+// keyword) is the wrapper, any other body is the schema itself. A
+// wrapper with any other top-level member, or a schema that does not
+// compile, is 400 with the member or the compiler's message.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1499,6 +1622,8 @@ func (c *Client) PutResourceType(ctx context.Context, platform string, resourceT
 }
 
 // ListResources List the projection of current resources, ordered by (cloud, resource_type, resource_id) (role read or admin).
+//
+// A query parameter not listed here is 400 naming it, as on every ingestion route.
 //
 // Corresponds with GET /api/v1/resources (the `ListResources` operationId).
 func (c *Client) ListResources(ctx context.Context, params *ListResourcesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2364,6 +2489,18 @@ func NewListResourcesRequest(server string, params *ListResourcesParams) (*http.
 
 		}
 
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.AliveAt != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "alive_at", *params.AliveAt, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
@@ -2738,7 +2875,13 @@ type ClientWithResponsesInterface interface {
 
 	// PutResourceTypeWithBodyWithResponse Register or replace one size schema (role admin).
 	//
-	// The body is the JSON Schema document itself (not wrapped), kept exactly as sent. A document that does not compile is 400 with the compiler's message.
+	// The documented body is Tally's Reporting API RegisterResourceType,
+	// `{"size_schema": <JSON Schema>}`; the inner schema is registered,
+	// kept exactly as sent. A bare JSON Schema document is still accepted:
+	// a body whose top level has a member `size_schema` (not a JSON Schema
+	// keyword) is the wrapper, any other body is the schema itself. A
+	// wrapper with any other top-level member, or a schema that does not
+	// compile, is 400 with the member or the compiler's message.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2747,7 +2890,13 @@ type ClientWithResponsesInterface interface {
 
 	// PutResourceTypeWithResponse Register or replace one size schema (role admin).
 	//
-	// The body is the JSON Schema document itself (not wrapped), kept exactly as sent. A document that does not compile is 400 with the compiler's message.
+	// The documented body is Tally's Reporting API RegisterResourceType,
+	// `{"size_schema": <JSON Schema>}`; the inner schema is registered,
+	// kept exactly as sent. A bare JSON Schema document is still accepted:
+	// a body whose top level has a member `size_schema` (not a JSON Schema
+	// keyword) is the wrapper, any other body is the schema itself. A
+	// wrapper with any other top-level member, or a schema that does not
+	// compile, is 400 with the member or the compiler's message.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2755,6 +2904,8 @@ type ClientWithResponsesInterface interface {
 	PutResourceTypeWithResponse(ctx context.Context, platform string, resourceType string, body PutResourceTypeJSONRequestBody, reqEditors ...RequestEditorFn) (*PutResourceTypeResponse, error)
 
 	// ListResourcesWithResponse List the projection of current resources, ordered by (cloud, resource_type, resource_id) (role read or admin).
+	//
+	// A query parameter not listed here is 400 naming it, as on every ingestion route.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4160,7 +4311,13 @@ func (c *ClientWithResponses) GetResourceTypeWithResponse(ctx context.Context, p
 
 // PutResourceTypeWithBodyWithResponse Register or replace one size schema (role admin).
 //
-// The body is the JSON Schema document itself (not wrapped), kept exactly as sent. A document that does not compile is 400 with the compiler's message.
+// The documented body is Tally's Reporting API RegisterResourceType,
+// `{"size_schema": <JSON Schema>}`; the inner schema is registered,
+// kept exactly as sent. A bare JSON Schema document is still accepted:
+// a body whose top level has a member `size_schema` (not a JSON Schema
+// keyword) is the wrapper, any other body is the schema itself. A
+// wrapper with any other top-level member, or a schema that does not
+// compile, is 400 with the member or the compiler's message.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -4175,7 +4332,13 @@ func (c *ClientWithResponses) PutResourceTypeWithBodyWithResponse(ctx context.Co
 
 // PutResourceTypeWithResponse Register or replace one size schema (role admin).
 //
-// The body is the JSON Schema document itself (not wrapped), kept exactly as sent. A document that does not compile is 400 with the compiler's message.
+// The documented body is Tally's Reporting API RegisterResourceType,
+// `{"size_schema": <JSON Schema>}`; the inner schema is registered,
+// kept exactly as sent. A bare JSON Schema document is still accepted:
+// a body whose top level has a member `size_schema` (not a JSON Schema
+// keyword) is the wrapper, any other body is the schema itself. A
+// wrapper with any other top-level member, or a schema that does not
+// compile, is 400 with the member or the compiler's message.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -4189,6 +4352,8 @@ func (c *ClientWithResponses) PutResourceTypeWithResponse(ctx context.Context, p
 }
 
 // ListResourcesWithResponse List the projection of current resources, ordered by (cloud, resource_type, resource_id) (role read or admin).
+//
+// A query parameter not listed here is 400 naming it, as on every ingestion route.
 //
 // Returns a wrapper object for the known response body format(s).
 //
