@@ -38,6 +38,21 @@ func (e CanonicalEventSource) Valid() bool {
 	}
 }
 
+// Defines values for CloudEventSpecversion.
+const (
+	CloudEventSpecversionN10 CloudEventSpecversion = "1.0"
+)
+
+// Valid indicates whether the value is a known member of the CloudEventSpecversion enum.
+func (e CloudEventSpecversion) Valid() bool {
+	switch e {
+	case CloudEventSpecversionN10:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CorrelatedEventStatus.
 const (
 	CorrelatedEventStatusRead   CorrelatedEventStatus = "read"
@@ -107,6 +122,21 @@ func (e Severity) Valid() bool {
 	case Success:
 		return true
 	case Warning:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateEventParamsCeSpecversion.
+const (
+	CreateEventParamsCeSpecversionN10 CreateEventParamsCeSpecversion = "1.0"
+)
+
+// Valid indicates whether the value is a known member of the CreateEventParamsCeSpecversion enum.
+func (e CreateEventParamsCeSpecversion) Valid() bool {
+	switch e {
+	case CreateEventParamsCeSpecversionN10:
 		return true
 	default:
 		return false
@@ -250,6 +280,34 @@ type CanonicalEvent struct {
 
 // CanonicalEventSource defines model for CanonicalEvent.Source.
 type CanonicalEventSource string
+
+// CloudEvent A CloudEvent in structured mode (CloudEvents JSON format 1.0), its payload in data. Members other than those listed are extensions, stored with the event.
+type CloudEvent struct {
+	// Data A createEvent payload (event-correlation.md, Fields): every member correlate.Payload lists. Members not listed here are kept with the event as sent and never returned at the top level.
+	Data EventPayload `json:"data"`
+
+	// Datacontenttype application/json or a +json type when given.
+	Datacontenttype *string `json:"datacontenttype,omitempty"`
+	Dataschema      *string `json:"dataschema,omitempty"`
+
+	// Id With source, the idempotency key.
+	Id string `json:"id"`
+
+	// Source Fills source.
+	Source      string                `json:"source"`
+	Specversion CloudEventSpecversion `json:"specversion"`
+	Subject     *string               `json:"subject,omitempty"`
+
+	// Time Fills lastSeenAt.
+	Time *time.Time `json:"time,omitempty"`
+
+	// Type Fills type.
+	Type                 string                 `json:"type"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// CloudEventSpecversion defines model for CloudEvent.Specversion.
+type CloudEventSpecversion string
 
 // CorrelatedEvent defines model for CorrelatedEvent.
 type CorrelatedEvent struct {
@@ -483,7 +541,34 @@ type UnsupportedMediaType = Problem
 // CreateEventParams defines parameters for CreateEvent.
 type CreateEventParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+
+	// CeSpecversion CloudEvents binary mode: must be 1.0; any ce-* header makes the request a binary-mode CloudEvent.
+	CeSpecversion *CreateEventParamsCeSpecversion `json:"ce-specversion,omitempty"`
+
+	// CeId CloudEvents binary mode: the event id; with ce-source, the idempotency key.
+	CeId *string `json:"ce-id,omitempty"`
+
+	// CeSource CloudEvents binary mode: fills source.
+	CeSource *string `json:"ce-source,omitempty"`
+
+	// CeType CloudEvents binary mode: fills type.
+	CeType *string `json:"ce-type,omitempty"`
+
+	// CeTime CloudEvents binary mode: fills lastSeenAt.
+	CeTime *time.Time `json:"ce-time,omitempty"`
+
+	// CeSubject CloudEvents binary mode: stored with the event.
+	CeSubject *string `json:"ce-subject,omitempty"`
+
+	// CeDataschema CloudEvents binary mode: stored with the event.
+	CeDataschema *string `json:"ce-dataschema,omitempty"`
+
+	// Traceparent W3C Trace Context; fills traceId and parentId when the payload has neither.
+	Traceparent *string `json:"traceparent,omitempty"`
 }
+
+// CreateEventParamsCeSpecversion defines parameters for CreateEvent.
+type CreateEventParamsCeSpecversion string
 
 // GetEventsParams defines parameters for GetEvents.
 type GetEventsParams struct {
@@ -605,6 +690,9 @@ type ListResourcesParams struct {
 // ListResourcesParamsStatus defines parameters for ListResources.
 type ListResourcesParamsStatus string
 
+// CreateEventApplicationCloudeventsPlusJSONRequestBody defines body for CreateEvent for application/cloudevents+json ContentType.
+type CreateEventApplicationCloudeventsPlusJSONRequestBody = CloudEvent
+
 // CreateEventJSONRequestBody defines body for CreateEvent for application/json ContentType.
 type CreateEventJSONRequestBody = EventPayload
 
@@ -616,6 +704,184 @@ type IngestEventsJSONRequestBody = IngestBody
 
 // PutResourceTypeJSONRequestBody defines body for PutResourceType for application/json ContentType.
 type PutResourceTypeJSONRequestBody PutResourceTypeJSONBody
+
+// Getter for additional properties for CloudEvent. Returns the specified
+// element and whether it was found
+func (a CloudEvent) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for CloudEvent
+func (a *CloudEvent) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for CloudEvent to handle AdditionalProperties
+func (a *CloudEvent) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["data"]; found {
+		err = json.Unmarshal(raw, &a.Data)
+		if err != nil {
+			return fmt.Errorf("error reading 'data': %w", err)
+		}
+		delete(object, "data")
+	}
+
+	if raw, found := object["datacontenttype"]; found {
+		err = json.Unmarshal(raw, &a.Datacontenttype)
+		if err != nil {
+			return fmt.Errorf("error reading 'datacontenttype': %w", err)
+		}
+		delete(object, "datacontenttype")
+	}
+
+	if raw, found := object["dataschema"]; found {
+		err = json.Unmarshal(raw, &a.Dataschema)
+		if err != nil {
+			return fmt.Errorf("error reading 'dataschema': %w", err)
+		}
+		delete(object, "dataschema")
+	}
+
+	if raw, found := object["id"]; found {
+		err = json.Unmarshal(raw, &a.Id)
+		if err != nil {
+			return fmt.Errorf("error reading 'id': %w", err)
+		}
+		delete(object, "id")
+	}
+
+	if raw, found := object["source"]; found {
+		err = json.Unmarshal(raw, &a.Source)
+		if err != nil {
+			return fmt.Errorf("error reading 'source': %w", err)
+		}
+		delete(object, "source")
+	}
+
+	if raw, found := object["specversion"]; found {
+		err = json.Unmarshal(raw, &a.Specversion)
+		if err != nil {
+			return fmt.Errorf("error reading 'specversion': %w", err)
+		}
+		delete(object, "specversion")
+	}
+
+	if raw, found := object["subject"]; found {
+		err = json.Unmarshal(raw, &a.Subject)
+		if err != nil {
+			return fmt.Errorf("error reading 'subject': %w", err)
+		}
+		delete(object, "subject")
+	}
+
+	if raw, found := object["time"]; found {
+		err = json.Unmarshal(raw, &a.Time)
+		if err != nil {
+			return fmt.Errorf("error reading 'time': %w", err)
+		}
+		delete(object, "time")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for CloudEvent to handle AdditionalProperties
+func (a CloudEvent) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	object["data"], err = json.Marshal(a.Data)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'data': %w", err)
+	}
+
+	if a.Datacontenttype != nil {
+		object["datacontenttype"], err = json.Marshal(a.Datacontenttype)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'datacontenttype': %w", err)
+		}
+	}
+
+	if a.Dataschema != nil {
+		object["dataschema"], err = json.Marshal(a.Dataschema)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'dataschema': %w", err)
+		}
+	}
+
+	object["id"], err = json.Marshal(a.Id)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'id': %w", err)
+	}
+
+	object["source"], err = json.Marshal(a.Source)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'source': %w", err)
+	}
+
+	object["specversion"], err = json.Marshal(a.Specversion)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'specversion': %w", err)
+	}
+
+	if a.Subject != nil {
+		object["subject"], err = json.Marshal(a.Subject)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'subject': %w", err)
+		}
+	}
+
+	if a.Time != nil {
+		object["time"], err = json.Marshal(a.Time)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'time': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
 
 // Getter for additional properties for EventPayload. Returns the specified
 // element and whether it was found
@@ -1177,10 +1443,46 @@ type ClientInterface interface {
 	// `Idempotency-Key` header is taken as the idempotency key; 400 if it
 	// disagrees with the body's `idempotencyKey`.
 	//
+	// A CloudEvent is accepted in both modes of the CloudEvents HTTP binding:
+	// binary (`ce-*` headers, the body is the payload) and structured
+	// (`application/cloudevents+json`, the payload in `data`). Its `source`,
+	// `type` and `specversion` (1.0) fill the payload's; its `time` fills
+	// `lastSeenAt`; a payload member that disagrees is 400 naming it. Source
+	// and `id` make the idempotency key, so a redelivered CloudEvent is
+	// replayed; an `idempotencyKey` given too must equal the `id`.
+	// `subject`, `dataschema` and extensions are stored with the event (not
+	// returned). A `traceparent` header fills `traceId`/`parentId` when the
+	// payload has neither; a malformed one is 400.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/events (the `CreateEvent` operationId).
 	CreateEventWithBody(ctx context.Context, params *CreateEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateEventWithApplicationCloudeventsPlusJSONBody Create a correlated event (role events).
+	//
+	// createEvent of event-correlation.md: replay of a bound idempotencyKey,
+	// an occurrence counted on the open event of a correlationKey, a
+	// resolution closing it, or a new event. The `Event-Disposition` header
+	// (created, incremented, resolved, replayed) is on every 2xx. An
+	// `Idempotency-Key` header is taken as the idempotency key; 400 if it
+	// disagrees with the body's `idempotencyKey`.
+	//
+	// A CloudEvent is accepted in both modes of the CloudEvents HTTP binding:
+	// binary (`ce-*` headers, the body is the payload) and structured
+	// (`application/cloudevents+json`, the payload in `data`). Its `source`,
+	// `type` and `specversion` (1.0) fill the payload's; its `time` fills
+	// `lastSeenAt`; a payload member that disagrees is 400 naming it. Source
+	// and `id` make the idempotency key, so a redelivered CloudEvent is
+	// replayed; an `idempotencyKey` given too must equal the `id`.
+	// `subject`, `dataschema` and extensions are stored with the event (not
+	// returned). A `traceparent` header fills `traceId`/`parentId` when the
+	// payload has neither; a malformed one is 400.
+	//
+	// Takes a body of the `application/cloudevents+json` content type.
+	//
+	// Corresponds with POST /api/events (the `CreateEvent` operationId).
+	CreateEventWithApplicationCloudeventsPlusJSONBody(ctx context.Context, params *CreateEventParams, body CreateEventApplicationCloudeventsPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateEvent Create a correlated event (role events).
 	//
@@ -1190,6 +1492,17 @@ type ClientInterface interface {
 	// (created, incremented, resolved, replayed) is on every 2xx. An
 	// `Idempotency-Key` header is taken as the idempotency key; 400 if it
 	// disagrees with the body's `idempotencyKey`.
+	//
+	// A CloudEvent is accepted in both modes of the CloudEvents HTTP binding:
+	// binary (`ce-*` headers, the body is the payload) and structured
+	// (`application/cloudevents+json`, the payload in `data`). Its `source`,
+	// `type` and `specversion` (1.0) fill the payload's; its `time` fills
+	// `lastSeenAt`; a payload member that disagrees is 400 naming it. Source
+	// and `id` make the idempotency key, so a redelivered CloudEvent is
+	// replayed; an `idempotencyKey` given too must equal the `id`.
+	// `subject`, `dataschema` and extensions are stored with the event (not
+	// returned). A `traceparent` header fills `traceId`/`parentId` when the
+	// payload has neither; a malformed one is 400.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1350,11 +1663,57 @@ type ClientInterface interface {
 // `Idempotency-Key` header is taken as the idempotency key; 400 if it
 // disagrees with the body's `idempotencyKey`.
 //
+// A CloudEvent is accepted in both modes of the CloudEvents HTTP binding:
+// binary (`ce-*` headers, the body is the payload) and structured
+// (`application/cloudevents+json`, the payload in `data`). Its `source`,
+// `type` and `specversion` (1.0) fill the payload's; its `time` fills
+// `lastSeenAt`; a payload member that disagrees is 400 naming it. Source
+// and `id` make the idempotency key, so a redelivered CloudEvent is
+// replayed; an `idempotencyKey` given too must equal the `id`.
+// `subject`, `dataschema` and extensions are stored with the event (not
+// returned). A `traceparent` header fills `traceId`/`parentId` when the
+// payload has neither; a malformed one is 400.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/events (the `CreateEvent` operationId).
 func (c *Client) CreateEventWithBody(ctx context.Context, params *CreateEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateEventRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateEventWithApplicationCloudeventsPlusJSONBody Create a correlated event (role events).
+//
+// createEvent of event-correlation.md: replay of a bound idempotencyKey,
+// an occurrence counted on the open event of a correlationKey, a
+// resolution closing it, or a new event. The `Event-Disposition` header
+// (created, incremented, resolved, replayed) is on every 2xx. An
+// `Idempotency-Key` header is taken as the idempotency key; 400 if it
+// disagrees with the body's `idempotencyKey`.
+//
+// A CloudEvent is accepted in both modes of the CloudEvents HTTP binding:
+// binary (`ce-*` headers, the body is the payload) and structured
+// (`application/cloudevents+json`, the payload in `data`). Its `source`,
+// `type` and `specversion` (1.0) fill the payload's; its `time` fills
+// `lastSeenAt`; a payload member that disagrees is 400 naming it. Source
+// and `id` make the idempotency key, so a redelivered CloudEvent is
+// replayed; an `idempotencyKey` given too must equal the `id`.
+// `subject`, `dataschema` and extensions are stored with the event (not
+// returned). A `traceparent` header fills `traceId`/`parentId` when the
+// payload has neither; a malformed one is 400.
+//
+// Takes a body of the `application/cloudevents+json` content type.
+//
+// Corresponds with POST /api/events (the `CreateEvent` operationId).
+func (c *Client) CreateEventWithApplicationCloudeventsPlusJSONBody(ctx context.Context, params *CreateEventParams, body CreateEventApplicationCloudeventsPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateEventRequestWithApplicationCloudeventsPlusJSONBody(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1373,6 +1732,17 @@ func (c *Client) CreateEventWithBody(ctx context.Context, params *CreateEventPar
 // (created, incremented, resolved, replayed) is on every 2xx. An
 // `Idempotency-Key` header is taken as the idempotency key; 400 if it
 // disagrees with the body's `idempotencyKey`.
+//
+// A CloudEvent is accepted in both modes of the CloudEvents HTTP binding:
+// binary (`ce-*` headers, the body is the payload) and structured
+// (`application/cloudevents+json`, the payload in `data`). Its `source`,
+// `type` and `specversion` (1.0) fill the payload's; its `time` fills
+// `lastSeenAt`; a payload member that disagrees is 400 naming it. Source
+// and `id` make the idempotency key, so a redelivered CloudEvent is
+// replayed; an `idempotencyKey` given too must equal the `id`.
+// `subject`, `dataschema` and extensions are stored with the event (not
+// returned). A `traceparent` header fills `traceId`/`parentId` when the
+// payload has neither; a malformed one is 400.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1713,6 +2083,17 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 	return c.Client.Do(req)
 }
 
+// NewCreateEventRequestWithApplicationCloudeventsPlusJSONBody calls the generic CreateEvent builder with application/cloudevents+json body
+func NewCreateEventRequestWithApplicationCloudeventsPlusJSONBody(server string, params *CreateEventParams, body CreateEventApplicationCloudeventsPlusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateEventRequestWithBody(server, params, "application/cloudevents+json", bodyReader)
+}
+
 // NewCreateEventRequest calls the generic CreateEvent builder with application/json body
 func NewCreateEventRequest(server string, params *CreateEventParams, body CreateEventJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -1761,6 +2142,94 @@ func NewCreateEventRequestWithBody(server string, params *CreateEventParams, con
 			}
 
 			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+		if params.CeSpecversion != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "ce-specversion", *params.CeSpecversion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("ce-specversion", headerParam1)
+		}
+
+		if params.CeId != nil {
+			var headerParam2 string
+
+			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "ce-id", *params.CeId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("ce-id", headerParam2)
+		}
+
+		if params.CeSource != nil {
+			var headerParam3 string
+
+			headerParam3, err = runtime.StyleParamWithOptions("simple", false, "ce-source", *params.CeSource, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: "uri-reference"})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("ce-source", headerParam3)
+		}
+
+		if params.CeType != nil {
+			var headerParam4 string
+
+			headerParam4, err = runtime.StyleParamWithOptions("simple", false, "ce-type", *params.CeType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("ce-type", headerParam4)
+		}
+
+		if params.CeTime != nil {
+			var headerParam5 string
+
+			headerParam5, err = runtime.StyleParamWithOptions("simple", false, "ce-time", *params.CeTime, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: "date-time"})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("ce-time", headerParam5)
+		}
+
+		if params.CeSubject != nil {
+			var headerParam6 string
+
+			headerParam6, err = runtime.StyleParamWithOptions("simple", false, "ce-subject", *params.CeSubject, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("ce-subject", headerParam6)
+		}
+
+		if params.CeDataschema != nil {
+			var headerParam7 string
+
+			headerParam7, err = runtime.StyleParamWithOptions("simple", false, "ce-dataschema", *params.CeDataschema, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("ce-dataschema", headerParam7)
+		}
+
+		if params.Traceparent != nil {
+			var headerParam8 string
+
+			headerParam8, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam8)
 		}
 
 	}
@@ -2760,10 +3229,46 @@ type ClientWithResponsesInterface interface {
 	// `Idempotency-Key` header is taken as the idempotency key; 400 if it
 	// disagrees with the body's `idempotencyKey`.
 	//
+	// A CloudEvent is accepted in both modes of the CloudEvents HTTP binding:
+	// binary (`ce-*` headers, the body is the payload) and structured
+	// (`application/cloudevents+json`, the payload in `data`). Its `source`,
+	// `type` and `specversion` (1.0) fill the payload's; its `time` fills
+	// `lastSeenAt`; a payload member that disagrees is 400 naming it. Source
+	// and `id` make the idempotency key, so a redelivered CloudEvent is
+	// replayed; an `idempotencyKey` given too must equal the `id`.
+	// `subject`, `dataschema` and extensions are stored with the event (not
+	// returned). A `traceparent` header fills `traceId`/`parentId` when the
+	// payload has neither; a malformed one is 400.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/events (the `CreateEvent` operationId).
 	CreateEventWithBodyWithResponse(ctx context.Context, params *CreateEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateEventResponse, error)
+
+	// CreateEventWithApplicationCloudeventsPlusJSONBodyWithResponse Create a correlated event (role events).
+	//
+	// createEvent of event-correlation.md: replay of a bound idempotencyKey,
+	// an occurrence counted on the open event of a correlationKey, a
+	// resolution closing it, or a new event. The `Event-Disposition` header
+	// (created, incremented, resolved, replayed) is on every 2xx. An
+	// `Idempotency-Key` header is taken as the idempotency key; 400 if it
+	// disagrees with the body's `idempotencyKey`.
+	//
+	// A CloudEvent is accepted in both modes of the CloudEvents HTTP binding:
+	// binary (`ce-*` headers, the body is the payload) and structured
+	// (`application/cloudevents+json`, the payload in `data`). Its `source`,
+	// `type` and `specversion` (1.0) fill the payload's; its `time` fills
+	// `lastSeenAt`; a payload member that disagrees is 400 naming it. Source
+	// and `id` make the idempotency key, so a redelivered CloudEvent is
+	// replayed; an `idempotencyKey` given too must equal the `id`.
+	// `subject`, `dataschema` and extensions are stored with the event (not
+	// returned). A `traceparent` header fills `traceId`/`parentId` when the
+	// payload has neither; a malformed one is 400.
+	//
+	// Takes a body of the `application/cloudevents+json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/events (the `CreateEvent` operationId).
+	CreateEventWithApplicationCloudeventsPlusJSONBodyWithResponse(ctx context.Context, params *CreateEventParams, body CreateEventApplicationCloudeventsPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateEventResponse, error)
 
 	// CreateEventWithResponse Create a correlated event (role events).
 	//
@@ -2773,6 +3278,17 @@ type ClientWithResponsesInterface interface {
 	// (created, incremented, resolved, replayed) is on every 2xx. An
 	// `Idempotency-Key` header is taken as the idempotency key; 400 if it
 	// disagrees with the body's `idempotencyKey`.
+	//
+	// A CloudEvent is accepted in both modes of the CloudEvents HTTP binding:
+	// binary (`ce-*` headers, the body is the payload) and structured
+	// (`application/cloudevents+json`, the payload in `data`). Its `source`,
+	// `type` and `specversion` (1.0) fill the payload's; its `time` fills
+	// `lastSeenAt`; a payload member that disagrees is 400 naming it. Source
+	// and `id` make the idempotency key, so a redelivered CloudEvent is
+	// replayed; an `idempotencyKey` given too must equal the `id`.
+	// `subject`, `dataschema` and extensions are stored with the event (not
+	// returned). A `traceparent` header fills `traceId`/`parentId` when the
+	// payload has neither; a malformed one is 400.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4124,11 +4640,53 @@ func (r ReadyzResponse) ContentType() string {
 // `Idempotency-Key` header is taken as the idempotency key; 400 if it
 // disagrees with the body's `idempotencyKey`.
 //
+// A CloudEvent is accepted in both modes of the CloudEvents HTTP binding:
+// binary (`ce-*` headers, the body is the payload) and structured
+// (`application/cloudevents+json`, the payload in `data`). Its `source`,
+// `type` and `specversion` (1.0) fill the payload's; its `time` fills
+// `lastSeenAt`; a payload member that disagrees is 400 naming it. Source
+// and `id` make the idempotency key, so a redelivered CloudEvent is
+// replayed; an `idempotencyKey` given too must equal the `id`.
+// `subject`, `dataschema` and extensions are stored with the event (not
+// returned). A `traceparent` header fills `traceId`/`parentId` when the
+// payload has neither; a malformed one is 400.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/events (the `CreateEvent` operationId).
 func (c *ClientWithResponses) CreateEventWithBodyWithResponse(ctx context.Context, params *CreateEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateEventResponse, error) {
 	rsp, err := c.CreateEventWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateEventResponse(rsp)
+}
+
+// CreateEventWithApplicationCloudeventsPlusJSONBodyWithResponse Create a correlated event (role events).
+//
+// createEvent of event-correlation.md: replay of a bound idempotencyKey,
+// an occurrence counted on the open event of a correlationKey, a
+// resolution closing it, or a new event. The `Event-Disposition` header
+// (created, incremented, resolved, replayed) is on every 2xx. An
+// `Idempotency-Key` header is taken as the idempotency key; 400 if it
+// disagrees with the body's `idempotencyKey`.
+//
+// A CloudEvent is accepted in both modes of the CloudEvents HTTP binding:
+// binary (`ce-*` headers, the body is the payload) and structured
+// (`application/cloudevents+json`, the payload in `data`). Its `source`,
+// `type` and `specversion` (1.0) fill the payload's; its `time` fills
+// `lastSeenAt`; a payload member that disagrees is 400 naming it. Source
+// and `id` make the idempotency key, so a redelivered CloudEvent is
+// replayed; an `idempotencyKey` given too must equal the `id`.
+// `subject`, `dataschema` and extensions are stored with the event (not
+// returned). A `traceparent` header fills `traceId`/`parentId` when the
+// payload has neither; a malformed one is 400.
+//
+// Takes a body of the `application/cloudevents+json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/events (the `CreateEvent` operationId).
+func (c *ClientWithResponses) CreateEventWithApplicationCloudeventsPlusJSONBodyWithResponse(ctx context.Context, params *CreateEventParams, body CreateEventApplicationCloudeventsPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateEventResponse, error) {
+	rsp, err := c.CreateEventWithApplicationCloudeventsPlusJSONBody(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -4143,6 +4701,17 @@ func (c *ClientWithResponses) CreateEventWithBodyWithResponse(ctx context.Contex
 // (created, incremented, resolved, replayed) is on every 2xx. An
 // `Idempotency-Key` header is taken as the idempotency key; 400 if it
 // disagrees with the body's `idempotencyKey`.
+//
+// A CloudEvent is accepted in both modes of the CloudEvents HTTP binding:
+// binary (`ce-*` headers, the body is the payload) and structured
+// (`application/cloudevents+json`, the payload in `data`). Its `source`,
+// `type` and `specversion` (1.0) fill the payload's; its `time` fills
+// `lastSeenAt`; a payload member that disagrees is 400 naming it. Source
+// and `id` make the idempotency key, so a redelivered CloudEvent is
+// replayed; an `idempotencyKey` given too must equal the `id`.
+// `subject`, `dataschema` and extensions are stored with the event (not
+// returned). A `traceparent` header fills `traceId`/`parentId` when the
+// payload has neither; a malformed one is 400.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
