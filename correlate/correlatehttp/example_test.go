@@ -1,6 +1,7 @@
 package correlatehttp_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -51,4 +52,45 @@ func ExampleHandler() {
 	// 201 created
 	// 200 incremented
 	// 200 resolved
+}
+
+// Create events through the Go client: every create carries an automatic
+// Idempotency-Key, so a retried create is replayed, never counted twice.
+func ExampleClient() {
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		panic(err)
+	}
+	svc, err := correlate.New(db.Correlate(), correlate.Options{})
+	if err != nil {
+		panic(err)
+	}
+	h, err := correlatehttp.New(svc, correlatehttp.Options{
+		CallerFrom: func(r *http.Request) (correlate.Caller, bool) {
+			return correlate.Caller{Organization: "acme", User: "alice"}, r.Header.Get("Authorization") == "Bearer demo"
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	route.Mount(mux, h.Routes(), func(rt route.Route) http.Handler { return rt.Handler })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	c, err := correlatehttp.NewClient(srv.URL, correlatehttp.ClientOptions{Token: "demo"})
+	if err != nil {
+		panic(err)
+	}
+	p := correlate.Payload{Category: "connection", Action: "connect", CorrelationKey: "prod-1/unreachable"}
+	for range 2 {
+		e, d, err := c.Create(context.Background(), p)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(d, *e.OccurrenceCount)
+	}
+	// Output:
+	// created 1
+	// incremented 2
 }

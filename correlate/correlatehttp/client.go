@@ -1,0 +1,194 @@
+package correlatehttp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/google/uuid"
+
+	"github.com/tallyhq/tally/correlate"
+)
+
+// ClientOptions configures a [Client].
+type ClientOptions struct {
+	// Token is the bearer token of an events credential. Required.
+	Token string
+	// HTTPClient sends the requests; nil means a client with a 30 s
+	// timeout per attempt.
+	HTTPClient *http.Client
+	// MaxAttempts bounds the attempts of one create, the first included; 0
+	// means 5. It must not be negative.
+	MaxAttempts int
+	// Backoff is the wait before the first retry; it doubles after each, up
+	// to 30 s, each wait jittered to between half and all of it. 0 means
+	// 200 ms. It must not be negative.
+	Backoff time.Duration
+}
+
+// Client creates correlated events on a tally server's createEvent route
+// (POST /api/events; event-correlation.md, createEvent semantics). It is
+// safe for concurrent use.
+//
+// Every create is safe to retry: a payload without an idempotencyKey is
+// sent with a fresh random Idempotency-Key header (a UUID), and every
+// attempt of that create carries the same key, so a create whose answer was
+// lost is replayed, never counted twice (step 1). Transport errors and the
+// answers 408, 429 and 5xx are retried with backoff and jitter (a
+// Retry-After in seconds is honoured, at most 30 s); any other answer ends
+// the create.
+type Client struct {
+	url     string
+	opts    ClientOptions
+	backoff time.Duration
+}
+
+// NewClient returns a Client of the server at baseURL (for example
+// "http://127.0.0.1:8080"). Errors (joined): an empty baseURL or token, a
+// negative MaxAttempts or Backoff.
+func NewClient(baseURL string, opts ClientOptions) (*Client, error) {
+	var errs []error
+	if baseURL == "" {
+		errs = append(errs, errors.New("correlatehttp: a base URL is required"))
+	}
+	if opts.Token == "" {
+		errs = append(errs, errors.New("correlatehttp: a token is required"))
+	}
+	if opts.MaxAttempts < 0 {
+		errs = append(errs, fmt.Errorf("correlatehttp: MaxAttempts must not be negative, is %d", opts.MaxAttempts))
+	}
+	if opts.Backoff < 0 {
+		errs = append(errs, fmt.Errorf("correlatehttp: Backoff must not be negative, is %s", opts.Backoff))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	if opts.MaxAttempts == 0 {
+		opts.MaxAttempts = 5
+	}
+	if opts.Backoff == 0 {
+		opts.Backoff = 200 * time.Millisecond
+	}
+	return &Client{url: strings.TrimRight(baseURL, "/") + "/api/events", opts: opts, backoff: opts.Backoff}, nil
+}
+
+// StatusError is a create the server refused or kept failing: its status
+// code and the answer's body (RFC 9457 problem details for tally's own
+// answers), at most 64 KiB of it.
+type StatusError struct {
+	StatusCode int
+	Body       []byte
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("correlatehttp: createEvent answered %d %s: %s", e.StatusCode, http.StatusText(e.StatusCode), bytes.TrimSpace(e.Body))
+}
+
+// Create sends one create of p and returns the event and its
+// [correlate.Disposition], read from the Event-Disposition header; from a
+// server that predates correlation (no header) 201 means created and 200
+// replayed, as event-correlation.md (`Event-Disposition`) says.
+//
+// p is validated first ([correlate.Payload.Validate]); an invalid payload is
+// returned as that [*event.ValidationError] without a request. A refusal is
+// a [*StatusError]; so is the last answer of a create that kept failing
+// (wrapped with the number of attempts), else the last transport error.
+// ctx bounds the whole create, waits included.
+func (c *Client) Create(ctx context.Context, p correlate.Payload) (correlate.Event, correlate.Disposition, error) {
+	if err := p.Validate(); err != nil {
+		return correlate.Event{}, "", err
+	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		return correlate.Event{}, "", fmt.Errorf("correlatehttp: encode payload: %w", err)
+	}
+	key := ""
+	if p.IdempotencyKey == "" {
+		key = uuid.NewString()
+	}
+	wait := c.backoff
+	var last error
+	for attempt := 1; ; attempt++ {
+		e, d, retryAfter, err := c.send(ctx, body, key)
+		if err == nil {
+			return e, d, nil
+		}
+		if retryAfter < 0 || attempt == c.opts.MaxAttempts {
+			if retryAfter >= 0 {
+				err = fmt.Errorf("correlatehttp: giving up after %d attempts: %w", attempt, err)
+			}
+			return correlate.Event{}, "", err
+		}
+		last = err
+		pause := wait/2 + rand.N(wait/2+1)
+		if retryAfter > pause {
+			pause = retryAfter
+		}
+		select {
+		case <-ctx.Done():
+			return correlate.Event{}, "", fmt.Errorf("correlatehttp: %w (last attempt: %w)", ctx.Err(), last)
+		case <-time.After(pause):
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+// send makes one attempt. retryAfter is negative when the error must not be
+// retried, else the least wait the server asked for (0 when it named none).
+func (c *Client) send(ctx context.Context, body []byte, key string) (correlate.Event, correlate.Disposition, time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return correlate.Event{}, "", -1, fmt.Errorf("correlatehttp: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+c.opts.Token)
+	if key != "" {
+		req.Header.Set(IdempotencyKeyHeader, key)
+	}
+	res, err := c.opts.HTTPClient.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return correlate.Event{}, "", -1, fmt.Errorf("correlatehttp: %w", err)
+		}
+		return correlate.Event{}, "", 0, fmt.Errorf("correlatehttp: %w", err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, 64<<10+1))
+	if err != nil {
+		return correlate.Event{}, "", 0, fmt.Errorf("correlatehttp: read answer: %w", err)
+	}
+	switch s := res.StatusCode; {
+	case s == http.StatusRequestTimeout || s == http.StatusTooManyRequests || s >= 500:
+		var wait time.Duration
+		if n, err := strconv.Atoi(res.Header.Get("Retry-After")); err == nil && n > 0 {
+			wait = min(time.Duration(n)*time.Second, 30*time.Second)
+		}
+		return correlate.Event{}, "", wait, &StatusError{StatusCode: s, Body: b[:min(len(b), 64<<10)]}
+	case s != http.StatusOK && s != http.StatusCreated:
+		return correlate.Event{}, "", -1, &StatusError{StatusCode: s, Body: b[:min(len(b), 64<<10)]}
+	}
+	var e correlate.Event
+	if err := json.Unmarshal(b, &e); err != nil {
+		return correlate.Event{}, "", -1, fmt.Errorf("correlatehttp: decode the created event: %w", err)
+	}
+	d := correlate.Disposition(res.Header.Get(DispositionHeader))
+	switch {
+	case d != "":
+	case res.StatusCode == http.StatusCreated:
+		d = correlate.Created
+	default:
+		d = correlate.Replayed
+	}
+	return e, d, 0, nil
+}
