@@ -75,7 +75,9 @@ func openDatabase(ctx context.Context, c config) (*pgstore.DB, error) {
 		if c.DBConnectTimeout > 0 {
 			timeout = c.DBConnectTimeout.String()
 		}
-		return nil, fmt.Errorf("database unreachable, no answer within the connect timeout (%s; --db-connect-timeout): %w", timeout, err)
+		// The cause (a refused connection, or no answer within the
+		// timeout) is in err; the sentence must fit both.
+		return nil, fmt.Errorf("database unreachable: the connection was refused or got no answer within the connect timeout (%s; --db-connect-timeout): %w", timeout, err)
 	}
 	return db, err
 }

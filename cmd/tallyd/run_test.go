@@ -243,3 +243,24 @@ func TestMigrate(t *testing.T) {
 		t.Errorf("second migrate printed %q", got)
 	}
 }
+
+// X1: a database port where nothing listens was reported as "no answer
+// within the connect timeout", which sends an operator after a firewall
+// instead of a stopped server. The sentence fits both causes, and the
+// cause itself follows it.
+func TestOpenDatabaseRefusedSaysSo(t *testing.T) {
+	c := config{DatabaseURL: "postgres://tally@127.0.0.1:1/tally?sslmode=disable", DBConnectTimeout: 2 * time.Second}
+	_, err := openDatabase(context.Background(), c)
+	if err == nil {
+		t.Fatal("openDatabase on a closed port: no error")
+	}
+	msg := err.Error()
+	for _, want := range []string{"database unreachable", "refused", "connect timeout (2s; --db-connect-timeout)"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not say %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "unreachable, no answer within") {
+		t.Errorf("error %q claims no answer for a refused connection", msg)
+	}
+}
