@@ -3,8 +3,9 @@
 // and prints the Event-Disposition of each answer
 // (event-correlation.md, createEvent semantics).
 //
-// Every create carries a fresh idempotencyKey, so a create retried after a
-// transport failure or a 5xx is never counted twice: the server replays it.
+// It sends through [correlatehttp.Client]: every create carries a fresh
+// Idempotency-Key, so a create retried after a transport failure or a 5xx is
+// never counted twice: the server replays it.
 //
 //	go run ./examples/correlation-producer --occurrences 3
 //
@@ -13,10 +14,10 @@
 // export), as the collector does; --server and --token win over them. It
 // prints, against a fresh server:
 //
-//	occurrence 1: 201 created (occurrenceCount 1)
-//	occurrence 2: 200 incremented (occurrenceCount 2)
-//	occurrence 3: 200 incremented (occurrenceCount 3)
-//	resolution: 200 resolved (occurrenceCount 3)
+//	occurrence 1: created (occurrenceCount 1)
+//	occurrence 2: incremented (occurrenceCount 2)
+//	occurrence 3: incremented (occurrenceCount 3)
+//	resolution: resolved (occurrenceCount 3)
 package main
 
 import (
@@ -26,8 +27,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/tallyhq/tally/correlate/correlatehttp"
 )
 
 func main() {
@@ -65,18 +69,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if *n < 1 {
 		return fmt.Errorf("--occurrences must be at least 1")
 	}
-	p := &producer{server: *server, token: *token}
+	c, err := correlatehttp.NewClient(*server, correlatehttp.ClientOptions{Token: *token})
+	if err != nil {
+		return err
+	}
 	for i := 1; i <= *n; i++ {
-		a, err := p.create(ctx, occurrence(*key))
+		e, d, err := c.Create(ctx, occurrence(*key))
 		if err != nil {
 			return fmt.Errorf("occurrence %d: %w", i, err)
 		}
-		fmt.Fprintf(stdout, "occurrence %d: %d %s (occurrenceCount %d)\n", i, a.status, a.disposition, a.event.OccurrenceCount)
+		fmt.Fprintf(stdout, "occurrence %d: %s (occurrenceCount %d)\n", i, d, *e.OccurrenceCount)
 	}
-	a, err := p.create(ctx, resolution(*key, p.now()))
+	e, d, err := c.Create(ctx, resolution(*key, time.Now()))
 	if err != nil {
 		return fmt.Errorf("resolution: %w", err)
 	}
-	fmt.Fprintf(stdout, "resolution: %d %s (occurrenceCount %d)\n", a.status, a.disposition, a.event.OccurrenceCount)
+	fmt.Fprintf(stdout, "resolution: %s (occurrenceCount %d)\n", d, *e.OccurrenceCount)
 	return nil
 }

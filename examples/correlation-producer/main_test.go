@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -57,10 +56,10 @@ func TestRunPrintsEachDisposition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `occurrence 1: 201 created (occurrenceCount 1)
-occurrence 2: 200 incremented (occurrenceCount 2)
-occurrence 3: 200 incremented (occurrenceCount 3)
-resolution: 200 resolved (occurrenceCount 3)
+	want := `occurrence 1: created (occurrenceCount 1)
+occurrence 2: incremented (occurrenceCount 2)
+occurrence 3: incremented (occurrenceCount 3)
+resolution: resolved (occurrenceCount 3)
 `
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("output (-want +got):\n%s", diff)
@@ -70,7 +69,7 @@ resolution: 200 resolved (occurrenceCount 3)
 	if err := run(context.Background(), []string{"--server", srv.URL, "--token", "secret", "--occurrences", "1"}, func(string) string { return "" }, &out); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(out.String(), "occurrence 1: 201 created (occurrenceCount 1)\n") {
+	if !strings.HasPrefix(out.String(), "occurrence 1: created (occurrenceCount 1)\n") {
 		t.Errorf("after a resolution the next occurrence must open a new event; got %q", out.String())
 	}
 }
@@ -89,13 +88,13 @@ func TestRetryOf5xxIsReplayedNotCountedTwice(t *testing.T) {
 			next.ServeHTTP(w, r)
 		})
 	})
-	p := &producer{server: srv.URL, token: "secret"}
-	a, err := p.create(context.Background(), occurrence("k"))
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"--server", srv.URL, "--token", "secret", "--occurrences", "1"}, func(string) string { return "" }, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.disposition != "replayed" || a.event.OccurrenceCount != 1 {
-		t.Errorf("retried create: %s with count %d, want replayed with count 1", a.disposition, a.event.OccurrenceCount)
+	if !strings.HasPrefix(out.String(), "occurrence 1: replayed (occurrenceCount 1)\n") {
+		t.Errorf("retried create printed %q, want it replayed with count 1", out.String())
 	}
 }
 
@@ -104,18 +103,12 @@ func TestRefusalsAreNotRetried(t *testing.T) {
 	srv := server(t, func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1); next.ServeHTTP(w, r) })
 	})
-	p := &producer{server: srv.URL, token: "wrong"}
-	if _, err := p.create(context.Background(), occurrence("k")); err == nil || !strings.Contains(err.Error(), "401") {
-		t.Fatalf("create with a wrong token: %v, want a 401 error", err)
+	err := run(context.Background(), []string{"--server", srv.URL, "--token", "wrong"}, func(string) string { return "" }, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("run with a wrong token: %v, want a 401 error", err)
 	}
-	bad := resolution("k", time.Time{})
-	bad.Category = ""
-	p.token = "secret"
-	if _, err := p.create(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "400") {
-		t.Fatalf("create without category: %v, want a 400 error", err)
-	}
-	if n := calls.Load(); n != 2 {
-		t.Errorf("%d requests, want 2 (no retry of a 4xx)", n)
+	if n := calls.Load(); n != 1 {
+		t.Errorf("%d requests, want 1 (no retry of a 4xx)", n)
 	}
 }
 
@@ -130,7 +123,7 @@ func TestRunReadsTallyServer(t *testing.T) {
 	if err := run(context.Background(), []string{"--occurrences", "1", "--key", "env"}, env, &out); err != nil {
 		t.Fatalf("run with TALLY_SERVER: %v", err)
 	}
-	if !strings.HasPrefix(out.String(), "occurrence 1: 201 created") {
+	if !strings.HasPrefix(out.String(), "occurrence 1: created") {
 		t.Errorf("run with TALLY_SERVER printed %q", out.String())
 	}
 	// The flag wins: a server that refuses the connection proves it was used.
