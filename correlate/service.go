@@ -452,3 +452,100 @@ func sortFieldList() string {
 	}
 	return b.String()
 }
+
+// bulkIDs checks ids for a bulk operation: 1 to [MaxBulkIDs] of them, each
+// a UUID (member /ids/<index>, rule format). It returns them in canonical
+// form, repeats dropped.
+func bulkIDs(ps *problems, ids []string) []string {
+	switch {
+	case len(ids) == 0:
+		ps.add("/ids", event.RuleRequired, "must list at least one id")
+	case len(ids) > MaxBulkIDs:
+		ps.add("/ids", event.RuleMaximum, "must list at most %d ids", MaxBulkIDs)
+		return nil
+	}
+	out := make([]string, 0, len(ids))
+	for i, id := range ids {
+		u, err := uuid.Parse(id)
+		if err != nil {
+			ps.add(fmt.Sprintf("/ids/%d", i), event.RuleFormat, "must be a UUID")
+			continue
+		}
+		if c := u.String(); !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// SetStatuses marks each event of ids read or unread, as @meshery/schemas'
+// bulkUpdateEventStatus does, and returns the ids it changed (canonical, in
+// the order given, repeats once). An id of no event in the caller's scope
+// (another user's, deleted, unknown) is left out of the answer, not an
+// error. Errors: an [*event.ValidationError] naming /status (not in
+// [Statuses]), /ids (none, or more than [MaxBulkIDs]) or /ids/<index> (not
+// a UUID); [ErrNoOrganization]; the store's error.
+func (s *Service) SetStatuses(ctx context.Context, caller Caller, ids []string, status Status) ([]string, error) {
+	if caller.Organization == "" {
+		return nil, ErrNoOrganization
+	}
+	var ps problems
+	ids = bulkIDs(&ps, ids)
+	if !status.Valid() {
+		ps.add("/status", event.RuleEnum, `must be "read" or "unread"`)
+	}
+	if err := ps.err(); err != nil {
+		return nil, err
+	}
+	done, err := s.store.SetStatuses(ctx, caller, ids, status, s.now())
+	if err != nil {
+		return nil, fmt.Errorf("correlate: set event statuses: %w", err)
+	}
+	return done, nil
+}
+
+// DeleteMany soft-deletes each event of ids, as [Service.Delete] does one
+// and @meshery/schemas' bulkDeleteEvents many, and returns the ids it
+// deleted, as [Service.SetStatuses] returns them. Errors as SetStatuses,
+// without /status.
+func (s *Service) DeleteMany(ctx context.Context, caller Caller, ids []string) ([]string, error) {
+	if caller.Organization == "" {
+		return nil, ErrNoOrganization
+	}
+	var ps problems
+	ids = bulkIDs(&ps, ids)
+	if err := ps.err(); err != nil {
+		return nil, err
+	}
+	done, err := s.store.DeleteMany(ctx, caller, ids, s.now())
+	if err != nil {
+		return nil, fmt.Errorf("correlate: delete events: %w", err)
+	}
+	return done, nil
+}
+
+// Types returns one page of the distinct (category, action) pairs of the
+// events the caller lists (as [Service.List] scopes them; deleted events
+// not counted), ordered by category then action, byte by byte
+// (@meshery/schemas getEventTypes). page is 0-based; pageSize 0 means
+// [MaxPageSize]. Errors: an [*event.ValidationError] naming /page or
+// /pageSize (the limits of [Query]); [ErrNoOrganization]; the store's
+// error.
+func (s *Service) Types(ctx context.Context, caller Caller, page, pageSize int) ([]EventType, error) {
+	if caller.Organization == "" {
+		return nil, ErrNoOrganization
+	}
+	if err := (Query{Page: page, PageSize: pageSize}).Validate(); err != nil {
+		return nil, err
+	}
+	if pageSize == 0 {
+		pageSize = MaxPageSize
+	}
+	all, err := s.store.Types(ctx, caller)
+	if err != nil {
+		return nil, fmt.Errorf("correlate: event types: %w", err)
+	}
+	start := min(page*pageSize, len(all))
+	end := min(start+pageSize, len(all))
+	return append([]EventType{}, all[start:end]...), nil
+}

@@ -38,6 +38,21 @@ type Store interface {
 	// become at. A deleted event is no longer listed, read or matched as
 	// open; a key bound to it still replays it.
 	Delete(ctx context.Context, scope Caller, id string, at time.Time) (Event, error)
+	// SetStatuses sets the status of each event of ids (canonical UUIDs,
+	// no repeats) that is in scope and not deleted, and advances its
+	// UpdatedAt to at (never backwards), all at once; it returns the ids it
+	// changed, in the order of ids. An id it cannot change is left out, not
+	// an error.
+	SetStatuses(ctx context.Context, scope Caller, ids []string, status Status, at time.Time) ([]string, error)
+	// DeleteMany soft-deletes, as Delete does, each event of ids in scope
+	// that is not deleted, all at once, and returns the ids it deleted, in
+	// the order of ids.
+	DeleteMany(ctx context.Context, scope Caller, ids []string, at time.Time) ([]string, error)
+	// Types returns the distinct (Category, Action) pairs of the events in
+	// scope that are not deleted (scope.AllUsers widens it to the
+	// organization, as for List), ordered by Category then Action, byte by
+	// byte.
+	Types(ctx context.Context, scope Caller) ([]EventType, error)
 	// PurgeIdempotencyKeys forgets every idempotency key bound before
 	// before, in every scope, and returns how many it forgot.
 	PurgeIdempotencyKeys(ctx context.Context, before time.Time) (int64, error)
@@ -222,3 +237,13 @@ type Page struct {
 	CountBySeverityLevel []SeverityCount `json:"countBySeverityLevel"`
 	Data                 []Event         `json:"data"`
 }
+
+// EventType is one kind of event: a (category, action) pair, as
+// @meshery/schemas v1beta3 EventType (getEventTypes) has it.
+type EventType struct {
+	Category string `json:"category"`
+	Action   string `json:"action"`
+}
+
+// MaxBulkIDs is the most ids one bulk status update or bulk delete takes.
+const MaxBulkIDs = 1000

@@ -110,6 +110,9 @@ func (h *Handler) Routes() []route.Route {
 		{Method: http.MethodGet, Path: "/api/events/list", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.list)},
 		{Method: http.MethodPut, Path: "/api/events/{id}/status", Roles: events, Handler: h.handle(h.setStatus)},
 		{Method: http.MethodDelete, Path: "/api/events/{id}", Roles: events, Handler: h.handle(h.delete)},
+		{Method: http.MethodPut, Path: "/api/events/status", Roles: events, Handler: h.handle(h.setStatuses)},
+		{Method: http.MethodPost, Path: "/api/events/delete", Roles: events, Handler: h.handle(h.deleteMany)},
+		{Method: http.MethodGet, Path: "/api/events/types", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.types)},
 	}
 }
 
@@ -403,8 +406,11 @@ func unknownParams(v url.Values, known []string) []event.Problem {
 	var ps []event.Problem
 	for _, name := range slices.Sorted(maps.Keys(v)) {
 		if !slices.Contains(known, name) {
-			ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleAdditionalProperties,
-				Message: fmt.Sprintf("is not a parameter of this operation (it takes %s)", strings.Join(known, ", "))})
+			msg := "is not a parameter of this operation (it takes none)"
+			if len(known) > 0 {
+				msg = fmt.Sprintf("is not a parameter of this operation (it takes %s)", strings.Join(known, ", "))
+			}
+			ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleAdditionalProperties, Message: msg})
 		}
 	}
 	return ps
@@ -527,7 +533,161 @@ func (h *Handler) setStatus(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	problem.WriteJSON(w, http.StatusOK, e)
+	problem.WriteJSON(w, http.StatusOK, statusUpdated{Message: "Event status updated", EventID: e.ID, Status: e.Status})
+	return nil
+}
+
+// statusUpdated is @meshery/schemas v1beta3 UpdateEventStatusResponse.
+type statusUpdated struct {
+	Message string           `json:"message"`
+	EventID string           `json:"eventId"`
+	Status  correlate.Status `json:"status"`
+}
+
+// readIDs reads a bulk body: a JSON object with ids (an array of strings)
+// and, when withStatus, status; any other member, or a member of the wrong
+// type, is refused naming it.
+func (h *Handler) readIDs(w http.ResponseWriter, r *http.Request, withStatus bool) ([]string, correlate.Status, error) {
+	if err := noParams(r); err != nil {
+		return nil, "", err
+	}
+	body, err := h.readBody(w, r)
+	if err != nil {
+		return nil, "", err
+	}
+	title, shape := "Invalid bulk delete", `{"ids":["<uuid>",…]}`
+	if withStatus {
+		title, shape = "Invalid bulk status update", `{"ids":["<uuid>",…],"status":"read"|"unread"}`
+	}
+	var raw map[string]jsontext.Value
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, "", invalid("invalid_event", title, []event.Problem{{Rule: event.RuleSyntax, Message: "the body must be " + shape}})
+	}
+	var (
+		ps     []event.Problem
+		ids    []string
+		status correlate.Status
+	)
+	for _, name := range slices.Sorted(maps.Keys(raw)) {
+		v := raw[name]
+		switch {
+		case name == "ids":
+			if v.Kind() != '[' || json.Unmarshal(v, &ids) != nil {
+				ps = append(ps, event.Problem{Member: "/ids", Rule: event.RuleType, Message: "must be an array of strings"})
+			}
+		case name == "status" && withStatus:
+			if v.Kind() != '"' || json.Unmarshal(v, &status) != nil {
+				ps = append(ps, event.Problem{Member: "/status", Rule: event.RuleType, Message: "must be a string"})
+			}
+		default:
+			ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleAdditionalProperties, Message: "is not a member of " + shape})
+		}
+	}
+	if _, ok := raw["ids"]; !ok {
+		ps = append(ps, event.Problem{Member: "/ids", Rule: event.RuleRequired, Message: "is required"})
+	}
+	if _, ok := raw["status"]; withStatus && !ok {
+		ps = append(ps, event.Problem{Member: "/status", Rule: event.RuleRequired, Message: "is required"})
+	}
+	if len(ps) > 0 {
+		return nil, "", invalid("invalid_event", title, ps)
+	}
+	return ids, status, nil
+}
+
+// setStatuses is bulkUpdateEventStatus: PUT /api/events/status with
+// {"ids":[…],"status":"read"|"unread"}; it answers 200
+// {"updated":[…]}, the ids of the caller's events it changed.
+func (h *Handler) setStatuses(w http.ResponseWriter, r *http.Request) error {
+	caller, err := h.caller(r)
+	if err != nil {
+		return err
+	}
+	ids, status, err := h.readIDs(w, r, true)
+	if err != nil {
+		return err
+	}
+	done, err := h.svc.SetStatuses(r.Context(), caller, ids, status)
+	if err != nil {
+		return err
+	}
+	problem.WriteJSON(w, http.StatusOK, struct {
+		Updated []string `json:"updated"`
+	}{nonNil(done)})
+	return nil
+}
+
+// deleteMany is bulkDeleteEvents: POST /api/events/delete with
+// {"ids":[…]}; it answers 200 {"deleted":[…]}, the ids of the caller's
+// events it soft-deleted.
+func (h *Handler) deleteMany(w http.ResponseWriter, r *http.Request) error {
+	caller, err := h.caller(r)
+	if err != nil {
+		return err
+	}
+	ids, _, err := h.readIDs(w, r, false)
+	if err != nil {
+		return err
+	}
+	done, err := h.svc.DeleteMany(r.Context(), caller, ids)
+	if err != nil {
+		return err
+	}
+	problem.WriteJSON(w, http.StatusOK, struct {
+		Deleted []string `json:"deleted"`
+	}{nonNil(done)})
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// types is getEventTypes: GET /api/events/types with page, pageSize (or
+// pagesize; default and at most 100); it answers the distinct
+// [{"category","action"}] pairs of the events the caller lists, ordered by
+// category then action.
+func (h *Handler) types(w http.ResponseWriter, r *http.Request) error {
+	caller, err := h.caller(r)
+	if err != nil {
+		return err
+	}
+	v := r.URL.Query()
+	ps := unknownParams(v, []string{"page", "pageSize", "pagesize"})
+	num := func(names ...string) int {
+		for _, name := range names {
+			if s := v.Get(name); s != "" {
+				n, err := strconv.Atoi(s)
+				if err != nil {
+					ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleType, Message: "must be an integer"})
+				} else if n == 0 && name != "page" {
+					ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleMinimum, Message: fmt.Sprintf("must be between 1 and %d", correlate.MaxPageSize)})
+				}
+				return n
+			}
+		}
+		return 0
+	}
+	page, size := num("page"), num("pageSize", "pagesize")
+	if len(ps) > 0 {
+		return invalidQuery(ps)
+	}
+	ts, err := h.svc.Types(r.Context(), caller, page, size)
+	if err != nil {
+		return err
+	}
+	problem.WriteJSON(w, http.StatusOK, ts)
+	return nil
+}
+
+// noParams refuses any query parameter on a route that takes none.
+func noParams(r *http.Request) error {
+	if ps := unknownParams(r.URL.Query(), nil); len(ps) > 0 {
+		return invalidQuery(ps)
+	}
 	return nil
 }
 

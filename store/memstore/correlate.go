@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -262,6 +263,70 @@ func (s *Correlate) Delete(ctx context.Context, scope correlate.Caller, id strin
 		delete(d.open, ck)
 	}
 	return e.Clone(), nil
+}
+
+// SetStatuses implements [correlate.Store].
+func (s *Correlate) SetStatuses(ctx context.Context, scope correlate.Caller, ids []string, status correlate.Status, at time.Time) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memstore: set event statuses: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var done []string
+	for _, id := range ids {
+		if e := s.correlation.visible(scope, id); e != nil {
+			e.Status = status
+			e.UpdatedAt = maxTime(e.UpdatedAt, at)
+			done = append(done, id)
+		}
+	}
+	return done, nil
+}
+
+// DeleteMany implements [correlate.Store].
+func (s *Correlate) DeleteMany(ctx context.Context, scope correlate.Caller, ids []string, at time.Time) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memstore: delete events: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := &s.correlation
+	var done []string
+	for _, id := range ids {
+		e := d.visible(scope, id)
+		if e == nil {
+			continue
+		}
+		e.DeletedAt = &at
+		e.UpdatedAt = maxTime(e.UpdatedAt, at)
+		ck := scopeKey{e.Organization, e.User, e.CorrelationKey}
+		if d.open[ck] == e.ID {
+			delete(d.open, ck)
+		}
+		done = append(done, id)
+	}
+	return done, nil
+}
+
+// Types implements [correlate.Store].
+func (s *Correlate) Types(ctx context.Context, scope correlate.Caller) ([]correlate.EventType, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memstore: event types: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[correlate.EventType]bool{}
+	for _, e := range s.correlation.events {
+		if e.Organization != scope.Organization || (e.User != scope.User && !scope.AllUsers) || e.DeletedAt != nil {
+			continue
+		}
+		seen[correlate.EventType{Category: e.Category, Action: e.Action}] = true
+	}
+	out := slices.Collect(maps.Keys(seen))
+	slices.SortFunc(out, func(a, b correlate.EventType) int {
+		return cmp.Or(strings.Compare(a.Category, b.Category), strings.Compare(a.Action, b.Action))
+	})
+	return out, nil
 }
 
 // PurgeIdempotencyKeys implements [correlate.Store].

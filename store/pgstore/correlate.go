@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -432,6 +433,65 @@ func (s *Correlate) Delete(ctx context.Context, scope correlate.Caller, id strin
 		return correlate.Event{}, interpretError(fmt.Errorf("pgstore: delete event %s: %w", id, err))
 	}
 	return row.event()
+}
+
+// SetStatuses implements [correlate.Store] in one statement.
+func (s *Correlate) SetStatuses(ctx context.Context, scope correlate.Caller, ids []string, status correlate.Status, at time.Time) ([]string, error) {
+	var got []string
+	err := s.db.SelectContext(ctx, &got, `UPDATE correlated_events
+		SET status = $4, updated_at = GREATEST(updated_at, $5::timestamptz)
+		WHERE `+scopeWhere+` AND id = ANY($3::uuid[]) RETURNING id::text`,
+		scope.Organization, scope.User, ids, string(status), at)
+	if err != nil {
+		return nil, interpretError(fmt.Errorf("pgstore: set event statuses: %w", err))
+	}
+	return inOrder(ids, got), nil
+}
+
+// DeleteMany implements [correlate.Store] in one statement; the deleted
+// rows leave the partial unique index, as Delete's does.
+func (s *Correlate) DeleteMany(ctx context.Context, scope correlate.Caller, ids []string, at time.Time) ([]string, error) {
+	var got []string
+	err := s.db.SelectContext(ctx, &got, `UPDATE correlated_events
+		SET deleted_at = $4, updated_at = GREATEST(updated_at, $4::timestamptz)
+		WHERE `+scopeWhere+` AND id = ANY($3::uuid[]) RETURNING id::text`,
+		scope.Organization, scope.User, ids, at)
+	if err != nil {
+		return nil, interpretError(fmt.Errorf("pgstore: delete events: %w", err))
+	}
+	return inOrder(ids, got), nil
+}
+
+// inOrder returns the ids of want that are in got, in the order of want.
+func inOrder(want, got []string) []string {
+	var out []string
+	for _, id := range want {
+		if slices.Contains(got, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Types implements [correlate.Store].
+func (s *Correlate) Types(ctx context.Context, scope correlate.Caller) ([]correlate.EventType, error) {
+	cond, args := scopeWhere, []any{scope.Organization, scope.User}
+	if scope.AllUsers {
+		cond, args = `organization = $1 AND deleted_at IS NULL`, args[:1]
+	}
+	var rows []struct {
+		Category string `db:"category"`
+		Action   string `db:"action"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, `SELECT category, action FROM (SELECT DISTINCT category, action FROM correlated_events
+		WHERE `+cond+`) t ORDER BY category COLLATE "C", action COLLATE "C"`, args...); err != nil {
+		return nil, interpretError(fmt.Errorf("pgstore: event types: %w", err))
+	}
+	out := make([]correlate.EventType, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, correlate.EventType{Category: r.Category, Action: r.Action})
+	}
+	return out, nil
 }
 
 // PurgeIdempotencyKeys implements [correlate.Store].

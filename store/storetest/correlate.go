@@ -229,6 +229,7 @@ func runCorrelate(t *testing.T, newStore func(t *testing.T) correlate.Store, new
 		{"Cancelled", testCorrelateCancelled},
 		{"List", testCorrelateList},
 		{"ReadAndWrite", testCorrelateReadWrite},
+		{"BulkAndTypes", testCorrelateBulkAndTypes},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -1176,4 +1177,78 @@ func corrConcurrently(t *testing.T, n int, fn func(i int) (correlate.Event, corr
 		t.Fatalf("%d of %d creates failed: %v", len(errs), n, err)
 	}
 	return res
+}
+
+// issue 13: bulkUpdateEventStatus, bulkDeleteEvents and getEventTypes of
+// @meshery/schemas v1beta3, scoped to the caller as one event's status
+// update and delete are.
+func testCorrelateBulkAndTypes(t *testing.T, newStore func(t *testing.T) correlate.Store) {
+	f := newCorrFixture(t, newStore, correlate.Options{})
+	ctx := context.Background()
+	a, _ := f.create(corrAlice, `{"category":"istio","action":"deploy"}`)
+	b, _ := f.create(corrAlice, `{"category":"connection","action":"connect","correlationKey":"k"}`)
+	c, _ := f.create(corrAlice, `{"category":"istio","action":"deploy"}`)
+	bob, _ := f.create(corrBob, `{"category":"bob","action":"x"}`)
+	f.clock.Advance(time.Second)
+	missing := "00000000-0000-4000-8000-000000000000"
+	got, err := f.svc.SetStatuses(ctx, corrAlice, []string{c.ID, strings.ToUpper(a.ID), bob.ID, missing, c.ID}, correlate.StatusRead)
+	if diff := cmp.Diff([]string{c.ID, a.ID}, got); err != nil || diff != "" {
+		t.Errorf("SetStatuses: %v; updated (-want +got):\n%s", err, diff)
+	}
+	if e := f.get(corrAlice, a.ID); e.Status != correlate.StatusRead || !e.UpdatedAt.After(a.UpdatedAt) {
+		t.Errorf("after SetStatuses: status %s updatedAt %v", e.Status, e.UpdatedAt)
+	}
+	if e := f.get(corrBob, bob.ID); e.Status != correlate.StatusUnread {
+		t.Errorf("another user's event changed: %s", e.Status)
+	}
+	types, err := f.svc.Types(ctx, corrAlice, 0, 0)
+	want := []correlate.EventType{{Category: "connection", Action: "connect"}, {Category: "istio", Action: "deploy"}}
+	if diff := cmp.Diff(want, types); err != nil || diff != "" {
+		t.Errorf("Types: %v (-want +got):\n%s", err, diff)
+	}
+	if types, _ := f.svc.Types(ctx, corrAlice, 1, 1); len(types) != 1 || types[0].Category != "istio" {
+		t.Errorf("Types page 1 of size 1: %v", types)
+	}
+	got, err = f.svc.DeleteMany(ctx, corrAlice, []string{b.ID, bob.ID, c.ID})
+	if diff := cmp.Diff([]string{b.ID, c.ID}, got); err != nil || diff != "" {
+		t.Errorf("DeleteMany: %v; deleted (-want +got):\n%s", err, diff)
+	}
+	if p := f.list(corrAlice, correlate.Query{}); p.TotalCount != 1 || p.Data[0].ID != a.ID {
+		t.Errorf("after DeleteMany alice lists %d events", p.TotalCount)
+	}
+	// The deleted open event no longer counts as open: the key opens anew.
+	if _, d := f.create(corrAlice, `{"category":"connection","action":"connect","correlationKey":"k"}`); d != correlate.Created {
+		t.Errorf("an occurrence after the bulk delete: %s, want created", d)
+	}
+	if got, err := f.svc.DeleteMany(ctx, corrAlice, []string{b.ID}); err != nil || len(got) != 0 {
+		t.Errorf("deleting again: %v %v, want none", got, err)
+	}
+	types, _ = f.svc.Types(ctx, corrAlice, 0, 0)
+	if diff := cmp.Diff(want, types); diff != "" {
+		t.Errorf("Types after delete (-want +got):\n%s", diff)
+	}
+	for _, tt := range []struct {
+		name string
+		ids  []string
+		want []string
+	}{
+		{"no ids", nil, []string{"/ids"}},
+		{"not a UUID", []string{a.ID, "nope"}, []string{"/ids/1"}},
+		{"too many", make([]string, correlate.MaxBulkIDs+1), []string{"/ids"}},
+	} {
+		_, err := f.svc.DeleteMany(ctx, corrAlice, tt.ids)
+		var ve *event.ValidationError
+		var members []string
+		if errors.As(err, &ve) {
+			for _, p := range ve.Problems {
+				members = append(members, p.Member)
+			}
+		}
+		if diff := cmp.Diff(tt.want, members); diff != "" {
+			t.Errorf("%s: %v (-want +got):\n%s", tt.name, err, diff)
+		}
+	}
+	if _, err := f.svc.SetStatuses(ctx, corrAlice, []string{a.ID}, "archived"); !errors.Is(err, event.ErrInvalid) {
+		t.Errorf("SetStatuses(archived): %v, want ErrInvalid", err)
+	}
 }

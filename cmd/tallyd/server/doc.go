@@ -25,6 +25,9 @@
 //	GET    /api/events/list                                         events or read
 //	PUT    /api/events/{id}/status                                  events
 //	DELETE /api/events/{id}                                         events
+//	PUT    /api/events/status                                       events
+//	POST   /api/events/delete                                       events
+//	GET    /api/events/types                                        events or read
 //	GET    /metrics                                                 public
 //	GET    /healthz                                                 public
 //	GET    /readyz                                                  public

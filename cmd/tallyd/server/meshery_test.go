@@ -206,3 +206,69 @@ func TestMesheryUIGetEvents(t *testing.T) {
 		}
 	})
 }
+
+// issue 13: bulkUpdateEventStatus (PUT /api/events/status {ids, status}),
+// bulkDeleteEvents (POST /api/events/delete {ids}), updateEventStatus's
+// UpdateEventStatusResponse and getEventTypes, as @meshery/schemas v1beta3
+// declares them.
+func TestMesherySchemasEventOperations(t *testing.T) {
+	bothStores(t, func(t *testing.T, st Store) {
+		h, err := NewHandler(Config{Store: st, Authenticator: testAuthenticator(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		call := func(method, path, body string) (int, string) {
+			r := httptest.NewRequest(method, path, bytes.NewBufferString(body))
+			r.Header.Set("Authorization", "Bearer t-events-token-01")
+			r.Header.Set("Content-Type", "application/json")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			return w.Code, w.Body.String()
+		}
+		var ids []string
+		for _, body := range []string{`{"category":"istio","action":"deploy"}`, `{"category":"istio","action":"deploy"}`, `{"category":"connection","action":"connect"}`} {
+			code, b := call("POST", "/api/events", body)
+			var e struct{ ID string }
+			if err := json.Unmarshal([]byte(b), &e); err != nil || code != 201 {
+				t.Fatalf("create: %d %s", code, b)
+			}
+			ids = append(ids, e.ID)
+		}
+		for _, tt := range []struct {
+			name, method, path, body string
+			code                     int
+			want                     string
+		}{
+			{"updateEventStatus", "PUT", "/api/events/" + ids[0] + "/status", `{"status":"read"}`, 200,
+				`{"message":"Event status updated","eventId":"` + ids[0] + `","status":"read"}`},
+			{"bulkUpdateEventStatus", "PUT", "/api/events/status", `{"ids":["` + ids[1] + `","` + ids[2] + `"],"status":"read"}`, 200,
+				`{"updated":["` + ids[1] + `","` + ids[2] + `"]}`},
+			{"getEventTypes", "GET", "/api/events/types?page=0&pagesize=10", ``, 200,
+				`[{"category":"connection","action":"connect"},{"category":"istio","action":"deploy"}]`},
+			{"bulkDeleteEvents", "POST", "/api/events/delete", `{"ids":["` + ids[0] + `","` + ids[2] + `"]}`, 200,
+				`{"deleted":["` + ids[0] + `","` + ids[2] + `"]}`},
+			{"bulkDeleteEvents again", "POST", "/api/events/delete", `{"ids":["` + ids[0] + `"]}`, 200, `{"deleted":[]}`},
+		} {
+			code, b := call(tt.method, tt.path, tt.body)
+			if code != tt.code || b != tt.want+"\n" && b != tt.want {
+				t.Errorf("%s: %d %s, want %d %s", tt.name, code, b, tt.code, tt.want)
+			}
+		}
+		for _, tt := range []struct{ name, method, path, body, member string }{
+			{"bulk status without status", "PUT", "/api/events/status", `{"ids":["` + ids[1] + `"]}`, "/status"},
+			{"bulk status, an unknown member", "PUT", "/api/events/status", `{"ids":["` + ids[1] + `"],"status":"read","x":1}`, "/x"},
+			{"bulk delete, an id not a UUID", "POST", "/api/events/delete", `{"ids":["nope"]}`, "/ids/0"},
+			{"bulk delete, ids not an array", "POST", "/api/events/delete", `{"ids":"x"}`, "/ids"},
+			{"types, an unknown parameter", "GET", "/api/events/types?sort=x", ``, "/sort"},
+			{"bulk delete, a query parameter", "POST", "/api/events/delete?force=1", `{"ids":["` + ids[1] + `"]}`, "/force"},
+		} {
+			code, b := call(tt.method, tt.path, tt.body)
+			var p struct {
+				Errors []struct{ Member string } `json:"errors"`
+			}
+			if err := json.Unmarshal([]byte(b), &p); err != nil || code != 400 || len(p.Errors) != 1 || p.Errors[0].Member != tt.member {
+				t.Errorf("%s: %d %s, want 400 naming %s", tt.name, code, b, tt.member)
+			}
+		}
+	})
+}

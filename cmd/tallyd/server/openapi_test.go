@@ -341,6 +341,8 @@ var scenarios = map[string][]scenario{
 	"GET /api/events/list 200": {
 		{name: "events role", request: fixed("GET", "/api/events/list?page=0&pageSize=10&order=asc", tEvents, "")},
 		{name: "read role", request: fixed("GET", "/api/events/list", tRead, "")},
+		{name: "Meshery UI: JSON-array filters, sort=created_at, pagesize, filter", request: fixed("GET",
+			`/api/events/list?category=%5B%22istio%22%5D&severity=%5B%22error%22%5D&sort=created_at&order=desc&pagesize=15&page=0&filter=%7B%22action%22%3A%5B%22a%22%5D%7D`, tEvents, "")},
 	},
 	"GET /api/events/list 400": {{name: "bad order", request: fixed("GET", "/api/events/list?order=sideways", tEvents, "")}},
 	"PUT /api/events/{id}/status 200": {{name: "mark read", request: func(e contractEnv) *http.Request {
@@ -354,10 +356,23 @@ var scenarios = map[string][]scenario{
 		return e.req("DELETE", "/api/events/"+e.createEvent(), tEvents, "")
 	}}},
 	"DELETE /api/events/{id} 404": {{name: "unknown id", request: fixed("DELETE", "/api/events/"+unknownID, tEvents, "")}},
-	"GET /metrics 200":            {{name: "metrics", request: fixed("GET", "/metrics", "", "")}},
-	"GET /healthz 200":            {{name: "up", request: fixed("GET", "/healthz", "", "")}},
-	"GET /readyz 200":             {{name: "ready", request: fixed("GET", "/readyz", "", "")}},
-	"GET /openapi.yaml 200":       {{name: "document", request: fixed("GET", "/openapi.yaml", "", "")}},
+	"PUT /api/events/status 200": {{name: "bulk mark read", request: func(e contractEnv) *http.Request {
+		return e.req("PUT", "/api/events/status", tEvents, `{"ids":["`+e.createEvent()+`","`+unknownID+`"],"status":"read"}`)
+	}}},
+	"PUT /api/events/status 400": {{name: "no status", request: fixed("PUT", "/api/events/status", tEvents, `{"ids":["`+unknownID+`"]}`)}},
+	"POST /api/events/delete 200": {{name: "bulk delete", request: func(e contractEnv) *http.Request {
+		return e.req("POST", "/api/events/delete", tEvents, `{"ids":["`+e.createEvent()+`"]}`)
+	}}},
+	"POST /api/events/delete 400": {{name: "an id not a UUID", request: fixed("POST", "/api/events/delete", tEvents, `{"ids":["nope"]}`)}},
+	"GET /api/events/types 200": {
+		{name: "events role", request: fixed("GET", "/api/events/types?page=0&pagesize=10", tEvents, "")},
+		{name: "read role", request: fixed("GET", "/api/events/types", tRead, "")},
+	},
+	"GET /api/events/types 400": {{name: "an unknown parameter", request: fixed("GET", "/api/events/types?sort=x", tEvents, "")}},
+	"GET /metrics 200":          {{name: "metrics", request: fixed("GET", "/metrics", "", "")}},
+	"GET /healthz 200":          {{name: "up", request: fixed("GET", "/healthz", "", "")}},
+	"GET /readyz 200":           {{name: "ready", request: fixed("GET", "/readyz", "", "")}},
+	"GET /openapi.yaml 200":     {{name: "document", request: fixed("GET", "/openapi.yaml", "", "")}},
 	"GET /readyz 503": {{
 		name:    "store unreachable",
 		request: fixed("GET", "/readyz", "", ""),
