@@ -514,6 +514,9 @@ func (h *Handler) setStatus(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := noParams(r); err != nil {
+		return err
+	}
 	body, err := h.readBody(w, r)
 	if err != nil {
 		return err
@@ -695,6 +698,9 @@ func noParams(r *http.Request) error {
 func (h *Handler) delete(w http.ResponseWriter, r *http.Request) error {
 	caller, err := h.caller(r)
 	if err != nil {
+		return err
+	}
+	if err := noParams(r); err != nil {
 		return err
 	}
 	if _, err := h.svc.Delete(r.Context(), caller, r.PathValue("id")); err != nil {

@@ -261,6 +261,8 @@ func TestMesherySchemasEventOperations(t *testing.T) {
 			{"bulk delete, ids not an array", "POST", "/api/events/delete", `{"ids":"x"}`, "/ids"},
 			{"types, an unknown parameter", "GET", "/api/events/types?sort=x", ``, "/sort"},
 			{"bulk delete, a query parameter", "POST", "/api/events/delete?force=1", `{"ids":["` + ids[1] + `"]}`, "/force"},
+			{"updateEventStatus, a query parameter", "PUT", "/api/events/" + ids[1] + "/status?x=1", `{"status":"read"}`, "/x"},
+			{"deleteEvent, a query parameter", "DELETE", "/api/events/" + ids[1] + "?hard=true", ``, "/hard"},
 		} {
 			code, b := call(tt.method, tt.path, tt.body)
 			var p struct {
