@@ -47,6 +47,9 @@ type Store interface {
 	// [q.From, q.To), oldest first by (At, ID), after q.After when set, at
 	// most q.Limit.
 	Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error)
+	// Events lists the stored events q selects with when each was
+	// received, each event as [ProjectionStore.History] returns it.
+	Events(ctx context.Context, q EventQuery) ([]StoredEvent, error)
 
 	// ProjectionStore reads and rebuilds the projection Commit keeps.
 	ProjectionStore
@@ -147,4 +150,34 @@ type AuditQuery struct {
 	From, To time.Time
 	After    *Position
 	Limit    int
+}
+
+// StoredEvent is one event as the events table holds it: the event as
+// stored, and when the store received it (Tally's Reporting API
+// StoredEvent, GET /api/v1/events and a resource's /events).
+type StoredEvent struct {
+	Event event.Event
+	// ReceivedAt is when the batch that stored the event was committed,
+	// UTC, microseconds.
+	ReceivedAt time.Time
+}
+
+// EventPosition is a place in the listing of stored events, ordered by
+// (timestamp, event_id): the listing continues strictly after it.
+type EventPosition struct {
+	Timestamp time.Time
+	EventID   string
+}
+
+// EventQuery selects stored events. Empty strings match everything; From
+// and To bound the event timestamp to [From, To), a zero end left open.
+// Rows come ordered by (timestamp, event_id), strictly after After when
+// set; a positive Limit caps them (the Service asks for one more than its
+// page), 0 means no cap.
+type EventQuery struct {
+	Cloud, Platform, ProjectID, ResourceType, ResourceID, EventType string
+	Source                                                          event.Source
+	From, To                                                        time.Time
+	After                                                           *EventPosition
+	Limit                                                           int
 }

@@ -95,6 +95,7 @@ func (h *Handler) Routes() []route.Route {
 	page := []string{"from", "to", "limit", "cursor"}
 	return []route.Route{
 		{Method: http.MethodPost, Path: "/api/v1/events", Roles: []route.Role{route.RoleIngest}, Handler: h.handle(h.postEvents)},
+		{Method: http.MethodGet, Path: "/api/v1/events", Roles: readers, Handler: h.handle(h.listEvents, eventParams...)},
 		{Method: http.MethodGet, Path: "/api/v1/rejected-events", Roles: admin, Handler: h.handle(h.listRejectedEvents, page...)},
 		{Method: http.MethodGet, Path: "/api/v1/audit", Roles: admin, Handler: h.handle(h.listAudit, append(page, "action")...)},
 		{Method: http.MethodGet, Path: "/api/v1/resource-types", Roles: readers, Handler: h.handle(h.listResourceTypes)},
@@ -102,8 +103,13 @@ func (h *Handler) Routes() []route.Route {
 		{Method: http.MethodPut, Path: "/api/v1/resource-types/{platform}/{resource_type}", Roles: admin, Handler: h.handle(h.putResourceType)},
 		{Method: http.MethodGet, Path: "/api/v1/resources", Roles: readers, Handler: h.handle(h.listResources, resourceParams...)},
 		{Method: http.MethodGet, Path: "/api/v1/resources/{cloud}/{resource_type}/{resource_id}", Roles: readers, Handler: h.handle(h.getResource)},
+		{Method: http.MethodGet, Path: "/api/v1/resources/{cloud}/{resource_type}/{resource_id}/events", Roles: readers, Handler: h.handle(h.getResourceEvents)},
 	}
 }
+
+// eventParams are the query parameters of GET /api/v1/events: the
+// Reporting API's filters and paging.
+var eventParams = []string{"cloud", "platform", "project_id", "resource_type", "resource_id", "event_type", "source", "from", "to", "limit", "cursor"}
 
 // resourceParams are the query parameters of GET /api/v1/resources.
 var resourceParams = []string{"cloud", "platform", "resource_type", "project_id", "state", "status", "alive_at", "limit", "cursor"}
@@ -353,6 +359,58 @@ func (h *Handler) getResource(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// listEvents serves GET /api/v1/events (Tally's Reporting API listEvents):
+// query parameters cloud, platform, project_id, resource_type, resource_id,
+// event_type, source (each an exact match), from and to (RFC 3339, the
+// window [from, to) on the event timestamp), limit (1..1000, default 100)
+// and cursor. It answers {"items":[StoredEvent…],"next_cursor":null|"…"},
+// ordered by (timestamp, event_id), each item the stored event with its
+// received_at, or 400 naming the malformed parameters.
+func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request) error {
+	var ps params
+	limit, cursor := ps.limitCursor(r)
+	q := r.URL.Query()
+	f := ingest.EventFilter{
+		Cloud: q.Get("cloud"), Platform: q.Get("platform"), ProjectID: q.Get("project_id"),
+		ResourceType: q.Get("resource_type"), ResourceID: q.Get("resource_id"), EventType: q.Get("event_type"),
+		Source: event.Source(q.Get("source")), From: ps.time(r, "from"), To: ps.time(r, "to"),
+		Limit: limit, Cursor: cursor,
+	}
+	if err := ps.err(f.Validate()); err != nil {
+		return err
+	}
+	p, err := h.svc.Events(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	problem.WriteJSON(w, http.StatusOK, p)
+	return nil
+}
+
+type historyPage struct {
+	Items      []ingest.StoredEvent `json:"items"`
+	NextCursor *string              `json:"next_cursor"`
+}
+
+// getResourceEvents serves GET
+// /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events (Tally's
+// Reporting API): {"items":[StoredEvent…],"next_cursor":null}, the whole
+// history ordered by (timestamp, event_id), each event with its
+// received_at; 404 when the projection has no such resource; 422
+// history_too_long past ingest.MaxHistory events.
+func (h *Handler) getResourceEvents(w http.ResponseWriter, r *http.Request) error {
+	k := ingest.ResourceKey{Cloud: r.PathValue("cloud"), ResourceType: r.PathValue("resource_type"), ResourceID: r.PathValue("resource_id")}
+	if _, err := h.svc.Resource(r.Context(), k); err != nil {
+		return err
+	}
+	items, err := h.svc.ResourceEvents(r.Context(), k)
+	if err != nil {
+		return err
+	}
+	problem.WriteJSON(w, http.StatusOK, historyPage{Items: items})
+	return nil
+}
+
 const timeMsg = "must be an RFC 3339 date-time, such as 2026-03-01T12:00:00Z"
 
 // params collects the problems of a request's query parameters, so that
@@ -445,6 +503,9 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, ingest.ErrBatchTooLarge):
 		problem.Write(w, problem.New(http.StatusRequestEntityTooLarge, "batch_too_large", "Batch too large",
 			fmt.Sprintf("A batch holds at most %d events; nothing was stored.", ingest.MaxBatch)))
+	case errors.Is(err, ingest.ErrHistoryTooLong):
+		problem.Write(w, problem.New(http.StatusUnprocessableEntity, "history_too_long", "History too long",
+			fmt.Sprintf("The resource has more than %d stored events; page them with GET /api/v1/events.", ingest.MaxHistory)))
 	case errors.Is(err, ingest.ErrNotJSON):
 		problem.Write(w, problem.New(http.StatusBadRequest, "invalid_body", "Body is not JSON",
 			"The body must be one JSON object or an array of them."))

@@ -194,6 +194,7 @@ func TestRoutes(t *testing.T) {
 	s := newServer(t, memIngest(t), 0)
 	want := []string{
 		"POST /api/v1/events: ingest",
+		"GET /api/v1/events: read or admin",
 		"GET /api/v1/rejected-events: admin",
 		"GET /api/v1/audit: admin",
 		"GET /api/v1/resource-types: read or admin",
@@ -201,6 +202,7 @@ func TestRoutes(t *testing.T) {
 		"PUT /api/v1/resource-types/{platform}/{resource_type}: admin",
 		"GET /api/v1/resources: read or admin",
 		"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}: read or admin",
+		"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events: read or admin",
 	}
 	if diff := cmp.Diff(want, s.roles); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)

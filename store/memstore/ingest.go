@@ -29,6 +29,7 @@ type rtKey struct{ platform, resourceType string }
 // ingestData holds this area's tables. Guarded by state.mu.
 type ingestData struct {
 	events        map[eventKey]event.Event
+	receivedAt    map[eventKey]time.Time
 	byResource    map[ingest.ResourceKey][]eventKey // the events of each resource
 	resourceTypes map[rtKey]ingest.ResourceType
 	sizeNames     map[string][]sizenames.Row // by cloud
@@ -40,6 +41,7 @@ type ingestData struct {
 
 func (d *ingestData) init() {
 	d.events = make(map[eventKey]event.Event)
+	d.receivedAt = make(map[eventKey]time.Time)
 	d.byResource = make(map[ingest.ResourceKey][]eventKey)
 	d.resourceTypes = make(map[rtKey]ingest.ResourceType)
 	d.sizeNames = make(map[string][]sizenames.Row)
@@ -192,6 +194,7 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 			ev = cloneEvent(ev)
 			k := eventKey{ev.EventID, ev.Timestamp.UnixMicro()}
 			s.ingest.events[k] = ev
+			s.ingest.receivedAt[k] = now
 			rk := ingest.Key(&ev)
 			s.ingest.byResource[rk] = append(s.ingest.byResource[rk], k)
 			stored = append(stored, ev)
@@ -306,4 +309,45 @@ func (s *state) history(k ingest.ResourceKey) []event.Event {
 		out[i] = s.ingest.events[ek]
 	}
 	return out
+}
+
+// Events lists stored events (ingest.Store), ordered by (timestamp,
+// event_id).
+func (s *Ingest) Events(ctx context.Context, q ingest.EventQuery) ([]ingest.StoredEvent, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []ingest.StoredEvent
+	for k, e := range s.ingest.events {
+		switch {
+		case q.Cloud != "" && e.Cloud != q.Cloud,
+			q.Platform != "" && e.Platform != q.Platform,
+			q.ProjectID != "" && e.ProjectID != q.ProjectID,
+			q.ResourceType != "" && e.ResourceType != q.ResourceType,
+			q.ResourceID != "" && e.ResourceID != q.ResourceID,
+			q.EventType != "" && e.EventType != q.EventType,
+			q.Source != "" && e.Source != q.Source,
+			!q.From.IsZero() && e.Timestamp.Before(q.From),
+			!q.To.IsZero() && !e.Timestamp.Before(q.To),
+			q.After != nil && compareEventPos(e.Timestamp, e.EventID, q.After.Timestamp, q.After.EventID) <= 0:
+			continue
+		}
+		out = append(out, ingest.StoredEvent{Event: cloneEvent(e), ReceivedAt: s.ingest.receivedAt[k]})
+	}
+	slices.SortFunc(out, func(a, b ingest.StoredEvent) int {
+		return compareEventPos(a.Event.Timestamp, a.Event.EventID, b.Event.Timestamp, b.Event.EventID)
+	})
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	return out, nil
+}
+
+func compareEventPos(at time.Time, aid string, bt time.Time, bid string) int {
+	if c := at.Compare(bt); c != 0 {
+		return c
+	}
+	return cmp.Compare(aid, bid)
 }

@@ -51,6 +51,10 @@ func runProjection(t *testing.T, newStore func(t *testing.T) ingestStore) {
 		t.Parallel()
 		testProjectionQueries(t, newStore(t))
 	})
+	t.Run("stored events are listed by filter, window and position, with received_at", func(t *testing.T) {
+		t.Parallel()
+		testStoredEvents(t, newStore(t))
+	})
 	t.Run("concurrent batches on the same resources converge", func(t *testing.T) {
 		t.Parallel()
 		testProjectionConcurrent(t, newStore(t), 4, 8)

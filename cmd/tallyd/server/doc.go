@@ -14,6 +14,7 @@
 // table and the roles openapi.yaml states):
 //
 //	POST   /api/v1/events                                           ingest
+//	GET    /api/v1/events                                           read or admin
 //	GET    /api/v1/rejected-events                                  admin
 //	GET    /api/v1/audit                                            admin
 //	GET    /api/v1/resource-types                                   read or admin
@@ -21,6 +22,7 @@
 //	PUT    /api/v1/resource-types/{platform}/{resource_type}        admin
 //	GET    /api/v1/resources                                        read or admin
 //	GET    /api/v1/resources/{cloud}/{resource_type}/{resource_id}  read or admin
+//	GET    /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events  read or admin
 //	POST   /api/events                                              events
 //	GET    /api/events/list                                         events or read
 //	PUT    /api/events/{id}/status                                  events

@@ -304,7 +304,23 @@ var scenarios = map[string][]scenario{
 		}
 		return e.req("GET", "/api/v1/resources/os-a/widget/w-1", tRead, "")
 	}}},
-	"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id} 404": {{name: "unknown resource", request: fixed("GET", "/api/v1/resources/os-a/widget/nope", tRead, "")}},
+	"GET /api/v1/events 200": {
+		{name: "every stored event", request: fixed("GET", "/api/v1/events", tRead, "")},
+		{name: "the Reporting API's filters", request: fixed("GET", "/api/v1/events?cloud=os-a&resource_type=widget&resource_id=w-1&project_id=p1&event_type=widget.create&source=collector&from=2026-01-01T00:00:00Z&to=2027-01-01T00:00:00Z&limit=10", tAdmin, "")},
+	},
+	"GET /api/v1/events 400": {
+		{name: "bad source", request: fixed("GET", "/api/v1/events?source=hand", tRead, "")},
+		{name: "unknown parameter", request: fixed("GET", "/api/v1/events?sort=asc", tRead, "")},
+	},
+	"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events 200": {{name: "the vertical slice's history read", request: func(e contractEnv) *http.Request {
+		if w := e.serve(e.req("POST", "/api/v1/events", tIngest, validEvent)); w.Code != 200 {
+			e.t.Fatalf("ingest: %d %s", w.Code, w.Body)
+		}
+		return e.req("GET", "/api/v1/resources/os-a/widget/w-1/events", tRead, "")
+	}}},
+	"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events 400": {{name: "unknown parameter", request: fixed("GET", "/api/v1/resources/os-a/widget/w-1/events?limit=5", tRead, "")}},
+	"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events 404": {{name: "unknown resource", request: fixed("GET", "/api/v1/resources/os-a/widget/nope/events", tRead, "")}},
+	"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id} 404":        {{name: "unknown resource", request: fixed("GET", "/api/v1/resources/os-a/widget/nope", tRead, "")}},
 	"GET /api/v1/resource-types 200": {
 		{name: "read role", request: fixed("GET", "/api/v1/resource-types", tRead, "")},
 		{name: "admin role", request: fixed("GET", "/api/v1/resource-types", tAdmin, "")},

@@ -226,7 +226,7 @@ func TestNotFoundAndMethodNotAllowed(t *testing.T) {
 		allow        string
 	}{
 		{"GET", "/nope", 404, ""},
-		{"DELETE", "/api/v1/events", 405, "POST"},
+		{"DELETE", "/api/v1/events", 405, "GET, HEAD, POST"},
 		{"POST", "/api/v1/resource-types/openstack/instance", 405, "GET, HEAD, PUT"},
 		{"GET", "/api/events/abc", 405, "DELETE"},
 	}

@@ -169,3 +169,67 @@ func TestTallyClientRegisterResourceType(t *testing.T) {
 		}
 	})
 }
+
+// Issue 13: the vertical slice's fetchHistory reads
+// GET /api/v1/resources/{cloud}/instance/{id}/events as {"items":[StoredEvent…]}
+// with received_at, and GET /api/v1/events pages with the Reporting API's
+// filters and cursor.
+func TestTallyClientEventHistory(t *testing.T) {
+	bothStores(t, func(t *testing.T, st Store) {
+		w := newTallyWire(t, st)
+		w.send(
+			osEvent("e2", "2026-03-01T11:00:00Z", "compute.instance.delete.end", "i-1", `{}`),
+			osEvent("e1", "2026-03-01T10:00:00Z", "compute.instance.create.end", "i-1", instancePayload),
+			osEvent("e3", "2026-03-01T10:30:00Z", "compute.instance.create.end", "i-2", instancePayload),
+		)
+		type page struct {
+			Items []struct {
+				EventID    string `json:"event_id"`
+				ResourceID string `json:"resource_id"`
+				Source     string `json:"source"`
+				ReceivedAt string `json:"received_at"`
+			} `json:"items"`
+			NextCursor *string `json:"next_cursor"`
+		}
+		read := func(path string) page {
+			t.Helper()
+			code, body := w.get(path)
+			var p page
+			if err := json.Unmarshal([]byte(body), &p); err != nil || code != 200 {
+				t.Fatalf("GET %s: %d %s", path, code, body)
+			}
+			for _, it := range p.Items {
+				if it.ReceivedAt == "" || it.Source != "collector" {
+					t.Errorf("GET %s: item %s without received_at or source: %s", path, it.EventID, body)
+				}
+			}
+			return p
+		}
+		h := read("/api/v1/resources/" + url.PathEscape("os-a") + "/instance/" + url.PathEscape("i-1") + "/events")
+		var got []string
+		for _, it := range h.Items {
+			got = append(got, it.EventID)
+		}
+		if diff := cmp.Diff([]string{"e1", "e2"}, got); diff != "" || h.NextCursor != nil {
+			t.Errorf("history (-want +got):\n%s next_cursor %v", diff, h.NextCursor)
+		}
+		if code, body := w.get("/api/v1/resources/os-a/instance/i-9/events"); code != 404 {
+			t.Errorf("history of an unknown resource: %d %s", code, body)
+		}
+		got = nil
+		q := url.Values{"cloud": {"os-a"}, "event_type": {"compute.instance.create.end"}, "from": {"2026-03-01T00:00:00Z"}, "to": {"2026-03-02T00:00:00Z"}, "limit": {"1"}}
+		for range 4 {
+			p := read("/api/v1/events?" + q.Encode())
+			for _, it := range p.Items {
+				got = append(got, it.EventID)
+			}
+			if p.NextCursor == nil {
+				break
+			}
+			q.Set("cursor", *p.NextCursor)
+		}
+		if diff := cmp.Diff([]string{"e1", "e3"}, got); diff != "" {
+			t.Errorf("GET /api/v1/events pages (-want +got):\n%s", diff)
+		}
+	})
+}

@@ -22,16 +22,16 @@ import (
 
 // Defines values for CanonicalEventSource.
 const (
-	Collector      CanonicalEventSource = "collector"
-	Reconciliation CanonicalEventSource = "reconciliation"
+	CanonicalEventSourceCollector      CanonicalEventSource = "collector"
+	CanonicalEventSourceReconciliation CanonicalEventSource = "reconciliation"
 )
 
 // Valid indicates whether the value is a known member of the CanonicalEventSource enum.
 func (e CanonicalEventSource) Valid() bool {
 	switch e {
-	case Collector:
+	case CanonicalEventSourceCollector:
 		return true
-	case Reconciliation:
+	case CanonicalEventSourceReconciliation:
 		return true
 	default:
 		return false
@@ -122,6 +122,24 @@ func (e Severity) Valid() bool {
 	case Success:
 		return true
 	case Warning:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StoredEventSource.
+const (
+	StoredEventSourceCollector      StoredEventSource = "collector"
+	StoredEventSourceReconciliation StoredEventSource = "reconciliation"
+)
+
+// Valid indicates whether the value is a known member of the StoredEventSource enum.
+func (e StoredEventSource) Valid() bool {
+	switch e {
+	case StoredEventSourceCollector:
+		return true
+	case StoredEventSourceReconciliation:
 		return true
 	default:
 		return false
@@ -221,6 +239,24 @@ func (e UpdateEventStatusJSONBodyStatus) Valid() bool {
 	case UpdateEventStatusJSONBodyStatusRead:
 		return true
 	case UpdateEventStatusJSONBodyStatusUnread:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListEventsParamsSource.
+const (
+	ListEventsParamsSourceCollector      ListEventsParamsSource = "collector"
+	ListEventsParamsSourceReconciliation ListEventsParamsSource = "reconciliation"
+)
+
+// Valid indicates whether the value is a known member of the ListEventsParamsSource enum.
+func (e ListEventsParamsSource) Valid() bool {
+	switch e {
+	case ListEventsParamsSourceCollector:
+		return true
+	case ListEventsParamsSourceReconciliation:
 		return true
 	default:
 		return false
@@ -499,6 +535,32 @@ type Status struct {
 	Status string `json:"status"`
 }
 
+// StoredEvent A stored canonical event with received_at, when the server stored it (Tally's Reporting API StoredEvent).
+type StoredEvent struct {
+	Cloud     string `json:"cloud"`
+	EventId   string `json:"event_id"`
+	EventType string `json:"event_type"`
+
+	// Payload The event's payload (canonical-event.md, Payload); size is checked against the registered size schema.
+	Payload      map[string]interface{} `json:"payload"`
+	Platform     string                 `json:"platform"`
+	ProjectId    string                 `json:"project_id"`
+	ReceivedAt   time.Time              `json:"received_at"`
+	ResourceId   string                 `json:"resource_id"`
+	ResourceType string                 `json:"resource_type"`
+	Source       *StoredEventSource     `json:"source,omitempty"`
+	Timestamp    time.Time              `json:"timestamp"`
+}
+
+// StoredEventSource defines model for StoredEvent.Source.
+type StoredEventSource string
+
+// StoredEventPage defines model for StoredEventPage.
+type StoredEventPage struct {
+	Items      []StoredEvent `json:"items"`
+	NextCursor *string       `json:"next_cursor"`
+}
+
 // Cursor defines model for cursor.
 type Cursor = string
 
@@ -638,6 +700,30 @@ type ListAuditParams struct {
 	// Cursor The next_cursor of the previous page.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
+
+// ListEventsParams defines parameters for ListEvents.
+type ListEventsParams struct {
+	Cloud        *string                 `form:"cloud,omitempty" json:"cloud,omitempty"`
+	Platform     *string                 `form:"platform,omitempty" json:"platform,omitempty"`
+	ProjectId    *string                 `form:"project_id,omitempty" json:"project_id,omitempty"`
+	ResourceType *string                 `form:"resource_type,omitempty" json:"resource_type,omitempty"`
+	ResourceId   *string                 `form:"resource_id,omitempty" json:"resource_id,omitempty"`
+	EventType    *string                 `form:"event_type,omitempty" json:"event_type,omitempty"`
+	Source       *ListEventsParamsSource `form:"source,omitempty" json:"source,omitempty"`
+
+	// From Inclusive lower bound, RFC 3339.
+	From *From `form:"from,omitempty" json:"from,omitempty"`
+
+	// To Exclusive upper bound, RFC 3339.
+	To    *To    `form:"to,omitempty" json:"to,omitempty"`
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The next_cursor of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListEventsParamsSource defines parameters for ListEvents.
+type ListEventsParamsSource string
 
 // ListRejectedEventsParams defines parameters for ListRejectedEvents.
 type ListRejectedEventsParams struct {
@@ -1538,6 +1624,15 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/audit (the `ListAudit` operationId).
 	ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListEvents List stored events with when each was received, ordered by (timestamp, event_id) (role read or admin).
+	//
+	// Tally's Reporting API listEvents: each filter is an exact match; from
+	// and to select the window [from, to) on the event timestamp. A query
+	// parameter not listed here is 400 naming it.
+	//
+	// Corresponds with GET /api/v1/events (the `ListEvents` operationId).
+	ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// IngestEventsWithBody Ingest one canonical event or a batch of at most 1000 (role ingest).
 	//
 	// Each item is accepted, acknowledged as a duplicate of a stored
@@ -1632,6 +1727,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id} (the `GetResource` operationId).
 	GetResource(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetResourceEvents Read one resource's whole event history with when each event was received (role read or admin).
+	//
+	// Tally's Reporting API history read, never paginated (next_cursor is always null); more than 10000 stored events is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many), and GET /api/v1/events pages such a history.
+	//
+	// Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events (the `GetResourceEvents` operationId).
+	GetResourceEvents(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Healthz The process is up.
 	//
@@ -1838,6 +1940,25 @@ func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEdit
 	return c.Client.Do(req)
 }
 
+// ListEvents List stored events with when each was received, ordered by (timestamp, event_id) (role read or admin).
+//
+// Tally's Reporting API listEvents: each filter is an exact match; from
+// and to select the window [from, to) on the event timestamp. A query
+// parameter not listed here is 400 naming it.
+//
+// Corresponds with GET /api/v1/events (the `ListEvents` operationId).
+func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListEventsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // IngestEventsWithBody Ingest one canonical event or a batch of at most 1000 (role ingest).
 //
 // Each item is accepted, acknowledged as a duplicate of a stored
@@ -2013,6 +2134,23 @@ func (c *Client) ListResources(ctx context.Context, params *ListResourcesParams,
 // Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id} (the `GetResource` operationId).
 func (c *Client) GetResource(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetResourceRequest(c.Server, cloud, resourceType, resourceId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetResourceEvents Read one resource's whole event history with when each event was received (role read or admin).
+//
+// Tally's Reporting API history read, never paginated (next_cursor is always null); more than 10000 stored events is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many), and GET /api/v1/events pages such a history.
+//
+// Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events (the `GetResourceEvents` operationId).
+func (c *Client) GetResourceEvents(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetResourceEventsRequest(c.Server, cloud, resourceType, resourceId)
 	if err != nil {
 		return nil, err
 	}
@@ -2618,6 +2756,180 @@ func NewListAuditRequest(server string, params *ListAuditParams) (*http.Request,
 	return req, nil
 }
 
+// NewListEventsRequest constructs an http.Request for the ListEvents method
+func NewListEventsRequest(server string, params *ListEventsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cloud != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cloud", *params.Cloud, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Platform != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "platform", *params.Platform, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ProjectId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "project_id", *params.ProjectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ResourceType != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resource_type", *params.ResourceType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ResourceId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resource_id", *params.ResourceId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.EventType != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "event_type", *params.EventType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Source != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "source", *params.Source, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.To != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewIngestEventsRequest calls the generic IngestEvents builder with application/json body
 func NewIngestEventsRequest(server string, body IngestEventsJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3068,6 +3380,54 @@ func NewGetResourceRequest(server string, cloud string, resourceType string, res
 	return req, nil
 }
 
+// NewGetResourceEventsRequest constructs an http.Request for the GetResourceEvents method
+func NewGetResourceEventsRequest(server string, cloud string, resourceType string, resourceId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "cloud", cloud, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "resource_type", resourceType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "resource_id", resourceId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/resources/%s/%s/%s/events", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewHealthzRequest constructs an http.Request for the Healthz method
 func NewHealthzRequest(server string) (*http.Request, error) {
 	var err error
@@ -3330,6 +3690,17 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/audit (the `ListAudit` operationId).
 	ListAuditWithResponse(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*ListAuditResponse, error)
 
+	// ListEventsWithResponse List stored events with when each was received, ordered by (timestamp, event_id) (role read or admin).
+	//
+	// Tally's Reporting API listEvents: each filter is an exact match; from
+	// and to select the window [from, to) on the event timestamp. A query
+	// parameter not listed here is 400 naming it.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/events (the `ListEvents` operationId).
+	ListEventsWithResponse(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*ListEventsResponse, error)
+
 	// IngestEventsWithBodyWithResponse Ingest one canonical event or a batch of at most 1000 (role ingest).
 	//
 	// Each item is accepted, acknowledged as a duplicate of a stored
@@ -3434,6 +3805,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id} (the `GetResource` operationId).
 	GetResourceWithResponse(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*GetResourceResponse, error)
+
+	// GetResourceEventsWithResponse Read one resource's whole event history with when each event was received (role read or admin).
+	//
+	// Tally's Reporting API history read, never paginated (next_cursor is always null); more than 10000 stored events is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many), and GET /api/v1/events pages such a history.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events (the `GetResourceEvents` operationId).
+	GetResourceEventsWithResponse(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*GetResourceEventsResponse, error)
 
 	// HealthzWithResponse The process is up.
 	//
@@ -3894,6 +4274,75 @@ func (r ListAuditResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListAuditResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListEventsResponse401Headers the declared response headers of an HTTP 401 response for ListEvents
+type ListEventsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type ListEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *StoredEventPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListEventsResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListEventsResponse) GetJSON200() *StoredEventPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListEventsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListEventsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListEventsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r ListEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListEventsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4467,6 +4916,82 @@ func (r GetResourceResponse) ContentType() string {
 	return ""
 }
 
+// GetResourceEventsResponse401Headers the declared response headers of an HTTP 401 response for GetResourceEvents
+type GetResourceEventsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type GetResourceEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *StoredEventPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetResourceEventsResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetResourceEventsResponse) GetJSON200() *StoredEventPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetResourceEventsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetResourceEventsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetResourceEventsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetResourceEventsResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetResourceEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetResourceEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetResourceEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetResourceEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type HealthzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4789,6 +5314,23 @@ func (c *ClientWithResponses) ListAuditWithResponse(ctx context.Context, params 
 	return ParseListAuditResponse(rsp)
 }
 
+// ListEventsWithResponse List stored events with when each was received, ordered by (timestamp, event_id) (role read or admin).
+//
+// Tally's Reporting API listEvents: each filter is an exact match; from
+// and to select the window [from, to) on the event timestamp. A query
+// parameter not listed here is 400 naming it.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/events (the `ListEvents` operationId).
+func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*ListEventsResponse, error) {
+	rsp, err := c.ListEvents(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListEventsResponse(rsp)
+}
+
 // IngestEventsWithBodyWithResponse Ingest one canonical event or a batch of at most 1000 (role ingest).
 //
 // Each item is accepted, acknowledged as a duplicate of a stored
@@ -4946,6 +5488,21 @@ func (c *ClientWithResponses) GetResourceWithResponse(ctx context.Context, cloud
 		return nil, err
 	}
 	return ParseGetResourceResponse(rsp)
+}
+
+// GetResourceEventsWithResponse Read one resource's whole event history with when each event was received (role read or admin).
+//
+// Tally's Reporting API history read, never paginated (next_cursor is always null); more than 10000 stored events is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many), and GET /api/v1/events pages such a history.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events (the `GetResourceEvents` operationId).
+func (c *ClientWithResponses) GetResourceEventsWithResponse(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*GetResourceEventsResponse, error) {
+	rsp, err := c.GetResourceEvents(ctx, cloud, resourceType, resourceId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetResourceEventsResponse(rsp)
 }
 
 // HealthzWithResponse The process is up.
@@ -5393,6 +5950,66 @@ func ParseListAuditResponse(rsp *http.Response) (*ListAuditResponse, error) {
 	switch {
 	case rsp.StatusCode == 401:
 		var headers ListAuditResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListEventsResponse parses an HTTP response from a ListEventsWithResponse call
+func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StoredEventPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListEventsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -5896,6 +6513,73 @@ func ParseGetResourceResponse(rsp *http.Response) (*GetResourceResponse, error) 
 	switch {
 	case rsp.StatusCode == 401:
 		var headers GetResourceResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetResourceEventsResponse parses an HTTP response from a GetResourceEventsWithResponse call
+func ParseGetResourceEventsResponse(rsp *http.Response) (*GetResourceEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetResourceEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StoredEventPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetResourceEventsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

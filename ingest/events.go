@@ -1,0 +1,170 @@
+package ingest
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/tallyhq/tally/event"
+)
+
+// MaxHistory bounds the events [Service.ResourceEvents] answers at once, as
+// the Reporting API's unpaginated per-resource read does; a longer history is
+// [ErrHistoryTooLong], and [Service.Events] pages it.
+const MaxHistory = 10000
+
+// ErrHistoryTooLong is returned by [Service.ResourceEvents] for a resource
+// with more than [MaxHistory] stored events.
+var ErrHistoryTooLong = errors.New("ingest: the resource's history is longer than one answer holds")
+
+// MarshalJSON encodes e as the event's own members followed by
+// "received_at" (RFC 3339, UTC): the Reporting API's StoredEvent.
+func (e StoredEvent) MarshalJSON() ([]byte, error) {
+	b, err := e.Event.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	ts, err := json.Marshal(e.ReceivedAt.UTC())
+	if err != nil {
+		return nil, err
+	}
+	b = b[:len(b)-1] // the event's closing brace
+	b = append(b, `,"received_at":`...)
+	b = append(b, ts...)
+	return append(b, '}'), nil
+}
+
+// EventFilter selects one page of stored events (GET /api/v1/events, with
+// the Reporting API's filters). Empty strings match everything.
+type EventFilter struct {
+	Cloud, Platform, ProjectID, ResourceType, ResourceID, EventType string
+	// Source is "", collector or reconciliation.
+	Source event.Source
+	// From and To bound the event timestamp to [From, To); a zero value
+	// leaves that end open.
+	From, To time.Time
+	// Limit is 1..1000; 0 means DefaultLimit.
+	Limit int
+	// Cursor is "" for the first page, else a NextCursor of an earlier page.
+	Cursor string
+}
+
+// EventPage is one page of stored events, ordered by (timestamp, event_id).
+type EventPage struct {
+	Items []StoredEvent `json:"items"`
+	// NextCursor continues the listing; nil on the last page.
+	NextCursor *string `json:"next_cursor"`
+}
+
+// Validate returns an [*event.ValidationError] listing every bad parameter
+// of f (a text filter that is not valid UTF-8 or holds a NUL, /source not
+// collector or reconciliation, /limit, /cursor), or nil.
+func (f EventFilter) Validate() error {
+	var ps params
+	f.check(&ps)
+	return ps.err()
+}
+
+func (f EventFilter) check(ps *params) (limit int, after *EventPosition) {
+	for _, t := range [...]struct{ name, v string }{
+		{"cloud", f.Cloud}, {"platform", f.Platform}, {"project_id", f.ProjectID},
+		{"resource_type", f.ResourceType}, {"resource_id", f.ResourceID}, {"event_type", f.EventType},
+	} {
+		ps.text(t.name, t.v)
+	}
+	switch f.Source {
+	case "", event.SourceCollector, event.SourceReconciliation:
+	default:
+		*ps = append(*ps, event.Problem{Member: "/source", Rule: event.RuleEnum, Message: "must be collector or reconciliation"})
+	}
+	limit = ps.limit(f.Limit)
+	if f.Cursor != "" {
+		p, ok := decodeEventCursor(f.Cursor)
+		if !ok {
+			ps.badCursor()
+		}
+		after = &p
+	}
+	return limit, after
+}
+
+func encodeEventCursor(p EventPosition) string {
+	b, err := json.Marshal([]any{"e1", p.Timestamp.UnixMicro(), p.EventID})
+	if err != nil {
+		panic(err) // a string and an integer always encode
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeEventCursor(c string) (EventPosition, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return EventPosition{}, false
+	}
+	var parts struct {
+		tag string
+		us  int64
+		id  string
+	}
+	var raw []jsontext.Value
+	if err := json.Unmarshal(b, &raw); err != nil || len(raw) != 3 ||
+		json.Unmarshal(raw[0], &parts.tag) != nil || parts.tag != "e1" ||
+		json.Unmarshal(raw[1], &parts.us) != nil || json.Unmarshal(raw[2], &parts.id) != nil {
+		return EventPosition{}, false
+	}
+	return EventPosition{Timestamp: time.UnixMicro(parts.us).UTC(), EventID: parts.id}, true
+}
+
+// Events lists one page of stored events, oldest first by (timestamp,
+// event_id), each with when it was received (the Reporting API's GET
+// /api/v1/events). Items is never nil. It returns an
+// [*event.ValidationError] listing every bad parameter, or the store's
+// error wrapped.
+func (s *Service) Events(ctx context.Context, f EventFilter) (EventPage, error) {
+	var ps params
+	limit, after := f.check(&ps)
+	if err := ps.err(); err != nil {
+		return EventPage{}, err
+	}
+	items, err := s.store.Events(ctx, EventQuery{
+		Cloud: f.Cloud, Platform: f.Platform, ProjectID: f.ProjectID, ResourceType: f.ResourceType,
+		ResourceID: f.ResourceID, EventType: f.EventType, Source: f.Source,
+		From: ceilMicro(f.From), To: ceilMicro(f.To), After: after, Limit: limit + 1,
+	})
+	if err != nil {
+		return EventPage{}, fmt.Errorf("ingest: list events: %w", err)
+	}
+	out := EventPage{}
+	out.Items, out.NextCursor = paginate(items, limit, func(e StoredEvent) string {
+		return encodeEventCursor(EventPosition{Timestamp: e.Event.Timestamp, EventID: e.Event.EventID})
+	})
+	return out, nil
+}
+
+// ResourceEvents returns the whole stored history of one resource, ordered
+// by (timestamp, event_id), each event with when it was received (the
+// Reporting API's GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events).
+// It is never nil: a resource with no stored event has an empty history.
+// More than [MaxHistory] events is [ErrHistoryTooLong]; [Service.Events]
+// pages such a history.
+func (s *Service) ResourceEvents(ctx context.Context, k ResourceKey) ([]StoredEvent, error) {
+	if err := checkText("cloud", k.Cloud, "resource_type", k.ResourceType, "resource_id", k.ResourceID); err != nil {
+		return nil, err
+	}
+	items, err := s.store.Events(ctx, EventQuery{Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID, Limit: MaxHistory + 1})
+	if err != nil {
+		return nil, fmt.Errorf("ingest: get resource events: %w", err)
+	}
+	if len(items) > MaxHistory {
+		return nil, ErrHistoryTooLong
+	}
+	if items == nil {
+		items = []StoredEvent{}
+	}
+	return items, nil
+}
