@@ -68,7 +68,16 @@ func (noLoader) Load(url string) (any, error) {
 // a count keyword (maxLength, minItems, …) above math.MaxInt, which the
 // validator would enforce as its low bits ("maxLength": 1e300 as 0).
 func CompileSizeSchema(doc jsontext.Value) (*jsonschema.Schema, error) {
-	if err := checkStrictJSON(doc); err != nil {
+	return compileSizeSchema(doc, "")
+}
+
+// compileSizeSchema is [CompileSizeSchema] for a doc found at the JSON
+// Pointer base of a larger document: every member its error names is
+// prefixed with base, so that it points into what the client sent
+// (/size_schema/maxLength inside the wrapper of PUT
+// /api/v1/resource-types).
+func compileSizeSchema(doc jsontext.Value, base string) (*jsonschema.Schema, error) {
+	if err := checkStrictJSON(doc, base); err != nil {
 		return nil, err
 	}
 	if ptrs, total, err := numbersOutOfRange(doc, 1); err != nil {
@@ -78,7 +87,7 @@ func CompileSizeSchema(doc jsontext.Value) (*jsonschema.Schema, error) {
 		if total > 1 {
 			more = fmt.Sprintf(" (and %d more numbers)", total-1)
 		}
-		return nil, fmt.Errorf("%s: %s: %s, so it cannot be enforced%s", ptrs[0], event.RuleNumberRange, msgNumberRange, more)
+		return nil, fmt.Errorf("%s%s: %s: %s, so it cannot be enforced%s", base, ptrs[0], event.RuleNumberRange, msgNumberRange, more)
 	}
 	if ptr, total, err := countsOutOfRange(doc); err != nil {
 		return nil, fmt.Errorf("not a JSON document: %v", err)
@@ -87,7 +96,7 @@ func CompileSizeSchema(doc jsontext.Value) (*jsonschema.Schema, error) {
 		if total > 1 {
 			more = fmt.Sprintf(" (and %d more counts)", total-1)
 		}
-		return nil, fmt.Errorf("%s: %s: %s, so it cannot be enforced%s", ptr, event.RuleNumberRange, msgCountRange, more)
+		return nil, fmt.Errorf("%s%s: %s: %s, so it cannot be enforced%s", base, ptr, event.RuleNumberRange, msgCountRange, more)
 	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {
@@ -100,7 +109,22 @@ func CompileSizeSchema(doc jsontext.Value) (*jsonschema.Schema, error) {
 	if err := c.AddResource(schemaURL, v); err != nil {
 		return nil, err
 	}
-	return c.Compile(schemaURL)
+	sch, err := c.Compile(schemaURL)
+	if err != nil {
+		// A document the metaschema refuses: one problem per leaf error,
+		// "<member>: <keyword>: <message>", the member a JSON Pointer into
+		// what was sent, instead of the compiler's indented tree.
+		var meta *jsonschema.SchemaValidationError
+		var verr *jsonschema.ValidationError
+		if errors.As(err, &meta) && errors.As(meta.Err, &verr) {
+			return nil, errors.New(strings.Join(capProblems(leafProblems(verr, base)), "; "))
+		}
+		if base != "" {
+			return nil, fmt.Errorf("%s: %w", base, err)
+		}
+		return nil, err
+	}
+	return sch, nil
 }
 
 // registry caches compiled size schemas by (platform, resource_type),
@@ -172,6 +196,14 @@ func validateSize(sch *jsonschema.Schema, size jsontext.Value) ([]string, error)
 	if !errors.As(err, &verr) {
 		return nil, fmt.Errorf("ingest: validate size: %w", err)
 	}
+	return capProblems(leafProblems(verr, "/payload/size")), nil
+}
+
+// leafProblems renders the leaf errors of verr, one per problem, each
+// "<member path>: <rule>: <message>" with the path base followed by the
+// instance location (a JSON Pointer), sorted; a verr without leaves is
+// one problem at base.
+func leafProblems(verr *jsonschema.ValidationError, base string) []string {
 	var out []string
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
@@ -181,7 +213,7 @@ func validateSize(sch *jsonschema.Schema, size jsontext.Value) ([]string, error)
 			}
 			return
 		}
-		path := "/payload/size" + pointer(e.InstanceLocation)
+		path := base + pointer(e.InstanceLocation)
 		if req, ok := e.ErrorKind.(*kind.Required); ok {
 			for _, m := range req.Missing {
 				out = append(out, path+pointer([]string{m})+": required: is required")
@@ -197,13 +229,19 @@ func validateSize(sch *jsonschema.Schema, size jsontext.Value) ([]string, error)
 	walk(verr)
 	sort.Strings(out)
 	if len(out) == 0 {
-		out = []string{"/payload/size: schema: " + verr.ErrorKind.LocalizedString(printer)}
+		out = []string{base + ": schema: " + verr.ErrorKind.LocalizedString(printer)}
 	}
+	return out
+}
+
+// capProblems keeps the first maxSizeProblems problems followed by a count
+// of the rest.
+func capProblems(out []string) []string {
 	if len(out) > maxSizeProblems {
 		rest := len(out) - maxSizeProblems
 		out = append(out[:maxSizeProblems], fmt.Sprintf("and %d more", rest))
 	}
-	return out, nil
+	return out
 }
 
 // maxProblemMessage bounds one problem's message in bytes, so a long value
@@ -263,12 +301,12 @@ func pointer(tokens []string) string {
 
 // checkStrictJSON refuses a document with a member given twice, invalid
 // UTF-8 or trailing data, naming where (a JSON Pointer).
-func checkStrictJSON(doc jsontext.Value) error {
+func checkStrictJSON(doc jsontext.Value, base string) error {
 	dec := jsontext.NewDecoder(bytes.NewReader(doc))
 	if _, err := dec.ReadValue(); err != nil {
 		var se *jsontext.SyntacticError
 		if errors.As(err, &se) && errors.Is(se.Err, jsontext.ErrDuplicateName) {
-			return fmt.Errorf("not strict JSON: member %s is given more than once", se.JSONPointer)
+			return fmt.Errorf("not strict JSON: member %s%s is given more than once", base, se.JSONPointer)
 		}
 		return fmt.Errorf("not a JSON document: %v", err)
 	}

@@ -23,7 +23,9 @@ const WrapperMember = "size_schema"
 // returned byte for byte; any other body is the bare schema, returned as
 // given. A wrapper with any other top-level member is refused with a
 // [*SchemaError] (matching [ErrInvalidSchema]) naming it, so a misspelt or
-// half-wrapped body is never stored as a schema that accepts everything.
+// half-wrapped body is never stored as a schema that accepts everything; so
+// is a wrapped schema that does not compile ([CompileSizeSchema]), its
+// message naming members from the body's root (/size_schema/maxLength).
 // Bytes that are not strict JSON are returned as given, for
 // [CompileSizeSchema] (which [Service.PutResourceType] runs) to refuse.
 func UnwrapSizeSchema(platform, resourceType string, body []byte) (jsontext.Value, error) {
@@ -66,6 +68,12 @@ func UnwrapSizeSchema(platform, resourceType string, body []byte) (jsontext.Valu
 	if len(others) > 0 {
 		return nil, &SchemaError{Platform: platform, ResourceType: resourceType, Message: fmt.Sprintf(
 			"/%s: additionalProperties: the body {%q: schema} holds no other member, got %q", others[0], WrapperMember, others[0])}
+	}
+	// Compiled here, against the body, so that a refusal names the member
+	// in what was sent (/size_schema/maxLength, not /maxLength); PutResourceType
+	// compiles it again, as it does a bare schema.
+	if _, err := compileSizeSchema(inner, "/"+WrapperMember); err != nil {
+		return nil, &SchemaError{Platform: platform, ResourceType: resourceType, Message: err.Error()}
 	}
 	return inner, nil
 }

@@ -1,6 +1,7 @@
 package ingesthttp_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -95,5 +96,45 @@ func TestTextParameters(t *testing.T) {
 	code, _, body := s.do(t, "PUT", "/api/v1/resource-types/x%00/thing", `{"type":"object"}`, true)
 	if code != 400 || !strings.Contains(body, "invalid_size_schema") {
 		t.Errorf("PUT with a NUL in the platform: %d %s; want 400", code, body)
+	}
+}
+
+// TestPutResourceTypeRefusalNamesMemberInBody: issue 13 ("PUT
+// /api/v1/resource-types/{platform}/{resource_type} with the original's
+// body {"size_schema": {…}} registers the inner schema") and the quality
+// bar ("bad input gets a clear error (member + rule named)"): a refused
+// schema is named by its JSON Pointer in the body that was sent, so inside
+// the wrapper it starts /size_schema (found by X1: it said /maxLength).
+func TestPutResourceTypeRefusalNamesMemberInBody(t *testing.T) {
+	s := newServer(t, memIngest(t), 0)
+	for _, tt := range []struct {
+		name, body, want string
+	}{
+		{"wrapped count out of range", `{"size_schema":{"maxLength":1e300}}`, "/size_schema/maxLength: numberRange: "},
+		{"bare count out of range", `{"maxLength":1e300}`, "/maxLength: numberRange: "},
+		{"wrapped bound out of range", `{"size_schema":{"properties":{"gb":{"minimum":1e1000001}}}}`, "/size_schema/properties/gb/minimum: numberRange: "},
+		{"wrapped keyword of the wrong type", `{"size_schema":{"maxLength":"x"}}`, "/size_schema/maxLength: type: must be integer, is string"},
+		{"bare keyword of the wrong type", `{"maxLength":"x"}`, "/maxLength: type: must be integer, is string"},
+		{"wrapped nested keyword", `{"size_schema":{"properties":{"gb":{"minimum":"a"}}}}`, "/size_schema/properties/gb/minimum: type: must be number, is string"},
+		{"wrapped bad regex", `{"size_schema":{"pattern":"("}}`, "/size_schema/pattern: format: "},
+		{"wrapped duplicate member", `{"size_schema":{"type":"object","type":"object"}}`, "member /size_schema/type is given more than once"},
+		{"wrapped external reference", `{"size_schema":{"$ref":"http://example.com/s"}}`, "/size_schema: "},
+		{"wrapper with another member", `{"size_schema":{},"version":2}`, "/version: additionalProperties: "},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, body := s.do(t, "PUT", "/api/v1/resource-types/openstack/share", tt.body, true)
+			var p struct{ Code, Detail string }
+			_ = json.Unmarshal([]byte(body), &p)
+			type answer struct {
+				Status      int
+				Code        string
+				NamesMember bool
+			}
+			want := answer{400, "invalid_size_schema", true}
+			got := answer{code, p.Code, strings.Contains(p.Detail, tt.want)}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("PUT %s: (-want +got):\n%s\ndetail: %s", tt.body, d, p.Detail)
+			}
+		})
 	}
 }
