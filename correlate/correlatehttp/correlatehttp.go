@@ -217,6 +217,12 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// Issue 13: nothing is silently ignored; createEvent takes no query
+	// parameter, so one is 400 invalid_parameter naming it, as on every
+	// other correlation route.
+	if err := noParams(r); err != nil {
+		return err
+	}
 	body, err := h.readBody(w, r)
 	if err != nil {
 		return err

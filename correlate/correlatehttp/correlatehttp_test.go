@@ -465,3 +465,51 @@ func testClientGone(t *testing.T, st correlate.Store) {
 		t.Errorf("a gone client was not logged at debug level:\n%s", s.log.String())
 	}
 }
+
+// TestCreateRefusesQueryParameters: issue 13, "Nothing is silently
+// ignored" and "An unknown query parameter is refused with 400 naming it":
+// createEvent takes no query parameter, so each one given is a problem
+// (invalid_parameter, member "/<name>", rule additionalProperties), as on
+// every other correlation route, and nothing is created.
+func TestCreateRefusesQueryParameters(t *testing.T) {
+	s := newServer(t, memCorrelate(t), correlate.Options{})
+	const body = `{"category":"c","action":"a","idempotencyKey":"k-query"}`
+	for _, tt := range []struct {
+		name, query string
+		members     []string
+	}{
+		{"one parameter", "?legacy=1", []string{"/legacy"}},
+		{"an empty parameter", "?dryRun=", []string{"/dryRun"}},
+		{"several, in name order", "?z=1&a=2&a=3", []string{"/a", "/z"}},
+		{"a getEvents parameter is not one of createEvent", "?page=0", []string{"/page"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res := s.do("POST", "/api/events"+tt.query, "org-1/alice", body)
+			p := decode[problem.Details](t, res.body)
+			var members, rules []string
+			for _, e := range p.Errors {
+				members = append(members, e.Member)
+				rules = append(rules, e.Rule)
+			}
+			type answer struct {
+				Status  int
+				Code    string
+				Members []string
+				Rules   []string
+			}
+			wantRules := make([]string, len(tt.members))
+			for i := range wantRules {
+				wantRules[i] = event.RuleAdditionalProperties
+			}
+			want := answer{400, "invalid_parameter", tt.members, wantRules}
+			got := answer{res.status, p.Code, members, rules}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("POST /api/events%s (-want +got):\n%s\n%s", tt.query, d, res.body)
+			}
+		})
+	}
+	// Nothing was created: the first create of the key is a 201.
+	if res := s.do("POST", "/api/events", "org-1/alice", body); res.status != 201 {
+		t.Errorf("create without a query parameter: %d %s, want 201", res.status, res.body)
+	}
+}

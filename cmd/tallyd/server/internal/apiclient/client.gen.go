@@ -227,6 +227,24 @@ func (e GetEventsParamsOrder) Valid() bool {
 	}
 }
 
+// Defines values for BulkUpdateEventStatusJSONBodyStatus.
+const (
+	BulkUpdateEventStatusJSONBodyStatusRead   BulkUpdateEventStatusJSONBodyStatus = "read"
+	BulkUpdateEventStatusJSONBodyStatusUnread BulkUpdateEventStatusJSONBodyStatus = "unread"
+)
+
+// Valid indicates whether the value is a known member of the BulkUpdateEventStatusJSONBodyStatus enum.
+func (e BulkUpdateEventStatusJSONBodyStatus) Valid() bool {
+	switch e {
+	case BulkUpdateEventStatusJSONBodyStatusRead:
+		return true
+	case BulkUpdateEventStatusJSONBodyStatusUnread:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for UpdateEventStatusJSONBodyStatus.
 const (
 	UpdateEventStatusJSONBodyStatusRead   UpdateEventStatusJSONBodyStatus = "read"
@@ -239,6 +257,24 @@ func (e UpdateEventStatusJSONBodyStatus) Valid() bool {
 	case UpdateEventStatusJSONBodyStatusRead:
 		return true
 	case UpdateEventStatusJSONBodyStatusUnread:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UpdateEventStatus200JSONResponseBodyStatus.
+const (
+	UpdateEventStatus200JSONResponseBodyStatusRead   UpdateEventStatus200JSONResponseBodyStatus = "read"
+	UpdateEventStatus200JSONResponseBodyStatusUnread UpdateEventStatus200JSONResponseBodyStatus = "unread"
+)
+
+// Valid indicates whether the value is a known member of the UpdateEventStatus200JSONResponseBodyStatus enum.
+func (e UpdateEventStatus200JSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case UpdateEventStatus200JSONResponseBodyStatusRead:
+		return true
+	case UpdateEventStatus200JSONResponseBodyStatusUnread:
 		return true
 	default:
 		return false
@@ -632,6 +668,11 @@ type CreateEventParams struct {
 // CreateEventParamsCeSpecversion defines parameters for CreateEvent.
 type CreateEventParamsCeSpecversion string
 
+// BulkDeleteEventsJSONBody defines parameters for BulkDeleteEvents.
+type BulkDeleteEventsJSONBody struct {
+	Ids []openapi_types.UUID `json:"ids"`
+}
+
 // GetEventsParams defines parameters for GetEvents.
 type GetEventsParams struct {
 	// Page 0-based page.
@@ -677,6 +718,26 @@ type GetEventsParamsSort string
 // GetEventsParamsOrder defines parameters for GetEvents.
 type GetEventsParamsOrder string
 
+// BulkUpdateEventStatusJSONBody defines parameters for BulkUpdateEventStatus.
+type BulkUpdateEventStatusJSONBody struct {
+	Ids    []openapi_types.UUID                `json:"ids"`
+	Status BulkUpdateEventStatusJSONBodyStatus `json:"status"`
+}
+
+// BulkUpdateEventStatusJSONBodyStatus defines parameters for BulkUpdateEventStatus.
+type BulkUpdateEventStatusJSONBodyStatus string
+
+// GetEventTypesParams defines parameters for GetEventTypes.
+type GetEventTypesParams struct {
+	// Page 0-based page.
+	Page     *int `form:"page,omitempty" json:"page,omitempty"`
+	PageSize *int `form:"pageSize,omitempty" json:"pageSize,omitempty"`
+
+	// Pagesize Meshery's alias of pageSize.
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	Pagesize *int `form:"pagesize,omitempty" json:"pagesize,omitempty"`
+}
+
 // UpdateEventStatusJSONBody defines parameters for UpdateEventStatus.
 type UpdateEventStatusJSONBody struct {
 	Status UpdateEventStatusJSONBodyStatus `json:"status"`
@@ -684,6 +745,9 @@ type UpdateEventStatusJSONBody struct {
 
 // UpdateEventStatusJSONBodyStatus defines parameters for UpdateEventStatus.
 type UpdateEventStatusJSONBodyStatus string
+
+// UpdateEventStatus200JSONResponseBodyStatus defines parameters for UpdateEventStatus.
+type UpdateEventStatus200JSONResponseBodyStatus string
 
 // ListAuditParams defines parameters for ListAudit.
 type ListAuditParams struct {
@@ -781,6 +845,12 @@ type CreateEventApplicationCloudeventsPlusJSONRequestBody = CloudEvent
 
 // CreateEventJSONRequestBody defines body for CreateEvent for application/json ContentType.
 type CreateEventJSONRequestBody = EventPayload
+
+// BulkDeleteEventsJSONRequestBody defines body for BulkDeleteEvents for application/json ContentType.
+type BulkDeleteEventsJSONRequestBody BulkDeleteEventsJSONBody
+
+// BulkUpdateEventStatusJSONRequestBody defines body for BulkUpdateEventStatus for application/json ContentType.
+type BulkUpdateEventStatusJSONRequestBody BulkUpdateEventStatusJSONBody
 
 // UpdateEventStatusJSONRequestBody defines body for UpdateEventStatus for application/json ContentType.
 type UpdateEventStatusJSONRequestBody UpdateEventStatusJSONBody
@@ -1538,7 +1608,8 @@ type ClientInterface interface {
 	// replayed; an `idempotencyKey` given too must equal the `id`.
 	// `subject`, `dataschema` and extensions are stored with the event (not
 	// returned). A `traceparent` header fills `traceId`/`parentId` when the
-	// payload has neither; a malformed one is 400.
+	// payload has neither; a malformed one is 400. Takes no query parameter:
+	// one is 400 invalid_parameter naming it.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1563,7 +1634,8 @@ type ClientInterface interface {
 	// replayed; an `idempotencyKey` given too must equal the `id`.
 	// `subject`, `dataschema` and extensions are stored with the event (not
 	// returned). A `traceparent` header fills `traceId`/`parentId` when the
-	// payload has neither; a malformed one is 400.
+	// payload has neither; a malformed one is 400. Takes no query parameter:
+	// one is 400 invalid_parameter naming it.
 	//
 	// Takes a body of the `application/cloudevents+json` content type.
 	//
@@ -1588,17 +1660,61 @@ type ClientInterface interface {
 	// replayed; an `idempotencyKey` given too must equal the `id`.
 	// `subject`, `dataschema` and extensions are stored with the event (not
 	// returned). A `traceparent` header fills `traceId`/`parentId` when the
-	// payload has neither; a malformed one is 400.
+	// payload has neither; a malformed one is 400. Takes no query parameter:
+	// one is 400 invalid_parameter naming it.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/events (the `CreateEvent` operationId).
 	CreateEvent(ctx context.Context, params *CreateEventParams, body CreateEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// BulkDeleteEventsWithBody Soft-delete many of the caller's events (role events).
+	//
+	// As deleteEvent for each id; ids of no event of the caller are left out of deleted. At most 1000 ids. Takes no query parameter.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/events/delete (the `BulkDeleteEvents` operationId).
+	BulkDeleteEventsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BulkDeleteEvents Soft-delete many of the caller's events (role events).
+	//
+	// As deleteEvent for each id; ids of no event of the caller are left out of deleted. At most 1000 ids. Takes no query parameter.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/events/delete (the `BulkDeleteEvents` operationId).
+	BulkDeleteEvents(ctx context.Context, body BulkDeleteEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetEvents List correlated events, an events credential's own (organization, user) or a read credential's whole organization (role events or read).
 	//
 	// Corresponds with GET /api/events/list (the `GetEvents` operationId).
 	GetEvents(ctx context.Context, params *GetEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BulkUpdateEventStatusWithBody Mark many of the caller's events read or unread (role events).
+	//
+	// Ids of no event of the caller (another user's, deleted, unknown) are left out of updated, not an error. At most 1000 ids; a repeated id counts once. Takes no query parameter.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/events/status (the `BulkUpdateEventStatus` operationId).
+	BulkUpdateEventStatusWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BulkUpdateEventStatus Mark many of the caller's events read or unread (role events).
+	//
+	// Ids of no event of the caller (another user's, deleted, unknown) are left out of updated, not an error. At most 1000 ids; a repeated id counts once. Takes no query parameter.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/events/status (the `BulkUpdateEventStatus` operationId).
+	BulkUpdateEventStatus(ctx context.Context, body BulkUpdateEventStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetEventTypes The distinct (category, action) pairs of the events the caller lists (role events or read).
+	//
+	// Ordered by category then action, byte by byte; deleted events do not count.
+	//
+	// Corresponds with GET /api/events/types (the `GetEventTypes` operationId).
+	GetEventTypes(ctx context.Context, params *GetEventTypesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteEvent Soft-delete an event (role events).
 	//
@@ -1774,7 +1890,8 @@ type ClientInterface interface {
 // replayed; an `idempotencyKey` given too must equal the `id`.
 // `subject`, `dataschema` and extensions are stored with the event (not
 // returned). A `traceparent` header fills `traceId`/`parentId` when the
-// payload has neither; a malformed one is 400.
+// payload has neither; a malformed one is 400. Takes no query parameter:
+// one is 400 invalid_parameter naming it.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1809,7 +1926,8 @@ func (c *Client) CreateEventWithBody(ctx context.Context, params *CreateEventPar
 // replayed; an `idempotencyKey` given too must equal the `id`.
 // `subject`, `dataschema` and extensions are stored with the event (not
 // returned). A `traceparent` header fills `traceId`/`parentId` when the
-// payload has neither; a malformed one is 400.
+// payload has neither; a malformed one is 400. Takes no query parameter:
+// one is 400 invalid_parameter naming it.
 //
 // Takes a body of the `application/cloudevents+json` content type.
 //
@@ -1844,7 +1962,8 @@ func (c *Client) CreateEventWithApplicationCloudeventsPlusJSONBody(ctx context.C
 // replayed; an `idempotencyKey` given too must equal the `id`.
 // `subject`, `dataschema` and extensions are stored with the event (not
 // returned). A `traceparent` header fills `traceId`/`parentId` when the
-// payload has neither; a malformed one is 400.
+// payload has neither; a malformed one is 400. Takes no query parameter:
+// one is 400 invalid_parameter naming it.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1861,11 +1980,104 @@ func (c *Client) CreateEvent(ctx context.Context, params *CreateEventParams, bod
 	return c.Client.Do(req)
 }
 
+// BulkDeleteEventsWithBody Soft-delete many of the caller's events (role events).
+//
+// As deleteEvent for each id; ids of no event of the caller are left out of deleted. At most 1000 ids. Takes no query parameter.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/events/delete (the `BulkDeleteEvents` operationId).
+func (c *Client) BulkDeleteEventsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBulkDeleteEventsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BulkDeleteEvents Soft-delete many of the caller's events (role events).
+//
+// As deleteEvent for each id; ids of no event of the caller are left out of deleted. At most 1000 ids. Takes no query parameter.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/events/delete (the `BulkDeleteEvents` operationId).
+func (c *Client) BulkDeleteEvents(ctx context.Context, body BulkDeleteEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBulkDeleteEventsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetEvents List correlated events, an events credential's own (organization, user) or a read credential's whole organization (role events or read).
 //
 // Corresponds with GET /api/events/list (the `GetEvents` operationId).
 func (c *Client) GetEvents(ctx context.Context, params *GetEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetEventsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BulkUpdateEventStatusWithBody Mark many of the caller's events read or unread (role events).
+//
+// Ids of no event of the caller (another user's, deleted, unknown) are left out of updated, not an error. At most 1000 ids; a repeated id counts once. Takes no query parameter.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/events/status (the `BulkUpdateEventStatus` operationId).
+func (c *Client) BulkUpdateEventStatusWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBulkUpdateEventStatusRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BulkUpdateEventStatus Mark many of the caller's events read or unread (role events).
+//
+// Ids of no event of the caller (another user's, deleted, unknown) are left out of updated, not an error. At most 1000 ids; a repeated id counts once. Takes no query parameter.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/events/status (the `BulkUpdateEventStatus` operationId).
+func (c *Client) BulkUpdateEventStatus(ctx context.Context, body BulkUpdateEventStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBulkUpdateEventStatusRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetEventTypes The distinct (category, action) pairs of the events the caller lists (role events or read).
+//
+// Ordered by category then action, byte by byte; deleted events do not count.
+//
+// Corresponds with GET /api/events/types (the `GetEventTypes` operationId).
+func (c *Client) GetEventTypes(ctx context.Context, params *GetEventTypesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetEventTypesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2375,6 +2587,46 @@ func NewCreateEventRequestWithBody(server string, params *CreateEventParams, con
 	return req, nil
 }
 
+// NewBulkDeleteEventsRequest calls the generic BulkDeleteEvents builder with application/json body
+func NewBulkDeleteEventsRequest(server string, body BulkDeleteEventsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewBulkDeleteEventsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewBulkDeleteEventsRequestWithBody constructs an http.Request for the BulkDeleteEvents method, with any body, and a specified content type
+func NewBulkDeleteEventsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/events/delete")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetEventsRequest constructs an http.Request for the GetEvents method
 func NewGetEventsRequest(server string, params *GetEventsParams) (*http.Request, error) {
 	var err error
@@ -2550,6 +2802,124 @@ func NewGetEventsRequest(server string, params *GetEventsParams) (*http.Request,
 		if params.Status != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewBulkUpdateEventStatusRequest calls the generic BulkUpdateEventStatus builder with application/json body
+func NewBulkUpdateEventStatusRequest(server string, body BulkUpdateEventStatusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewBulkUpdateEventStatusRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewBulkUpdateEventStatusRequestWithBody constructs an http.Request for the BulkUpdateEventStatus method, with any body, and a specified content type
+func NewBulkUpdateEventStatusRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/events/status")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetEventTypesRequest constructs an http.Request for the GetEventTypes method
+func NewGetEventTypesRequest(server string, params *GetEventTypesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/events/types")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Page != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page", *params.Page, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pageSize", *params.PageSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Pagesize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pagesize", *params.Pagesize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -3598,7 +3968,8 @@ type ClientWithResponsesInterface interface {
 	// replayed; an `idempotencyKey` given too must equal the `id`.
 	// `subject`, `dataschema` and extensions are stored with the event (not
 	// returned). A `traceparent` header fills `traceId`/`parentId` when the
-	// payload has neither; a malformed one is 400.
+	// payload has neither; a malformed one is 400. Takes no query parameter:
+	// one is 400 invalid_parameter naming it.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3623,7 +3994,8 @@ type ClientWithResponsesInterface interface {
 	// replayed; an `idempotencyKey` given too must equal the `id`.
 	// `subject`, `dataschema` and extensions are stored with the event (not
 	// returned). A `traceparent` header fills `traceId`/`parentId` when the
-	// payload has neither; a malformed one is 400.
+	// payload has neither; a malformed one is 400. Takes no query parameter:
+	// one is 400 invalid_parameter naming it.
 	//
 	// Takes a body of the `application/cloudevents+json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3648,12 +4020,31 @@ type ClientWithResponsesInterface interface {
 	// replayed; an `idempotencyKey` given too must equal the `id`.
 	// `subject`, `dataschema` and extensions are stored with the event (not
 	// returned). A `traceparent` header fills `traceId`/`parentId` when the
-	// payload has neither; a malformed one is 400.
+	// payload has neither; a malformed one is 400. Takes no query parameter:
+	// one is 400 invalid_parameter naming it.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/events (the `CreateEvent` operationId).
 	CreateEventWithResponse(ctx context.Context, params *CreateEventParams, body CreateEventJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateEventResponse, error)
+
+	// BulkDeleteEventsWithBodyWithResponse Soft-delete many of the caller's events (role events).
+	//
+	// As deleteEvent for each id; ids of no event of the caller are left out of deleted. At most 1000 ids. Takes no query parameter.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/events/delete (the `BulkDeleteEvents` operationId).
+	BulkDeleteEventsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BulkDeleteEventsResponse, error)
+
+	// BulkDeleteEventsWithResponse Soft-delete many of the caller's events (role events).
+	//
+	// As deleteEvent for each id; ids of no event of the caller are left out of deleted. At most 1000 ids. Takes no query parameter.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/events/delete (the `BulkDeleteEvents` operationId).
+	BulkDeleteEventsWithResponse(ctx context.Context, body BulkDeleteEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*BulkDeleteEventsResponse, error)
 
 	// GetEventsWithResponse List correlated events, an events credential's own (organization, user) or a read credential's whole organization (role events or read).
 	//
@@ -3661,6 +4052,33 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/events/list (the `GetEvents` operationId).
 	GetEventsWithResponse(ctx context.Context, params *GetEventsParams, reqEditors ...RequestEditorFn) (*GetEventsResponse, error)
+
+	// BulkUpdateEventStatusWithBodyWithResponse Mark many of the caller's events read or unread (role events).
+	//
+	// Ids of no event of the caller (another user's, deleted, unknown) are left out of updated, not an error. At most 1000 ids; a repeated id counts once. Takes no query parameter.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/events/status (the `BulkUpdateEventStatus` operationId).
+	BulkUpdateEventStatusWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BulkUpdateEventStatusResponse, error)
+
+	// BulkUpdateEventStatusWithResponse Mark many of the caller's events read or unread (role events).
+	//
+	// Ids of no event of the caller (another user's, deleted, unknown) are left out of updated, not an error. At most 1000 ids; a repeated id counts once. Takes no query parameter.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/events/status (the `BulkUpdateEventStatus` operationId).
+	BulkUpdateEventStatusWithResponse(ctx context.Context, body BulkUpdateEventStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*BulkUpdateEventStatusResponse, error)
+
+	// GetEventTypesWithResponse The distinct (category, action) pairs of the events the caller lists (role events or read).
+	//
+	// Ordered by category then action, byte by byte; deleted events do not count.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/events/types (the `GetEventTypes` operationId).
+	GetEventTypesWithResponse(ctx context.Context, params *GetEventTypesParams, reqEditors ...RequestEditorFn) (*GetEventTypesResponse, error)
 
 	// DeleteEventWithResponse Soft-delete an event (role events).
 	//
@@ -3969,6 +4387,114 @@ func (r CreateEventResponse) ContentType() string {
 	return ""
 }
 
+// BulkDeleteEventsResponse401Headers the declared response headers of an HTTP 401 response for BulkDeleteEvents
+type BulkDeleteEventsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// BulkDeleteEventsResponse415Headers the declared response headers of an HTTP 415 response for BulkDeleteEvents
+type BulkDeleteEventsResponse415Headers struct {
+	AcceptEncoding *string
+}
+
+type BulkDeleteEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Deleted []openapi_types.UUID `json:"deleted"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *BulkDeleteEventsResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *BulkDeleteEventsResponse415Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r BulkDeleteEventsResponse) GetJSON200() *struct {
+	Deleted []openapi_types.UUID `json:"deleted"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r BulkDeleteEventsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r BulkDeleteEventsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r BulkDeleteEventsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r BulkDeleteEventsResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r BulkDeleteEventsResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r BulkDeleteEventsResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r BulkDeleteEventsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r BulkDeleteEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r BulkDeleteEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r BulkDeleteEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r BulkDeleteEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetEventsResponse401Headers the declared response headers of an HTTP 401 response for GetEvents
 type GetEventsResponse401Headers struct {
 	WWWAuthenticate string
@@ -4032,6 +4558,189 @@ func (r GetEventsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// BulkUpdateEventStatusResponse401Headers the declared response headers of an HTTP 401 response for BulkUpdateEventStatus
+type BulkUpdateEventStatusResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// BulkUpdateEventStatusResponse415Headers the declared response headers of an HTTP 415 response for BulkUpdateEventStatus
+type BulkUpdateEventStatusResponse415Headers struct {
+	AcceptEncoding *string
+}
+
+type BulkUpdateEventStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Updated []openapi_types.UUID `json:"updated"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *BulkUpdateEventStatusResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *BulkUpdateEventStatusResponse415Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r BulkUpdateEventStatusResponse) GetJSON200() *struct {
+	Updated []openapi_types.UUID `json:"updated"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r BulkUpdateEventStatusResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r BulkUpdateEventStatusResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r BulkUpdateEventStatusResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r BulkUpdateEventStatusResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r BulkUpdateEventStatusResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r BulkUpdateEventStatusResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r BulkUpdateEventStatusResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r BulkUpdateEventStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r BulkUpdateEventStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r BulkUpdateEventStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r BulkUpdateEventStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetEventTypesResponse401Headers the declared response headers of an HTTP 401 response for GetEventTypes
+type GetEventTypesResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type GetEventTypesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *[]struct {
+		Action   string `json:"action"`
+		Category string `json:"category"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetEventTypesResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetEventTypesResponse) GetJSON200() *[]struct {
+	Action   string `json:"action"`
+	Category string `json:"category"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetEventTypesResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetEventTypesResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetEventTypesResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r GetEventTypesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetEventTypesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetEventTypesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetEventTypesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4114,7 +4823,11 @@ type UpdateEventStatusResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *CorrelatedEvent
+	JSON200 *struct {
+		EventId openapi_types.UUID                         `json:"eventId"`
+		Message string                                     `json:"message"`
+		Status  UpdateEventStatus200JSONResponseBodyStatus `json:"status"`
+	}
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -4138,7 +4851,11 @@ type UpdateEventStatusResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r UpdateEventStatusResponse) GetJSON200() *CorrelatedEvent {
+func (r UpdateEventStatusResponse) GetJSON200() *struct {
+	EventId openapi_types.UUID                         `json:"eventId"`
+	Message string                                     `json:"message"`
+	Status  UpdateEventStatus200JSONResponseBodyStatus `json:"status"`
+} {
 	return r.JSON200
 }
 
@@ -5174,7 +5891,8 @@ func (r ReadyzResponse) ContentType() string {
 // replayed; an `idempotencyKey` given too must equal the `id`.
 // `subject`, `dataschema` and extensions are stored with the event (not
 // returned). A `traceparent` header fills `traceId`/`parentId` when the
-// payload has neither; a malformed one is 400.
+// payload has neither; a malformed one is 400. Takes no query parameter:
+// one is 400 invalid_parameter naming it.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5205,7 +5923,8 @@ func (c *ClientWithResponses) CreateEventWithBodyWithResponse(ctx context.Contex
 // replayed; an `idempotencyKey` given too must equal the `id`.
 // `subject`, `dataschema` and extensions are stored with the event (not
 // returned). A `traceparent` header fills `traceId`/`parentId` when the
-// payload has neither; a malformed one is 400.
+// payload has neither; a malformed one is 400. Takes no query parameter:
+// one is 400 invalid_parameter naming it.
 //
 // Takes a body of the `application/cloudevents+json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5236,7 +5955,8 @@ func (c *ClientWithResponses) CreateEventWithApplicationCloudeventsPlusJSONBodyW
 // replayed; an `idempotencyKey` given too must equal the `id`.
 // `subject`, `dataschema` and extensions are stored with the event (not
 // returned). A `traceparent` header fills `traceId`/`parentId` when the
-// payload has neither; a malformed one is 400.
+// payload has neither; a malformed one is 400. Takes no query parameter:
+// one is 400 invalid_parameter naming it.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5247,6 +5967,36 @@ func (c *ClientWithResponses) CreateEventWithResponse(ctx context.Context, param
 		return nil, err
 	}
 	return ParseCreateEventResponse(rsp)
+}
+
+// BulkDeleteEventsWithBodyWithResponse Soft-delete many of the caller's events (role events).
+//
+// As deleteEvent for each id; ids of no event of the caller are left out of deleted. At most 1000 ids. Takes no query parameter.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/events/delete (the `BulkDeleteEvents` operationId).
+func (c *ClientWithResponses) BulkDeleteEventsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BulkDeleteEventsResponse, error) {
+	rsp, err := c.BulkDeleteEventsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBulkDeleteEventsResponse(rsp)
+}
+
+// BulkDeleteEventsWithResponse Soft-delete many of the caller's events (role events).
+//
+// As deleteEvent for each id; ids of no event of the caller are left out of deleted. At most 1000 ids. Takes no query parameter.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/events/delete (the `BulkDeleteEvents` operationId).
+func (c *ClientWithResponses) BulkDeleteEventsWithResponse(ctx context.Context, body BulkDeleteEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*BulkDeleteEventsResponse, error) {
+	rsp, err := c.BulkDeleteEvents(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBulkDeleteEventsResponse(rsp)
 }
 
 // GetEventsWithResponse List correlated events, an events credential's own (organization, user) or a read credential's whole organization (role events or read).
@@ -5260,6 +6010,51 @@ func (c *ClientWithResponses) GetEventsWithResponse(ctx context.Context, params 
 		return nil, err
 	}
 	return ParseGetEventsResponse(rsp)
+}
+
+// BulkUpdateEventStatusWithBodyWithResponse Mark many of the caller's events read or unread (role events).
+//
+// Ids of no event of the caller (another user's, deleted, unknown) are left out of updated, not an error. At most 1000 ids; a repeated id counts once. Takes no query parameter.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/events/status (the `BulkUpdateEventStatus` operationId).
+func (c *ClientWithResponses) BulkUpdateEventStatusWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BulkUpdateEventStatusResponse, error) {
+	rsp, err := c.BulkUpdateEventStatusWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBulkUpdateEventStatusResponse(rsp)
+}
+
+// BulkUpdateEventStatusWithResponse Mark many of the caller's events read or unread (role events).
+//
+// Ids of no event of the caller (another user's, deleted, unknown) are left out of updated, not an error. At most 1000 ids; a repeated id counts once. Takes no query parameter.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/events/status (the `BulkUpdateEventStatus` operationId).
+func (c *ClientWithResponses) BulkUpdateEventStatusWithResponse(ctx context.Context, body BulkUpdateEventStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*BulkUpdateEventStatusResponse, error) {
+	rsp, err := c.BulkUpdateEventStatus(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBulkUpdateEventStatusResponse(rsp)
+}
+
+// GetEventTypesWithResponse The distinct (category, action) pairs of the events the caller lists (role events or read).
+//
+// Ordered by category then action, byte by byte; deleted events do not count.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/events/types (the `GetEventTypes` operationId).
+func (c *ClientWithResponses) GetEventTypesWithResponse(ctx context.Context, params *GetEventTypesParams, reqEditors ...RequestEditorFn) (*GetEventTypesResponse, error) {
+	rsp, err := c.GetEventTypes(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetEventTypesResponse(rsp)
 }
 
 // DeleteEventWithResponse Soft-delete an event (role events).
@@ -5682,6 +6477,106 @@ func ParseCreateEventResponse(rsp *http.Response) (*CreateEventResponse, error) 
 	return response, nil
 }
 
+// ParseBulkDeleteEventsResponse parses an HTTP response from a BulkDeleteEventsWithResponse call
+func ParseBulkDeleteEventsResponse(rsp *http.Response) (*BulkDeleteEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &BulkDeleteEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Deleted []openapi_types.UUID `json:"deleted"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers BulkDeleteEventsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers BulkDeleteEventsResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetEventsResponse parses an HTTP response from a GetEventsWithResponse call
 func ParseGetEventsResponse(rsp *http.Response) (*GetEventsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -5729,6 +6624,169 @@ func ParseGetEventsResponse(rsp *http.Response) (*GetEventsResponse, error) {
 	switch {
 	case rsp.StatusCode == 401:
 		var headers GetEventsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseBulkUpdateEventStatusResponse parses an HTTP response from a BulkUpdateEventStatusWithResponse call
+func ParseBulkUpdateEventStatusResponse(rsp *http.Response) (*BulkUpdateEventStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &BulkUpdateEventStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Updated []openapi_types.UUID `json:"updated"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers BulkUpdateEventStatusResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers BulkUpdateEventStatusResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetEventTypesResponse parses an HTTP response from a GetEventTypesWithResponse call
+func ParseGetEventTypesResponse(rsp *http.Response) (*GetEventTypesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetEventTypesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []struct {
+			Action   string `json:"action"`
+			Category string `json:"category"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetEventTypesResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -5813,7 +6871,11 @@ func ParseUpdateEventStatusResponse(rsp *http.Response) (*UpdateEventStatusRespo
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest CorrelatedEvent
+		var dest struct {
+			EventId openapi_types.UUID                         `json:"eventId"`
+			Message string                                     `json:"message"`
+			Status  UpdateEventStatus200JSONResponseBodyStatus `json:"status"`
+		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
