@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tallyhq/tally/correlate"
+	"github.com/tallyhq/tally/internal/retry"
 )
 
 // ClientOptions configures a [Client].
@@ -43,7 +42,7 @@ type ClientOptions struct {
 // attempt of that create carries the same key, so a create whose answer was
 // lost is replayed, never counted twice (step 1). Transport errors and the
 // answers 408, 429 and 5xx are retried with backoff and jitter (a
-// Retry-After in seconds is honoured, at most 30 s); any other answer ends
+// Retry-After in seconds or as a date is honoured, at most 30 s); any other answer ends
 // the create.
 type Client struct {
 	url     string
@@ -117,7 +116,7 @@ func (c *Client) Create(ctx context.Context, p correlate.Payload) (correlate.Eve
 	if p.IdempotencyKey == "" {
 		key = uuid.NewString()
 	}
-	wait := c.backoff
+	b := retry.NewBackoff(c.backoff)
 	var last error
 	for attempt := 1; ; attempt++ {
 		e, d, retryAfter, err := c.send(ctx, body, key)
@@ -131,16 +130,9 @@ func (c *Client) Create(ctx context.Context, p correlate.Payload) (correlate.Eve
 			return correlate.Event{}, "", err
 		}
 		last = err
-		pause := wait/2 + rand.N(wait/2+1)
-		if retryAfter > pause {
-			pause = retryAfter
+		if err := retry.Sleep(ctx, b.Next(retryAfter)); err != nil {
+			return correlate.Event{}, "", fmt.Errorf("correlatehttp: %w (last attempt: %w)", err, last)
 		}
-		select {
-		case <-ctx.Done():
-			return correlate.Event{}, "", fmt.Errorf("correlatehttp: %w (last attempt: %w)", ctx.Err(), last)
-		case <-time.After(pause):
-		}
-		wait = min(2*wait, 30*time.Second)
 	}
 }
 
@@ -169,12 +161,8 @@ func (c *Client) send(ctx context.Context, body []byte, key string) (correlate.E
 		return correlate.Event{}, "", 0, fmt.Errorf("correlatehttp: read answer: %w", err)
 	}
 	switch s := res.StatusCode; {
-	case s == http.StatusRequestTimeout || s == http.StatusTooManyRequests || s >= 500:
-		var wait time.Duration
-		if n, err := strconv.Atoi(res.Header.Get("Retry-After")); err == nil && n > 0 {
-			wait = min(time.Duration(n)*time.Second, 30*time.Second)
-		}
-		return correlate.Event{}, "", wait, &StatusError{StatusCode: s, Body: b[:min(len(b), 64<<10)]}
+	case retry.Status(s):
+		return correlate.Event{}, "", retry.After(res.Header, time.Now()), &StatusError{StatusCode: s, Body: b[:min(len(b), 64<<10)]}
 	case s != http.StatusOK && s != http.StatusCreated:
 		return correlate.Event{}, "", -1, &StatusError{StatusCode: s, Body: b[:min(len(b), 64<<10)]}
 	}

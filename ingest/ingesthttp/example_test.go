@@ -1,6 +1,7 @@
 package ingesthttp_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -56,4 +57,60 @@ func Example() {
 	fmt.Print(resp.StatusCode, " ", string(b))
 	// Output:
 	// 200 {"accepted":1,"duplicates":0,"rejected":[{"index":1,"event_id":"e2","reason":"scope: /cloud: scope: cloud \"os-other\" is outside this credential's openstack/os-demo"}]}
+}
+
+// Send events through the Go client: each item is validated locally, the
+// valid ones go gzip-compressed in requests of at most 1000, and every item
+// comes back with what became of it, at its index.
+func ExampleClient() {
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		panic(err)
+	}
+	svc, err := ingest.New(db.Ingest(), ingest.Options{})
+	if err != nil {
+		panic(err)
+	}
+	h, err := ingesthttp.New(svc, ingesthttp.Options{
+		CallerFrom: func(r *http.Request) (ingest.Caller, bool) {
+			return ingest.Caller{Credential: "collector", Platform: "openstack", Cloud: "os-demo"}, r.Header.Get("Authorization") == "Bearer s3cret"
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	route.Mount(mux, h.Routes(), func(rt route.Route) http.Handler { return rt.Handler })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	c, err := ingesthttp.NewClient(srv.URL, ingesthttp.ClientOptions{Token: "s3cret"})
+	if err != nil {
+		panic(err)
+	}
+	vol := func(id, cloud string) []byte {
+		return []byte(`{"event_id":"` + id + `","timestamp":"2026-03-01T12:00:00Z","event_type":"volume.create.end","platform":"openstack","cloud":"` + cloud +
+			`","resource_type":"volume","resource_id":"vol-` + id + `","project_id":"p1","payload":{"state":"available","size":{"size_gb":10,"type":"ssd"}}}`)
+	}
+	res, err := c.SendRaw(context.Background(), [][]byte{
+		vol("e1", "os-demo"),
+		vol("e1", "os-demo"),  // the same (event_id, timestamp) again
+		vol("e2", "os-other"), // outside the credential's scope
+		[]byte(`[]`),          // not an event: never sent
+	})
+	if err != nil {
+		panic(err)
+	}
+	for i, it := range res.Items {
+		line := fmt.Sprintf("%d %s %q", i, it.Status, it.EventID)
+		if it.Reason != "" {
+			line += ": " + it.Reason
+		}
+		fmt.Println(line)
+	}
+	// Output:
+	// 0 accepted "e1"
+	// 1 duplicate "e1"
+	// 2 rejected "e2": scope: /cloud: scope: cloud "os-other" is outside this credential's openstack/os-demo
+	// 3 invalid "": schema: : type: the item must be a JSON object, not an array
 }

@@ -1,0 +1,75 @@
+// Package retry holds the retry policy the Go clients of tally share
+// (correlatehttp.Client and ingesthttp.Client; issue 13, Go clients beside
+// the handlers): which answers are retried, how long to wait between
+// attempts, and how a server's Retry-After is read. It does no I/O besides
+// waiting.
+package retry
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// MaxWait caps every wait between two attempts, a Retry-After included.
+const MaxWait = 30 * time.Second
+
+// Status reports whether an answer with status code s is retried: 408
+// Request Timeout, 429 Too Many Requests and every 5xx. Any other answer is
+// final.
+func Status(s int) bool {
+	return s == http.StatusRequestTimeout || s == http.StatusTooManyRequests || s >= 500
+}
+
+// After reads a Retry-After header (RFC 9110, section 10.2.3): delay-seconds
+// or an HTTP-date, measured from now. It returns 0 when the header is absent,
+// malformed or in the past, and at most [MaxWait].
+func After(h http.Header, now time.Time) time.Duration {
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		d = time.Duration(min(n, int64(MaxWait/time.Second))) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = t.Sub(now)
+	}
+	return max(0, min(d, MaxWait))
+}
+
+// Backoff is the doubling, jittered wait between the attempts of one
+// request. The zero value is not usable; use [NewBackoff].
+type Backoff struct {
+	next time.Duration
+}
+
+// NewBackoff returns a Backoff whose first wait is first (jittered), which
+// must be positive.
+func NewBackoff(first time.Duration) *Backoff { return &Backoff{next: first} }
+
+// Next returns the wait before the next attempt: the current step jittered
+// to between half and all of it, or the server's Retry-After when that is
+// longer, at most [MaxWait]; the step then doubles, up to MaxWait.
+func (b *Backoff) Next(retryAfter time.Duration) time.Duration {
+	w := b.next/2 + rand.N(b.next/2+1)
+	b.next = min(2*b.next, MaxWait)
+	return min(max(w, retryAfter), MaxWait)
+}
+
+// Sleep waits d, or until ctx ends, then returning ctx.Err().
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
