@@ -130,7 +130,7 @@ func stamp(t, now time.Time) time.Time {
 // nothing of the batch is written; the error is wrapped as "pgstore: commit
 // batch: …". Safe for concurrent use.
 func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, error) {
-	inserted, replays, err := commitBatch(ctx, s.pool, b, utcMicro(s.now()))
+	inserted, replays, err := commitBatch(ctx, s.conn, b, utcMicro(s.now()))
 	if err != nil {
 		return ingest.Committed{}, fmt.Errorf("pgstore: commit batch: %w", interpretError(err))
 	}

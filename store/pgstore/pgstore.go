@@ -123,7 +123,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/jmoiron/sqlx"
 	"github.com/pressly/goose/v3"
 
@@ -148,10 +147,11 @@ type DB struct {
 
 // conn is what every area store of one DB shares.
 type conn struct {
-	pool  *pgxpool.Pool
-	probe *pgxpool.Pool // Ping's own one-connection pool; nil: Ping uses pool
-	db    *sqlx.DB
-	now   func() time.Time
+	pool    *pgxpool.Pool
+	probe   *pgxpool.Pool // Ping's own one-connection pool; nil: Ping uses pool
+	db      *sqlx.DB      // on pool, through boundedConnector
+	now     func() time.Time
+	acquire time.Duration // the acquire timeout; 0: none (see acquireConn)
 }
 
 // Ingest is the store of lifecycle ingestion: it implements ingest.Store
@@ -194,13 +194,25 @@ type Options struct {
 	// statement_timeout parameter, else [DefaultStatementTimeout];
 	// negative means none. Migrations are exempt (see [DB.Migrate]).
 	StatementTimeout time.Duration
+	// AcquireTimeout bounds how long a store call waits for a connection
+	// of the pool when every connection is in use (issue 12, Timeouts):
+	// past it the call fails with store.ErrUnavailable, having sent no
+	// statement, so nothing of it is written. The statement timeout only
+	// starts once a connection is held; without this bound a request
+	// queued behind connections stuck on a lock would wait for as long as
+	// the queue ahead of it. It applies to every call of every store of
+	// the DB, on [Open]'s pool and on [New]'s alike, not to [DB.Ping]
+	// (which has its own connection). Zero means [DefaultAcquireTimeout];
+	// negative means none (the call waits as long as its ctx allows).
+	AcquireTimeout time.Duration
 }
 
 // Open connects to the database at url (a PostgreSQL connection URL or
 // key=value string as pgx accepts it; a search_path parameter selects the
 // schema), checks that it answers, and returns a DB that owns the pool it
 // made ([DB.Close] closes it). The pool follows opts over the URL's own
-// parameters (MaxConns, ConnectTimeout, StatementTimeout), pings each
+// parameters (MaxConns, ConnectTimeout, StatementTimeout), bounds the wait
+// for one of its connections (AcquireTimeout), pings each
 // connection as it is taken from the pool (so a connection broken by a
 // PostgreSQL restart is replaced before any statement is sent), and [DB.Ping]
 // gets a one-connection pool of its own. It does not apply migrations: call
@@ -227,7 +239,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("pgstore: connect: %w", err)
 	}
-	db, err := New(pool, Options{Now: opts.Now}) // the pool options are in cfg
+	db, err := New(pool, Options{Now: opts.Now, AcquireTimeout: opts.AcquireTimeout}) // the pool options are in cfg
 	if err != nil {
 		pool.Close()
 		probe.Close()
@@ -239,9 +251,10 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 }
 
 // New returns a DB on an existing pool, which the caller keeps owning and
-// configuring: [DB.Close] leaves it open. Of opts only Now applies; MaxConns,
-// ConnectTimeout and StatementTimeout configure the pool [Open] makes, so New
-// refuses them rather than ignore them (set them on the caller's pool). It
+// configuring: [DB.Close] leaves it open. Of opts only Now and AcquireTimeout
+// apply; MaxConns, ConnectTimeout and StatementTimeout configure the pool
+// [Open] makes, so New refuses them rather than ignore them (set them on the
+// caller's pool). It
 // does not apply migrations (see [DB.Migrate]). Errors (joined): a nil pool,
 // a pool option set.
 func New(pool *pgxpool.Pool, opts Options) (*DB, error) {
@@ -255,14 +268,11 @@ func New(pool *pgxpool.Pool, opts Options) (*DB, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	c := &conn{
-		pool: pool,
-		db:   sqlx.NewDb(stdlib.OpenDBFromPool(pool), "pgx"),
-		now:  opts.Now,
-	}
+	c := &conn{pool: pool, now: opts.Now, acquire: acquireTimeout(opts.AcquireTimeout)}
 	if c.now == nil {
 		c.now = time.Now
 	}
+	c.db = sqlx.NewDb(c.openDB(), "pgx")
 	return &DB{conn: c, ingest: Ingest{c}, correlate: Correlate{c}, sizeNames: SizeNames{c}}, nil
 }
 
@@ -293,8 +303,8 @@ func (db *DB) Close() {
 // Ping reports whether the database answers; tallyd's /readyz calls it.
 // On a DB made by [Open] it runs on a pool of its own with one connection,
 // so it never waits behind request traffic for the main pool (issue 12,
-// Readiness): an error means the server did not answer within 2 s (or
-// ctx), not that the pool was busy. On a DB made by [New] it uses the
+// Readiness), nor is it subject to the acquire timeout: an error means the
+// server did not answer within 2 s (or ctx), not that the pool was busy. On a DB made by [New] it uses the
 // caller's pool. Errors wrap store.ErrUnavailable.
 func (db *DB) Ping(ctx context.Context) error {
 	p := db.conn.pool
@@ -319,7 +329,8 @@ func (db *DB) Ping(ctx context.Context) error {
 // them, so one applies what is pending and the others, once it is done,
 // find nothing to apply (they wait for it as long as ctx allows). The
 // migrations run on one connection of db's pool, without its statement
-// timeout (a migration may take longer than a request).
+// timeout (a migration may take longer than a request); taking that
+// connection is bounded by the acquire timeout like any other call.
 func (db *DB) Migrate(ctx context.Context) ([]int64, error) {
 	p, err := goose.NewProvider(goose.DialectPostgres, db.conn.db.DB, mustSub(migrations, "migrations"), goose.WithSessionLocker(migrationLock{}))
 	if err != nil {

@@ -3,11 +3,18 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/ingest"
 
 	"github.com/tallyhq/tally/internal/pgtest"
 	"github.com/tallyhq/tally/store"
@@ -69,27 +76,8 @@ func TestPingDoesNotQueueBehindTraffic(t *testing.T) {
 		_, err := db.Ingest().ResourceTypes(ctx)
 		stuck <- err
 	}()
-	// The read holds the pool's one connection, waiting on the lock
-	// (bounded wait for it to get there).
-	admin, err := pgx.Connect(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	for i := 0; ; i++ {
-		var waiting int
-		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE application_name = 'tally_ping_test' AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting > 0 {
-			break
-		}
-		if i == 500 {
-			t.Fatal("the read never waited on the lock")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// The read holds the pool's one connection, waiting on the lock.
+	waitForLockWaiters(ctx, t, u, "tally_ping_test", 1)
 	if err := db.Ping(ctx); err != nil {
 		t.Errorf("Ping with the pool busy: %v", err)
 	}
@@ -132,4 +120,129 @@ func TestFirstRequestAfterBrokenConnectionsSucceeds(t *testing.T) {
 			t.Fatalf("request %d after %d broken connections: %v", i+1, killed, err)
 		}
 	}
+}
+
+// waitForLockWaiters waits (bounded by ctx and 500 polls) until n sessions
+// whose application_name is app wait on a lock.
+func waitForLockWaiters(ctx context.Context, t *testing.T, url, app string, n int) {
+	t.Helper()
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	for i := 0; ; i++ {
+		var waiting int
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting >= n {
+			return
+		}
+		if i == 500 {
+			t.Fatalf("%d of %d sessions waited on the lock", waiting, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Issue 12, Timeouts: "A default statement or request timeout,
+// configurable, answered 503 (or 504) with a problem body, nothing
+// half-written" holds for the wait for a pool connection too. Both
+// connections of the pool are held by Commits stuck on a table lock,
+// without a statement timeout; a further Commit (the pgx-direct path) and
+// a read of another table (the database/sql path) then fail with
+// store.ErrUnavailable while the lock is still held, which only the
+// acquire timeout can explain (their ctx has a minute left), and the shed
+// batch is not stored. Ping keeps answering (its own connection). After
+// the lock is released every call succeeds. Both on Open's pool and on a
+// caller's pool given to New.
+func TestAcquireTimeout(t *testing.T) {
+	const app = "tally_acquire_test"
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T, u string) *pgstore.DB
+	}{
+		{"Open", func(t *testing.T, u string) *pgstore.DB {
+			return pgtest.Open(t, u, pgstore.Options{MaxConns: 2, StatementTimeout: -1, AcquireTimeout: 200 * time.Millisecond})
+		}},
+		{"New", func(t *testing.T, u string) *pgstore.DB {
+			pool, err := pgxpool.New(context.Background(), u+"&pool_max_conns=2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			db, err := pgstore.New(pool, pgstore.Options{AcquireTimeout: 200 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(db.Close)
+			return db
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := pgtest.URL(t) + "&application_name=" + app
+			db := tc.open(t, u)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			release := lockTable(t, u, "events")
+			batch := func(id string) ingest.Batch { return ingest.Batch{Events: []event.Event{ev(id, t0)}} }
+
+			stuck := make(chan error, 2)
+			for i := range 2 {
+				go func() {
+					_, err := db.Ingest().Commit(ctx, batch(fmt.Sprintf("held-%d", i)))
+					stuck <- err
+				}()
+			}
+			waitForLockWaiters(ctx, t, u, app, 2)
+
+			_, err := db.Ingest().Commit(ctx, batch("shed"))
+			if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "acquire timeout") {
+				t.Errorf("Commit with every connection stuck: %v, want store.ErrUnavailable (acquire timeout)", err)
+			}
+			if _, err := db.Ingest().ResourceTypes(ctx); !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "acquire timeout") {
+				t.Errorf("ResourceTypes with every connection stuck: %v, want store.ErrUnavailable (acquire timeout)", err)
+			}
+			if tc.name == "Open" {
+				if err := db.Ping(ctx); err != nil {
+					t.Errorf("Ping with every connection stuck: %v, want nil (readiness has its own connection)", err)
+				}
+			}
+
+			release()
+			for range 2 {
+				if err := <-stuck; err != nil {
+					t.Errorf("a held Commit after the lock: %v", err)
+				}
+			}
+			if got, want := storedIDs(ctx, t, db), []string{"held-0", "held-1"}; !cmp.Equal(want, got) {
+				t.Errorf("events after the lock (-want +got):\n%s", cmp.Diff(want, got))
+			}
+			if _, err := db.Ingest().Commit(ctx, batch("shed")); err != nil {
+				t.Errorf("the shed batch sent again: %v", err)
+			}
+			if _, err := db.Ingest().ResourceTypes(ctx); err != nil {
+				t.Errorf("ResourceTypes after the lock: %v", err)
+			}
+			if got, want := storedIDs(ctx, t, db), []string{"held-0", "held-1", "shed"}; !cmp.Equal(want, got) {
+				t.Errorf("events after the retry (-want +got):\n%s", cmp.Diff(want, got))
+			}
+		})
+	}
+}
+
+// storedIDs returns the event_id of every stored event, in order.
+func storedIDs(ctx context.Context, t *testing.T, db *pgstore.DB) []string {
+	t.Helper()
+	evs, err := db.Ingest().Events(ctx, ingest.EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range evs {
+		ids = append(ids, e.Event.EventID)
+	}
+	return ids
 }

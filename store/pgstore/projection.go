@@ -165,7 +165,7 @@ func (s *Ingest) RebuildResources(ctx context.Context, q ingest.RebuildQuery, pr
 		if len(keys) == 0 {
 			return done, nil
 		}
-		err = rebuildBatch(ctx, s.pool, keys)
+		err = rebuildBatch(ctx, s.conn, keys)
 		if err != nil {
 			return done, fmt.Errorf("pgstore: rebuild resources: %w", err)
 		}

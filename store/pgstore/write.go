@@ -12,7 +12,6 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
@@ -50,22 +49,28 @@ import (
 const sampleSize = 16
 
 // commitBatch is Ingest.Commit's transaction.
-func commitBatch(ctx context.Context, pool *pgxpool.Pool, b ingest.Batch, now time.Time) (inserted []bool, replays map[string]int, err error) {
-	inserted, replays, err = commitOnce(ctx, pool, b, now, false)
+func commitBatch(ctx context.Context, c *conn, b ingest.Batch, now time.Time) (inserted []bool, replays map[string]int, err error) {
+	inserted, replays, err = commitOnce(ctx, c, b, now, false)
 	var pgErr *pgconn.PgError
 	if err != nil && errors.As(err, &pgErr) && pgErr.Code == "23505" {
 		// A concurrent batch stored some of these events: redo the batch
 		// with INSERT … ON CONFLICT DO NOTHING, which cannot fail so.
-		return commitOnce(ctx, pool, b, now, true)
+		return commitOnce(ctx, c, b, now, true)
 	}
 	return inserted, replays, err
 }
 
 // commitOnce runs the transaction; contended (after a unique violation) it
 // inserts the events with INSERT … ON CONFLICT DO NOTHING RETURNING instead
-// of the probe and the COPY.
-func commitOnce(ctx context.Context, pool *pgxpool.Pool, b ingest.Batch, now time.Time, contended bool) (inserted []bool, replays map[string]int, err error) {
-	tx, err := pool.Begin(ctx)
+// of the probe and the COPY. The wait for a connection is bounded by the
+// acquire timeout.
+func commitOnce(ctx context.Context, c *conn, b ingest.Batch, now time.Time, contended bool) (inserted []bool, replays map[string]int, err error) {
+	pc, err := c.acquireConn(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("acquire: %w", err)
+	}
+	defer pc.Release() // after the rollback below
+	tx, err := pc.Begin(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("begin: %w", err)
 	}
@@ -345,9 +350,15 @@ ORDER BY c, t, i
 ON CONFLICT (cloud, resource_type, resource_id) DO UPDATE SET cloud = cr.cloud`
 
 // rebuildBatch recomputes the rows of keys from their stored events with
-// ingest.Fold, in one transaction holding their row locks.
-func rebuildBatch(ctx context.Context, pool *pgxpool.Pool, keys []ingest.ResourceKey) error {
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+// ingest.Fold, in one transaction holding their row locks (on a connection
+// taken within the acquire timeout).
+func rebuildBatch(ctx context.Context, c *conn, keys []ingest.ResourceKey) error {
+	pc, err := c.acquireConn(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire: %w", err)
+	}
+	defer pc.Release()
+	return pgx.BeginFunc(ctx, pc, func(tx pgx.Tx) error {
 		clouds, types, ids := splitKeys(keys)
 		if _, err := tx.Exec(ctx, lockKeysSQL, clouds, types, ids); err != nil {
 			return fmt.Errorf("lock resources: %w", err)
