@@ -6,8 +6,9 @@
 //
 // A notification that cannot be mapped, or whose event is invalid, is
 // reported on stderr with its file and line number and counted; nothing is
-// dropped silently. Only transport failures and 5xx answers are retried;
-// a 4xx, and any item the server refused, never is.
+// dropped silently. It sends through [ingesthttp.Client], which retries
+// transport failures and 408, 429 and 5xx answers, halves a batch answered
+// 413, and never sends an item the server refused again.
 //
 // Usage:
 //
@@ -18,7 +19,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -27,13 +27,14 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/examples/openstack-collector/oslo"
+	"github.com/tallyhq/tally/ingest/ingesthttp"
 )
 
 func main() {
@@ -55,7 +56,7 @@ func main() {
 
 // maxBatch is the most items POST /api/v1/events takes in one call
 // (canonical-event.md, Delivery).
-const maxBatch = 1000
+const maxBatch = ingesthttp.MaxBatch
 
 type config struct {
 	cloud, server, token string
@@ -65,7 +66,6 @@ type config struct {
 	maxBatchBytes        int
 	maxAttempts          int
 	retryDelay           time.Duration
-	retryMaxDelay        time.Duration
 	timeout              time.Duration
 	files                []string
 }
@@ -87,9 +87,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.IntVar(&c.batchSize, "batch-size", maxBatch, "events per request, 1 to 1000")
 	fs.IntVar(&c.maxBatchBytes, "max-batch-bytes", 4<<20, "a request body stays under this many bytes (the server refuses bodies over its --max-body-bytes, 8 MiB by default)")
 	fs.BoolVar(&c.gzip, "gzip", true, "compress request bodies with gzip (Content-Encoding: gzip); --gzip=false sends them plain")
-	fs.IntVar(&c.maxAttempts, "max-attempts", 5, "attempts per batch in all; only transport failures and 5xx answers are retried")
-	fs.DurationVar(&c.retryDelay, "retry-delay", 250*time.Millisecond, "backoff before the first retry, doubled on each next one, with jitter")
-	fs.DurationVar(&c.retryMaxDelay, "retry-max-delay", 10*time.Second, "cap of the backoff between retries (also caps a Retry-After)")
+	fs.IntVar(&c.maxAttempts, "max-attempts", 5, "attempts per request in all; only transport failures and 408, 429 and 5xx answers are retried")
+	fs.DurationVar(&c.retryDelay, "retry-delay", 200*time.Millisecond, "backoff before the first retry, doubled on each next one up to 30s, with jitter (a Retry-After is honoured up to 30s)")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "timeout of one request")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `Usage: openstack-collector --cloud NAME [--token TOKEN] [flags] [file ...]
@@ -131,8 +130,8 @@ Flags:
 	if c.maxAttempts < 1 {
 		errs = append(errs, errors.New("--max-attempts must be at least 1"))
 	}
-	if c.retryDelay < 0 || c.retryMaxDelay < c.retryDelay {
-		errs = append(errs, errors.New("--retry-delay must be ≥ 0 and at most --retry-max-delay"))
+	if c.retryDelay <= 0 {
+		errs = append(errs, errors.New("--retry-delay must be positive"))
 	}
 	return c, errors.Join(errs...)
 }
@@ -140,20 +139,23 @@ Flags:
 // counts are what the summary reports.
 type counts struct {
 	notifications, mapped, unmappable, invalid int
-	sent, batches                              int
+	sent, batches, requests                    int
 	accepted, duplicates, rejected             int
+	// stored counts items the server stored, accepted or duplicate, when
+	// its answer could not tell which (ingesthttp.StatusStored); tooLarge
+	// the items refused 413 alone; unsent those never answered.
+	stored, tooLarge, unsent int
 }
 
 // collector holds one run's state.
 type collector struct {
 	cfg            config
-	sender         *sender
+	client         *ingesthttp.Client
 	stdout, stderr io.Writer
 	n              counts
-	// the pending batch: each event's JSON and where it came from.
-	batch      [][]byte
-	from       []string
-	batchBytes int
+	// the pending batch: each event and where it came from.
+	batch []event.Event
+	from  []string
 }
 
 // run is the whole program; main only wires the process to it.
@@ -164,16 +166,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	c := &collector{cfg: cfg, stdout: stdout, stderr: stderr}
 	if !cfg.dryRun {
-		c.sender = &sender{
-			client:      &http.Client{Timeout: cfg.timeout},
-			url:         strings.TrimRight(cfg.server, "/") + "/api/v1/events",
-			token:       cfg.token,
-			maxAttempts: cfg.maxAttempts,
-			baseDelay:   cfg.retryDelay,
-			maxDelay:    cfg.retryMaxDelay,
-			userAgent:   "tally-openstack-collector",
-			gzip:        cfg.gzip,
-			sleep:       sleepCtx,
+		c.client, err = ingesthttp.NewClient(cfg.server, ingesthttp.ClientOptions{
+			Token:         cfg.token,
+			HTTPClient:    &http.Client{Timeout: cfg.timeout},
+			MaxAttempts:   cfg.maxAttempts,
+			Backoff:       cfg.retryDelay,
+			BatchSize:     cfg.batchSize,
+			MaxBatchBytes: cfg.maxBatchBytes,
+			NoGzip:        !cfg.gzip,
+		})
+		if err != nil {
+			return err
 		}
 	}
 	err = c.collect(ctx, stdin)
@@ -229,72 +232,90 @@ func (c *collector) readAll(ctx context.Context, rd *oslo.Reader, label string) 
 			fmt.Fprintf(c.stderr, "%s: invalid, not sent: %v\n", where, o.Err)
 			continue
 		}
-		b, err := o.Event.MarshalJSON()
-		if err != nil { // a mapped event always encodes; report it anyway
-			c.n.invalid++
-			fmt.Fprintf(c.stderr, "%s: cannot encode, not sent: %v\n", where, err)
-			continue
-		}
 		c.n.mapped++
 		if c.cfg.dryRun {
+			b, err := o.Event.MarshalJSON()
+			if err != nil { // a mapped event always encodes; report it anyway
+				fmt.Fprintf(c.stderr, "%s: cannot encode: %v\n", where, err)
+				continue
+			}
 			if _, err := fmt.Fprintf(c.stdout, "%s\n", b); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := c.add(ctx, b, where); err != nil {
-			return err
+		c.batch = append(c.batch, o.Event)
+		c.from = append(c.from, where)
+		if len(c.batch) >= c.cfg.batchSize {
+			if err := c.flush(ctx); err != nil {
+				return err
+			}
 		}
 	}
 }
 
-// add queues one event, sending the batch first when the event would take
-// it past --batch-size items or --max-batch-bytes.
-func (c *collector) add(ctx context.Context, b []byte, where string) error {
-	if len(c.batch) > 0 && (len(c.batch) >= c.cfg.batchSize || c.batchBytes+len(b)+2 > c.cfg.maxBatchBytes) {
-		if err := c.flush(ctx); err != nil {
-			return err
-		}
-	}
-	c.batch = append(c.batch, b)
-	c.from = append(c.from, where)
-	c.batchBytes += len(b) + 1 // the event and its comma, or the closing bracket
-	return nil
-}
-
+// flush sends the pending batch through the client (which splits it
+// further under --max-batch-bytes or on a 413) and reports every item that
+// was not stored, by its file and line.
 func (c *collector) flush(ctx context.Context) error {
 	if len(c.batch) == 0 {
 		return nil
 	}
-	body := make([]byte, 0, c.batchBytes+2)
-	body = append(body, '[')
-	body = append(body, bytes.Join(c.batch, []byte{','})...)
-	body = append(body, ']')
-	items, from := len(c.batch), c.from
-	c.batch, c.from, c.batchBytes = nil, nil, 0
-
-	res, err := c.sender.send(ctx, body)
-	if err != nil {
-		return fmt.Errorf("batch %d (%d events, %s to %s) not sent: %w", c.n.batches+1, items, from[0], from[items-1], err)
-	}
+	events, from := c.batch, c.from
+	c.batch, c.from = nil, nil
+	res, err := c.client.Send(ctx, events)
 	c.n.batches++
-	c.n.sent += items
-	c.n.accepted += res.Accepted
-	c.n.duplicates += res.Duplicates
-	c.n.rejected += len(res.Rejected)
-	fmt.Fprintf(c.stdout, "batch %d: %d events: accepted %d, duplicates %d, rejected %d\n",
-		c.n.batches, items, res.Accepted, res.Duplicates, len(res.Rejected))
-	for _, r := range res.Rejected {
-		where := "?"
-		if r.Index >= 0 && r.Index < items {
-			where = from[r.Index]
+	c.n.requests += res.Requests
+	var n counts
+	for i, it := range res.Items {
+		switch it.Status {
+		case ingesthttp.StatusAccepted:
+			n.accepted++
+		case ingesthttp.StatusDuplicate:
+			n.duplicates++
+		case ingesthttp.StatusStored:
+			n.stored++
+		case ingesthttp.StatusRejected:
+			n.rejected++
+		case ingesthttp.StatusInvalid:
+			n.invalid++
+		case ingesthttp.StatusTooLarge:
+			n.tooLarge++
+		case ingesthttp.StatusUnsent:
+			n.unsent++
 		}
-		fmt.Fprintf(c.stdout, "  rejected: %s (index %d, event_id %s): %s\n", where, r.Index, r.EventID, r.Reason)
+		if it.Reason != "" {
+			fmt.Fprintf(c.stdout, "  %s: %s (index %d, event_id %s): %s\n", it.Status, from[i], i, it.EventID, it.Reason)
+		}
 	}
-	if got := res.Accepted + res.Duplicates + len(res.Rejected); got != items {
-		fmt.Fprintf(c.stderr, "warning: batch %d: the server accounted for %d of %d items\n", c.n.batches, got, items)
+	c.n.sent += len(events) - n.unsent - n.invalid
+	c.n.accepted += n.accepted
+	c.n.duplicates += n.duplicates
+	c.n.stored += n.stored
+	c.n.rejected += n.rejected
+	c.n.invalid += n.invalid
+	c.n.tooLarge += n.tooLarge
+	c.n.unsent += n.unsent
+	fmt.Fprintf(c.stdout, "batch %d: %d events: accepted %d, duplicates %d, rejected %d%s\n",
+		c.n.batches, len(events), n.accepted, n.duplicates, n.rejected, extra(n))
+	if err != nil {
+		return fmt.Errorf("batch %d (%d events, %s to %s): %d not sent: %w", c.n.batches, len(events), from[0], from[len(from)-1], n.unsent, err)
 	}
 	return nil
+}
+
+// extra names the counts that are seldom not zero.
+func extra(n counts) string {
+	s := ""
+	for _, x := range []struct {
+		name string
+		n    int
+	}{{"stored (accepted or duplicate)", n.stored}, {"too large", n.tooLarge}, {"unsent", n.unsent}} {
+		if x.n > 0 {
+			s += fmt.Sprintf(", %s %d", x.name, x.n)
+		}
+	}
+	return s
 }
 
 // summary prints the counts: on stdout when sending, on stderr in a dry
@@ -307,6 +328,6 @@ func (c *collector) summary() {
 			n.notifications, n.mapped, n.unmappable, n.invalid)
 		return
 	}
-	fmt.Fprintf(w, "summary: notifications %d, mapped %d, unmappable %d, invalid %d; sent %d in %d batches: accepted %d, duplicates %d, rejected %d\n",
-		n.notifications, n.mapped, n.unmappable, n.invalid, n.sent, n.batches, n.accepted, n.duplicates, n.rejected)
+	fmt.Fprintf(w, "summary: notifications %d, mapped %d, unmappable %d, invalid %d; sent %d in %d batches (%d requests): accepted %d, duplicates %d, rejected %d%s\n",
+		n.notifications, n.mapped, n.unmappable, n.invalid, n.sent, n.batches, n.requests, n.accepted, n.duplicates, n.rejected, extra(n))
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/ingest"
 )
 
 // corpusPath finds ../shared/data/openstack/notifications.jsonl relative to
@@ -113,14 +114,14 @@ func (f *fakeIngest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f.seen == nil {
 		f.seen = map[string]bool{}
 	}
-	res := ingestResult{Rejected: []rejection{}}
+	res := ingest.Result{Rejected: []ingest.Rejection{}}
 	for i, it := range items {
 		ev, err := event.Decode(it)
 		if err == nil {
 			err = event.Validate(&ev)
 		}
 		if err != nil {
-			res.Rejected = append(res.Rejected, rejection{Index: i, EventID: ev.EventID, Reason: "schema: " + err.Error()})
+			res.Rejected = append(res.Rejected, ingest.Rejection{Index: i, EventID: ev.EventID, Reason: "schema: " + err.Error()})
 			continue
 		}
 		key := ev.EventID + "@" + ev.Timestamp.Format(time.RFC3339Nano)
@@ -157,7 +158,7 @@ func serve(t *testing.T, f *fakeIngest) string {
 }
 
 // fast are the flags every sending test adds: tiny backoff.
-var fast = []string{"--retry-delay", "1ms", "--retry-max-delay", "5ms", "--timeout", "5s"}
+var fast = []string{"--retry-delay", "1ms", "--timeout", "5s"}
 
 func TestDryRunCorpus(t *testing.T) {
 	r := runCollector(t, "", "--cloud", "os-demo", "--dry-run", corpusPath(t))
@@ -202,7 +203,7 @@ func TestSendCorpus(t *testing.T) {
 		t.Fatal(r.err, r.stderr)
 	}
 	want := "batch 1: 28 events: accepted 27, duplicates 1, rejected 0\n" +
-		"summary: notifications 30, mapped 28, unmappable 2, invalid 0; sent 28 in 1 batches: accepted 27, duplicates 1, rejected 0\n"
+		"summary: notifications 30, mapped 28, unmappable 2, invalid 0; sent 28 in 1 batches (1 requests): accepted 27, duplicates 1, rejected 0\n"
 	if diff := cmp.Diff(want, r.stdout); diff != "" {
 		t.Errorf("stdout (-want +got):\n%s", diff)
 	}
@@ -232,7 +233,7 @@ func TestBatching(t *testing.T) {
 	if diff := cmp.Diff([]int{1000, 1000, 1}, f.sizes); diff != "" {
 		t.Errorf("batch sizes (-want +got):\n%s", diff)
 	}
-	if !strings.Contains(r.stdout, "sent 2001 in 3 batches: accepted 2001, duplicates 0, rejected 0") {
+	if !strings.Contains(r.stdout, "sent 2001 in 3 batches (3 requests): accepted 2001, duplicates 0, rejected 0") {
 		t.Errorf("stdout:\n%s", r.stdout)
 	}
 }
@@ -347,12 +348,12 @@ func TestRetry5xx(t *testing.T) {
 
 // TestNoRetry4xx: a 4xx is never retried, and the run fails.
 func TestNoRetry4xx(t *testing.T) {
-	for _, st := range []int{400, 401, 413} {
+	for _, st := range []int{400, 401, 403} {
 		t.Run(fmt.Sprint(st), func(t *testing.T) {
 			f := &fakeIngest{token: "tok", statuses: []int{st, st, st}}
 			url := serve(t, f)
 			r := runCollector(t, synthetic(2), append(fast, "--cloud", "c", "--server", url, "--token", "tok")...)
-			if r.err == nil || !strings.Contains(r.err.Error(), fmt.Sprintf("server answered %d", st)) {
+			if r.err == nil || !strings.Contains(r.err.Error(), fmt.Sprintf("answered %d", st)) {
 				t.Fatalf("err = %v", r.err)
 			}
 			if f.requests != 1 {
@@ -368,6 +369,25 @@ func TestNoRetry4xx(t *testing.T) {
 			t.Fatalf("err = %v after %d requests", r.err, f.requests)
 		}
 	})
+}
+
+// TestHalvesOn413: a batch answered 413 is halved down to one event; an
+// event still refused alone is reported too large, the rest sent.
+func TestHalvesOn413(t *testing.T) {
+	f := &fakeIngest{token: "tok", statuses: []int{413, 413, 413}}
+	url := serve(t, f)
+	r := runCollector(t, synthetic(4), append(fast, "--cloud", "c", "--server", url, "--token", "tok")...)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	// 4 → 413, 2 → 413, 1 → 413 (too large alone), then 1 and 2 fit.
+	if diff := cmp.Diff([]int{1, 2}, f.sizes); diff != "" || f.requests != 5 {
+		t.Errorf("%d requests; sizes of the answered ones (-want +got):\n%s", f.requests, diff)
+	}
+	want := "batch 1: 4 events: accepted 3, duplicates 0, rejected 0, too large 1\n"
+	if !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "  too_large: <stdin>:1 (index 0, event_id m-0): too_large: ") {
+		t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+	}
 }
 
 // TestRefusedNotRetried: "A collector may drop the whole batch from its
