@@ -49,8 +49,8 @@
 // cached by pair and Version: each batch reads the row of each pair it meets
 // once and recompiles only when the Version changed, so a schema put through
 // any process sharing the store is in force at the next batch.
-// [Service.PutResourceType] refuses a document that does not compile with a
-// [*SchemaError].
+// [Service.PutResourceType] refuses a document that does not compile with an
+// [*event.ValidationError] naming each offending keyword by its JSON Pointer.
 //
 // # Reading back
 //

@@ -254,8 +254,8 @@ func TestPutResourceTypeRefusesDuplicateMembers(t *testing.T) {
 		`{"type":"object"} {}`,
 	} {
 		_, err := svc.PutResourceType(context.Background(), "dup", "thing", jsontext.Value(doc))
-		if !errors.Is(err, ingest.ErrInvalidSchema) {
-			t.Errorf("PutResourceType(%s): %v, want ErrInvalidSchema", doc, err)
+		if !errors.Is(err, event.ErrInvalid) {
+			t.Errorf("PutResourceType(%s): %v, want event.ErrInvalid", doc, err)
 		}
 	}
 	if _, err := svc.ResourceType(context.Background(), "dup", "thing"); !errors.Is(err, store.ErrNotFound) {

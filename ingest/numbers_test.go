@@ -111,9 +111,9 @@ func TestPutResourceTypeRefusesNumbersItCannotEnforce(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = svc.PutResourceType(context.Background(), "openstack", "x", jsontext.Value(tt.doc))
-			var se *ingest.SchemaError
-			if !errors.As(err, &se) || !strings.HasPrefix(se.Message, tt.want) {
-				t.Fatalf("err = %v, want a SchemaError starting %q", err, tt.want)
+			var ve *event.ValidationError
+			if !errors.As(err, &ve) || len(ve.Problems) != 1 || !strings.HasPrefix(ve.Problems[0].String(), tt.want) {
+				t.Fatalf("err = %v, want one problem starting %q", err, tt.want)
 			}
 		})
 	}

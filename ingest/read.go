@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -203,29 +204,57 @@ func (s *Service) ResourceType(ctx context.Context, platform, resourceType strin
 	return rt, nil
 }
 
-// PutResourceType registers sizeSchema, a JSON Schema document kept as exact
-// JSON, for (platform, resourceType), replacing any schema the pair had
-// (canonical-event.md, Size schemas). The document must compile as
-// [CompileSizeSchema] compiles it; otherwise, or when platform or
-// resourceType is empty or longer than 512 bytes, it returns a
-// [*SchemaError] (matching [ErrInvalidSchema]) holding the compiler's
-// message, and nothing is written. On success it returns the row as stored
-// (Version incremented) and drops the pair's compiled schema from this
-// Service's cache; other processes see the new Version at their next batch.
-func (s *Service) PutResourceType(ctx context.Context, platform, resourceType string, sizeSchema jsontext.Value) (ResourceType, error) {
-	fail := func(msg string) error {
-		return &SchemaError{Platform: platform, ResourceType: resourceType, Message: msg}
+// PutResourceType registers the size schema that body holds for
+// (platform, resourceType), replacing any schema the pair had
+// (canonical-event.md, Size schemas). body is the body of PUT
+// /api/v1/resource-types/{platform}/{resource_type}: the wrapper
+// {"size_schema": <schema>} (Tally's RegisterResourceType, issue 13), or the
+// bare JSON Schema document. A JSON object with a top-level member
+// "size_schema" (not a JSON Schema keyword, so a bare schema never needs
+// one at its top level) is the wrapper, and may hold no other member; any
+// other body is the schema. The schema is kept as exact JSON, byte for
+// byte as sent.
+//
+// The schema must compile as [CompileSizeSchema] compiles it. Otherwise,
+// or when the wrapper holds another member, or platform or resourceType is
+// empty, longer than 512 bytes, not UTF-8 or holds a NUL, it returns an
+// [*event.ValidationError] (matching [event.ErrInvalid]) listing every
+// problem, and nothing is written. A problem of the body names its member
+// by a JSON Pointer into body, so a keyword of the wrapped schema reads
+// "/size_schema/properties/gb/minimum"; a problem of a name is
+// "/platform" or "/resource_type", as the path parameters are named.
+//
+// On success it returns the row as stored (Version incremented) and drops
+// the pair's compiled schema from this Service's cache; other processes
+// see the new Version at their next batch.
+func (s *Service) PutResourceType(ctx context.Context, platform, resourceType string, body jsontext.Value) (ResourceType, error) {
+	var ps params
+	for _, n := range [][2]string{{"platform", platform}, {"resource_type", resourceType}} {
+		switch {
+		case n[1] == "":
+			ps = append(ps, event.Problem{Member: "/" + n[0], Rule: event.RuleRequired, Message: "is required (1 to 512 bytes)"})
+		case len(n[1]) > event.IdentifierMaxLen:
+			ps = append(ps, event.Problem{Member: "/" + n[0], Rule: event.RuleMaxLength,
+				Message: fmt.Sprintf("must be at most %d bytes, has %d", event.IdentifierMaxLen, len(n[1]))})
+		default:
+			ps.text(n[0], n[1])
+		}
 	}
-	switch {
-	case platform == "" || resourceType == "":
-		return ResourceType{}, fail("platform and resource_type are required")
-	case len(platform) > event.IdentifierMaxLen || len(resourceType) > event.IdentifierMaxLen:
-		return ResourceType{}, fail(fmt.Sprintf("platform and resource_type are at most %d bytes", event.IdentifierMaxLen))
-	case checkText("platform", platform, "resource_type", resourceType) != nil:
-		return ResourceType{}, fail("platform and resource_type must be valid UTF-8 without NUL")
+	if err := ps.err(); err != nil {
+		return ResourceType{}, err
+	}
+	sizeSchema, at, err := unwrapSizeSchema(body)
+	if err != nil {
+		return ResourceType{}, err
 	}
 	if _, err := CompileSizeSchema(sizeSchema); err != nil {
-		return ResourceType{}, fail(err.Error())
+		var ve *event.ValidationError
+		if errors.As(err, &ve) {
+			for i := range ve.Problems {
+				ve.Problems[i].Member = safeMember(at + ve.Problems[i].Member)
+			}
+		}
+		return ResourceType{}, err
 	}
 	rt, err := s.store.PutResourceType(ctx, ResourceType{Platform: platform, ResourceType: resourceType, SizeSchema: sizeSchema})
 	if err != nil {

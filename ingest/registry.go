@@ -20,27 +20,6 @@ import (
 	"github.com/tallyhq/tally/event"
 )
 
-// ErrInvalidSchema is matched (errors.Is) by every [*SchemaError].
-var ErrInvalidSchema = errors.New("ingest: invalid size schema")
-
-// SchemaError refuses a resource type put through [Service.PutResourceType]
-// (canonical-event.md, Size schemas): its names are empty or too long, or its
-// size schema does not compile. Message is the compiler's message (or the
-// rule broken); it matches [ErrInvalidSchema]. The HTTP layer answers 400.
-type SchemaError struct {
-	Platform     string
-	ResourceType string
-	Message      string
-}
-
-// Error renders "ingest: size schema of (platform, resource_type): message".
-func (e *SchemaError) Error() string {
-	return fmt.Sprintf("ingest: size schema of (%s, %s): %s", e.Platform, e.ResourceType, e.Message)
-}
-
-// Is reports whether target is [ErrInvalidSchema].
-func (e *SchemaError) Is(target error) bool { return target == ErrInvalidSchema }
-
 // schemaURL is the name a size schema is compiled under. It is never fetched.
 const schemaURL = "urn:tally:size-schema"
 
@@ -54,77 +33,126 @@ func (noLoader) Load(url string) (any, error) {
 
 // CompileSizeSchema compiles doc as a JSON Schema the way the registry does:
 // draft 2020-12 unless doc names another with $schema, format assertions on,
-// and no external reference ($ref to a URL or file) resolved. It returns the
-// compiler's message as the error when doc does not compile. It is safe for
+// and no external reference ($ref to a URL or file) resolved. It is safe for
 // concurrent use.
+//
+// A document that does not compile is refused with an
+// [*event.ValidationError] (matching [event.ErrInvalid]), tally's one
+// validation error, listing every problem the compiler reports. Each
+// problem's Member is the JSON Pointer of the offending keyword in doc
+// ("/properties/gb/minimum"; "" for the document as a whole), its Rule one
+// of [event.RuleSyntax] (not JSON), [event.RuleDuplicateMember],
+// [event.RuleUTF8], [event.RuleNumberRange] (below) or [event.RuleSchema]
+// (doc is not a valid JSON Schema there: the meta-schema or the compiler
+// refuses it), and its Message the compiler's.
 //
 // doc must be strict JSON as the events are (RFC 7493: no member given twice,
 // valid UTF-8), so that the schema the registry keeps is the schema that
 // validates: a duplicated member would otherwise be read as its last copy.
 // Every number in doc must lie in the range the validator judges
 // ([MaxNumberDigits], [MaxNumberExponent]): a bound such as
-// "minimum": 1e1000001 could never be enforced, so it is refused, the error
-// naming the keyword by its JSON Pointer ("/properties/gb/minimum"). So is
-// a count keyword (maxLength, minItems, …) above math.MaxInt, which the
-// validator would enforce as its low bits ("maxLength": 1e300 as 0).
+// "minimum": 1e1000001 could never be enforced, so it is refused, naming
+// the keyword. So is a count keyword (maxLength, minItems, …) above
+// math.MaxInt, which the validator would enforce as its low bits
+// ("maxLength": 1e300 as 0).
 func CompileSizeSchema(doc jsontext.Value) (*jsonschema.Schema, error) {
-	return compileSizeSchema(doc, "")
-}
-
-// compileSizeSchema is [CompileSizeSchema] for a doc found at the JSON
-// Pointer base of a larger document: every member its error names is
-// prefixed with base, so that it points into what the client sent
-// (/size_schema/maxLength inside the wrapper of PUT
-// /api/v1/resource-types).
-func compileSizeSchema(doc jsontext.Value, base string) (*jsonschema.Schema, error) {
-	if err := checkStrictJSON(doc, base); err != nil {
+	if err := checkStrictJSON(doc); err != nil {
 		return nil, err
 	}
 	if ptrs, total, err := numbersOutOfRange(doc, 1); err != nil {
-		return nil, fmt.Errorf("not a JSON document: %v", err)
+		return nil, schemaProblem("", event.RuleSyntax, "not a JSON document: "+err.Error())
 	} else if total > 0 {
 		more := ""
 		if total > 1 {
 			more = fmt.Sprintf(" (and %d more numbers)", total-1)
 		}
-		return nil, fmt.Errorf("%s%s: %s: %s, so it cannot be enforced%s", base, ptrs[0], event.RuleNumberRange, msgNumberRange, more)
+		return nil, schemaProblem(ptrs[0], event.RuleNumberRange, msgNumberRange+", so it cannot be enforced"+more)
 	}
 	if ptr, total, err := countsOutOfRange(doc); err != nil {
-		return nil, fmt.Errorf("not a JSON document: %v", err)
+		return nil, schemaProblem("", event.RuleSyntax, "not a JSON document: "+err.Error())
 	} else if total > 0 {
 		more := ""
 		if total > 1 {
 			more = fmt.Sprintf(" (and %d more counts)", total-1)
 		}
-		return nil, fmt.Errorf("%s%s: %s: %s, so it cannot be enforced%s", base, ptr, event.RuleNumberRange, msgCountRange, more)
+		return nil, schemaProblem(ptr, event.RuleNumberRange, msgCountRange+", so it cannot be enforced"+more)
 	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {
-		return nil, fmt.Errorf("not a JSON document: %v", err)
+		return nil, schemaProblem("", event.RuleSyntax, "not a JSON document: "+err.Error())
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat()
 	c.UseLoader(noLoader{})
 	if err := c.AddResource(schemaURL, v); err != nil {
-		return nil, err
+		return nil, compileError(err)
 	}
 	sch, err := c.Compile(schemaURL)
 	if err != nil {
-		// A document the metaschema refuses: one problem per leaf error,
-		// "<member>: <keyword>: <message>", the member a JSON Pointer into
-		// what was sent, instead of the compiler's indented tree.
-		var meta *jsonschema.SchemaValidationError
-		var verr *jsonschema.ValidationError
-		if errors.As(err, &meta) && errors.As(meta.Err, &verr) {
-			return nil, errors.New(strings.Join(capProblems(leafProblems(verr, base)), "; "))
-		}
-		if base != "" {
-			return nil, fmt.Errorf("%s: %w", base, err)
-		}
-		return nil, err
+		return nil, compileError(err)
 	}
 	return sch, nil
+}
+
+// schemaProblem is the refusal of a size schema with one problem.
+func schemaProblem(member, rule, msg string) error {
+	return &event.ValidationError{Problems: []event.Problem{{Member: safeMember(member), Rule: rule, Message: truncate(msg)}}}
+}
+
+// safeMember cuts a JSON Pointer before its first reference token that
+// holds a NUL or invalid UTF-8, so it names the object holding such a
+// member name ([event.Problem] keeps Member printable), and bounds it to
+// [event.MaxMemberLen] bytes.
+func safeMember(p string) string {
+	for i := 0; i < len(p); {
+		j := strings.IndexByte(p[i+1:], '/')
+		if j < 0 {
+			j = len(p)
+		} else {
+			j += i + 1
+		}
+		if tok := p[i:j]; strings.IndexByte(tok, 0) >= 0 || !utf8.ValidString(tok) {
+			p = p[:i]
+			break
+		}
+		i = j
+	}
+	if len(p) > event.MaxMemberLen {
+		cut := strings.LastIndexByte(p[:event.MaxMemberLen-len("/…")+1], '/')
+		if cut <= 0 {
+			return "/…"
+		}
+		p = p[:cut] + "/…"
+	}
+	return p
+}
+
+// compileError turns an error of the compiler into the refusal of the
+// document: a document the meta-schema refuses lists one problem per leaf
+// error (leafProblems: at the keyword's JSON Pointer, the rule the
+// meta-schema keyword that failed, such as type or format), at most
+// maxSizeProblems of them; any other error of the compiler (an external
+// reference, …) is one problem of the whole document, rule
+// [event.RuleSchema], with the compiler's message.
+func compileError(err error) error {
+	var (
+		sve  *jsonschema.SchemaValidationError
+		verr *jsonschema.ValidationError
+	)
+	if !errors.As(err, &sve) || !errors.As(sve.Err, &verr) {
+		msg := err.Error()
+		var re *jsonschema.InvalidRegexError
+		if errors.As(err, &re) {
+			msg = fmt.Sprintf("invalid regular expression %q: %v", re.Regex, re.Err)
+		}
+		return schemaProblem("", event.RuleSchema, strings.ReplaceAll(msg, `"`+schemaURL+`"`, "the schema"))
+	}
+	ps := leafProblems(verr, "")
+	if len(ps) > maxSizeProblems {
+		ps = ps[:maxSizeProblems]
+	}
+	return &event.ValidationError{Problems: ps}
 }
 
 // registry caches compiled size schemas by (platform, resource_type),
@@ -196,15 +224,25 @@ func validateSize(sch *jsonschema.Schema, size jsontext.Value) ([]string, error)
 	if !errors.As(err, &verr) {
 		return nil, fmt.Errorf("ingest: validate size: %w", err)
 	}
-	return capProblems(leafProblems(verr, "/payload/size")), nil
+	ps := leafProblems(verr, "/payload/size")
+	out := make([]string, 0, len(ps)+1)
+	for _, p := range ps {
+		out = append(out, p.String())
+	}
+	if len(out) > maxSizeProblems {
+		rest := len(out) - maxSizeProblems
+		out = append(out[:maxSizeProblems], fmt.Sprintf("and %d more", rest))
+	}
+	return out, nil
 }
 
-// leafProblems renders the leaf errors of verr, one per problem, each
-// "<member path>: <rule>: <message>" with the path base followed by the
-// instance location (a JSON Pointer), sorted; a verr without leaves is
-// one problem at base.
-func leafProblems(verr *jsonschema.ValidationError, base string) []string {
-	var out []string
+// leafProblems lists the leaf errors of verr, one problem per leaf (one per
+// missing member of a required), each at base followed by the instance
+// location (a JSON Pointer), its rule the failing keyword and its message
+// in words, sorted by [event.Problem.String]; a verr without leaves is one
+// problem at base, rule [event.RuleSchema].
+func leafProblems(verr *jsonschema.ValidationError, base string) []event.Problem {
+	var out []event.Problem
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) > 0 {
@@ -216,30 +254,20 @@ func leafProblems(verr *jsonschema.ValidationError, base string) []string {
 		path := base + pointer(e.InstanceLocation)
 		if req, ok := e.ErrorKind.(*kind.Required); ok {
 			for _, m := range req.Missing {
-				out = append(out, path+pointer([]string{m})+": required: is required")
+				out = append(out, event.Problem{Member: safeMember(path + pointer([]string{m})), Rule: event.RuleRequired, Message: "is required"})
 			}
 			return
 		}
-		rule := "schema"
+		rule := event.RuleSchema
 		if kp := e.ErrorKind.KeywordPath(); len(kp) > 0 {
 			rule = kp[len(kp)-1]
 		}
-		out = append(out, path+": "+rule+": "+problemMessage(e.ErrorKind, rule))
+		out = append(out, event.Problem{Member: safeMember(path), Rule: rule, Message: problemMessage(e.ErrorKind, rule)})
 	}
 	walk(verr)
-	sort.Strings(out)
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
 	if len(out) == 0 {
-		out = []string{base + ": schema: " + verr.ErrorKind.LocalizedString(printer)}
-	}
-	return out
-}
-
-// capProblems keeps the first maxSizeProblems problems followed by a count
-// of the rest.
-func capProblems(out []string) []string {
-	if len(out) > maxSizeProblems {
-		rest := len(out) - maxSizeProblems
-		out = append(out[:maxSizeProblems], fmt.Sprintf("and %d more", rest))
+		out = []event.Problem{{Member: safeMember(base), Rule: event.RuleSchema, Message: truncate(verr.ErrorKind.LocalizedString(printer))}}
 	}
 	return out
 }
@@ -265,6 +293,11 @@ func problemMessage(k jsonschema.ErrorKind, rule string) string {
 	default:
 		msg = strings.TrimPrefix(k.LocalizedString(printer), rule+": ")
 	}
+	return truncate(msg)
+}
+
+// truncate bounds msg to maxProblemMessage bytes, cut at a rune boundary.
+func truncate(msg string) string {
 	if len(msg) > maxProblemMessage {
 		cut := maxProblemMessage
 		for cut > 0 && !utf8.RuneStart(msg[cut]) {
@@ -301,17 +334,21 @@ func pointer(tokens []string) string {
 
 // checkStrictJSON refuses a document with a member given twice, invalid
 // UTF-8 or trailing data, naming where (a JSON Pointer).
-func checkStrictJSON(doc jsontext.Value, base string) error {
+func checkStrictJSON(doc jsontext.Value) error {
 	dec := jsontext.NewDecoder(bytes.NewReader(doc))
 	if _, err := dec.ReadValue(); err != nil {
 		var se *jsontext.SyntacticError
-		if errors.As(err, &se) && errors.Is(se.Err, jsontext.ErrDuplicateName) {
-			return fmt.Errorf("not strict JSON: member %s%s is given more than once", base, se.JSONPointer)
+		if errors.As(err, &se) {
+			ptr := safeMember(string(se.JSONPointer))
+			if errors.Is(se.Err, jsontext.ErrDuplicateName) {
+				return schemaProblem(ptr, event.RuleDuplicateMember, "is given more than once (the schema must be strict JSON)")
+			}
+			return schemaProblem(ptr, event.RuleSyntax, "invalid JSON: "+se.Err.Error())
 		}
-		return fmt.Errorf("not a JSON document: %v", err)
+		return schemaProblem("", event.RuleSyntax, "not a JSON document: "+err.Error())
 	}
 	if _, err := dec.ReadToken(); err != io.EOF {
-		return errors.New("not a JSON document: data after the schema")
+		return schemaProblem("", event.RuleSyntax, "not a JSON document: data after the schema")
 	}
 	return nil
 }

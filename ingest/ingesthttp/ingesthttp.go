@@ -287,28 +287,35 @@ func (h *Handler) getResourceType(w http.ResponseWriter, r *http.Request) error 
 // putResourceType serves PUT /api/v1/resource-types/{platform}/{resource_type}:
 // the body is {"size_schema": <JSON Schema>}, the Reporting API's
 // RegisterResourceType, or the bare JSON Schema document; the schema becomes
-// the pair's size schema exactly as sent ([ingest.UnwrapSizeSchema] tells
-// the two apart: a top-level member size_schema makes the wrapper). It
-// answers 200 with the stored row (as getResourceType), 400 with the
-// compiler's message when the document does not compile or the wrapper
-// holds another member, or 413 for a body over the cap.
+// the pair's size schema exactly as sent ([ingest.Service.PutResourceType]
+// tells the two apart: a top-level member size_schema makes the wrapper).
+// It answers 200 with the stored row (as getResourceType), 400
+// invalid_size_schema listing every problem under errors (each keyword by
+// its JSON Pointer into the body, /size_schema/… for the wrapper) when the
+// document does not compile or the wrapper holds another member, or 413 for
+// a body over the cap.
 func (h *Handler) putResourceType(w http.ResponseWriter, r *http.Request) error {
 	body, err := h.readBody(w, r)
 	if err != nil {
 		return err
 	}
-	platform, resourceType := r.PathValue("platform"), r.PathValue("resource_type")
-	schema, err := ingest.UnwrapSizeSchema(platform, resourceType, body)
-	if err != nil {
-		return err
+	rt, err := h.svc.PutResourceType(r.Context(), r.PathValue("platform"), r.PathValue("resource_type"), body)
+	var ve *event.ValidationError
+	if errors.As(err, &ve) {
+		return &sizeSchemaError{ve}
 	}
-	rt, err := h.svc.PutResourceType(r.Context(), platform, resourceType, schema)
 	if err != nil {
 		return err
 	}
 	problem.WriteJSON(w, http.StatusOK, rt)
 	return nil
 }
+
+// sizeSchemaError is a refused PUT of a size schema, answered 400
+// invalid_size_schema rather than invalid_parameter.
+type sizeSchemaError struct{ *event.ValidationError }
+
+func (e *sizeSchemaError) Unwrap() error { return e.ValidationError }
 
 // listResources serves GET /api/v1/resources, the projection of current
 // resources (canonical-event.md, Event): query parameters cloud, platform,
@@ -490,7 +497,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	var (
-		schema  *ingest.SchemaError
+		schema  *sizeSchemaError
 		invalid *event.ValidationError
 	)
 	switch {
@@ -498,6 +505,9 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		h.log.DebugContext(r.Context(), "ingesthttp: client gone", "method", r.Method, "path", r.URL.Path, "err", err)
 	case errors.Is(err, errNoCaller):
 		problem.Write(w, problem.Unauthorized())
+	case errors.As(err, &schema):
+		problem.Write(w, problem.New(http.StatusBadRequest, "invalid_size_schema", "Invalid size schema",
+			"The size schema breaks the rules listed in errors; nothing was stored.", schema.Problems...))
 	case errors.As(err, &invalid):
 		problem.Write(w, problem.InvalidParameter(invalid.Problems...))
 	case errors.Is(err, ingest.ErrBatchTooLarge):
@@ -509,8 +519,6 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, ingest.ErrNotJSON):
 		problem.Write(w, problem.New(http.StatusBadRequest, "invalid_body", "Body is not JSON",
 			"The body must be one JSON object or an array of them."))
-	case errors.As(err, &schema):
-		problem.Write(w, problem.New(http.StatusBadRequest, "invalid_size_schema", "Invalid size schema", schema.Message))
 	case errors.Is(err, store.ErrNotFound):
 		problem.Write(w, problem.NotFound("Nothing is stored under "+r.URL.Path+"."))
 	case problem.Unavailable(err):

@@ -331,14 +331,38 @@ func TestResourceTypes(t *testing.T) {
 	if status != 200 || !strings.Contains(b, `"size_schema":`+doc) || !strings.Contains(b, `"version":1`) {
 		t.Errorf("put: %d %s", status, b)
 	}
-	status, _, b = s.do(t, "PUT", "/api/v1/resource-types/openstack/share", `{"type":"nonsense"}`, true)
-	var p struct{ Code, Detail string }
-	_ = json.Unmarshal([]byte(b), &p)
-	if status != 400 || p.Code != "invalid_size_schema" || !strings.Contains(p.Detail, "/type") {
-		t.Errorf("put of a schema that does not compile: %d %s", status, b)
-	}
-	if status, _, b := s.do(t, "PUT", "/api/v1/resource-types/openstack/share", `not json`, true); status != 400 {
-		t.Errorf("put of non-JSON: %d %s", status, b)
+	// Issue 11, Errors: one vocabulary. A refused size schema lists its
+	// problems under errors like every other 400, each keyword named by its
+	// JSON Pointer into the body (under /size_schema for the wrapper).
+	for _, tt := range []struct {
+		body string
+		want []string // member + " " + rule of each problem
+	}{
+		{`{"type":"nonsense"}`, []string{"/type enum", "/type type"}},
+		{`{"size_schema":{"properties":{"gb":{"minimum":"one"}}}}`, []string{"/size_schema/properties/gb/minimum type"}},
+		{`{"size_schema":{"minimum":1e1000001}}`, []string{"/size_schema/minimum numberRange"}},
+		{`{"size_schema":{},"sizeSchema":{}}`, []string{"/sizeSchema additionalProperties"}},
+		{`not json`, []string{" syntax"}},
+	} {
+		status, _, b := s.do(t, "PUT", "/api/v1/resource-types/openstack/share", tt.body, true)
+		var p struct {
+			Code   string
+			Errors []event.Problem
+		}
+		_ = json.Unmarshal([]byte(b), &p)
+		var got []string
+		for _, e := range p.Errors {
+			if e.Message == "" {
+				t.Errorf("put %s: a problem without a message: %s", tt.body, b)
+			}
+			got = append(got, e.Member+" "+e.Rule)
+		}
+		if status != 400 || p.Code != "invalid_size_schema" {
+			t.Errorf("put %s: %d %s, want 400 invalid_size_schema", tt.body, status, b)
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("put %s: problems (-want +got):\n%s", tt.body, diff)
+		}
 	}
 }
 

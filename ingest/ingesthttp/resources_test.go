@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/tallyhq/tally/event"
 )
 
 func TestResources(t *testing.T) {
@@ -94,7 +96,7 @@ func TestTextParameters(t *testing.T) {
 		}
 	}
 	code, _, body := s.do(t, "PUT", "/api/v1/resource-types/x%00/thing", `{"type":"object"}`, true)
-	if code != 400 || !strings.Contains(body, "invalid_size_schema") {
+	if code != 400 || !strings.Contains(body, "invalid_size_schema") || !strings.Contains(body, `"member":"/platform","rule":"nul"`) {
 		t.Errorf("PUT with a NUL in the platform: %d %s; want 400", code, body)
 	}
 }
@@ -117,23 +119,30 @@ func TestPutResourceTypeRefusalNamesMemberInBody(t *testing.T) {
 		{"bare keyword of the wrong type", `{"maxLength":"x"}`, "/maxLength: type: must be integer, is string"},
 		{"wrapped nested keyword", `{"size_schema":{"properties":{"gb":{"minimum":"a"}}}}`, "/size_schema/properties/gb/minimum: type: must be number, is string"},
 		{"wrapped bad regex", `{"size_schema":{"pattern":"("}}`, "/size_schema/pattern: format: "},
-		{"wrapped duplicate member", `{"size_schema":{"type":"object","type":"object"}}`, "member /size_schema/type is given more than once"},
+		{"wrapped duplicate member", `{"size_schema":{"type":"object","type":"object"}}`, "/size_schema/type: duplicateMember: is given more than once"},
 		{"wrapped external reference", `{"size_schema":{"$ref":"http://example.com/s"}}`, "/size_schema: "},
 		{"wrapper with another member", `{"size_schema":{},"version":2}`, "/version: additionalProperties: "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			code, _, body := s.do(t, "PUT", "/api/v1/resource-types/openstack/share", tt.body, true)
-			var p struct{ Code, Detail string }
+			var p struct {
+				Code   string
+				Errors []event.Problem
+			}
 			_ = json.Unmarshal([]byte(body), &p)
 			type answer struct {
 				Status      int
 				Code        string
 				NamesMember bool
 			}
+			names := false
+			for _, e := range p.Errors {
+				names = names || strings.HasPrefix(e.String(), tt.want)
+			}
 			want := answer{400, "invalid_size_schema", true}
-			got := answer{code, p.Code, strings.Contains(p.Detail, tt.want)}
+			got := answer{code, p.Code, names}
 			if d := cmp.Diff(want, got); d != "" {
-				t.Errorf("PUT %s: (-want +got):\n%s\ndetail: %s", tt.body, d, p.Detail)
+				t.Errorf("PUT %s: (-want +got):\n%s\nbody: %s", tt.body, d, body)
 			}
 		})
 	}

@@ -479,13 +479,13 @@ func testRegistryCompileFailure(t *testing.T, newStore func(t *testing.T) ingest
 	ctx := context.Background()
 	for _, doc := range []string{`{"type":"nonsense"}`, `{"minimum":"one"}`, `not json`, `{"$ref":"file:///etc/passwd"}`, `{"$ref":"https://example.com/s.json"}`} {
 		_, err := e.svc.PutResourceType(ctx, "openstack", "volume", jsontext.Value(doc))
-		var se *ingest.SchemaError
-		if !errors.As(err, &se) || !errors.Is(err, ingest.ErrInvalidSchema) || se.Message == "" {
-			t.Errorf("put %s: %v, want a *SchemaError with the compiler's message", doc, err)
+		var ve *event.ValidationError
+		if !errors.As(err, &ve) || !errors.Is(err, event.ErrInvalid) || len(ve.Problems) == 0 || ve.Problems[0].Message == "" {
+			t.Errorf("put %s: %v, want an *event.ValidationError with the compiler's message", doc, err)
 		}
 	}
-	if _, err := e.svc.PutResourceType(ctx, "", "volume", jsontext.Value(`{}`)); !errors.Is(err, ingest.ErrInvalidSchema) {
-		t.Errorf("put with no platform: %v, want ErrInvalidSchema", err)
+	if _, err := e.svc.PutResourceType(ctx, "", "volume", jsontext.Value(`{}`)); !errors.Is(err, event.ErrInvalid) {
+		t.Errorf("put with no platform: %v, want event.ErrInvalid", err)
 	}
 	got, err := e.svc.ResourceType(ctx, "openstack", "volume")
 	if err != nil {

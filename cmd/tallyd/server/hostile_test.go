@@ -157,7 +157,7 @@ func hostileCases() []hostileCase {
 			name: "schema/a bound that cannot be enforced is refused naming the keyword", method: "PUT",
 			path: "/api/v1/resource-types/openstack/hostile", token: tokAdmin,
 			body:   bodyOf(`{"type":"object","properties":{"gb":{"minimum": 1e1000001}}}`),
-			status: 400, code: "invalid_size_schema", detail: "/properties/gb/minimum",
+			status: 400, code: "invalid_size_schema", detail: `"member":"/properties/gb/minimum","rule":"numberRange"`,
 		},
 		// issue 10, Structure.
 		{

@@ -159,8 +159,8 @@ func TestTallyClientRegisterResourceType(t *testing.T) {
 			t.Errorf("PUT of a bare schema: %d %s", code, body)
 		}
 		for _, tt := range []struct{ name, body, want string }{
-			{"wrapper with another member", `{"size_schema":{"type":"object"},"version":3}`, `/version: additionalProperties`},
-			{"wrapper around a schema that does not compile", `{"size_schema":{"type":12}}`, `invalid_size_schema`},
+			{"wrapper with another member", `{"size_schema":{"type":"object"},"version":3}`, `"member":"/version","rule":"additionalProperties"`},
+			{"wrapper around a schema that does not compile", `{"size_schema":{"type":12}}`, `"code":"invalid_size_schema","errors":[{"member":"/size_schema/type","rule":"enum"`},
 		} {
 			code, body := w.do("PUT", "/api/v1/resource-types/openstack/share", "t-admin-token-001", "application/json", tt.body)
 			if code != 400 || !strings.Contains(body, tt.want) {

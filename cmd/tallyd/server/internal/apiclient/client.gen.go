@@ -1810,7 +1810,13 @@ type ClientInterface interface {
 	// a body whose top level has a member `size_schema` (not a JSON Schema
 	// keyword) is the wrapper, any other body is the schema itself. A
 	// wrapper with any other top-level member, or a schema that does not
-	// compile, is 400 with the member or the compiler's message.
+	// compile, is 400 with code `invalid_size_schema`, listing every
+	// problem under `errors` (member, rule, message): the member is the
+	// JSON Pointer of the offending keyword in the body (so
+	// `/size_schema/properties/gb/minimum` in the wrapper), the rule the
+	// meta-schema keyword that failed (`type`, `enum`, `format`, …),
+	// `schema` (the compiler refuses it otherwise, with its message),
+	// `syntax`, `duplicateMember`, `numberRange` or `additionalProperties`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1825,7 +1831,13 @@ type ClientInterface interface {
 	// a body whose top level has a member `size_schema` (not a JSON Schema
 	// keyword) is the wrapper, any other body is the schema itself. A
 	// wrapper with any other top-level member, or a schema that does not
-	// compile, is 400 with the member or the compiler's message.
+	// compile, is 400 with code `invalid_size_schema`, listing every
+	// problem under `errors` (member, rule, message): the member is the
+	// JSON Pointer of the offending keyword in the body (so
+	// `/size_schema/properties/gb/minimum` in the wrapper), the rule the
+	// meta-schema keyword that failed (`type`, `enum`, `format`, …),
+	// `schema` (the compiler refuses it otherwise, with its message),
+	// `syntax`, `duplicateMember`, `numberRange` or `additionalProperties`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2282,7 +2294,13 @@ func (c *Client) GetResourceType(ctx context.Context, platform string, resourceT
 // a body whose top level has a member `size_schema` (not a JSON Schema
 // keyword) is the wrapper, any other body is the schema itself. A
 // wrapper with any other top-level member, or a schema that does not
-// compile, is 400 with the member or the compiler's message.
+// compile, is 400 with code `invalid_size_schema`, listing every
+// problem under `errors` (member, rule, message): the member is the
+// JSON Pointer of the offending keyword in the body (so
+// `/size_schema/properties/gb/minimum` in the wrapper), the rule the
+// meta-schema keyword that failed (`type`, `enum`, `format`, …),
+// `schema` (the compiler refuses it otherwise, with its message),
+// `syntax`, `duplicateMember`, `numberRange` or `additionalProperties`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2307,7 +2325,13 @@ func (c *Client) PutResourceTypeWithBody(ctx context.Context, platform string, r
 // a body whose top level has a member `size_schema` (not a JSON Schema
 // keyword) is the wrapper, any other body is the schema itself. A
 // wrapper with any other top-level member, or a schema that does not
-// compile, is 400 with the member or the compiler's message.
+// compile, is 400 with code `invalid_size_schema`, listing every
+// problem under `errors` (member, rule, message): the member is the
+// JSON Pointer of the offending keyword in the body (so
+// `/size_schema/properties/gb/minimum` in the wrapper), the rule the
+// meta-schema keyword that failed (`type`, `enum`, `format`, …),
+// `schema` (the compiler refuses it otherwise, with its message),
+// `syntax`, `duplicateMember`, `numberRange` or `additionalProperties`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4186,7 +4210,13 @@ type ClientWithResponsesInterface interface {
 	// a body whose top level has a member `size_schema` (not a JSON Schema
 	// keyword) is the wrapper, any other body is the schema itself. A
 	// wrapper with any other top-level member, or a schema that does not
-	// compile, is 400 with the member or the compiler's message.
+	// compile, is 400 with code `invalid_size_schema`, listing every
+	// problem under `errors` (member, rule, message): the member is the
+	// JSON Pointer of the offending keyword in the body (so
+	// `/size_schema/properties/gb/minimum` in the wrapper), the rule the
+	// meta-schema keyword that failed (`type`, `enum`, `format`, …),
+	// `schema` (the compiler refuses it otherwise, with its message),
+	// `syntax`, `duplicateMember`, `numberRange` or `additionalProperties`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4201,7 +4231,13 @@ type ClientWithResponsesInterface interface {
 	// a body whose top level has a member `size_schema` (not a JSON Schema
 	// keyword) is the wrapper, any other body is the schema itself. A
 	// wrapper with any other top-level member, or a schema that does not
-	// compile, is 400 with the member or the compiler's message.
+	// compile, is 400 with code `invalid_size_schema`, listing every
+	// problem under `errors` (member, rule, message): the member is the
+	// JSON Pointer of the offending keyword in the body (so
+	// `/size_schema/properties/gb/minimum` in the wrapper), the rule the
+	// meta-schema keyword that failed (`type`, `enum`, `format`, …),
+	// `schema` (the compiler refuses it otherwise, with its message),
+	// `syntax`, `duplicateMember`, `numberRange` or `additionalProperties`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6223,7 +6259,13 @@ func (c *ClientWithResponses) GetResourceTypeWithResponse(ctx context.Context, p
 // a body whose top level has a member `size_schema` (not a JSON Schema
 // keyword) is the wrapper, any other body is the schema itself. A
 // wrapper with any other top-level member, or a schema that does not
-// compile, is 400 with the member or the compiler's message.
+// compile, is 400 with code `invalid_size_schema`, listing every
+// problem under `errors` (member, rule, message): the member is the
+// JSON Pointer of the offending keyword in the body (so
+// `/size_schema/properties/gb/minimum` in the wrapper), the rule the
+// meta-schema keyword that failed (`type`, `enum`, `format`, …),
+// `schema` (the compiler refuses it otherwise, with its message),
+// `syntax`, `duplicateMember`, `numberRange` or `additionalProperties`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6244,7 +6286,13 @@ func (c *ClientWithResponses) PutResourceTypeWithBodyWithResponse(ctx context.Co
 // a body whose top level has a member `size_schema` (not a JSON Schema
 // keyword) is the wrapper, any other body is the schema itself. A
 // wrapper with any other top-level member, or a schema that does not
-// compile, is 400 with the member or the compiler's message.
+// compile, is 400 with code `invalid_size_schema`, listing every
+// problem under `errors` (member, rule, message): the member is the
+// JSON Pointer of the offending keyword in the body (so
+// `/size_schema/properties/gb/minimum` in the wrapper), the rule the
+// meta-schema keyword that failed (`type`, `enum`, `format`, …),
+// `schema` (the compiler refuses it otherwise, with its message),
+// `syntax`, `duplicateMember`, `numberRange` or `additionalProperties`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
