@@ -108,8 +108,9 @@ type Options struct {
 	// DefaultMaxDeadLetterBytes; it must not be negative.
 	MaxDeadLetterBytes int
 	// Logger receives the one thing the pipeline logs: an item whose checks
-	// panicked (at ERROR, with the stack; the item is refused). nil means
-	// slog.Default().
+	// panicked (at ERROR, with the stack; the item is refused). nil
+	// discards it, as every Options.Logger of the module does: pass the
+	// program's logger (cmd/tallyd passes its own) to see such a bug.
 	Logger *slog.Logger
 }
 
@@ -201,7 +202,7 @@ func New(s Store, opts Options) (*Service, error) {
 	}
 	svc.log = opts.Logger
 	if svc.log == nil {
-		svc.log = slog.Default()
+		svc.log = slog.New(slog.DiscardHandler)
 	}
 	return svc, nil
 }

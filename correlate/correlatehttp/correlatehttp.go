@@ -58,7 +58,8 @@ type Options struct {
 	// Its Caller.AllUsers decides whether getEvents lists the whole
 	// organization (a reader) or the caller's own (organization, user).
 	CallerFrom func(*http.Request) (correlate.Caller, bool)
-	// Logger receives internal errors (key "err"); nil discards them.
+	// Logger receives internal errors (key "err"); nil discards them, as
+	// every Options.Logger of the module does.
 	Logger *slog.Logger
 	// MaxBodyBytes caps a request body; 0 means
 	// [route.DefaultMaxBodyBytes] (8 MiB); it must not be negative. A body

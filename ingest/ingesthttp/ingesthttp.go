@@ -46,7 +46,8 @@ type Options struct {
 	// answers 401. Required. The handler stores events under source
 	// collector whatever Caller.Source says.
 	CallerFrom func(*http.Request) (ingest.Caller, bool)
-	// Logger receives internal errors (key "err"); nil discards them.
+	// Logger receives internal errors (key "err"); nil discards them, as
+	// every Options.Logger of the module does.
 	Logger *slog.Logger
 	// MaxBodyBytes caps a request body; 0 means
 	// [route.DefaultMaxBodyBytes] (8 MiB); it must not be negative. A body

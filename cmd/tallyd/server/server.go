@@ -49,8 +49,9 @@ type Config struct {
 	Store Store
 	// Authenticator maps bearer tokens to credentials. Required.
 	Authenticator *Authenticator
-	// Logger receives one line per request and every internal error. Nil
-	// discards.
+	// Logger receives one line per request, every internal error, and the
+	// library's own logs (an ingest item whose checks panicked). Nil
+	// discards, as every Options.Logger of the module does.
 	Logger *slog.Logger
 	// Metrics holds the Prometheus collectors /metrics serves. Nil creates
 	// one on a new private registry.

@@ -21,6 +21,7 @@ func apiRoutes(cfg Config) ([]route.Route, error) {
 		RequireSizeSchema: cfg.RequireSizeSchema,
 		Observer:          cfg.Metrics.IngestObserver(),
 		Now:               cfg.Now,
+		Logger:            cfg.Logger,
 	})
 	if err != nil {
 		return nil, err
