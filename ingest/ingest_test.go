@@ -195,9 +195,9 @@ func (failCommit) Commit(context.Context, ingest.Batch) (ingest.Committed, error
 
 type countAll struct{ calls int }
 
-func (c *countAll) Ingested(int)                        { c.calls++ }
+func (c *countAll) Ingested(string, event.Source, int)  { c.calls++ }
 func (c *countAll) Duplicates(int)                      { c.calls++ }
-func (c *countAll) Rejected(ingest.Kind, int)           { c.calls++ }
+func (c *countAll) Rejected(string, ingest.Kind, int)   { c.calls++ }
 func (c *countAll) UnvalidatedSize(string, string, int) { c.calls++ }
 func (c *countAll) ProjectionReplays(string, int)       { c.calls++ }
 

@@ -273,6 +273,18 @@ type RebuildQuery struct {
 	BatchSize    int
 }
 
+// ResourceCount is how many rows of the projection of current resources
+// share one (Platform, Cloud, ResourceType, State): what the gauge
+// tally_current_resources reports ([Service.CountResources]).
+type ResourceCount struct {
+	Platform     string
+	Cloud        string
+	ResourceType string
+	State        string
+	// Count is the number of rows, at least 1.
+	Count int64
+}
+
 // ProjectionStore reads and rebuilds the projection of current resources.
 // Both stores implement it; they keep it current inside Store.Commit with
 // [FoldBatch].
@@ -288,6 +300,10 @@ type ProjectionStore interface {
 	// Commit was given them (DECISIONS.md, Faithfulness; store/storetest
 	// checks it).
 	History(ctx context.Context, k ResourceKey) ([]event.Event, error)
+	// CountResources counts the rows of the projection by (platform,
+	// cloud, resource_type, state), ordered by those four (byte order);
+	// each count is at least 1. One GROUP BY on PostgreSQL.
+	CountResources(ctx context.Context) ([]ResourceCount, error)
 	// RebuildResources recomputes the rows of the resources q selects from
 	// the stored events with [Fold], q.BatchSize resources per transaction,
 	// calling progress (when not nil) after each transaction with the number

@@ -161,3 +161,16 @@ func (s *Service) RebuildResources(ctx context.Context, q RebuildQuery, progress
 	}
 	return n, nil
 }
+
+// CountResources counts the resources of the projection by (platform,
+// cloud, resource_type, state), ordered by those four: a deleted resource
+// keeps its row, in state "deleted". The server's gauge
+// tally_current_resources is refreshed from it. Its cost is one aggregate
+// read of the projection (one GROUP BY on PostgreSQL).
+func (s *Service) CountResources(ctx context.Context) ([]ResourceCount, error) {
+	counts, err := s.store.CountResources(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: count resources: %w", err)
+	}
+	return counts, nil
+}

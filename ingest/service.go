@@ -68,13 +68,19 @@ func Kinds() []Kind { return []Kind{KindSchema, KindSizeSchema, KindScope} }
 // committed, only then, once per call with the batch's counts (a count of 0
 // is not reported). Implementations must be safe for concurrent use.
 type Observer interface {
-	// Ingested counts n events newly stored.
-	Ingested(n int)
+	// Ingested counts n events of cloud newly stored by the pipeline
+	// source (tally_events_ingested_total{cloud,source}); a batch reports
+	// once per cloud. cloud is the events' cloud, which is the caller's
+	// scope when it has one (the scope check refuses any other).
+	Ingested(cloud string, source event.Source, n int)
 	// Duplicates counts n items that were already stored or came earlier in
 	// the same batch.
 	Duplicates(n int)
-	// Rejected counts n refused items of one kind.
-	Rejected(kind Kind, n int)
+	// Rejected counts n refused items of one kind sent by a caller whose
+	// scope is cloud ("" for a caller without scope), whatever cloud the
+	// items name (tally_events_rejected_total{cloud,reason}): the label
+	// stays bounded by the credentials' scopes.
+	Rejected(cloud string, kind Kind, n int)
 	// UnvalidatedSize counts n newly stored events of (platform,
 	// resourceType) whose size was taken unvalidated because no size schema
 	// is registered for the pair (tally_ingest_unvalidated_size_total).
@@ -86,9 +92,9 @@ type Observer interface {
 
 type nopObserver struct{}
 
-func (nopObserver) Ingested(int)                        {}
+func (nopObserver) Ingested(string, event.Source, int)  {}
 func (nopObserver) Duplicates(int)                      {}
-func (nopObserver) Rejected(Kind, int)                  {}
+func (nopObserver) Rejected(string, Kind, int)          {}
 func (nopObserver) UnvalidatedSize(string, string, int) {}
 func (nopObserver) ProjectionReplays(string, int)       {}
 
@@ -534,33 +540,35 @@ func (r *run) commit() (Result, error) {
 		return Result{}, fmt.Errorf("ingest: commit batch: store reported %d results for %d events", len(committed.Inserted), len(r.batch.Events))
 	}
 	unvalidated := map[pair]int{}
+	byCloud := map[string]int{}
 	for i, ok := range committed.Inserted {
 		if !ok {
 			r.dups++
 			continue
 		}
 		r.res.Accepted++
+		byCloud[r.batch.Events[i].Cloud]++
 		if p := r.unvalid[i]; p != nil {
 			unvalidated[*p]++
 		}
 	}
 	r.res.Duplicates = r.dups
-	r.observe(unvalidated, committed.Replays)
+	r.observe(byCloud, unvalidated, committed.Replays)
 	return r.res, nil
 }
 
 // observe reports a committed batch's counts to the Observer.
-func (r *run) observe(unvalidated map[pair]int, replays map[string]int) {
+func (r *run) observe(ingested map[string]int, unvalidated map[pair]int, replays map[string]int) {
 	o := r.s.observer
-	if r.res.Accepted > 0 {
-		o.Ingested(r.res.Accepted)
+	for cloud, n := range ingested {
+		o.Ingested(cloud, r.source, n)
 	}
 	if r.dups > 0 {
 		o.Duplicates(r.dups)
 	}
 	for _, k := range Kinds() {
 		if n := r.rejByKind[k]; n > 0 {
-			o.Rejected(k, n)
+			o.Rejected(r.caller.Cloud, k, n)
 		}
 	}
 	for p, n := range unvalidated {

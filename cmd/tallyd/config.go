@@ -42,6 +42,7 @@ type config struct {
 	LogFormat          string
 	LogLevel           slog.Level
 	ShutdownTimeout    time.Duration
+	MetricsRefresh     time.Duration
 }
 
 // flagEnv pairs each flag with its environment fallback, in --help order.
@@ -66,6 +67,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"log-format", "TALLY_LOG_FORMAT"},
 	{"log-level", "TALLY_LOG_LEVEL"},
 	{"shutdown-timeout", "TALLY_SHUTDOWN_TIMEOUT"},
+	{"metrics-refresh-interval", "TALLY_METRICS_REFRESH_INTERVAL"},
 }
 
 const usageHead = `tallyd is tally's reference server.
@@ -119,6 +121,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	fs.StringVar(&c.LogFormat, "log-format", "text", usage("log format: text or json", "log-format"))
 	fs.StringVar(&logLevel, "log-level", "info", usage("log level: debug, info, warn or error", "log-level"))
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, usage("on SIGINT/SIGTERM, how long in-flight requests may take to finish", "shutdown-timeout"))
+	fs.DurationVar(&c.MetricsRefresh, "metrics-refresh-interval", server.DefaultResourcesRefreshInterval, usage("how often the gauge tally_current_resources is recomputed from the projection (one aggregate query)", "metrics-refresh-interval"))
 	help := fs.BoolP("help", "h", false, "print this help")
 
 	// The environment first, then the command line over it: flag > env >
@@ -181,6 +184,9 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout %s: must be positive", c.ShutdownTimeout))
+	}
+	if c.MetricsRefresh <= 0 {
+		errs = append(errs, fmt.Errorf("--metrics-refresh-interval %s: must be positive", c.MetricsRefresh))
 	}
 	if c.Dev && c.DevCloud == "" {
 		errs = append(errs, errors.New("--dev-cloud: must not be empty"))

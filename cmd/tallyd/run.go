@@ -224,6 +224,12 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	log.Info("listening", "addr", ln.Addr().String())
 
 	reloadOnSIGHUP(ctx, c.CredentialsFile, auth, metrics, log)
+	// tally_current_resources, recomputed from the projection until the
+	// server stops; waited for before the store closes (deferred above).
+	rctx, stopRefresh := context.WithCancel(ctx)
+	refreshed := make(chan struct{})
+	go func() { defer close(refreshed); metrics.RunResourcesRefresh(rctx, c.MetricsRefresh, log) }()
+	defer func() { stopRefresh(); <-refreshed }()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {

@@ -32,6 +32,7 @@ func TestConfigPrecedence(t *testing.T) {
 		Listen: "127.0.0.1:8080", DevCloud: "os-dev", MaxBodyBytes: 8 << 20, BodyBudgetBytes: 64 << 20, BodyBudgetWait: 5 * time.Second,
 		IdleTimeout: 30 * time.Second,
 		LogFormat:   "text", LogLevel: slog.LevelInfo, ShutdownTimeout: 30 * time.Second,
+		MetricsRefresh: 30 * time.Second,
 	}
 	tests := []struct {
 		name string
@@ -47,10 +48,11 @@ func TestConfigPrecedence(t *testing.T) {
 			"TALLY_LOG_FORMAT": "json", "TALLY_LOG_LEVEL": "debug", "TALLY_SHUTDOWN_TIMEOUT": "5s",
 			"TALLY_BODY_BUDGET_BYTES": "4096", "TALLY_BODY_BUDGET_WAIT": "500ms",
 			"TALLY_MAX_CONNECTIONS": "100", "TALLY_IDLE_TIMEOUT": "5s", "TALLY_EVENTS_LEGACY_CREATE_200": "true",
-			"TALLY_DB_ACQUIRE_TIMEOUT": "2s",
+			"TALLY_DB_ACQUIRE_TIMEOUT": "2s", "TALLY_METRICS_REFRESH_INTERVAL": "1m",
 		}, func(c *config) {
 			c.LegacyCreate200 = true
 			c.DBAcquireTimeout = 2 * time.Second
+			c.MetricsRefresh = time.Minute
 			c.BodyBudgetBytes, c.BodyBudgetWait = 4096, 500*time.Millisecond
 			c.MaxConnections, c.IdleTimeout = 100, 5*time.Second
 			c.Listen, c.DatabaseURL, c.CredentialsFile = "127.0.0.1:9000", "postgres://x", "/c.json"
@@ -61,9 +63,10 @@ func TestConfigPrecedence(t *testing.T) {
 		{"flag over env", []string{
 			"--listen", "127.0.0.1:7000", "--database-url=postgres://flag", "--require-size-schema=false",
 			"--max-body-bytes", "2048", "--cors-allowed-origins", "https://c.example", "--log-level", "warn",
-			"--events-legacy-create-200", "--db-acquire-timeout", "-1s",
+			"--events-legacy-create-200", "--db-acquire-timeout", "-1s", "--metrics-refresh-interval", "5s",
 		}, map[string]string{
-			"TALLY_LISTEN": "127.0.0.1:9000", "TALLY_DATABASE_URL": "postgres://env", "TALLY_INGEST_REQUIRE_SIZE_SCHEMA": "true",
+			"TALLY_METRICS_REFRESH_INTERVAL": "1m",
+			"TALLY_LISTEN":                   "127.0.0.1:9000", "TALLY_DATABASE_URL": "postgres://env", "TALLY_INGEST_REQUIRE_SIZE_SCHEMA": "true",
 			"TALLY_MAX_BODY_BYTES": "1024", "TALLY_CORS_ALLOWED_ORIGINS": "https://a.example", "TALLY_LOG_LEVEL": "debug",
 			"TALLY_DB_ACQUIRE_TIMEOUT": "2s",
 		}, func(c *config) {
@@ -71,6 +74,7 @@ func TestConfigPrecedence(t *testing.T) {
 			c.Listen, c.DatabaseURL, c.MaxBodyBytes = "127.0.0.1:7000", "postgres://flag", 2048
 			c.CORSAllowedOrigins, c.LogLevel = []string{"https://c.example"}, slog.LevelWarn
 			c.LegacyCreate200 = true
+			c.MetricsRefresh = 5 * time.Second
 		}},
 	}
 	for _, tt := range tests {
@@ -104,6 +108,7 @@ func TestConfigRefuses(t *testing.T) {
 		{"body budget below the cap", []string{"--body-budget-bytes", "1000", "--max-body-bytes", "2000"}, nil, "--body-budget-bytes 1000: must be at least --max-body-bytes (2000)"},
 		{"body budget wait", []string{"--body-budget-wait", "0s"}, nil, "--body-budget-wait 0s: must be positive"},
 		{"stray argument", []string{"extra"}, nil, `unexpected argument "extra"`},
+		{"metrics refresh interval", []string{"--metrics-refresh-interval", "0s"}, nil, "--metrics-refresh-interval 0s: must be positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,9 +1,11 @@
 package memstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
@@ -50,6 +52,30 @@ func (s *Ingest) Resources(ctx context.Context, q ingest.ResourceQuery) ([]inges
 	if limit := max(q.Limit, 1); len(out) > limit {
 		out = out[:limit]
 	}
+	return out, nil
+}
+
+// CountResources counts projection rows by (platform, cloud,
+// resource_type, state), in that order (ingest.ProjectionStore).
+func (s *Ingest) CountResources(ctx context.Context) ([]ingest.ResourceCount, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	type group struct{ platform, cloud, resourceType, state string }
+	s.mu.Lock()
+	counts := map[group]int64{}
+	for _, r := range s.projection.rows {
+		counts[group{r.Platform, r.Cloud, r.ResourceType, r.State}]++
+	}
+	s.mu.Unlock()
+	out := make([]ingest.ResourceCount, 0, len(counts))
+	for g, n := range counts {
+		out = append(out, ingest.ResourceCount{Platform: g.platform, Cloud: g.cloud, ResourceType: g.resourceType, State: g.state, Count: n})
+	}
+	slices.SortFunc(out, func(a, b ingest.ResourceCount) int {
+		return cmp.Or(strings.Compare(a.Platform, b.Platform), strings.Compare(a.Cloud, b.Cloud),
+			strings.Compare(a.ResourceType, b.ResourceType), strings.Compare(a.State, b.State))
+	})
 	return out, nil
 }
 

@@ -124,6 +124,31 @@ func (s *Ingest) Resources(ctx context.Context, q ingest.ResourceQuery) ([]inges
 	return out, nil
 }
 
+// CountResources counts projection rows by (platform, cloud,
+// resource_type, state), in that order, byte by byte
+// (ingest.ProjectionStore): one GROUP BY.
+func (s *Ingest) CountResources(ctx context.Context) ([]ingest.ResourceCount, error) {
+	var rows []struct {
+		Platform     string `db:"platform"`
+		Cloud        string `db:"cloud"`
+		ResourceType string `db:"resource_type"`
+		State        string `db:"state"`
+		Count        int64  `db:"count"`
+	}
+	err := s.db.SelectContext(ctx, &rows, `SELECT platform, cloud, resource_type, state, count(*) AS count
+FROM current_resources
+GROUP BY platform, cloud, resource_type, state
+ORDER BY platform COLLATE "C", cloud COLLATE "C", resource_type COLLATE "C", state COLLATE "C"`)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: count resources: %w", interpretError(err))
+	}
+	out := make([]ingest.ResourceCount, len(rows))
+	for i, r := range rows {
+		out[i] = ingest.ResourceCount{Platform: r.Platform, Cloud: r.Cloud, ResourceType: r.ResourceType, State: r.State, Count: r.Count}
+	}
+	return out, nil
+}
+
 // Resource returns one projection row (ingest.ProjectionStore); the error
 // wraps store.ErrNotFound when there is none.
 func (s *Ingest) Resource(ctx context.Context, k ingest.ResourceKey) (ingest.Resource, error) {

@@ -1094,6 +1094,19 @@ func testObserver(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	if diff := cmp.Diff(map[ingest.Kind]int{ingest.KindSchema: 1, ingest.KindScope: 1, ingest.KindSizeSchema: 1}, e.obs.rejected); diff != "" {
 		t.Errorf("rejected (-want +got):\n%s", diff)
 	}
+	e.obs.mu.Unlock()
+	// Issue 13, /metrics: the counters are labelled by cloud. Accepted
+	// events count under their cloud (the caller's scope) and pipeline;
+	// refusals under the caller's scope, whatever cloud the item named, so
+	// the label stays bounded by the credentials' scopes ("" without one).
+	e.ingest(syncRun, volumeCreate("e", t0).set("cloud", "c3").bytes(), []byte(`{}`))
+	e.obs.mu.Lock()
+	if diff := cmp.Diff(map[string]int{"c1/collector": 2, "c3/reconciliation": 1}, e.obs.ingestedBy); diff != "" {
+		t.Errorf("ingested by cloud/source (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]int{"c1/schema": 1, "c1/scope": 1, "c1/size_schema": 1, "/schema": 1}, e.obs.rejectedBy); diff != "" {
+		t.Errorf("rejected by cloud/kind (-want +got):\n%s", diff)
+	}
 }
 
 // "Ingestion is idempotent": 8 goroutines ingesting overlapping batches of

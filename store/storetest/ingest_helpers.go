@@ -71,17 +71,26 @@ type counter struct {
 	duplicates  int
 	rejected    map[ingest.Kind]int
 	unvalidated map[string]int // "platform/resource_type"
+	ingestedBy  map[string]int // "cloud/source"
+	rejectedBy  map[string]int // "cloud/kind"
 }
 
 func newCounter() *counter {
-	return &counter{rejected: map[ingest.Kind]int{}, unvalidated: map[string]int{}}
+	return &counter{rejected: map[ingest.Kind]int{}, unvalidated: map[string]int{},
+		ingestedBy: map[string]int{}, rejectedBy: map[string]int{}}
 }
 
-func (c *counter) Ingested(n int)   { c.mu.Lock(); c.ingested += n; c.mu.Unlock() }
+func (c *counter) Ingested(cloud string, source event.Source, n int) {
+	c.mu.Lock()
+	c.ingested += n
+	c.ingestedBy[cloud+"/"+string(source)] += n
+	c.mu.Unlock()
+}
 func (c *counter) Duplicates(n int) { c.mu.Lock(); c.duplicates += n; c.mu.Unlock() }
-func (c *counter) Rejected(k ingest.Kind, n int) {
+func (c *counter) Rejected(cloud string, k ingest.Kind, n int) {
 	c.mu.Lock()
 	c.rejected[k] += n
+	c.rejectedBy[cloud+"/"+string(k)] += n
 	c.mu.Unlock()
 }
 func (c *counter) UnvalidatedSize(p, rt string, n int) {

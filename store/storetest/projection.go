@@ -55,6 +55,10 @@ func runProjection(t *testing.T, newStore func(t *testing.T) ingestStore) {
 		t.Parallel()
 		testStoredEvents(t, newStore(t))
 	})
+	t.Run("resources are counted by platform, cloud, resource type and state", func(t *testing.T) {
+		t.Parallel()
+		testProjectionCounts(t, newStore(t))
+	})
 	t.Run("concurrent batches on the same resources converge", func(t *testing.T) {
 		t.Parallel()
 		testProjectionConcurrent(t, newStore(t), 4, 8)
@@ -259,9 +263,9 @@ type replayCounter struct {
 
 type nopCounts struct{}
 
-func (nopCounts) Ingested(int)                        {}
+func (nopCounts) Ingested(string, event.Source, int)  {}
 func (nopCounts) Duplicates(int)                      {}
-func (nopCounts) Rejected(ingest.Kind, int)           {}
+func (nopCounts) Rejected(string, ingest.Kind, int)   {}
 func (nopCounts) UnvalidatedSize(string, string, int) {}
 func (nopCounts) ProjectionReplays(string, int)       {}
 
@@ -580,5 +584,46 @@ func runWindows(t *testing.T, newStore func(t *testing.T) ingestStore) {
 		if len(page.Items) != tt.want {
 			t.Errorf("%s: %d dead letters, want %d", tt.name, len(page.Items), tt.want)
 		}
+	}
+}
+
+// testProjectionCounts: issue 13, /metrics, "a current-resources gauge by
+// platform, cloud, resource type and state": CountResources groups the
+// projection by those four, in byte order, a deleted resource counted in
+// state "deleted", and an empty projection has no group.
+func testProjectionCounts(t *testing.T, st ingestStore) {
+	ctx := context.Background()
+	got, err := st.CountResources(ctx)
+	if err != nil {
+		t.Fatalf("CountResources: %v", err)
+	}
+	if len(got) != 0 {
+		t.Errorf("CountResources of an empty projection = %+v, want none", got)
+	}
+	svc := newService(t, st, nil)
+	res, err := svc.Ingest(ctx, ingest.Caller{Credential: "test"}, items(
+		volumeCreate("a", t0), volumeCreate("b", t0), volumeCreate("c", t0).set("payload.state", "in-use"),
+		volumeCreate("d", t0).set("cloud", "c2"), volumeCreate("e", t0).set("cloud", "C0"),
+		instanceCreate("f", t0), instanceCreate("g", t0),
+		volumeCreate("h", t0).set("event_type", "volume.delete.end").set("timestamp", t0.Add(time.Minute).Format(time.RFC3339Nano)).
+			set("resource_id", "vol-b").set("payload.state", nil).set("payload.size", nil),
+	))
+	if err != nil || len(res.Rejected) > 0 {
+		t.Fatalf("Ingest: %+v %v", res, err)
+	}
+	got, err = svc.CountResources(ctx)
+	if err != nil {
+		t.Fatalf("CountResources: %v", err)
+	}
+	want := []ingest.ResourceCount{
+		{Platform: "openstack", Cloud: "C0", ResourceType: "volume", State: "available", Count: 1},
+		{Platform: "openstack", Cloud: "c1", ResourceType: "instance", State: "active", Count: 2},
+		{Platform: "openstack", Cloud: "c1", ResourceType: "volume", State: "available", Count: 1},
+		{Platform: "openstack", Cloud: "c1", ResourceType: "volume", State: "deleted", Count: 1},
+		{Platform: "openstack", Cloud: "c1", ResourceType: "volume", State: "in-use", Count: 1},
+		{Platform: "openstack", Cloud: "c2", ResourceType: "volume", State: "available", Count: 1},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("CountResources (-want +got):\n%s", diff)
 	}
 }

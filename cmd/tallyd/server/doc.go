@@ -67,4 +67,13 @@
 // tally_http_request_duration_seconds{route,code}, with route the mux
 // pattern. [Metrics.IngestObserver] and [Metrics.CorrelateObserver] are the
 // observers the server gives the ingest and correlate services.
+//
+// The series Tally's published alert rules query (issue 13) are served too,
+// under their names there: tally_events_ingested_total{cloud,source},
+// tally_events_rejected_total{cloud,reason} (cloud: the scope of the
+// sending credential) and the gauge
+// tally_current_resources{platform,cloud,resource_type,state}, the rows of
+// the projection as [Metrics.RefreshResources] last counted them
+// ([Metrics.RunResourcesRefresh] does it on an interval; tallyd every
+// --metrics-refresh-interval, default [DefaultResourcesRefreshInterval]).
 package server

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tallyhq/tally/correlate"
+	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/internal/httpbody"
 )
@@ -69,6 +70,9 @@ type Metrics struct {
 	registry *prometheus.Registry
 
 	unvalidatedSize *prometheus.CounterVec
+	eventsIngested  *prometheus.CounterVec
+	eventsRejected  *prometheus.CounterVec
+	resources       *resourcesGauge
 	ingested        prometheus.Counter
 	duplicates      prometheus.Counter
 	rejected        *prometheus.CounterVec
@@ -78,7 +82,7 @@ type Metrics struct {
 	credReloads     *prometheus.CounterVec
 
 	// Labels whose values come from input, each bounded.
-	platformLabel, resourceTypeLabel, cloudLabel *boundedLabel
+	platformLabel, resourceTypeLabel, cloudLabel, stateLabel *boundedLabel
 }
 
 // NewMetrics returns the collectors registered on reg, and the Go runtime
@@ -93,6 +97,18 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 		platformLabel:     newBoundedLabel(MaxLabelValues),
 		resourceTypeLabel: newBoundedLabel(MaxLabelValues),
 		cloudLabel:        newBoundedLabel(MaxLabelValues),
+		stateLabel:        newBoundedLabel(MaxLabelValues),
+		// Issue 13, /metrics: the series Tally's published alert rules
+		// query (TallyCloudEventsSilent, TallyEventsRejected).
+		eventsIngested: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_events_ingested_total",
+			Help: "Events newly stored, by cloud (an ingest credential's scope; 100 distinct values, then other) and pipeline (source: collector or reconciliation).",
+		}, []string{"cloud", "source"}),
+		eventsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_events_rejected_total",
+			Help: "Items refused, by the cloud of the sending credential's scope (100 distinct values, then other; empty for a caller without scope) and reason kind: schema, size_schema or scope.",
+		}, []string{"cloud", "reason"}),
+		resources: newResourcesGauge(),
 		// canonical-event.md, Size schemas: "the server counts such events
 		// in tally_ingest_unvalidated_size_total{platform,resource_type}".
 		unvalidatedSize: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -138,7 +154,7 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 		m.dispositions.WithLabelValues(string(d))
 	}
 	for _, c := range []prometheus.Collector{
-		m.unvalidatedSize, m.ingested, m.duplicates, m.rejected, m.dispositions, m.replays, m.httpDuration, m.credReloads,
+		m.unvalidatedSize, m.eventsIngested, m.eventsRejected, m.resources, m.ingested, m.duplicates, m.rejected, m.dispositions, m.replays, m.httpDuration, m.credReloads,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
@@ -161,10 +177,16 @@ func (m *Metrics) CorrelateObserver() correlate.Observer { return correlateObser
 // ingestObserver adapts [Metrics] to ingest.Observer.
 type ingestObserver struct{ m *Metrics }
 
-func (o ingestObserver) Ingested(n int)   { o.m.ingested.Add(float64(n)) }
+func (o ingestObserver) Ingested(cloud string, source event.Source, n int) {
+	o.m.ingested.Add(float64(n))
+	o.m.eventsIngested.WithLabelValues(o.m.cloudLabel.value(cloud), string(source)).Add(float64(n))
+}
+
 func (o ingestObserver) Duplicates(n int) { o.m.duplicates.Add(float64(n)) }
-func (o ingestObserver) Rejected(kind ingest.Kind, n int) {
+
+func (o ingestObserver) Rejected(cloud string, kind ingest.Kind, n int) {
 	o.m.rejected.WithLabelValues(string(kind)).Add(float64(n))
+	o.m.eventsRejected.WithLabelValues(o.m.cloudLabel.value(cloud), string(kind)).Add(float64(n))
 }
 func (o ingestObserver) UnvalidatedSize(platform, resourceType string, n int) {
 	o.m.unvalidatedSize.WithLabelValues(o.m.platformLabel.value(platform), o.m.resourceTypeLabel.value(resourceType)).Add(float64(n))

@@ -26,6 +26,7 @@ func apiRoutes(cfg Config) ([]route.Route, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.Metrics.countResourcesWith(isvc.CountResources)
 	ih, err := ingesthttp.New(isvc, ingesthttp.Options{
 		CallerFrom:   ingestCaller,
 		Logger:       cfg.Logger,
