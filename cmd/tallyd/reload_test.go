@@ -75,11 +75,11 @@ func TestReloadCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth, err := server.NewAuthenticator(creds)
+	auth, err := server.NewAuthenticator(creds, server.AuthenticatorOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := server.NewMetrics(nil)
+	m, err := server.NewMetrics(nil, server.MetricsOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,8 +142,8 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth, _ := server.NewAuthenticator(creds)
-	m, _ := server.NewMetrics(nil)
+	auth, _ := server.NewAuthenticator(creds, server.AuthenticatorOptions{})
+	m, _ := server.NewMetrics(nil, server.MetricsOptions{})
 	var logs syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -117,7 +117,7 @@ func authenticator(c config, log *slog.Logger) (auth *server.Authenticator, devT
 		if c.Dev {
 			log.Warn("--dev is ignored: a credentials file is given")
 		}
-		auth, err := server.NewAuthenticator(creds)
+		auth, err := server.NewAuthenticator(creds, server.AuthenticatorOptions{})
 		return auth, "", err
 	case c.Dev:
 		token, sum, err := server.NewToken()
@@ -130,7 +130,7 @@ func authenticator(c config, log *slog.Logger) (auth *server.Authenticator, devT
 		if err != nil {
 			return nil, "", err
 		}
-		auth, err := server.NewAuthenticator(cred)
+		auth, err := server.NewAuthenticator(cred, server.AuthenticatorOptions{})
 		return auth, token, err
 	default:
 		return nil, "", fmt.Errorf("%w: no credentials: give --credentials-file (or TALLY_CREDENTIALS_FILE), or --dev for a local, all-roles token", errUsage)
@@ -173,12 +173,11 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	}
 	defer closeStore() // after the server has shut down: see below
 
-	metrics, err := server.NewMetrics(nil)
+	metrics, err := server.NewMetrics(nil, server.MetricsOptions{})
 	if err != nil {
 		return err
 	}
-	h, err := server.NewHandler(server.Config{
-		Store:              st,
+	h, err := server.New(st, server.Options{
 		Authenticator:      auth,
 		Logger:             log,
 		Metrics:            metrics,
@@ -198,7 +197,10 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	}
 	// A connection flood never exhausts the descriptors: at the cap the
 	// longest-idle connection is shed for a new one (issue 10, Connections).
-	conns := server.NewConnLimiter(c.MaxConnections)
+	conns, err := server.NewConnLimiter(server.ConnLimiterOptions{Max: c.MaxConnections})
+	if err != nil {
+		return err
+	}
 	log.Info("connections", "max", conns.Max(), "idle_timeout", c.IdleTimeout)
 	if err := h.Metrics().ObserveConns(conns); err != nil {
 		return err

@@ -89,7 +89,7 @@ func TestTallyAlertRuleSeries(t *testing.T) {
 		"pgstore":  func(t *testing.T) Store { return pgStore(pgtest.DB(t, pgstore.Options{})) },
 	} {
 		t.Run(name, func(t *testing.T) {
-			h, err := NewHandler(Config{Store: open(t), Authenticator: testAuthenticator(t)})
+			h, err := New(open(t), Options{Authenticator: testAuthenticator(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -202,7 +202,7 @@ func value(m *dto.Metric) float64 {
 // (MaxLabelValues, then other, the collapsed groups summed).
 func TestRefreshResources(t *testing.T) {
 	ctx := context.Background()
-	m, err := NewMetrics(nil)
+	m, err := NewMetrics(nil, MetricsOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

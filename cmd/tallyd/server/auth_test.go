@@ -31,7 +31,7 @@ func testAuthenticator(t *testing.T) *Authenticator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := NewAuthenticator(creds)
+	a, err := NewAuthenticator(creds, AuthenticatorOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

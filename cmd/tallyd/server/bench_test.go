@@ -27,8 +27,8 @@ func BenchmarkPostEvents(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			a, _ := NewAuthenticator(creds)
-			h, err := NewHandler(Config{Store: s.store(b), Authenticator: a})
+			a, _ := NewAuthenticator(creds, AuthenticatorOptions{})
+			h, err := New(s.store(b), Options{Authenticator: a})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -40,7 +40,7 @@ func TestCloudEventsSDK(t *testing.T) {
 		"pgstore":  func(t *testing.T) Store { return pgStore(pgtest.DB(t, pgstore.Options{})) },
 	} {
 		t.Run(name, func(t *testing.T) {
-			h, err := NewHandler(Config{Store: open(t), Authenticator: testAuthenticator(t)})
+			h, err := New(open(t), Options{Authenticator: testAuthenticator(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,7 +119,7 @@ func TestCloudEventsSDK(t *testing.T) {
 // issue 13: "A conflict with the body is 400", naming the member, and a
 // malformed traceparent is 400 naming the header; the SDK sees the refusal.
 func TestCloudEventsSDKRefusals(t *testing.T) {
-	h, err := NewHandler(Config{Store: memStore(t), Authenticator: testAuthenticator(t)})
+	h, err := New(memStore(t), Options{Authenticator: testAuthenticator(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package server
 
 import (
 	"container/list"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -74,15 +76,30 @@ type connInfo struct {
 	elem  *list.Element // in idle, when idle or new
 }
 
-// NewConnLimiter returns a limiter of max connections; max < 1 means
-// [DefaultMaxConns]().
-func NewConnLimiter(max int) *ConnLimiter {
-	if max < 1 {
+// ConnLimiterOptions configures [NewConnLimiter].
+type ConnLimiterOptions struct {
+	// Max caps the connections open at once; 0 means [DefaultMaxConns]();
+	// it must not be negative.
+	Max int
+}
+
+// NewConnLimiter returns a limiter of opts.Max connections. Errors: a
+// negative Max.
+func NewConnLimiter(opts ConnLimiterOptions) (*ConnLimiter, error) {
+	var errs []error
+	if opts.Max < 0 {
+		errs = append(errs, fmt.Errorf("server: ConnLimiterOptions.Max (%d) is negative", opts.Max))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	max := opts.Max
+	if max == 0 {
 		max = DefaultMaxConns()
 	}
 	l := &ConnLimiter{max: max, idle: list.New(), states: map[*limitedConn]*connInfo{}}
 	l.cond = sync.NewCond(&l.mu)
-	return l
+	return l, nil
 }
 
 // Max is the cap.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -30,7 +31,10 @@ func get(t *testing.T, c net.Conn, path string) int {
 // TestConnLimiterShedsIdle: issue 10, Connections: "at the cap, idle
 // keep-alive connections are shed to make room for new requests".
 func TestConnLimiterShedsIdle(t *testing.T) {
-	l := NewConnLimiter(2)
+	l, err := NewConnLimiter(ConnLimiterOptions{Max: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(healthz))
 	srv.Listener = l.Listener(srv.Listener)
 	srv.Config.ConnState = l.ConnState
@@ -70,7 +74,10 @@ func TestConnLimiterShedsIdle(t *testing.T) {
 // TestConnLimiterWaitsForBusy: a connection busy with a request is never
 // shed; a new one waits until a place frees.
 func TestConnLimiterWaitsForBusy(t *testing.T) {
-	l := NewConnLimiter(1)
+	l, err := NewConnLimiter(ConnLimiterOptions{Max: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	release := make(chan struct{})
 	busy := make(chan struct{})
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -139,5 +146,17 @@ func TestConnLimiterWaitsForBusy(t *testing.T) {
 func TestDefaultMaxConns(t *testing.T) {
 	if n := DefaultMaxConns(); n < 1 {
 		t.Errorf("DefaultMaxConns() = %d", n)
+	}
+}
+
+// The constructor idiom (issue 11): the options are validated and every
+// problem returned, joined.
+func TestNewConnLimiterRefusesNegativeMax(t *testing.T) {
+	if _, err := NewConnLimiter(ConnLimiterOptions{Max: -1}); err == nil || !strings.Contains(err.Error(), "Max (-1) is negative") {
+		t.Errorf("NewConnLimiter(Max -1): %v, want an error naming Max", err)
+	}
+	l, err := NewConnLimiter(ConnLimiterOptions{})
+	if err != nil || l.Max() != DefaultMaxConns() {
+		t.Errorf("NewConnLimiter(Max 0): %v, %v; want the default cap", l, err)
 	}
 }

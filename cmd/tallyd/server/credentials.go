@@ -291,9 +291,14 @@ type Authenticator struct {
 	creds atomic.Pointer[[]Credential]
 }
 
+// AuthenticatorOptions configures [NewAuthenticator]. It has no field yet:
+// it gives the constructor the library's one shape, New(dependency,
+// Options) (*T, error), so that an option never breaks a caller.
+type AuthenticatorOptions struct{}
+
 // NewAuthenticator returns an Authenticator over creds (as
 // [ParseCredentials] returns them). Errors: no credential.
-func NewAuthenticator(creds []Credential) (*Authenticator, error) {
+func NewAuthenticator(creds []Credential, _ AuthenticatorOptions) (*Authenticator, error) {
 	a := &Authenticator{}
 	if err := a.Replace(creds); err != nil {
 		return nil, err

@@ -111,7 +111,7 @@ func TestAuthenticator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := NewAuthenticator(creds)
+	a, err := NewAuthenticator(creds, AuthenticatorOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,8 +138,8 @@ func TestAuthenticator(t *testing.T) {
 			t.Errorf("Authenticate(%q) = %q, %v; want %q", tt.header, c.Name, ok, tt.want)
 		}
 	}
-	if _, err := NewAuthenticator(nil); err == nil {
-		t.Error("NewAuthenticator(nil): no error")
+	if _, err := NewAuthenticator(nil, AuthenticatorOptions{}); err == nil {
+		t.Error("NewAuthenticator(nil, AuthenticatorOptions{}): no error")
 	}
 }
 

@@ -53,7 +53,7 @@
 // invariant): it creates, lists and changes its own; a read credential lists
 // every event of its organization (DECISIONS.md, Who reads correlated
 // events), and one without an organization is answered 403. An events
-// credential without a user never correlates, and [NewHandler] warns about
+// credential without a user never correlates, and [New] warns about
 // it.
 //
 // # Metrics

@@ -19,7 +19,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	auth, err := server.NewAuthenticator(creds)
+	auth, err := server.NewAuthenticator(creds, server.AuthenticatorOptions{})
 	if err != nil {
 		panic(err)
 	}
@@ -27,8 +27,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	api, err := server.NewHandler(server.Config{
-		Store:         server.Store{Ingest: db.Ingest(), Correlate: db.Correlate()},
+	api, err := server.New(server.Store{Ingest: db.Ingest(), Correlate: db.Correlate()}, server.Options{
 		Authenticator: auth,
 	})
 	if err != nil {

@@ -34,7 +34,7 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 func (s *fuzzServer) post(t *testing.T, path, token string, body []byte) (*httptest.ResponseRecorder, counts) {
 	if s.n%fuzzServerInputs == 0 {
 		s.st = memStore(t)
-		h, err := NewHandler(Config{Store: s.st, Authenticator: s.auth})
+		h, err := New(s.st, Options{Authenticator: s.auth})
 		if err != nil {
 			t.Fatal(err)
 		}

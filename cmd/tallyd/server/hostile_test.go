@@ -329,7 +329,7 @@ func TestHostileInput(t *testing.T) {
 			} else {
 				st = pgStore(pgtest.DB(t, pgstore.Options{}))
 			}
-			h, err := NewHandler(Config{Store: st, Authenticator: testAuthenticator(t)})
+			h, err := New(st, Options{Authenticator: testAuthenticator(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -481,7 +481,7 @@ func TestPayloadEscapesReadBackOverHTTP(t *testing.T) {
 			} else {
 				st = pgStore(pgtest.DB(t, pgstore.Options{}))
 			}
-			h, err := NewHandler(Config{Store: st, Authenticator: testAuthenticator(t)})
+			h, err := New(st, Options{Authenticator: testAuthenticator(t)})
 			if err != nil {
 				t.Fatal(err)
 			}

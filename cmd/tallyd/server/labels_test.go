@@ -82,7 +82,7 @@ func (c blockingCollector) Collect(chan<- prometheus.Metric) {
 // TestMetricsInFlightLimit: issue 10: "/metrics has an in-flight limit and
 // a timeout" (MetricsMaxRequestsInFlight; a further scrape is 503).
 func TestMetricsInFlightLimit(t *testing.T) {
-	m, err := NewMetrics(nil)
+	m, err := NewMetrics(nil, MetricsOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func TestConfigLoggerReceivesIngestPanics(t *testing.T) {
 	var logs bytes.Buffer
 	st := memStore(t)
 	st.Ingest = panicSizeNames{st.Ingest}
-	h, err := NewHandler(Config{Store: st, Authenticator: testAuthenticator(t), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	h, err := New(st, Options{Authenticator: testAuthenticator(t), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,7 @@ func TestMesheryServerPublishes(t *testing.T) {
 			{"LegacyCreate200", true, http.StatusOK},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
-				h, err := NewHandler(Config{Store: st, Authenticator: testAuthenticator(t), LegacyCreate200: tt.legacy})
+				h, err := New(st, Options{Authenticator: testAuthenticator(t), LegacyCreate200: tt.legacy})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -124,7 +124,7 @@ func TestMesheryServerPublishes(t *testing.T) {
 // parameter is 400 naming it.
 func TestMesheryUIGetEvents(t *testing.T) {
 	bothStores(t, func(t *testing.T, st Store) {
-		h, err := NewHandler(Config{Store: st, Authenticator: testAuthenticator(t), LegacyCreate200: true})
+		h, err := New(st, Options{Authenticator: testAuthenticator(t), LegacyCreate200: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +213,7 @@ func TestMesheryUIGetEvents(t *testing.T) {
 // declares them.
 func TestMesherySchemasEventOperations(t *testing.T) {
 	bothStores(t, func(t *testing.T, st Store) {
-		h, err := NewHandler(Config{Store: st, Authenticator: testAuthenticator(t)})
+		h, err := New(st, Options{Authenticator: testAuthenticator(t)})
 		if err != nil {
 			t.Fatal(err)
 		}

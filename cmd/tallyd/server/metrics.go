@@ -85,10 +85,15 @@ type Metrics struct {
 	platformLabel, resourceTypeLabel, cloudLabel, stateLabel *boundedLabel
 }
 
+// MetricsOptions configures [NewMetrics]. It has no field yet: it gives the
+// constructor the library's one shape, New(dependency, Options) (*T,
+// error), so that an option never breaks a caller.
+type MetricsOptions struct{}
+
 // NewMetrics returns the collectors registered on reg, and the Go runtime
 // and process collectors with them. A nil reg gets a new private registry.
 // Errors: a collector already registered on reg.
-func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
+func NewMetrics(reg *prometheus.Registry, _ MetricsOptions) (*Metrics, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}

@@ -5,7 +5,7 @@ import (
 	"net/http"
 )
 
-// OpenAPI is the OpenAPI 3.1 document of every route [NewHandler] serves,
+// OpenAPI is the OpenAPI 3.1 document of every route [New] serves,
 // as served at GET /openapi.yaml. A test checks it against the live
 // handlers on both stores.
 //

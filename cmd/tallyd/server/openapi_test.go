@@ -463,7 +463,7 @@ func genericScenario(h *Handler, op operation, status string) []scenario {
 		// charged before any store is touched.
 		return []scenario{{name: "body budget spent", request: fixed(op.method, target, roleToken(roles), body),
 			respond: func(e contractEnv, r *http.Request) *httptest.ResponseRecorder {
-				h := contractHandlerWith(e.t, memStore(e.t), func(c *Config) {
+				h := contractHandlerWith(e.t, memStore(e.t), func(c *Options) {
 					c.BodyBudgetBytes, c.BodyBudgetWait = testMaxBody, time.Millisecond
 				})
 				pr, pw := io.Pipe()
@@ -507,12 +507,12 @@ func roleToken(roles []route.Role) string {
 
 func contractHandler(t *testing.T, st Store) *Handler {
 	t.Helper()
-	return contractHandlerWith(t, st, func(*Config) {})
+	return contractHandlerWith(t, st, func(*Options) {})
 }
 
 // contractHandlerWith is contractHandler with its configuration changed by
 // set.
-func contractHandlerWith(t *testing.T, st Store, set func(*Config)) *Handler {
+func contractHandlerWith(t *testing.T, st Store, set func(*Options)) *Handler {
 	t.Helper()
 	creds, err := ParseCredentials([]byte(`{"credentials":[
 	  {"name":"col","token":"` + tIngest + `","roles":["ingest"],"platform":"openstack","cloud":"os-a"},
@@ -522,13 +522,13 @@ func contractHandlerWith(t *testing.T, st Store, set func(*Config)) *Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := NewAuthenticator(creds)
+	a, err := NewAuthenticator(creds, AuthenticatorOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Store: st, Authenticator: a, MaxBodyBytes: testMaxBody}
+	cfg := Options{Authenticator: a, MaxBodyBytes: testMaxBody}
 	set(&cfg)
-	h, err := NewHandler(cfg)
+	h, err := New(st, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

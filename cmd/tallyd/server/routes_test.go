@@ -21,7 +21,7 @@ import (
 // servedRoutes is "METHOD path: access" of every route the handler serves.
 func servedRoutes(t *testing.T) []string {
 	t.Helper()
-	h, err := NewHandler(Config{Store: memStore(t), Authenticator: testAuthenticator(t)})
+	h, err := New(memStore(t), Options{Authenticator: testAuthenticator(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,11 +21,11 @@ import (
 	"github.com/tallyhq/tally/route"
 )
 
-// DefaultBodyBudgetBytes is the default of [Config].BodyBudgetBytes: 64 MiB,
+// DefaultBodyBudgetBytes is the default of [Options].BodyBudgetBytes: 64 MiB,
 // eight bodies of the default cap at once.
 const DefaultBodyBudgetBytes = 64 << 20
 
-// DefaultBodyBudgetWait is the default of [Config].BodyBudgetWait: 5 s,
+// DefaultBodyBudgetWait is the default of [Options].BodyBudgetWait: 5 s,
 // about two turns of the default budget at the rate measured on a 2-core
 // machine (README, Reliability).
 const DefaultBodyBudgetWait = 5 * time.Second
@@ -43,10 +43,8 @@ type Store struct {
 	Ping func(ctx context.Context) error
 }
 
-// Config configures [NewHandler].
-type Config struct {
-	// Store is the storage of every route. Required.
-	Store Store
+// Options configures [New].
+type Options struct {
 	// Authenticator maps bearer tokens to credentials. Required.
 	Authenticator *Authenticator
 	// Logger receives one line per request, every internal error, and the
@@ -88,7 +86,7 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Handler is the whole HTTP API of tally. Build it with [NewHandler].
+// Handler is the whole HTTP API of tally. Build it with [New].
 type Handler struct {
 	mux     *http.ServeMux
 	handler http.Handler
@@ -111,7 +109,7 @@ func (h *Handler) Metrics() *Metrics { return h.metrics }
 // checked against it.
 func (h *Handler) Routes() []route.Route { return slices.Clone(h.routes) }
 
-// NewHandler assembles tally's HTTP API on one mux: the ingestion routes
+// New assembles tally's HTTP API on one mux: the ingestion routes
 // (ingest/ingesthttp), the correlation routes (correlate/correlatehttp),
 // /metrics, /healthz, /readyz and /openapi.yaml (the document of every
 // route), behind bearer authentication by role, CORS and request logging.
@@ -127,15 +125,16 @@ func (h *Handler) Routes() []route.Route { return slices.Clone(h.routes) }
 // body budget (503 with Retry-After), and answers a client's failure to
 // send its body 400 or 408, or not at all when the client is gone.
 //
-// Errors (joined): a missing Store or Authenticator, a negative
+// Errors (joined): a missing st.Ingest, st.Correlate or Authenticator, a negative
 // MaxBodyBytes, BodyBudgetBytes or BodyBudgetWait, a BodyBudgetBytes below
 // MaxBodyBytes, or a library constructor's error.
-func NewHandler(cfg Config) (*Handler, error) {
+func New(st Store, opts Options) (*Handler, error) {
+	cfg := opts
 	var errs []error
-	if cfg.Store.Ingest == nil {
+	if st.Ingest == nil {
 		errs = append(errs, errors.New("server: Store.Ingest is required"))
 	}
-	if cfg.Store.Correlate == nil {
+	if st.Correlate == nil {
 		errs = append(errs, errors.New("server: Store.Correlate is required"))
 	}
 	if cfg.Authenticator == nil {
@@ -177,7 +176,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.Metrics == nil {
-		m, err := NewMetrics(nil)
+		m, err := NewMetrics(nil, MetricsOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -188,14 +187,14 @@ func NewHandler(cfg Config) (*Handler, error) {
 	}
 
 	warnUncorrelated(cfg.Logger, cfg.Authenticator)
-	api, err := apiRoutes(cfg)
+	api, err := apiRoutes(st, cfg)
 	if err != nil {
 		return nil, err
 	}
 	routes := append(api,
 		route.Route{Method: http.MethodGet, Path: "/metrics", Handler: cfg.Metrics.Handler()},
 		route.Route{Method: http.MethodGet, Path: "/healthz", Handler: http.HandlerFunc(healthz)},
-		route.Route{Method: http.MethodGet, Path: "/readyz", Handler: readyz(cfg.Store, cfg.Logger)},
+		route.Route{Method: http.MethodGet, Path: "/readyz", Handler: readyz(st, cfg.Logger)},
 		route.Route{Method: http.MethodGet, Path: "/openapi.yaml", Handler: http.HandlerFunc(serveOpenAPI)},
 	)
 

@@ -33,8 +33,7 @@ func pgStore(db *pgstore.DB) Store {
 
 func newTestHandler(t *testing.T, origins ...string) *Handler {
 	t.Helper()
-	h, err := NewHandler(Config{
-		Store:              memStore(t),
+	h, err := New(memStore(t), Options{
 		Authenticator:      testAuthenticator(t),
 		CORSAllowedOrigins: origins,
 	})
@@ -44,11 +43,11 @@ func newTestHandler(t *testing.T, origins ...string) *Handler {
 	return h
 }
 
-func TestNewHandlerRefusesBadConfig(t *testing.T) {
-	_, err := NewHandler(Config{MaxBodyBytes: -1})
+func TestNewRefusesBadOptions(t *testing.T) {
+	_, err := New(Store{}, Options{MaxBodyBytes: -1})
 	for _, want := range []string{"Store.Ingest is required", "Store.Correlate is required", "Authenticator is required", "MaxBodyBytes is negative"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("NewHandler: %v; want it to say %q", err, want)
+			t.Errorf("New: %v; want it to say %q", err, want)
 		}
 	}
 }
@@ -195,7 +194,7 @@ func TestReadyz(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := NewHandler(Config{Store: pgStore(st), Authenticator: testAuthenticator(t)})
+	h, err := New(pgStore(st), Options{Authenticator: testAuthenticator(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,8 +255,7 @@ func scrape(t *testing.T, h http.Handler, series string) string {
 // and the route pattern reaches both the log and the metrics.
 func TestRequestLogNamesTheCredential(t *testing.T) {
 	var logs bytes.Buffer
-	h, err := NewHandler(Config{
-		Store:         memStore(t),
+	h, err := New(memStore(t), Options{
 		Authenticator: testAuthenticator(t),
 		Logger:        slog.New(slog.NewTextHandler(&logs, nil)),
 	})
@@ -298,7 +296,7 @@ func TestWhoReadsCorrelatedEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := NewAuthenticator(creds)
+	a, err := NewAuthenticator(creds, AuthenticatorOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +306,7 @@ func TestWhoReadsCorrelatedEvents(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			st := open(t)
-			h, err := NewHandler(Config{Store: st, Authenticator: a})
+			h, err := New(st, Options{Authenticator: a})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -358,13 +356,14 @@ func TestWarnsForAnEventsCredentialWithoutUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := NewAuthenticator(creds)
+	a, err := NewAuthenticator(creds, AuthenticatorOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	if _, err := NewHandler(Config{Store: memStore(t), Authenticator: a,
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))}); err != nil {
+	if _, err := New(memStore(t), Options{
+		Authenticator: a,
+		Logger:        slog.New(slog.NewTextHandler(&logs, nil))}); err != nil {
 		t.Fatal(err)
 	}
 	out := logs.String()

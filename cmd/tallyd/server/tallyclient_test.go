@@ -23,7 +23,7 @@ type tallyWire struct {
 }
 
 func newTallyWire(t *testing.T, st Store) *tallyWire {
-	h, err := NewHandler(Config{Store: st, Authenticator: testAuthenticator(t)})
+	h, err := New(st, Options{Authenticator: testAuthenticator(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,12 +12,12 @@ import (
 	"github.com/tallyhq/tally/route"
 )
 
-// apiRoutes builds the library's services over cfg.Store's stores and returns the
+// apiRoutes builds the library's services over st's stores and returns the
 // routes of their HTTP adapters, as the adapters list them (with the roles
 // that may call each). The adapters hold no rule; the server only mounts
 // what they list.
-func apiRoutes(cfg Config) ([]route.Route, error) {
-	isvc, err := ingest.New(cfg.Store.Ingest, ingest.Options{
+func apiRoutes(st Store, cfg Options) ([]route.Route, error) {
+	isvc, err := ingest.New(st.Ingest, ingest.Options{
 		RequireSizeSchema: cfg.RequireSizeSchema,
 		Observer:          cfg.Metrics.IngestObserver(),
 		Now:               cfg.Now,
@@ -35,7 +35,7 @@ func apiRoutes(cfg Config) ([]route.Route, error) {
 	if err != nil {
 		return nil, err
 	}
-	csvc, err := correlate.New(cfg.Store.Correlate, correlate.Options{Now: cfg.Now, Observer: cfg.Metrics.CorrelateObserver(), LegacyCreate200: cfg.LegacyCreate200})
+	csvc, err := correlate.New(st.Correlate, correlate.Options{Now: cfg.Now, Observer: cfg.Metrics.CorrelateObserver(), LegacyCreate200: cfg.LegacyCreate200})
 	if err != nil {
 		return nil, err
 	}
