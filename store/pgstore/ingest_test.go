@@ -223,6 +223,27 @@ func TestCommitDuplicates(t *testing.T) {
 			wantAll: 3,
 		},
 	}
+	// More events than the duplicate probe's sample (write.go: a stored
+	// event the sample misses fails the COPY, and the batch is redone with
+	// the full probe), with stored ones off and on the sample's positions.
+	var many, manyStored []event.Event
+	var manyWant []bool
+	for i := range 100 {
+		e := ev(fmt.Sprintf("m%03d", i), ts)
+		many = append(many, e)
+		stored := i == 3 || i == 97 // the sample looks at 0, 6, 12, …
+		if stored {
+			manyStored = append(manyStored, e)
+		}
+		manyWant = append(manyWant, !stored)
+	}
+	tests = append(tests, struct {
+		name    string
+		before  []event.Event
+		batch   []event.Event
+		want    []bool
+		wantAll int
+	}{"a batch larger than the probe's sample, stored events missed by the sample", manyStored, many, manyWant, 100})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, conn := open(t, pgstore.Options{})

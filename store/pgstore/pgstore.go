@@ -118,6 +118,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -152,6 +153,10 @@ type conn struct {
 	db      *sqlx.DB      // on pool, through boundedConnector
 	now     func() time.Time
 	acquire time.Duration // the acquire timeout; 0: none (see acquireConn)
+
+	// duplicatesSeen: the last batch's probe found stored events, so the
+	// next batch starts with the full probe (see commitBatch).
+	duplicatesSeen atomic.Bool
 }
 
 // Ingest is the store of lifecycle ingestion: it implements ingest.Store

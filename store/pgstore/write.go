@@ -20,11 +20,13 @@ import (
 // The write path of Commit (issue 14), on pgx directly:
 //
 //  1. A duplicate probe on a sample of the batch's keys; the full probe only
-//     when the sample finds a stored event.
+//     when the sample finds a stored event, or when the store's previous
+//     batch met one (duplicates come in runs: a collector re-sending).
 //  2. A binary COPY of the new events into events, in (event_id, timestamp)
-//     order. A unique violation (an event stored meanwhile by a concurrent
-//     batch) redoes the batch once with INSERT … ON CONFLICT DO NOTHING
-//     RETURNING instead of the probe and the COPY.
+//     order. A unique violation (a stored event the sample missed) redoes
+//     the batch with the full probe; a second one (an event stored
+//     meanwhile by a concurrent batch) redoes it with INSERT … ON CONFLICT
+//     DO NOTHING RETURNING instead of the probe and the COPY.
 //  3. The new events folded in Go per resource, from the empty row, into one
 //     delta row per resource (ingest.Apply in ingest.Compare order).
 //  4. One merge-upsert of the delta rows into current_resources, in key
@@ -48,23 +50,38 @@ import (
 // before deciding whether the full probe is needed.
 const sampleSize = 16
 
-// commitBatch is Ingest.Commit's transaction.
+// insertMode is how commitOnce finds and inserts a batch's new events.
+type insertMode int
+
+const (
+	sampleProbe insertMode = iota // sample probe (full when it finds one), then COPY
+	fullProbe                     // full probe, then COPY
+	onConflict                    // INSERT … ON CONFLICT DO NOTHING RETURNING, no probe
+)
+
+// commitBatch is Ingest.Commit's transaction. It starts with the sample
+// probe unless the previous batch met stored events, and escalates on a
+// unique violation: to the full probe (the sample missed a stored event),
+// then to INSERT … ON CONFLICT (a concurrent batch stored one meanwhile),
+// which cannot fail so.
 func commitBatch(ctx context.Context, c *conn, b ingest.Batch, now time.Time) (inserted []bool, replays map[string]int, err error) {
-	inserted, replays, err = commitOnce(ctx, c, b, now, false)
-	var pgErr *pgconn.PgError
-	if err != nil && errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		// A concurrent batch stored some of these events: redo the batch
-		// with INSERT … ON CONFLICT DO NOTHING, which cannot fail so.
-		return commitOnce(ctx, c, b, now, true)
+	mode := sampleProbe
+	if c.duplicatesSeen.Load() {
+		mode = fullProbe
 	}
-	return inserted, replays, err
+	for {
+		inserted, replays, err = commitOnce(ctx, c, b, now, mode)
+		var pgErr *pgconn.PgError
+		if err == nil || mode == onConflict || !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+			return inserted, replays, err
+		}
+		mode++
+	}
 }
 
-// commitOnce runs the transaction; contended (after a unique violation) it
-// inserts the events with INSERT … ON CONFLICT DO NOTHING RETURNING instead
-// of the probe and the COPY. The wait for a connection is bounded by the
-// acquire timeout.
-func commitOnce(ctx context.Context, c *conn, b ingest.Batch, now time.Time, contended bool) (inserted []bool, replays map[string]int, err error) {
+// commitOnce runs the transaction, inserting the events as mode says. The
+// wait for a connection is bounded by the acquire timeout.
+func commitOnce(ctx context.Context, c *conn, b ingest.Batch, now time.Time, mode insertMode) (inserted []bool, replays map[string]int, err error) {
 	pc, err := c.acquireConn(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("acquire: %w", err)
@@ -82,10 +99,12 @@ func commitOnce(ctx context.Context, c *conn, b ingest.Batch, now time.Time, con
 	inserted = make([]bool, len(b.Events))
 	if len(b.Events) > 0 {
 		var stored []bool
-		if !contended {
-			if stored, err = probeEvents(ctx, tx, b.Events, false); err != nil {
+		if mode != onConflict {
+			var found bool
+			if stored, found, err = probeEvents(ctx, tx, b.Events, mode == fullProbe); err != nil {
 				return nil, nil, err
 			}
+			c.duplicatesSeen.Store(found)
 		} else {
 			stored = make([]bool, len(b.Events))
 		}
@@ -99,7 +118,7 @@ func commitOnce(ctx context.Context, c *conn, b ingest.Batch, now time.Time, con
 			}
 			seen[k] = true
 		}
-		if contended {
+		if mode == onConflict {
 			if fresh, err = insertEventsOnConflict(ctx, tx, fresh, now); err != nil {
 				return nil, nil, err
 			}
@@ -133,12 +152,12 @@ func commitOnce(ctx context.Context, c *conn, b ingest.Batch, now time.Time, con
 	return inserted, replays, nil
 }
 
-// probeEvents reports, parallel to evs, which events are stored already.
-// Unless full, it first looks up sampleSize keys spread over the batch and
-// returns "none" when none of them is stored; the COPY that follows fails
-// on a unique violation if that guess was wrong, and the batch is redone
-// (commitBatch).
-func probeEvents(ctx context.Context, tx pgx.Tx, evs []event.Event, full bool) ([]bool, error) {
+// probeEvents reports, parallel to evs, which events are stored already,
+// and whether any is. Unless full, it first looks up sampleSize keys spread
+// over the batch and returns "none" when none of them is stored; the COPY
+// that follows fails on a unique violation if that guess was wrong, and the
+// batch is redone with the full probe (commitBatch).
+func probeEvents(ctx context.Context, tx pgx.Tx, evs []event.Event, full bool) ([]bool, bool, error) {
 	stored := make([]bool, len(evs))
 	idx := make([]int, 0, len(evs))
 	if full || len(evs) <= sampleSize {
@@ -158,7 +177,7 @@ func probeEvents(ctx context.Context, tx pgx.Tx, evs []event.Event, full bool) (
 	rows, err := tx.Query(ctx, `SELECT e.event_id, e.timestamp FROM events e
 JOIN unnest($1::text[], $2::timestamptz[]) AS u(event_id, ts) ON e.event_id = u.event_id AND e.timestamp = u.ts`, ids, stamps)
 	if err != nil {
-		return nil, fmt.Errorf("probe events: %w", err)
+		return nil, false, fmt.Errorf("probe events: %w", err)
 	}
 	found := make(map[eventKey]bool)
 	var (
@@ -170,10 +189,10 @@ JOIN unnest($1::text[], $2::timestamptz[]) AS u(event_id, ts) ON e.event_id = u.
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("probe events: %w", err)
+		return nil, false, fmt.Errorf("probe events: %w", err)
 	}
 	if len(found) == 0 {
-		return stored, nil
+		return stored, false, nil
 	}
 	if !full {
 		return probeEvents(ctx, tx, evs, true)
@@ -181,7 +200,7 @@ JOIN unnest($1::text[], $2::timestamptz[]) AS u(event_id, ts) ON e.event_id = u.
 	for i := range evs {
 		stored[i] = found[eventKey{evs[i].EventID, utcMicro(evs[i].Timestamp).UnixMicro()}]
 	}
-	return stored, nil
+	return stored, true, nil
 }
 
 var eventColumns = []string{"event_id", "timestamp", "event_type", "platform", "cloud", "resource_type",
