@@ -25,7 +25,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -333,7 +332,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	v := r.URL.Query()
-	ps := unknownParams(v, listParams)
+	ps := problem.UnknownParameters(v, listParams)
 	num := func(names ...string) int {
 		for _, name := range names {
 			if s := v.Get(name); s != "" {
@@ -405,22 +404,6 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 	}
 	problem.WriteJSON(w, http.StatusOK, page)
 	return nil
-}
-
-// unknownParams names each query parameter of v that is not in known, in
-// name order (rule additionalProperties).
-func unknownParams(v url.Values, known []string) []event.Problem {
-	var ps []event.Problem
-	for _, name := range slices.Sorted(maps.Keys(v)) {
-		if !slices.Contains(known, name) {
-			msg := "is not a parameter of this operation (it takes none)"
-			if len(known) > 0 {
-				msg = fmt.Sprintf("is not a parameter of this operation (it takes %s)", strings.Join(known, ", "))
-			}
-			ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleAdditionalProperties, Message: msg})
-		}
-	}
-	return ps
 }
 
 // eventsFilter is getEvents' filter parameter: a JSON object of the list
@@ -666,7 +649,7 @@ func (h *Handler) types(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	v := r.URL.Query()
-	ps := unknownParams(v, []string{"page", "pageSize", "pagesize"})
+	ps := problem.UnknownParameters(v, []string{"page", "pageSize", "pagesize"})
 	num := func(names ...string) int {
 		for _, name := range names {
 			if s := v.Get(name); s != "" {
@@ -682,6 +665,12 @@ func (h *Handler) types(w http.ResponseWriter, r *http.Request) error {
 		return 0
 	}
 	page, size := num("page"), num("pageSize", "pagesize")
+	// Every bad parameter at once, as list does: the adapter's own and the
+	// library's judgement of the page.
+	var ve *event.ValidationError
+	if errors.As((correlate.Query{Page: page, PageSize: size}).Validate(), &ve) {
+		ps = append(ps, ve.Problems...)
+	}
 	if len(ps) > 0 {
 		return invalidQuery(ps)
 	}
@@ -695,7 +684,7 @@ func (h *Handler) types(w http.ResponseWriter, r *http.Request) error {
 
 // noParams refuses any query parameter on a route that takes none.
 func noParams(r *http.Request) error {
-	if ps := unknownParams(r.URL.Query(), nil); len(ps) > 0 {
+	if ps := problem.UnknownParameters(r.URL.Query(), nil); len(ps) > 0 {
 		return invalidQuery(ps)
 	}
 	return nil

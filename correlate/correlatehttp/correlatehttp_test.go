@@ -513,3 +513,23 @@ func TestCreateRefusesQueryParameters(t *testing.T) {
 		t.Errorf("create without a query parameter: %d %s, want 201", res.status, res.body)
 	}
 }
+
+// Issue 11, Errors: one answer lists every problem of the parameters, an
+// unknown one beside those the library judges. getEventTypes answered the
+// unknown parameter alone, dropping a page out of range.
+func TestEventTypesListsEveryParameterProblem(t *testing.T) {
+	s := newServer(t, memCorrelate(t), correlate.Options{})
+	res := s.do("GET", "/api/events/types?sort=x&page=-1&pageSize=x", "org-1/alice", "")
+	p := decode[problem.Details](t, res.body)
+	var got []string
+	for _, e := range p.Errors {
+		got = append(got, e.Member+" "+e.Rule)
+	}
+	want := []string{"/sort " + event.RuleAdditionalProperties, "/pageSize " + event.RuleType, "/page " + event.RuleMinimum}
+	if res.status != 400 || p.Code != "invalid_parameter" {
+		t.Errorf("GET /api/events/types: %d %s, want 400 invalid_parameter", res.status, res.body)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("problems (-want +got):\n%s\n%s", d, res.body)
+	}
+}

@@ -93,16 +93,15 @@ func New(svc *ingest.Service, opts Options) (*Handler, error) {
 func (h *Handler) Routes() []route.Route {
 	readers := []route.Role{route.RoleRead, route.RoleAdmin}
 	admin := []route.Role{route.RoleAdmin}
-	page := []string{"from", "to", "limit", "cursor"}
 	return []route.Route{
 		{Method: http.MethodPost, Path: "/api/v1/events", Roles: []route.Role{route.RoleIngest}, Handler: h.handle(h.postEvents)},
-		{Method: http.MethodGet, Path: "/api/v1/events", Roles: readers, Handler: h.handle(h.listEvents, eventParams...)},
-		{Method: http.MethodGet, Path: "/api/v1/rejected-events", Roles: admin, Handler: h.handle(h.listRejectedEvents, page...)},
-		{Method: http.MethodGet, Path: "/api/v1/audit", Roles: admin, Handler: h.handle(h.listAudit, append(page, "action")...)},
+		{Method: http.MethodGet, Path: "/api/v1/events", Roles: readers, Handler: h.handle(h.listEvents)},
+		{Method: http.MethodGet, Path: "/api/v1/rejected-events", Roles: admin, Handler: h.handle(h.listRejectedEvents)},
+		{Method: http.MethodGet, Path: "/api/v1/audit", Roles: admin, Handler: h.handle(h.listAudit)},
 		{Method: http.MethodGet, Path: "/api/v1/resource-types", Roles: readers, Handler: h.handle(h.listResourceTypes)},
 		{Method: http.MethodGet, Path: "/api/v1/resource-types/{platform}/{resource_type}", Roles: readers, Handler: h.handle(h.getResourceType)},
 		{Method: http.MethodPut, Path: "/api/v1/resource-types/{platform}/{resource_type}", Roles: admin, Handler: h.handle(h.putResourceType)},
-		{Method: http.MethodGet, Path: "/api/v1/resources", Roles: readers, Handler: h.handle(h.listResources, resourceParams...)},
+		{Method: http.MethodGet, Path: "/api/v1/resources", Roles: readers, Handler: h.handle(h.listResources)},
 		{Method: http.MethodGet, Path: "/api/v1/resources/{cloud}/{resource_type}/{resource_id}", Roles: readers, Handler: h.handle(h.getResource)},
 		{Method: http.MethodGet, Path: "/api/v1/resources/{cloud}/{resource_type}/{resource_id}/events", Roles: readers, Handler: h.handle(h.getResourceEvents)},
 	}
@@ -115,40 +114,32 @@ var eventParams = []string{"cloud", "platform", "project_id", "resource_type", "
 // resourceParams are the query parameters of GET /api/v1/resources.
 var resourceParams = []string{"cloud", "platform", "resource_type", "project_id", "state", "status", "alive_at", "limit", "cursor"}
 
+// pageParams are the query parameters of GET /api/v1/rejected-events, and
+// with action those of GET /api/v1/audit.
+var (
+	pageParams  = []string{"from", "to", "limit", "cursor"}
+	auditParams = append(slices.Clip(pageParams), "action")
+)
+
 // handle adapts the handler shape of this package (and of correlatehttp):
 // a function that writes its answer or returns the error that Handler.fail
-// maps.
-// A query parameter outside known is refused 400 naming it (issue 13:
-// nothing is silently ignored), before fn runs.
-func (h *Handler) handle(fn func(w http.ResponseWriter, r *http.Request) error, known ...string) http.Handler {
+// maps. Each function checks its own query parameters, so that an unknown
+// one is refused 400 naming it (issue 13: nothing is silently ignored) in
+// the same answer as every other bad parameter of the request (issue 11:
+// one error lists every problem): newParams on a route that takes
+// parameters, noParams on one that takes none.
+func (h *Handler) handle(fn func(w http.ResponseWriter, r *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := unknownParams(r, known); err != nil {
-			h.fail(w, r, err)
-			return
-		}
 		if err := fn(w, r); err != nil {
 			h.fail(w, r, err)
 		}
 	})
 }
 
-// unknownParams returns an [*event.ValidationError] naming every query
-// parameter of r that is not in known (rule additionalProperties), in name
-// order, or nil.
-func unknownParams(r *http.Request, known []string) error {
+// noParams refuses any query parameter on a route that takes none.
+func noParams(r *http.Request) error {
 	var ps params
-	q := r.URL.Query()
-	names := make([]string, 0, len(q))
-	for name := range q {
-		if !slices.Contains(known, name) {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		ps.add(name, event.RuleAdditionalProperties, "is not a parameter of this route")
-	}
-	return ps.err(nil)
+	return ps.err(nil, r)
 }
 
 // errNoCaller is the error of a request CallerFrom finds no caller for.
@@ -165,6 +156,9 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 // the cap (nothing stored); 400 for a body that is not JSON; 500 when the
 // store fails (nothing stored).
 func (h *Handler) postEvents(w http.ResponseWriter, r *http.Request) error {
+	if err := noParams(r); err != nil {
+		return err
+	}
 	caller, ok := h.opts.CallerFrom(r)
 	if !ok {
 		return errNoCaller
@@ -225,7 +219,7 @@ func rejectedEvent(dl ingest.DeadLetter) RejectedEvent {
 // {"items":[RejectedEvent…],"next_cursor":null|"…"}, oldest first, or 400
 // naming the malformed parameters.
 func (h *Handler) listRejectedEvents(w http.ResponseWriter, r *http.Request) error {
-	page, err := parsePage(r)
+	page, err := parsePage(r, pageParams)
 	if err != nil {
 		return err
 	}
@@ -245,7 +239,7 @@ func (h *Handler) listRejectedEvents(w http.ResponseWriter, r *http.Request) err
 // when absent) and the paging of listRejectedEvents. It answers
 // {"items":[{"id","at","action","credential","event_id","platform","cloud"}…],"next_cursor":null|"…"}.
 func (h *Handler) listAudit(w http.ResponseWriter, r *http.Request) error {
-	page, err := parsePage(r)
+	page, err := parsePage(r, auditParams)
 	if err != nil {
 		return err
 	}
@@ -265,6 +259,9 @@ type resourceTypeList struct {
 // Size schemas): {"items":[{"platform","resource_type","size_schema","version","updated_at"}…]},
 // ordered by platform then resource_type.
 func (h *Handler) listResourceTypes(w http.ResponseWriter, r *http.Request) error {
+	if err := noParams(r); err != nil {
+		return err
+	}
 	rts, err := h.svc.ResourceTypes(r.Context())
 	if err != nil {
 		return err
@@ -277,6 +274,9 @@ func (h *Handler) listResourceTypes(w http.ResponseWriter, r *http.Request) erro
 // the registry row {"platform","resource_type","size_schema","version","updated_at"},
 // or 404.
 func (h *Handler) getResourceType(w http.ResponseWriter, r *http.Request) error {
+	if err := noParams(r); err != nil {
+		return err
+	}
 	rt, err := h.svc.ResourceType(r.Context(), r.PathValue("platform"), r.PathValue("resource_type"))
 	if err != nil {
 		return err
@@ -296,6 +296,9 @@ func (h *Handler) getResourceType(w http.ResponseWriter, r *http.Request) error 
 // document does not compile or the wrapper holds another member, or 413 for
 // a body over the cap.
 func (h *Handler) putResourceType(w http.ResponseWriter, r *http.Request) error {
+	if err := noParams(r); err != nil {
+		return err
+	}
 	body, err := h.readBody(w, r)
 	if err != nil {
 		return err
@@ -342,7 +345,7 @@ func (h *Handler) listResources(w http.ResponseWriter, r *http.Request) error {
 	case v[0] == "":
 		ps.add("status", event.RuleEnum, "must be active, deleted or all")
 	}
-	if err := ps.err(f.Validate()); err != nil {
+	if err := ps.err(f.Validate(), r, resourceParams...); err != nil {
 		return err
 	}
 	p, err := h.svc.Resources(r.Context(), f)
@@ -357,6 +360,9 @@ func (h *Handler) listResources(w http.ResponseWriter, r *http.Request) error {
 // {"resource":Resource,"events":[Event…]} with the events in fold order, or
 // 404 when the projection has no such resource.
 func (h *Handler) getResource(w http.ResponseWriter, r *http.Request) error {
+	if err := noParams(r); err != nil {
+		return err
+	}
 	d, err := h.svc.Resource(r.Context(), ingest.ResourceKey{
 		Cloud: r.PathValue("cloud"), ResourceType: r.PathValue("resource_type"), ResourceID: r.PathValue("resource_id"),
 	})
@@ -384,7 +390,7 @@ func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request) error {
 		Source: event.Source(q.Get("source")), From: ps.time(r, "from"), To: ps.time(r, "to"),
 		Limit: limit, Cursor: cursor,
 	}
-	if err := ps.err(f.Validate()); err != nil {
+	if err := ps.err(f.Validate(), r, eventParams...); err != nil {
 		return err
 	}
 	p, err := h.svc.Events(r.Context(), f)
@@ -407,6 +413,9 @@ type historyPage struct {
 // received_at; 404 when the projection has no such resource; 422
 // history_too_long past ingest.MaxHistory events.
 func (h *Handler) getResourceEvents(w http.ResponseWriter, r *http.Request) error {
+	if err := noParams(r); err != nil {
+		return err
+	}
 	k := ingest.ResourceKey{Cloud: r.PathValue("cloud"), ResourceType: r.PathValue("resource_type"), ResourceID: r.PathValue("resource_id")}
 	if _, err := h.svc.Resource(r.Context(), k); err != nil {
 		return err
@@ -429,12 +438,15 @@ type params []event.Problem
 
 // err returns the adapter's problems followed by those of lib (the
 // library's Validate of the same parameters: an *event.ValidationError or
-// nil) as one *event.ValidationError, or nil when there are none.
-func (ps params) err(lib error) error {
+// nil) and one problem for each query parameter of r outside known
+// ([problem.UnknownParameters]) as one *event.ValidationError, or nil when
+// there are none.
+func (ps params) err(lib error, r *http.Request, known ...string) error {
 	var ve *event.ValidationError
 	if errors.As(lib, &ve) {
 		ps = append(ps, ve.Problems...)
 	}
+	ps = append(ps, problem.UnknownParameters(r.URL.Query(), known)...)
 	if len(ps) == 0 {
 		return nil
 	}
@@ -484,12 +496,13 @@ func (ps *params) limitCursor(r *http.Request) (limit int, cursor string) {
 	return limit, cursor
 }
 
-// parsePage reads from, to, limit and cursor.
-func parsePage(r *http.Request) (ingest.Page, error) {
+// parsePage reads from, to, limit and cursor, and refuses a parameter
+// outside known.
+func parsePage(r *http.Request, known []string) (ingest.Page, error) {
 	var ps params
 	p := ingest.Page{From: ps.time(r, "from"), To: ps.time(r, "to")}
 	p.Limit, p.Cursor = ps.limitCursor(r)
-	return p, ps.err(p.Validate())
+	return p, ps.err(p.Validate(), r, known...)
 }
 
 // fail maps an error of the library to its answer; the one place that does.

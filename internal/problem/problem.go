@@ -19,7 +19,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
+	"strings"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -199,6 +203,28 @@ func MethodNotAllowed(detail string) Details {
 func InvalidParameter(members ...event.Problem) Details {
 	return New(http.StatusBadRequest, "invalid_parameter", "Invalid parameter",
 		"The request's parameters break the rules listed in errors.", members...)
+}
+
+// UnknownParameters returns one problem for each query parameter of q whose
+// name is not in known, in name order: member "/" + the name, rule
+// [event.RuleAdditionalProperties], and a message listing what the
+// operation takes. It is nil when every name is known. Both HTTP adapters
+// refuse unknown parameters with it (issue 13: nothing silently ignored),
+// joined with the other problems of the same request's parameters so that
+// an answer lists every problem at once (issue 11, Errors).
+func UnknownParameters(q url.Values, known []string) []event.Problem {
+	var ps []event.Problem
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		if slices.Contains(known, name) {
+			continue
+		}
+		msg := "is not a parameter of this operation (it takes none)"
+		if len(known) > 0 {
+			msg = "is not a parameter of this operation (it takes " + strings.Join(known, ", ") + ")"
+		}
+		ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleAdditionalProperties, Message: msg})
+	}
+	return ps
 }
 
 // Internal is the answer to a failure of the server (the store, a bug):

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -119,5 +120,32 @@ func TestClientGone(t *testing.T) {
 		if got := problem.ClientGone(tt.r, tt.err); got != tt.want {
 			t.Errorf("%s: ClientGone = %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+func TestUnknownParameters(t *testing.T) {
+	q := url.Values{"z": {"1"}, "limit": {"5"}, "a": {"x", "y"}}
+	tests := []struct {
+		name  string
+		known []string
+		want  []event.Problem
+	}{
+		{"every name known", []string{"a", "limit", "z"}, nil},
+		{"unknown ones in name order, naming what the operation takes", []string{"limit"}, []event.Problem{
+			{Member: "/a", Rule: event.RuleAdditionalProperties, Message: "is not a parameter of this operation (it takes limit)"},
+			{Member: "/z", Rule: event.RuleAdditionalProperties, Message: "is not a parameter of this operation (it takes limit)"},
+		}},
+		{"an operation that takes none", nil, []event.Problem{
+			{Member: "/a", Rule: event.RuleAdditionalProperties, Message: "is not a parameter of this operation (it takes none)"},
+			{Member: "/limit", Rule: event.RuleAdditionalProperties, Message: "is not a parameter of this operation (it takes none)"},
+			{Member: "/z", Rule: event.RuleAdditionalProperties, Message: "is not a parameter of this operation (it takes none)"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, problem.UnknownParameters(q, tt.known)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
 	}
 }
