@@ -2,9 +2,18 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/google/go-cmp/cmp"
+	"gopkg.in/yaml.v3"
+
+	"github.com/tallyhq/tally/correlate"
 )
 
 // loadKinOpenAPI parses openapi.yaml with kin-openapi and validates it
@@ -31,5 +40,63 @@ func TestOpenAPIValidInKinOpenAPI(t *testing.T) {
 		if s.URL != "/" {
 			t.Errorf("servers: %q pins a host; use the relative /", s.URL)
 		}
+	}
+}
+
+// Issue 13, The OpenAPI document: "Every accepted member is declared." The
+// members createEvent reads are those correlate.Payload encodes to, with
+// every field set, and meshkit's snake_case spellings that Meshery Server
+// sends (DECISIONS.md, Meshery snake_case members). EventPayload declares
+// exactly these: a member the decoder reads but the document omits would
+// leave generated clients without it, and a declared member the decoder
+// does not read would be kept as an opaque extra.
+func TestOpenAPIDeclaresEveryCreateEventMember(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]any `yaml:"properties"`
+			} `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	if err := yaml.Unmarshal(OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	declared := slices.Sorted(maps.Keys(doc.Components.Schemas["EventPayload"].Properties))
+
+	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	one, desc := int64(1), "d"
+	full := correlate.Payload{
+		Owner: "o", SystemID: "s", ActedUpon: "a", OperationID: "op", Category: "c", Action: "x",
+		Severity: correlate.SeverityError, Description: &desc, Metadata: jsontext.Value(`{"k":1}`),
+		CorrelationKey: "k", OccurrenceCount: &one, FirstSeenAt: &at, LastSeenAt: &at, ResolvedAt: &at,
+		Source: "/s", Type: "t", Specversion: "1.0", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
+		ParentID: "00f067aa0ba902b7", IdempotencyKey: "i",
+	}
+	b, err := json.Marshal(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(b, &members); err != nil {
+		t.Fatal(err)
+	}
+	// meshkit's spellings, each with the value of the member it names.
+	for snake, camel := range map[string]string{"acted_upon": "actedUpon", "operation_id": "operationId", "system_id": "systemId"} {
+		members[snake] = members[camel]
+	}
+	body, err := json.Marshal(members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := correlate.DecodePayload(body)
+	if err != nil {
+		t.Fatalf("DecodePayload(%s): %v", body, err)
+	}
+	if len(p.Extra) > 0 {
+		t.Errorf("members read as opaque extras, not as the members they name: %v", slices.Sorted(maps.Keys(p.Extra)))
+	}
+	accepted := slices.Sorted(maps.Keys(members))
+	if diff := cmp.Diff(accepted, declared); diff != "" {
+		t.Errorf("EventPayload's properties in openapi.yaml disagree with the members createEvent reads (-read +declared):\n%s", diff)
 	}
 }

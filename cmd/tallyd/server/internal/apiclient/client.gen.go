@@ -355,7 +355,7 @@ type CanonicalEventSource string
 
 // CloudEvent A CloudEvent in structured mode (CloudEvents JSON format 1.0), its payload in data. Members other than those listed are extensions, stored with the event.
 type CloudEvent struct {
-	// Data A createEvent payload (event-correlation.md, Fields): every member correlate.Payload lists. Members not listed here are kept with the event as sent and never returned at the top level.
+	// Data A createEvent payload (event-correlation.md, Fields): every member correlate.Payload lists, and the snake_case spellings of three of them that Meshery Server sends (meshkit's events.Event: acted_upon, operation_id, system_id). Members not listed here are kept with the event as sent and never returned at the top level.
 	Data EventPayload `json:"data"`
 
 	// Datacontenttype application/json or a +json type when given.
@@ -436,20 +436,26 @@ type DeadLetterPage struct {
 // DeadLetterPageItemsRawEncoding defines model for DeadLetterPage.Items.RawEncoding.
 type DeadLetterPageItemsRawEncoding string
 
-// EventPayload A createEvent payload (event-correlation.md, Fields): every member correlate.Payload lists. Members not listed here are kept with the event as sent and never returned at the top level.
+// EventPayload A createEvent payload (event-correlation.md, Fields): every member correlate.Payload lists, and the snake_case spellings of three of them that Meshery Server sends (meshkit's events.Event: acted_upon, operation_id, system_id). Members not listed here are kept with the event as sent and never returned at the top level.
 type EventPayload struct {
-	ActedUpon       *string                 `json:"actedUpon,omitempty"`
-	Action          string                  `json:"action"`
-	Category        string                  `json:"category"`
-	CorrelationKey  *string                 `json:"correlationKey,omitempty"`
-	Description     *string                 `json:"description,omitempty"`
-	FirstSeenAt     *time.Time              `json:"firstSeenAt,omitempty"`
-	IdempotencyKey  *string                 `json:"idempotencyKey,omitempty"`
-	LastSeenAt      *time.Time              `json:"lastSeenAt,omitempty"`
-	Metadata        *map[string]interface{} `json:"metadata,omitempty"`
-	OccurrenceCount *int                    `json:"occurrenceCount,omitempty"`
-	OperationId     *string                 `json:"operationId,omitempty"`
-	Owner           *string                 `json:"owner,omitempty"`
+	ActedUpon *string `json:"actedUpon,omitempty"`
+
+	// MeshkitActedUpon meshkit's spelling of actedUpon, recorded as actedUpon; given with actedUpon, the two must be equal (else 400 naming /acted_upon).
+	MeshkitActedUpon *string                 `json:"acted_upon,omitempty"`
+	Action           string                  `json:"action"`
+	Category         string                  `json:"category"`
+	CorrelationKey   *string                 `json:"correlationKey,omitempty"`
+	Description      *string                 `json:"description,omitempty"`
+	FirstSeenAt      *time.Time              `json:"firstSeenAt,omitempty"`
+	IdempotencyKey   *string                 `json:"idempotencyKey,omitempty"`
+	LastSeenAt       *time.Time              `json:"lastSeenAt,omitempty"`
+	Metadata         *map[string]interface{} `json:"metadata,omitempty"`
+	OccurrenceCount  *int                    `json:"occurrenceCount,omitempty"`
+	OperationId      *string                 `json:"operationId,omitempty"`
+
+	// MeshkitOperationId meshkit's spelling of operationId, recorded as operationId; given with operationId, the two must be equal (else 400 naming /operation_id).
+	MeshkitOperationId *string `json:"operation_id,omitempty"`
+	Owner              *string `json:"owner,omitempty"`
 
 	// ParentId The W3C parent-id (span id).
 	ParentId   *string    `json:"parentId,omitempty"`
@@ -462,6 +468,9 @@ type EventPayload struct {
 	// Specversion The CloudEvents specversion.
 	Specversion *string `json:"specversion,omitempty"`
 	SystemId    *string `json:"systemId,omitempty"`
+
+	// MeshkitSystemId meshkit's spelling of systemId, recorded as systemId; given with systemId, the two must be equal (else 400 naming /system_id).
+	MeshkitSystemId *string `json:"system_id,omitempty"`
 
 	// TraceId The W3C trace-id of the occurrence.
 	TraceId *string `json:"traceId,omitempty"`
@@ -1072,6 +1081,14 @@ func (a *EventPayload) UnmarshalJSON(b []byte) error {
 		delete(object, "actedUpon")
 	}
 
+	if raw, found := object["acted_upon"]; found {
+		err = json.Unmarshal(raw, &a.MeshkitActedUpon)
+		if err != nil {
+			return fmt.Errorf("error reading 'acted_upon': %w", err)
+		}
+		delete(object, "acted_upon")
+	}
+
 	if raw, found := object["action"]; found {
 		err = json.Unmarshal(raw, &a.Action)
 		if err != nil {
@@ -1152,6 +1169,14 @@ func (a *EventPayload) UnmarshalJSON(b []byte) error {
 		delete(object, "operationId")
 	}
 
+	if raw, found := object["operation_id"]; found {
+		err = json.Unmarshal(raw, &a.MeshkitOperationId)
+		if err != nil {
+			return fmt.Errorf("error reading 'operation_id': %w", err)
+		}
+		delete(object, "operation_id")
+	}
+
 	if raw, found := object["owner"]; found {
 		err = json.Unmarshal(raw, &a.Owner)
 		if err != nil {
@@ -1208,6 +1233,14 @@ func (a *EventPayload) UnmarshalJSON(b []byte) error {
 		delete(object, "systemId")
 	}
 
+	if raw, found := object["system_id"]; found {
+		err = json.Unmarshal(raw, &a.MeshkitSystemId)
+		if err != nil {
+			return fmt.Errorf("error reading 'system_id': %w", err)
+		}
+		delete(object, "system_id")
+	}
+
 	if raw, found := object["traceId"]; found {
 		err = json.Unmarshal(raw, &a.TraceId)
 		if err != nil {
@@ -1247,6 +1280,13 @@ func (a EventPayload) MarshalJSON() ([]byte, error) {
 		object["actedUpon"], err = json.Marshal(a.ActedUpon)
 		if err != nil {
 			return nil, fmt.Errorf("error marshaling 'actedUpon': %w", err)
+		}
+	}
+
+	if a.MeshkitActedUpon != nil {
+		object["acted_upon"], err = json.Marshal(a.MeshkitActedUpon)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'acted_upon': %w", err)
 		}
 	}
 
@@ -1316,6 +1356,13 @@ func (a EventPayload) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if a.MeshkitOperationId != nil {
+		object["operation_id"], err = json.Marshal(a.MeshkitOperationId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'operation_id': %w", err)
+		}
+	}
+
 	if a.Owner != nil {
 		object["owner"], err = json.Marshal(a.Owner)
 		if err != nil {
@@ -1362,6 +1409,13 @@ func (a EventPayload) MarshalJSON() ([]byte, error) {
 		object["systemId"], err = json.Marshal(a.SystemId)
 		if err != nil {
 			return nil, fmt.Errorf("error marshaling 'systemId': %w", err)
+		}
+	}
+
+	if a.MeshkitSystemId != nil {
+		object["system_id"], err = json.Marshal(a.MeshkitSystemId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'system_id': %w", err)
 		}
 	}
 
