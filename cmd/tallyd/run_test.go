@@ -49,9 +49,13 @@ func TestConfigPrecedence(t *testing.T) {
 			"TALLY_BODY_BUDGET_BYTES": "4096", "TALLY_BODY_BUDGET_WAIT": "500ms",
 			"TALLY_MAX_CONNECTIONS": "100", "TALLY_IDLE_TIMEOUT": "5s", "TALLY_EVENTS_LEGACY_CREATE_200": "true",
 			"TALLY_DB_ACQUIRE_TIMEOUT": "2s", "TALLY_METRICS_REFRESH_INTERVAL": "1m",
+			// Issue 12, The pool and Timeouts: each database setting has its
+			// environment fallback.
+			"TALLY_DB_MAX_CONNS": "32", "TALLY_DB_CONNECT_TIMEOUT": "3s", "TALLY_DB_STATEMENT_TIMEOUT": "20s",
 		}, func(c *config) {
 			c.LegacyCreate200 = true
 			c.DBAcquireTimeout = 2 * time.Second
+			c.DBMaxConns, c.DBConnectTimeout, c.DBStatementTimeout = 32, 3*time.Second, 20*time.Second
 			c.MetricsRefresh = time.Minute
 			c.BodyBudgetBytes, c.BodyBudgetWait = 4096, 500*time.Millisecond
 			c.MaxConnections, c.IdleTimeout = 100, 5*time.Second
@@ -64,13 +68,16 @@ func TestConfigPrecedence(t *testing.T) {
 			"--listen", "127.0.0.1:7000", "--database-url=postgres://flag", "--require-size-schema=false",
 			"--max-body-bytes", "2048", "--cors-allowed-origins", "https://c.example", "--log-level", "warn",
 			"--events-legacy-create-200", "--db-acquire-timeout", "-1s", "--metrics-refresh-interval", "5s",
+			"--db-max-conns", "8", "--db-connect-timeout", "1s", "--db-statement-timeout", "-1s",
 		}, map[string]string{
+			"TALLY_DB_MAX_CONNS": "32", "TALLY_DB_CONNECT_TIMEOUT": "3s", "TALLY_DB_STATEMENT_TIMEOUT": "20s",
 			"TALLY_METRICS_REFRESH_INTERVAL": "1m",
 			"TALLY_LISTEN":                   "127.0.0.1:9000", "TALLY_DATABASE_URL": "postgres://env", "TALLY_INGEST_REQUIRE_SIZE_SCHEMA": "true",
 			"TALLY_MAX_BODY_BYTES": "1024", "TALLY_CORS_ALLOWED_ORIGINS": "https://a.example", "TALLY_LOG_LEVEL": "debug",
 			"TALLY_DB_ACQUIRE_TIMEOUT": "2s",
 		}, func(c *config) {
 			c.DBAcquireTimeout = -time.Second
+			c.DBMaxConns, c.DBConnectTimeout, c.DBStatementTimeout = 8, time.Second, -time.Second
 			c.Listen, c.DatabaseURL, c.MaxBodyBytes = "127.0.0.1:7000", "postgres://flag", 2048
 			c.CORSAllowedOrigins, c.LogLevel = []string{"https://c.example"}, slog.LevelWarn
 			c.LegacyCreate200 = true
