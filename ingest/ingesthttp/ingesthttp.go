@@ -126,8 +126,8 @@ var (
 // maps. Each function checks its own query parameters, so that an unknown
 // one is refused 400 naming it (issue 13: nothing is silently ignored) in
 // the same answer as every other bad parameter of the request (issue 11:
-// one error lists every problem): newParams on a route that takes
-// parameters, noParams on one that takes none.
+// one error lists every problem): params.err with the route's parameter
+// names on a route that takes parameters, noParams on one that takes none.
 func (h *Handler) handle(fn func(w http.ResponseWriter, r *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := fn(w, r); err != nil {
