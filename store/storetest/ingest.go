@@ -129,6 +129,7 @@ var ingestCases = []ingestCase{
 	{"Rules/project_id names the owner at or after the event", testProjectTransfer},
 	// Size schemas.
 	{"SizeSchemas/size validated against the registry whenever the payload carries one", testSizeValidated},
+	{"SizeSchemas/every copy of a size repeated in one batch is judged", testSizeRepeatedInBatch},
 	{"SizeSchemas/five seeded pairs under openstack", testSeeds},
 	{"SizeSchemas/seeded pairs admit further members and refuse what they must", testSeedRules},
 	{"SizeSchemas/unregistered pair accepted unvalidated and counted", testUnregistered},
@@ -318,6 +319,34 @@ func testSizeValidated(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	dls := allDeadLetters(t, e.st)
 	if len(dls) != 1 || !bytes.Equal(dls[0].Raw, bad.bytes()) || dls[0].Reason != res.Rejected[0].Reason {
 		t.Errorf("dead letters %+v, want the refused item as it arrived", dls)
+	}
+}
+
+// Sizes repeat within a batch (one volume type, one flavor); each copy is
+// judged as if it were alone: a valid size accepted every time, an invalid
+// one refused every time, whatever came before it in the batch.
+func testSizeRepeatedInBatch(t *testing.T, newStore func(t *testing.T) ingestStore) {
+	e := newEnv(t, newStore, ingest.Options{})
+	var items [][]byte
+	wantRejected := []int{}
+	for i := range 6 {
+		it := volumeCreate(fmt.Sprintf("r%d", i), t0).set("payload.size.size_gb", 5)
+		if i%3 == 1 {
+			it = it.set("payload.size.size_gb", 0)
+			wantRejected = append(wantRejected, i)
+		}
+		items = append(items, it.bytes())
+	}
+	res := e.ingest(collector, items...)
+	var got []int
+	for _, r := range res.Rejected {
+		got = append(got, r.Index)
+		if !strings.Contains(r.Reason, "/payload/size/size_gb: exclusiveMinimum") {
+			t.Errorf("item %d: reason %q, want it to name /payload/size/size_gb: exclusiveMinimum", r.Index, r.Reason)
+		}
+	}
+	if diff := cmp.Diff(wantRejected, got); diff != "" || res.Accepted != 4 {
+		t.Errorf("accepted %d (want 4), rejected indexes (-want +got):\n%s", res.Accepted, diff)
 	}
 }
 
