@@ -319,7 +319,7 @@ type run struct {
 	rows      map[pair][]sizenames.Row
 	schemas   map[pair]*schemaLookup
 	valid     map[pair]map[string]bool // sizes of this batch its pair's schema accepted (see checkSize)
-	unvalid   []*pair // parallel to batch.Events: the pair of an unvalidated size, or nil
+	unvalid   []*pair                  // parallel to batch.Events: the pair of an unvalidated size, or nil
 	dups      int
 	rejByKind map[Kind]int
 }
