@@ -1,9 +1,10 @@
 // Package pgstore is the PostgreSQL implementation of tally's Store
 // interfaces.
 //
-// A [DB] wraps a pgx v5 connection pool, reached through sqlx over
-// database/sql (pgx's stdlib adapter), and hands out one store per area of
-// the library, all on that pool:
+// A [DB] wraps a pgx v5 connection pool and hands out one store per area
+// of the library, all on that pool. The two hot write paths (Ingest.Commit
+// and Correlate.Create) run on pgx directly; the reads and the rarer writes
+// go through sqlx over database/sql (pgx's stdlib adapter) on the same pool:
 //
 //	db, err := pgstore.Open(ctx, url, pgstore.Options{})
 //	…
@@ -21,8 +22,9 @@
 // them on start, and `tallyd migrate` applies them alone).
 //
 // Every write that the pure packages describe as one unit runs in one
-// transaction, through one unexported function: it commits when the
-// function returns nil and rolls back on an error or a panic. Driver errors
+// transaction (one unexported function per path: inTx on sqlx, pgx's
+// BeginFunc or Commit's own on pgx): it commits when the work returns nil
+// and rolls back on an error or a panic. Driver errors
 // are translated in one place (interpretError) so that pgx types never
 // leak to callers, and no driver type is part of the API (apart from the
 // *pgxpool.Pool that [New] accepts).
