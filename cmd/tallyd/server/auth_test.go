@@ -21,7 +21,7 @@ type readSpy struct {
 func (s *readSpy) Read(p []byte) (int, error) { s.read = true; return s.r.Read(p) }
 func (s *readSpy) Close() error               { return nil }
 
-func testAuthenticator(t *testing.T) *Authenticator {
+func testAuthenticator(t testing.TB) *Authenticator {
 	t.Helper()
 	creds, err := ParseCredentials([]byte(`{"credentials":[
 	  {"name":"col","token":"t-ingest-token-01","roles":["ingest"],"platform":"openstack","cloud":"os-a"},

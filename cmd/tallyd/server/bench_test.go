@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"fmt"
 	"net/http/httptest"
 	"testing"
 
@@ -49,6 +50,52 @@ func BenchmarkPostEvents(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// BenchmarkHostileInput serves each body of TestHostileInput (issue 10:
+// "Validating one item costs time bounded by its bytes, whatever its
+// numbers"; "answered in time proportional to its size") through the whole
+// handler on the in-memory store, and reports the time per byte of body
+// (ns/B) beside the same figure for a valid 1000-event batch, sub-benchmark
+// "baseline": a hostile body that bought more CPU than its bytes would show
+// a ns/B far above the baseline's. Bodies that break their transfer are
+// left out (their cost is the read timeout's, tested in internal/httpbody).
+func BenchmarkHostileInput(b *testing.B) {
+	// The issue's attack: 1000 items whose sizes hold 1e999999 (140 KB
+	// that bought about 30 s of CPU), against 1000 valid items and two.
+	valid, huge := make([]string, 1000), make([]string, 1000)
+	for i := range valid {
+		valid[i] = hostileEvent(fmt.Sprintf("baseline-%d", i), "", "")
+		huge[i] = hostileEvent(fmt.Sprintf("huge-%d", i), `,"x":1e999999`, "")
+	}
+	cases := []hostileCase{
+		{name: "baseline/1000 valid items", body: batchOf(valid...)},
+		{name: "baseline/two valid items", body: batchOf(valid[0], valid[1])},
+		{name: "ingest/1000 items with a size number 1e999999", body: batchOf(huge...)},
+	}
+	for _, tc := range hostileCases() {
+		if tc.readErr == nil {
+			cases = append(cases, tc)
+		}
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			body := tc.body()
+			h, err := New(memStore(b), Options{Authenticator: testAuthenticator(b)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			tc.body = func() []byte { return body }
+			b.SetBytes(int64(len(body)))
+			b.ResetTimer()
+			for range b.N {
+				if w := serveHostile(h, tc); w.Code >= 500 {
+					b.Fatalf("%d: %s", w.Code, w.Body)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(max(len(body), 1)), "ns/B")
 		})
 	}
 }
