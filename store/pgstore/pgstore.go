@@ -3,8 +3,9 @@
 //
 // A [DB] wraps a pgx v5 connection pool and hands out one store per area
 // of the library, all on that pool. The two hot write paths (Ingest.Commit
-// and Correlate.Create) run on pgx directly; the reads and the rarer writes
-// go through sqlx over database/sql (pgx's stdlib adapter) on the same pool:
+// and Correlate.Create) and Ingest.RebuildResources run on pgx directly;
+// the reads and the rarer writes go through sqlx over database/sql (pgx's
+// stdlib adapter) on the same pool:
 //
 //	db, err := pgstore.Open(ctx, url, pgstore.Options{})
 //	…
@@ -64,14 +65,17 @@
 //
 // [Ingest.Commit] writes a batch in one pgx transaction with a fixed number
 // of set-based statements, never one round trip per event: a duplicate
-// probe on a sample of the batch's keys (the full probe only when the
-// sample finds a stored event), one binary COPY of the new events, the
-// projection's merge (below), and INSERT … SELECT FROM unnest(…) for dead
-// letters and audit rows. Events are copied sorted by (event_id,
-// timestamp), so concurrent overlapping batches wait for each other's keys
-// in one order and do not deadlock; the later one's COPY then fails on the
-// primary key and its batch is redone once with INSERT … ON CONFLICT DO
-// NOTHING RETURNING.
+// probe on a sample of the batch's keys (the full probe when the sample
+// finds a stored event, or from the start when the store's previous batch
+// met one), one binary COPY of the new events, the projection's merge
+// (below), and INSERT … SELECT FROM unnest(…) for dead letters and audit
+// rows. Events are copied sorted by (event_id, timestamp), so concurrent
+// overlapping batches wait for each other's keys in one order and do not
+// deadlock. A COPY that fails on the primary key (a stored event the
+// sample missed, or one a concurrent batch stored meanwhile) redoes the
+// batch with the full probe; one that fails so after the full probe redoes
+// it with INSERT … ON CONFLICT DO NOTHING RETURNING, which cannot (see
+// commitBatch in write.go).
 //
 // # The projection
 //
