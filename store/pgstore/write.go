@@ -23,10 +23,12 @@ import (
 //     when the sample finds a stored event, or when the store's previous
 //     batch met one (duplicates come in runs: a collector re-sending).
 //  2. A binary COPY of the new events into events, in (event_id, timestamp)
-//     order. A unique violation (a stored event the sample missed) redoes
-//     the batch with the full probe; a second one (an event stored
-//     meanwhile by a concurrent batch) redoes it with INSERT … ON CONFLICT
-//     DO NOTHING RETURNING instead of the probe and the COPY.
+//     order. A unique violation after the sample probe (a stored event the
+//     sample missed) redoes the batch with the full probe; one after the
+//     full probe (an event stored meanwhile by a concurrent batch) redoes
+//     it with INSERT … ON CONFLICT DO NOTHING RETURNING instead of the
+//     probe and the COPY. A batch that started with the full probe goes
+//     straight to the latter.
 //  3. The new events folded in Go per resource, from the empty row, into one
 //     delta row per resource (ingest.Apply in ingest.Compare order).
 //  4. One merge-upsert of the delta rows into current_resources, in key
