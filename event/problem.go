@@ -95,7 +95,7 @@ func (e *ValidationError) Error() string {
 func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 
 func single(member, rule, msg string) error {
-	return &ValidationError{Problems: []Problem{{Member: safePointer(member), Rule: rule, Message: msg}}}
+	return &ValidationError{Problems: []Problem{{Member: SafePointer(member), Rule: rule, Message: msg}}}
 }
 
 // MaxMemberLen bounds a [Problem.Member] in bytes. A longer pointer (a
@@ -104,11 +104,13 @@ func single(member, rule, msg string) error {
 // always survive in a bounded reason.
 const MaxMemberLen = 256
 
-// safePointer cuts a JSON Pointer before the first reference token that
-// holds a NUL character or invalid UTF-8, so it names the object holding the
-// offending member name (a problem's member is stored and logged as text,
-// and PostgreSQL text holds neither), and bounds it to MaxMemberLen bytes.
-func safePointer(p string) string {
+// SafePointer returns the JSON Pointer p as a [Problem.Member] may hold it:
+// cut before the first reference token that holds a NUL character or
+// invalid UTF-8, so it names the object holding the offending member name
+// (a problem's member is stored and logged as text, and PostgreSQL text
+// holds neither), and bounded to [MaxMemberLen] bytes, cut at a token
+// boundary and ending in "/…". It never fails; "" stays "".
+func SafePointer(p string) string {
 	p = validPointer(p)
 	if len(p) <= MaxMemberLen {
 		return p

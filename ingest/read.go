@@ -251,7 +251,7 @@ func (s *Service) PutResourceType(ctx context.Context, platform, resourceType st
 		var ve *event.ValidationError
 		if errors.As(err, &ve) {
 			for i := range ve.Problems {
-				ve.Problems[i].Member = safeMember(at + ve.Problems[i].Member)
+				ve.Problems[i].Member = event.SafePointer(at + ve.Problems[i].Member)
 			}
 		}
 		return ResourceType{}, err

@@ -97,35 +97,7 @@ func CompileSizeSchema(doc jsontext.Value) (*jsonschema.Schema, error) {
 
 // schemaProblem is the refusal of a size schema with one problem.
 func schemaProblem(member, rule, msg string) error {
-	return &event.ValidationError{Problems: []event.Problem{{Member: safeMember(member), Rule: rule, Message: truncate(msg)}}}
-}
-
-// safeMember cuts a JSON Pointer before its first reference token that
-// holds a NUL or invalid UTF-8, so it names the object holding such a
-// member name ([event.Problem] keeps Member printable), and bounds it to
-// [event.MaxMemberLen] bytes.
-func safeMember(p string) string {
-	for i := 0; i < len(p); {
-		j := strings.IndexByte(p[i+1:], '/')
-		if j < 0 {
-			j = len(p)
-		} else {
-			j += i + 1
-		}
-		if tok := p[i:j]; strings.IndexByte(tok, 0) >= 0 || !utf8.ValidString(tok) {
-			p = p[:i]
-			break
-		}
-		i = j
-	}
-	if len(p) > event.MaxMemberLen {
-		cut := strings.LastIndexByte(p[:event.MaxMemberLen-len("/…")+1], '/')
-		if cut <= 0 {
-			return "/…"
-		}
-		p = p[:cut] + "/…"
-	}
-	return p
+	return &event.ValidationError{Problems: []event.Problem{{Member: event.SafePointer(member), Rule: rule, Message: truncate(msg)}}}
 }
 
 // compileError turns an error of the compiler into the refusal of the
@@ -254,7 +226,7 @@ func leafProblems(verr *jsonschema.ValidationError, base string) []event.Problem
 		path := base + pointer(e.InstanceLocation)
 		if req, ok := e.ErrorKind.(*kind.Required); ok {
 			for _, m := range req.Missing {
-				out = append(out, event.Problem{Member: safeMember(path + pointer([]string{m})), Rule: event.RuleRequired, Message: "is required"})
+				out = append(out, event.Problem{Member: event.SafePointer(path + pointer([]string{m})), Rule: event.RuleRequired, Message: "is required"})
 			}
 			return
 		}
@@ -262,12 +234,12 @@ func leafProblems(verr *jsonschema.ValidationError, base string) []event.Problem
 		if kp := e.ErrorKind.KeywordPath(); len(kp) > 0 {
 			rule = kp[len(kp)-1]
 		}
-		out = append(out, event.Problem{Member: safeMember(path), Rule: rule, Message: problemMessage(e.ErrorKind, rule)})
+		out = append(out, event.Problem{Member: event.SafePointer(path), Rule: rule, Message: problemMessage(e.ErrorKind, rule)})
 	}
 	walk(verr)
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
 	if len(out) == 0 {
-		out = []event.Problem{{Member: safeMember(base), Rule: event.RuleSchema, Message: truncate(verr.ErrorKind.LocalizedString(printer))}}
+		out = []event.Problem{{Member: event.SafePointer(base), Rule: event.RuleSchema, Message: truncate(verr.ErrorKind.LocalizedString(printer))}}
 	}
 	return out
 }
@@ -339,7 +311,7 @@ func checkStrictJSON(doc jsontext.Value) error {
 	if _, err := dec.ReadValue(); err != nil {
 		var se *jsontext.SyntacticError
 		if errors.As(err, &se) {
-			ptr := safeMember(string(se.JSONPointer))
+			ptr := event.SafePointer(string(se.JSONPointer))
 			if errors.Is(se.Err, jsontext.ErrDuplicateName) {
 				return schemaProblem(ptr, event.RuleDuplicateMember, "is given more than once (the schema must be strict JSON)")
 			}

@@ -64,7 +64,7 @@ func unwrapSizeSchema(body jsontext.Value) (schema jsontext.Value, at string, er
 	if len(others) > 0 {
 		ps := make([]event.Problem, 0, min(len(others), maxSizeProblems))
 		for _, o := range others[:min(len(others), maxSizeProblems)] {
-			ps = append(ps, event.Problem{Member: safeMember(event.Pointer(o)), Rule: event.RuleAdditionalProperties,
+			ps = append(ps, event.Problem{Member: event.SafePointer(event.Pointer(o)), Rule: event.RuleAdditionalProperties,
 				Message: fmt.Sprintf("is not allowed: the body {%q: schema} holds no other member", WrapperMember)})
 		}
 		return nil, "", &event.ValidationError{Problems: ps}
