@@ -61,24 +61,11 @@ func NewClient(baseURL string, opts ClientOptions) (*Client, error) {
 	if opts.Token == "" {
 		errs = append(errs, errors.New("correlatehttp: a token is required"))
 	}
-	if opts.MaxAttempts < 0 {
-		errs = append(errs, fmt.Errorf("correlatehttp: MaxAttempts must not be negative, is %d", opts.MaxAttempts))
-	}
-	if opts.Backoff < 0 {
-		errs = append(errs, fmt.Errorf("correlatehttp: Backoff must not be negative, is %s", opts.Backoff))
-	}
+	errs = append(errs, retry.CheckOptions("correlatehttp", opts.MaxAttempts, opts.Backoff)...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{Timeout: 30 * time.Second}
-	}
-	if opts.MaxAttempts == 0 {
-		opts.MaxAttempts = 5
-	}
-	if opts.Backoff == 0 {
-		opts.Backoff = 200 * time.Millisecond
-	}
+	opts.HTTPClient, opts.MaxAttempts, opts.Backoff = retry.Defaults(opts.HTTPClient, opts.MaxAttempts, opts.Backoff)
 	return &Client{url: strings.TrimRight(baseURL, "/") + "/api/events", opts: opts, backoff: opts.Backoff}, nil
 }
 

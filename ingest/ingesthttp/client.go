@@ -83,12 +83,7 @@ func NewClient(baseURL string, opts ClientOptions) (*Client, error) {
 	if opts.Token == "" {
 		errs = append(errs, errors.New("ingesthttp: a token is required"))
 	}
-	if opts.MaxAttempts < 0 {
-		errs = append(errs, fmt.Errorf("ingesthttp: MaxAttempts must not be negative, is %d", opts.MaxAttempts))
-	}
-	if opts.Backoff < 0 {
-		errs = append(errs, fmt.Errorf("ingesthttp: Backoff must not be negative, is %s", opts.Backoff))
-	}
+	errs = append(errs, retry.CheckOptions("ingesthttp", opts.MaxAttempts, opts.Backoff)...)
 	if opts.BatchSize < 0 || opts.BatchSize > MaxBatch {
 		errs = append(errs, fmt.Errorf("ingesthttp: BatchSize must be 0 to %d, is %d", MaxBatch, opts.BatchSize))
 	}
@@ -98,15 +93,7 @@ func NewClient(baseURL string, opts ClientOptions) (*Client, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{Timeout: 30 * time.Second}
-	}
-	if opts.MaxAttempts == 0 {
-		opts.MaxAttempts = 5
-	}
-	if opts.Backoff == 0 {
-		opts.Backoff = 200 * time.Millisecond
-	}
+	opts.HTTPClient, opts.MaxAttempts, opts.Backoff = retry.Defaults(opts.HTTPClient, opts.MaxAttempts, opts.Backoff)
 	if opts.BatchSize == 0 {
 		opts.BatchSize = MaxBatch
 	}

@@ -7,6 +7,7 @@ package retry
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -15,6 +16,35 @@ import (
 
 // MaxWait caps every wait between two attempts, a Retry-After included.
 const MaxWait = 30 * time.Second
+
+// CheckOptions lists what is wrong with a client's retry options (a
+// negative maxAttempts or backoff), each error prefixed with pkg, the
+// client's package name.
+func CheckOptions(pkg string, maxAttempts int, backoff time.Duration) []error {
+	var errs []error
+	if maxAttempts < 0 {
+		errs = append(errs, fmt.Errorf("%s: MaxAttempts must not be negative, is %d", pkg, maxAttempts))
+	}
+	if backoff < 0 {
+		errs = append(errs, fmt.Errorf("%s: Backoff must not be negative, is %s", pkg, backoff))
+	}
+	return errs
+}
+
+// Defaults fills a client's zero retry options: an http.Client with a 30 s
+// timeout, 5 attempts, a first wait of 200 ms.
+func Defaults(c *http.Client, maxAttempts int, backoff time.Duration) (*http.Client, int, time.Duration) {
+	if c == nil {
+		c = &http.Client{Timeout: 30 * time.Second}
+	}
+	if maxAttempts == 0 {
+		maxAttempts = 5
+	}
+	if backoff == 0 {
+		backoff = 200 * time.Millisecond
+	}
+	return c, maxAttempts, backoff
+}
 
 // Status reports whether an answer with status code s is retried: 408
 // Request Timeout, 429 Too Many Requests and every 5xx. Any other answer is
