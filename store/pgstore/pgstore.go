@@ -223,9 +223,10 @@ type Options struct {
 // schema), checks that it answers, and returns a DB that owns the pool it
 // made ([DB.Close] closes it). The pool follows opts over the URL's own
 // parameters (MaxConns, ConnectTimeout, StatementTimeout), bounds the wait
-// for one of its connections (AcquireTimeout), pings each
-// connection as it is taken from the pool (so a connection broken by a
-// PostgreSQL restart is replaced before any statement is sent), and [DB.Ping]
+// for one of its connections (AcquireTimeout), checks each connection as it
+// is taken from the pool (a non-blocking peek at its socket, and a ping after
+// a second idle: a connection broken by a PostgreSQL restart is replaced
+// before any statement is sent), and [DB.Ping]
 // gets a one-connection pool of its own. It does not apply migrations: call
 // [DB.Migrate] for that. Errors: an unparsable URL, a negative option, or an
 // unreachable server (store.ErrUnavailable, within the connect timeout).

@@ -89,8 +89,10 @@ func TestPingDoesNotQueueBehindTraffic(t *testing.T) {
 
 // Issue 12, Stale connections: after every connection of the pool is
 // broken (as a PostgreSQL restart breaks them), the first request
-// succeeds: connections are pinged when taken from the pool, and a broken
-// one is replaced before any statement is sent.
+// succeeds: connections are checked when taken from the pool (their socket
+// peeked at, see checkOnAcquire), and a broken one is replaced before any
+// statement is sent. pg_terminate_backend waits for each backend to exit,
+// as a restart ends them all before the server accepts again.
 func TestFirstRequestAfterBrokenConnectionsSucceeds(t *testing.T) {
 	u := pgtest.URL(t) + "&application_name=tally_stale_test"
 	db := pgtest.Open(t, u, pgstore.Options{MaxConns: 4})
@@ -108,7 +110,7 @@ func TestFirstRequestAfterBrokenConnectionsSucceeds(t *testing.T) {
 	}
 	defer admin.Close(ctx)
 	var killed int
-	if err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+	if err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity
 		WHERE application_name = 'tally_stale_test' AND pid <> pg_backend_pid()`).Scan(&killed); err != nil {
 		t.Fatal(err)
 	}
