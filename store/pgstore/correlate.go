@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tallyhq/tally/correlate"
 )
@@ -62,13 +61,6 @@ type correlatedRow struct {
 	Specversion     sql.NullString `db:"specversion"`
 	TraceID         sql.NullString `db:"trace_id"`
 	ParentID        sql.NullString `db:"parent_id"`
-}
-
-// upsertRow is a correlatedRow with the upsert's (xmax = 0): true when the row
-// was inserted, false when an existing row was updated.
-type upsertRow struct {
-	correlatedRow
-	Inserted bool `db:"inserted"`
 }
 
 // dest is the scan destinations of r, in the order of correlatedColumns,
@@ -138,14 +130,19 @@ func insertArgs(e correlate.Event) ([]any, error) {
 	}, nil
 }
 
-// Create implements [correlate.Store]: the whole create is one
-// transaction (or, without an idempotencyKey and for steps 2 and 3, one
-// statement). A serialization failure or deadlock (which the statements
-// below are not expected to cause) is retried a few times. Like
-// Ingest.Commit, the create path runs on pgx directly, on one connection of
-// the pool (waiting at most the acquire timeout for it), without
-// database/sql or sqlx (issue 14: their per-statement overhead and
-// reflective scans were a fifth of tallyd's CPU per create).
+// Create implements [correlate.Store] in one round trip to the database,
+// or two with an idempotencyKey (issue 14: an idempotent create took six,
+// and every create one more for the connection's ping). The write of steps
+// 2, 3 or 4, with step 5's key binding when there is a key, is one
+// statement (writeStatement), atomic on its own. Without a key it runs
+// alone; with one it runs in a transaction, as two pipelined batches:
+// BEGIN, the key's lock and its lookup; then the write and COMMIT, or
+// ROLLBACK when the key replays. A serialization failure or deadlock
+// (which these statements are not expected to cause) is retried a few
+// times. The create path runs on pgx directly, on one connection of the
+// pool (waiting at most the acquire timeout for it), without database/sql
+// or sqlx (their per-statement overhead and reflective scans were a fifth
+// of tallyd's CPU per create).
 func (s *Correlate) Create(ctx context.Context, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
 	for attempt := 1; ; attempt++ {
 		e, d, err := s.createOnce(ctx, c)
@@ -160,142 +157,194 @@ func (s *Correlate) Create(ctx context.Context, c correlate.Create) (correlate.E
 	}
 }
 
-// createOnce applies one planned create on one connection of the pool: as
-// one statement when that is atomic on its own, else in a transaction.
-func (s *Correlate) createOnce(ctx context.Context, c correlate.Create) (e correlate.Event, d correlate.Disposition, err error) {
+// createOnce applies one planned create on one connection of the pool.
+func (s *Correlate) createOnce(ctx context.Context, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
+	query, args, err := writeStatement(c)
+	if err != nil {
+		return correlate.Event{}, "", err
+	}
 	pc, err := s.acquireConn(ctx)
 	if err != nil {
 		return correlate.Event{}, "", fmt.Errorf("acquire: %w", err)
 	}
 	defer pc.Release()
-	if c.IdempotencyKey == "" && c.Step != correlate.StepResolution {
-		// One statement, atomic on its own: no transaction round trips.
-		return createIn(ctx, pc, c)
+	if c.IdempotencyKey == "" {
+		var w writtenRow
+		return w.result(pc.QueryRow(ctx, query, args...).Scan(w.dest()...), c)
 	}
-	err = pgx.BeginFunc(ctx, pc, func(tx pgx.Tx) error {
-		var err error
-		e, d, err = createIn(ctx, tx, c)
-		return err
-	})
-	return e, d, err
+	return idempotentCreate(ctx, pc.Conn(), c, query, args)
 }
 
-// createQuerier is what createIn runs its statements on: a pooled
-// connection or a transaction on one.
-type createQuerier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-// createIn applies one planned create through q: the connection when it is
-// one statement, else a transaction (see Correlate.createOnce).
-func createIn(ctx context.Context, q createQuerier, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
+// idempotentCreate is a create with an idempotencyKey, in one transaction
+// of two pipelined round trips on conn.
+//
+// Step 1. Two creates with one key must have exactly one effect, the other
+// waiting and replaying. A transaction-scoped advisory lock on a hash of
+// (organization, user, key) serialises them: the second blocks on it until
+// the first commits or rolls back, and then the lookup, a statement of its
+// own (READ COMMITTED: each statement takes a fresh snapshot), sees the
+// binding the first committed, or none if it rolled back. A hash collision
+// between two keys only makes them wait for each other. The lock is
+// released at commit, after the binding of step 5 is visible.
+func idempotentCreate(ctx context.Context, conn *pgx.Conn, c correlate.Create, query string, args []any) (e correlate.Event, d correlate.Disposition, err error) {
 	org, user := c.Caller.Organization, c.Caller.User
-	if c.IdempotencyKey != "" {
-		// Step 1. Two creates with one key must have exactly one effect,
-		// the other waiting and replaying. A transaction-scoped advisory
-		// lock on a hash of (organization, user, key) serialises them: the
-		// second blocks here until the first commits or rolls back, and
-		// then (READ COMMITTED: each statement takes a fresh snapshot) sees
-		// the binding the first committed, or none if it rolled back. A
-		// hash collision between two keys only makes them wait for each
-		// other. The lock is released at commit, after the binding of
-		// step 5 is visible.
-		lock := fmt.Sprintf("tally.correlate.idempotency:%d:%s:%d:%s:%s", len(org), org, len(user), user, c.IdempotencyKey)
-		if _, err := q.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, lock); err != nil {
-			return correlate.Event{}, "", fmt.Errorf("lock idempotency key: %w", err)
+	defer func() {
+		// A failed statement leaves the transaction open (aborted, or
+		// never committed): end it, so that the pool keeps the connection.
+		if conn.PgConn().TxStatus() != 'I' && !conn.IsClosed() {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 		}
-		var row correlatedRow
-		err := q.QueryRow(ctx, `SELECT `+prefixed("e.", correlatedColumns)+`
-			FROM correlated_event_idempotency_keys k JOIN correlated_events e ON e.id = k.event_id
-			WHERE k.organization = $1 AND k.user_id = $2 AND k.key = $3 AND k.bound_at >= $4`,
-			org, user, c.IdempotencyKey, c.KeyNotBefore).Scan(row.dest()...)
-		switch {
+	}()
+	lock := fmt.Sprintf("tally.correlate.idempotency:%d:%s:%d:%s:%s", len(org), org, len(user), user, c.IdempotencyKey)
+	var begin pgx.Batch
+	begin.Queue("BEGIN")
+	begin.Queue(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, lock)
+	begin.Queue(`SELECT `+prefixed("e.", correlatedColumns)+`
+		FROM correlated_event_idempotency_keys k JOIN correlated_events e ON e.id = k.event_id
+		WHERE k.organization = $1 AND k.user_id = $2 AND k.key = $3 AND k.bound_at >= $4`,
+		org, user, c.IdempotencyKey, c.KeyNotBefore)
+	var bound correlatedRow
+	found, err := func() (bool, error) {
+		br := conn.SendBatch(ctx, &begin)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return false, fmt.Errorf("begin: %w", err)
+		}
+		if _, err := br.Exec(); err != nil {
+			return false, fmt.Errorf("lock idempotency key: %w", err)
+		}
+		switch err := br.QueryRow().Scan(bound.dest()...); {
 		case err == nil:
-			e, err := row.event()
-			return e, correlate.Replayed, err
-		case !errors.Is(err, pgx.ErrNoRows):
-			return correlate.Event{}, "", fmt.Errorf("read idempotency key: %w", err)
+			return true, br.Close()
+		case errors.Is(err, pgx.ErrNoRows):
+			return false, br.Close()
+		default:
+			return false, fmt.Errorf("read idempotency key: %w", err)
 		}
-	}
-
-	args, err := insertArgs(c.Event)
+	}()
 	if err != nil {
 		return correlate.Event{}, "", err
 	}
-	var (
-		row  correlatedRow
-		disp = correlate.Created
-	)
+	if found {
+		if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil { // nothing was written
+			return correlate.Event{}, "", fmt.Errorf("end transaction: %w", err)
+		}
+		e, err := bound.event()
+		return e, correlate.Replayed, err
+	}
+	var commit pgx.Batch
+	var w writtenRow
+	var werr error
+	commit.Queue(query, args...).QueryRow(func(row pgx.Row) error {
+		werr = row.Scan(w.dest()...)
+		return nil
+	})
+	commit.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, &commit).Close(); err != nil && werr == nil {
+		return correlate.Event{}, "", fmt.Errorf("commit: %w", err)
+	}
+	return w.result(werr, c)
+}
+
+// writtenRow is what writeStatement returns: the row written and the
+// disposition's code.
+type writtenRow struct {
+	correlatedRow
+	disposition int // 0 created, 1 incremented, 2 resolved
+}
+
+func (w *writtenRow) dest() []any { return append(w.correlatedRow.dest(), &w.disposition) }
+
+// result is the create's answer once the write statement scanned into w
+// with err: no row at all is a resolution with nothing to close whose
+// insert was refused (c.InsertRefused).
+func (w *writtenRow) result(err error, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) && c.InsertRefused != nil:
+		return correlate.Event{}, "", c.InsertRefused
+	case err != nil:
+		return correlate.Event{}, "", fmt.Errorf("write event: %w", err)
+	}
+	e, err := w.event()
+	return e, [...]correlate.Disposition{correlate.Created, correlate.Incremented, correlate.Resolved}[w.disposition], err
+}
+
+// insertCast is insertValues as a SELECT list, each parameter cast to its
+// column's type (an INSERT … SELECT does not infer them).
+const insertCast = `$1::uuid, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text,
+	$10::text, $11::text, $12::text, $13::json, $14::json, $15::timestamptz, $16::timestamptz, $17::timestamptz,
+	$18::text, $19::bigint, $20::timestamptz, $21::timestamptz, $22::timestamptz, $23::text, $24::text, $25::text,
+	$26::text, $27::text`
+
+// writeStatement is the one statement of a planned create's write, and its
+// arguments: steps 2, 3 or 4 as c.Step says, and, with an idempotencyKey,
+// step 5 (binding the key to the written event, in the same statement and
+// so the same transaction as the effect). It returns the written row's
+// correlatedColumns and its disposition code (writtenRow), and no row when
+// a resolution has nothing to close and its insert is refused.
+func writeStatement(c correlate.Create) (string, []any, error) {
+	args, err := insertArgs(c.Event)
+	if err != nil {
+		return "", nil, err
+	}
+	var ctes string
 	switch c.Step {
 	case correlate.StepRecord:
-		err = q.QueryRow(ctx, `INSERT INTO correlated_events (`+correlatedColumns+`) VALUES `+insertValues+` RETURNING `+correlatedColumns, args...).Scan(row.dest()...)
+		ctes = `w AS (INSERT INTO correlated_events (` + correlatedColumns + `) VALUES ` + insertValues + `
+			RETURNING ` + correlatedColumns + `, 0 AS disposition)`
 	case correlate.StepOccurrence:
-		// Step 3 in one statement: insert the opening event, or, when the
-		// partial unique index already holds an open event of the key,
-		// count the occurrence on it. PostgreSQL makes INSERT … ON CONFLICT
-		// DO UPDATE atomic under concurrency: of 64 simultaneous first
-		// occurrences one inserts and 63 update, each update waiting for
-		// the row lock of the previous, so none is lost. When the open
-		// event is resolved meanwhile, the conflict disappears and the
-		// insert opens a new event instead. The count saturates at the
-		// bigint maximum instead of failing with 22003.
-		var up upsertRow
-		err = q.QueryRow(ctx, `INSERT INTO correlated_events AS e (`+correlatedColumns+`) VALUES `+insertValues+`
-			ON CONFLICT (organization, user_id, correlation_key) WHERE `+openPredicate+`
+		// Step 3: insert the opening event, or, when the partial unique
+		// index already holds an open event of the key, count the
+		// occurrence on it. PostgreSQL makes INSERT … ON CONFLICT DO UPDATE
+		// atomic under concurrency: of 64 simultaneous first occurrences
+		// one inserts and 63 update, each update waiting for the row lock
+		// of the previous, so none is lost. When the open event is resolved
+		// meanwhile, the conflict disappears and the insert opens a new
+		// event instead. The count saturates at the bigint maximum instead
+		// of failing with 22003.
+		ctes = `w AS (INSERT INTO correlated_events AS e (` + correlatedColumns + `) VALUES ` + insertValues + `
+			ON CONFLICT (organization, user_id, correlation_key) WHERE ` + openPredicate + `
 			DO UPDATE SET
 				occurrence_count = CASE WHEN e.occurrence_count > 9223372036854775807 - $28::bigint
 					THEN 9223372036854775807 ELSE e.occurrence_count + $28::bigint END,
 				last_seen_at = GREATEST(e.last_seen_at, $29::timestamptz),
 				updated_at = GREATEST(e.updated_at, $30::timestamptz)
-			RETURNING `+correlatedColumns+`, (xmax = 0) AS inserted`,
-			append(args, c.Count, c.LastSeenAt, c.Now)...).Scan(append(up.dest(), &up.Inserted)...)
-		row = up.correlatedRow
-		if err == nil && !up.Inserted {
-			disp = correlate.Incremented
-		}
+			RETURNING ` + correlatedColumns + `, CASE WHEN xmax = 0 THEN 0 ELSE 1 END AS disposition)`
+		args = append(args, c.Count, c.LastSeenAt, c.Now)
 	case correlate.StepResolution:
-		// Step 4: close the open event when there is one. The UPDATE takes
-		// its row lock, so a concurrent occurrence either is counted before
-		// (and the resolution sees its count) or waits and, finding the
-		// event closed, opens a new one.
-		err = q.QueryRow(ctx, `UPDATE correlated_events SET
-				resolved_at = $4,
-				severity = COALESCE($5, severity),
-				description = COALESCE($6, description),
-				last_seen_at = GREATEST(last_seen_at, $7::timestamptz),
-				updated_at = GREATEST(updated_at, $8::timestamptz)
-			WHERE organization = $1 AND user_id = $2 AND correlation_key = $3 AND `+openPredicate+`
-			RETURNING `+correlatedColumns,
-			org, user, c.Event.CorrelationKey, c.ResolvedAt, orNull(string(c.Severity)), c.Description, c.LastSeenAt, c.Now).Scan(row.dest()...)
-		switch {
-		case err == nil:
-			disp = correlate.Resolved
-		case errors.Is(err, pgx.ErrNoRows) && c.InsertRefused != nil:
-			return correlate.Event{}, "", c.InsertRefused // nothing to close, and the insert contradicts itself
-		case errors.Is(err, pgx.ErrNoRows):
-			err = q.QueryRow(ctx, `INSERT INTO correlated_events (`+correlatedColumns+`) VALUES `+insertValues+` RETURNING `+correlatedColumns, args...).Scan(row.dest()...)
-		}
+		// Step 4: close the open event when there is one, else record the
+		// event (unless its insert is refused: $33). The UPDATE takes the
+		// open event's row lock, so a concurrent occurrence either is
+		// counted before (and the resolution sees its count) or waits and,
+		// finding the event closed, opens a new one. The insert, of an
+		// event already resolved, never meets the open-key index.
+		ctes = `closed AS (UPDATE correlated_events SET
+				resolved_at = $28,
+				severity = COALESCE($29, severity),
+				description = COALESCE($30, description),
+				last_seen_at = GREATEST(last_seen_at, $31::timestamptz),
+				updated_at = GREATEST(updated_at, $32::timestamptz)
+			WHERE organization = $2 AND user_id = $3 AND correlation_key = $18 AND ` + openPredicate + `
+			RETURNING ` + correlatedColumns + `),
+		opened AS (INSERT INTO correlated_events (` + correlatedColumns + `)
+			SELECT ` + insertCast + ` WHERE $33::boolean AND NOT EXISTS (SELECT FROM closed)
+			RETURNING ` + correlatedColumns + `),
+		w AS (SELECT *, 2 AS disposition FROM closed UNION ALL SELECT *, 0 FROM opened)`
+		args = append(args, c.ResolvedAt, orNull(string(c.Severity)), c.Description, c.LastSeenAt, c.Now, c.InsertRefused == nil)
 	default:
-		return correlate.Event{}, "", fmt.Errorf("unknown step %d", c.Step)
+		return "", nil, fmt.Errorf("unknown step %d", c.Step)
 	}
-	if err != nil {
-		return correlate.Event{}, "", fmt.Errorf("write event: %w", err)
-	}
-
 	if c.IdempotencyKey != "" {
-		// Step 5, in the same transaction as the effect. A binding older
-		// than the retention is replaced.
-		if _, err := q.Exec(ctx, `INSERT INTO correlated_event_idempotency_keys
-				(organization, user_id, key, event_id, bound_at) VALUES ($1, $2, $3, $4, $5)
+		// Step 5. A binding older than the retention is replaced.
+		n := len(args)
+		ctes += fmt.Sprintf(`,
+		bound AS (INSERT INTO correlated_event_idempotency_keys (organization, user_id, key, event_id, bound_at)
+			SELECT $%d::text, $%d::text, $%d::text, id, $%d::timestamptz FROM w
 			ON CONFLICT (organization, user_id, key) DO UPDATE
-				SET event_id = EXCLUDED.event_id, bound_at = EXCLUDED.bound_at`,
-			org, user, c.IdempotencyKey, row.ID, c.Now); err != nil {
-			return correlate.Event{}, "", fmt.Errorf("bind idempotency key: %w", err)
-		}
+				SET event_id = EXCLUDED.event_id, bound_at = EXCLUDED.bound_at)`, n+1, n+2, n+3, n+4)
+		args = append(args, c.Caller.Organization, c.Caller.User, c.IdempotencyKey, c.Now)
 	}
-	e, err := row.event()
-	return e, disp, err
+	return `WITH ` + ctes + ` SELECT * FROM w`, args, nil
 }
 
 // prefixed qualifies every column of a column list with prefix.
