@@ -237,29 +237,38 @@ func (r pgReader) correlation(ctx context.Context, org string) (map[corrPair]cor
 }
 
 // The bare-SQL correlation ceiling runs the statements the product runs for
-// each step of createEvent (store/pgstore/correlate.go), through pgx on its
-// own connections, without HTTP, JSON, validation or database/sql.
+// each step of createEvent (store/pgstore/correlate.go), in the same round
+// trips, through pgx on its own connections, without HTTP, JSON, validation
+// or database/sql: a create without an idempotency key is one statement (a
+// resolution closes the open event or records one, in one statement); one
+// with a key is a transaction of two pipelined batches, BEGIN, the key's
+// lock and its lookup, then the write with the key's binding (one
+// statement) and COMMIT, or ROLLBACK when the key replays.
 const (
 	corrCols = `id, organization, user_id, system_id, acted_upon, category, action, severity, status, description,
 		metadata, created_at, updated_at, correlation_key, occurrence_count, first_seen_at, last_seen_at, resolved_at,
 		source, type, specversion`
 	corrVals       = `($1, $2, $3, $4, $5, $6, $7, $8, 'unread', $9, $10::json, $11, $11, $12, 1, $13, $13, $14, $15, $16, '1.0')`
+	corrCast       = `$1::uuid, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, 'unread', $9::text, $10::json, $11::timestamptz, $11::timestamptz, $12::text, 1, $13::timestamptz, $13::timestamptz, $14::timestamptz, $15::text, $16::text, '1.0'`
 	corrOpen       = `resolved_at IS NULL AND deleted_at IS NULL AND user_id <> '' AND correlation_key IS NOT NULL`
-	corrInsert     = `INSERT INTO correlated_events (` + corrCols + `) VALUES ` + corrVals + ` RETURNING id::text`
-	corrOccurrence = `INSERT INTO correlated_events AS e (` + corrCols + `) VALUES ` + corrVals + `
+	corrOccurrence = `w AS (INSERT INTO correlated_events AS e (` + corrCols + `) VALUES ` + corrVals + `
 		ON CONFLICT (organization, user_id, correlation_key) WHERE ` + corrOpen + `
 		DO UPDATE SET occurrence_count = e.occurrence_count + 1,
 			last_seen_at = GREATEST(e.last_seen_at, EXCLUDED.last_seen_at),
 			updated_at = GREATEST(e.updated_at, EXCLUDED.updated_at)
-		RETURNING id::text, (xmax = 0)`
-	corrResolve = `UPDATE correlated_events SET resolved_at = $4, severity = $5, description = $6,
-			last_seen_at = GREATEST(last_seen_at, $7::timestamptz), updated_at = GREATEST(updated_at, $7::timestamptz)
-		WHERE organization = $1 AND user_id = $2 AND correlation_key = $3 AND ` + corrOpen + ` RETURNING id::text`
+		RETURNING id, CASE WHEN xmax = 0 THEN 'created' ELSE 'incremented' END AS disp)`
+	corrResolve = `closed AS (UPDATE correlated_events SET resolved_at = $14, severity = $8, description = $9,
+			last_seen_at = GREATEST(last_seen_at, $13::timestamptz), updated_at = GREATEST(updated_at, $13::timestamptz)
+		WHERE organization = $2 AND user_id = $3 AND correlation_key = $12 AND ` + corrOpen + ` RETURNING id),
+		opened AS (INSERT INTO correlated_events (` + corrCols + `) SELECT ` + corrCast + `
+			WHERE NOT EXISTS (SELECT FROM closed) RETURNING id),
+		w AS (SELECT id, 'resolved' AS disp FROM closed UNION ALL SELECT id, 'created' FROM opened)`
+	corrBind = `, bound AS (INSERT INTO correlated_event_idempotency_keys (organization, user_id, key, event_id, bound_at)
+		SELECT $2::text, $3::text, $17::text, id, $13::timestamptz FROM w ON CONFLICT (organization, user_id, key) DO UPDATE
+		SET event_id = EXCLUDED.event_id, bound_at = EXCLUDED.bound_at)`
+	corrSelect = ` SELECT id::text, disp FROM w`
 	corrLookup = `SELECT k.event_id::text FROM correlated_event_idempotency_keys k
 		WHERE k.organization = $1 AND k.user_id = $2 AND k.key = $3`
-	corrBind = `INSERT INTO correlated_event_idempotency_keys (organization, user_id, key, event_id, bound_at)
-		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (organization, user_id, key) DO UPDATE
-		SET event_id = EXCLUDED.event_id, bound_at = EXCLUDED.bound_at`
 )
 
 // sqlCreate applies one create as bare SQL and returns its disposition and
@@ -276,50 +285,49 @@ func sqlCreate(ctx context.Context, p *pgxpool.Pool, cfg corrConfig, op corrOp) 
 	meta := fmt.Sprintf(`{"error":"dial tcp 10.96.0.1:443: i/o timeout","connectionKind":"kubernetes","connectionName":"cluster-%03d"}`, op.Key)
 	args := []any{uuid.Must(uuid.NewV7()).String(), cfg.Org, user, cfg.system(), cfg.actedUpon(op.Key), "connection", action, severity,
 		desc, meta, now, key, now, resolved, "/meshery/server", "io.meshery.connection"}
-	if op.IdemKey == "" && !op.Resolve {
-		var inserted bool
-		err = p.QueryRow(ctx, corrOccurrence, args...).Scan(&id, &inserted)
-		if inserted {
-			return "created", id, err
-		}
-		return "incremented", id, err
+	write := "WITH " + corrOccurrence
+	if op.Resolve {
+		write = "WITH " + corrResolve
 	}
-	err = pgx.BeginFunc(ctx, p, func(tx pgx.Tx) error {
-		if op.IdemKey != "" {
-			lock := fmt.Sprintf("tally.correlate.idempotency:%d:%s:%d:%s:%s", len(cfg.Org), cfg.Org, len(user), user, op.IdemKey)
-			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, lock); err != nil {
-				return err
-			}
-			err := tx.QueryRow(ctx, corrLookup, cfg.Org, user, op.IdemKey).Scan(&id)
-			if err == nil {
-				disp = "replayed"
-				return nil
-			}
-			if !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
+	if op.IdemKey == "" {
+		err = p.QueryRow(ctx, write+corrSelect, args...).Scan(&id, &disp)
+		return disp, id, err
+	}
+	c, err := p.Acquire(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	defer c.Release()
+	conn := c.Conn()
+	defer func() {
+		if conn.PgConn().TxStatus() != 'I' && !conn.IsClosed() {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 		}
-		var err error
-		switch {
-		case op.Resolve:
-			err = tx.QueryRow(ctx, corrResolve, cfg.Org, user, key, now, severity, desc, now).Scan(&id)
-			disp = "resolved"
-			if errors.Is(err, pgx.ErrNoRows) {
-				err = tx.QueryRow(ctx, corrInsert, args...).Scan(&id)
-				disp = "created"
-			}
-		default:
-			var inserted bool
-			err = tx.QueryRow(ctx, corrOccurrence, args...).Scan(&id, &inserted)
-			disp = map[bool]string{true: "created", false: "incremented"}[inserted]
-		}
-		if err != nil {
+	}()
+	lock := fmt.Sprintf("tally.correlate.idempotency:%d:%s:%d:%s:%s", len(cfg.Org), cfg.Org, len(user), user, op.IdemKey)
+	var begin pgx.Batch
+	begin.Queue("BEGIN")
+	begin.Queue(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, lock)
+	begin.Queue(corrLookup, cfg.Org, user, op.IdemKey).QueryRow(func(r pgx.Row) error {
+		if err := r.Scan(&id); err == nil {
+			disp = "replayed"
+		} else if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		if op.IdemKey != "" {
-			_, err = tx.Exec(ctx, corrBind, cfg.Org, user, op.IdemKey, id, now)
-		}
-		return err
+		return nil
 	})
+	if err := conn.SendBatch(ctx, &begin).Close(); err != nil {
+		return "", "", err
+	}
+	if disp == "replayed" {
+		_, err := conn.Exec(ctx, "ROLLBACK")
+		return disp, id, err
+	}
+	var commit pgx.Batch
+	commit.Queue(write+corrBind+corrSelect, append(args, op.IdemKey)...).QueryRow(func(r pgx.Row) error {
+		return r.Scan(&id, &disp)
+	})
+	commit.Queue("COMMIT")
+	err = conn.SendBatch(ctx, &commit).Close()
 	return disp, id, err
 }
