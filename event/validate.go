@@ -3,7 +3,6 @@ package event
 import (
 	"bytes"
 	"fmt"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -30,7 +29,26 @@ const (
 // separated by dots. [Validate] checks [EventTypeMaxLen] first.
 const EventTypePattern = `^[a-z0-9_]+(\.[a-z0-9_]+)+$`
 
-var eventTypeRE = regexp.MustCompile(EventTypePattern)
+// validEventType reports whether s matches [EventTypePattern], byte by
+// byte: the regular expression cost about a tenth of [DecodeValidate]
+// (issue 14). TestValidEventType compares the two.
+func validEventType(s string) bool {
+	parts, n := 1, 0 // n counts the bytes of the current part
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '.':
+			if n == 0 {
+				return false
+			}
+			parts, n = parts+1, 0
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '_':
+			n++
+		default:
+			return false
+		}
+	}
+	return parts >= 2 && n > 0
+}
 
 // Validate checks e against the rules of canonical-event.md (Bounds, Sources
 // and categories, Rules) and reports every rule it breaks at once. It returns
@@ -99,7 +117,7 @@ func validate(e *Event, checkRaw bool) error {
 		add("/event_type", RuleRequired, "is required")
 	case n > EventTypeMaxLen:
 		add("/event_type", RuleMaxLength, fmt.Sprintf("must be at most %d bytes, has %d", EventTypeMaxLen, n))
-	case !eventTypeRE.MatchString(e.EventType):
+	case !validEventType(e.EventType):
 		add("/event_type", RulePattern, fmt.Sprintf("%q must be two or more dot-separated parts of a-z, 0-9 and _ (%s)", e.EventType, EventTypePattern))
 	}
 	for _, f := range [...]struct {
