@@ -139,32 +139,81 @@ type registry struct {
 type pair struct{ a, b string }
 
 type compiled struct {
-	version int64
-	doc     jsontext.Value
-	schema  *jsonschema.Schema
+	version  int64
+	doc      jsontext.Value
+	schema   *jsonschema.Schema
+	accepted *verdicts
 }
 
-// schema returns the compiled schema of rt, from the cache when rt's Version
-// and document are the cached ones.
-func (r *registry) schema(rt ResourceType) (*jsonschema.Schema, error) {
+// schema returns the compiled schema of rt and the sizes it is known to
+// accept, from the cache when rt's Version and document are the cached
+// ones. A recompiled schema starts with no known sizes.
+func (r *registry) schema(rt ResourceType) (*jsonschema.Schema, *verdicts, error) {
 	k := pair{rt.Platform, rt.ResourceType}
 	r.mu.Lock()
 	c, ok := r.cache[k]
 	r.mu.Unlock()
 	if ok && c.version == rt.Version && bytes.Equal(c.doc, rt.SizeSchema) {
-		return c.schema, nil
+		return c.schema, c.accepted, nil
 	}
 	sch, err := CompileSizeSchema(rt.SizeSchema)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	c = compiled{version: rt.Version, doc: bytes.Clone(rt.SizeSchema), schema: sch, accepted: newVerdicts()}
 	r.mu.Lock()
 	if r.cache == nil {
 		r.cache = make(map[pair]compiled)
 	}
-	r.cache[k] = compiled{version: rt.Version, doc: bytes.Clone(rt.SizeSchema), schema: sch}
+	r.cache[k] = c
 	r.mu.Unlock()
-	return sch, nil
+	return sch, c.accepted, nil
+}
+
+// Bounds of one compiled schema's verdicts: how many sizes it remembers
+// and the longest size it remembers, in bytes (at most about 1.5 MiB per
+// registered pair).
+const (
+	maxVerdicts    = 4096
+	maxVerdictSize = 256
+)
+
+// verdicts are the sizes (their exact bytes, after size names) that one
+// compiled schema accepted, remembered across batches (issue 14: sizes
+// repeat, a flavor's or a volume type's in every batch). Validation is a
+// pure function of the schema's document and the size's bytes (no loader,
+// no clock), so a remembered size is accepted without being read again;
+// only accepted sizes are kept, as a refusal's reason needs the validator.
+// A put of the pair's schema changes its Version, which recompiles it with
+// empty verdicts. When full, it forgets everything and starts over. Safe
+// for concurrent use.
+type verdicts struct {
+	mu    sync.RWMutex
+	sizes map[string]struct{}
+}
+
+func newVerdicts() *verdicts { return &verdicts{sizes: make(map[string]struct{})} }
+
+// has reports whether size was accepted.
+func (v *verdicts) has(size []byte) bool {
+	v.mu.RLock()
+	_, ok := v.sizes[string(size)]
+	v.mu.RUnlock()
+	return ok
+}
+
+// add remembers that size was accepted, unless it is longer than
+// maxVerdictSize.
+func (v *verdicts) add(size []byte) {
+	if len(size) > maxVerdictSize {
+		return
+	}
+	v.mu.Lock()
+	if len(v.sizes) >= maxVerdicts {
+		clear(v.sizes)
+	}
+	v.sizes[string(size)] = struct{}{}
+	v.mu.Unlock()
 }
 
 // invalidate drops the cached schema of one pair.

@@ -461,9 +461,17 @@ func (r *run) resolveSizeNames(i int, ev event.Event) (jsontext.Value, map[strin
 // the same for the whole run: a size this run's schema accepted is accepted
 // again without being read (issue 14: the size schema was about a fifth of
 // the Go time per event). The memo holds at most the batch's own sizes.
+// Across batches, a size the same compiled schema accepted before (its
+// verdicts, kept by the registry with the schema and bounded) is accepted
+// too, once this run has read the pair's registry row: a put is seen by
+// the next batch, as without the memo.
 func (r *run) checkSize(i int, raw []byte, id string, ev event.Event, size jsontext.Value) (*pair, bool, error) {
 	sp := pair{ev.Platform, ev.ResourceType}
 	if r.valid[sp][string(size)] {
+		return nil, true, nil
+	}
+	if lk := r.schemas[sp]; lk != nil && lk.rt != nil && lk.accepted.has(size) {
+		r.accept(sp, size)
 		return nil, true, nil
 	}
 	ptrs, total, err := numbersOutOfRange(size, maxSizeProblems)
@@ -504,11 +512,17 @@ func (r *run) checkSize(i int, raw []byte, id string, ev event.Event, size jsont
 		r.reject(i, id, KindSizeSchema, "size_schema: "+strings.Join(problems, "; "), raw)
 		return nil, false, nil
 	}
+	lk.accepted.add(size)
+	r.accept(sp, size)
+	return nil, true, nil
+}
+
+// accept remembers for the rest of the run that sp's schema accepted size.
+func (r *run) accept(sp pair, size jsontext.Value) {
 	if r.valid[sp] == nil {
 		r.valid[sp] = make(map[string]bool)
 	}
 	r.valid[sp][string(size)] = true
-	return nil, true, nil
 }
 
 // admit is stage 5: the caller's pipeline as source, then the survivor is
@@ -594,11 +608,12 @@ func (r *run) observe(ingested map[string]int, unvalidated map[pair]int, replays
 	}
 }
 
-// schemaLookup is the registry row of one pair (nil when none) and its
-// compiled schema.
+// schemaLookup is the registry row of one pair (nil when none), its
+// compiled schema and the sizes that schema is known to accept.
 type schemaLookup struct {
-	rt     *ResourceType
-	schema *jsonschema.Schema
+	rt       *ResourceType
+	schema   *jsonschema.Schema
+	accepted *verdicts
 }
 
 // lookupSchema reads the registry row of a pair and returns it compiled
@@ -612,11 +627,11 @@ func (s *Service) lookupSchema(ctx context.Context, platform, resourceType strin
 	if err != nil {
 		return nil, fmt.Errorf("ingest: read size schema of (%s, %s): %w", platform, resourceType, err)
 	}
-	sch, err := s.reg.schema(rt)
+	sch, accepted, err := s.reg.schema(rt)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: size schema of (%s, %s) version %d does not compile: %w", platform, resourceType, rt.Version, err)
 	}
-	return &schemaLookup{rt: &rt, schema: sch}, nil
+	return &schemaLookup{rt: &rt, schema: sch, accepted: accepted}, nil
 }
 
 // withSizeAsReported returns provider with its size_as_reported member set to
