@@ -205,20 +205,18 @@ JOIN unnest($1::text[], $2::timestamptz[]) AS u(event_id, ts) ON e.event_id = u.
 	return stored, true, nil
 }
 
-var eventColumns = []string{"event_id", "timestamp", "event_type", "platform", "cloud", "resource_type",
-	"resource_id", "project_id", "source", "payload", "category", "received_at"}
-
-// copyEvents inserts evs with one binary COPY, in (event_id, timestamp)
-// order so that concurrent batches wait on each other's keys in one order.
+// copyEvents inserts evs with one binary COPY (copyEventRows), in
+// (event_id, timestamp) order so that concurrent batches wait on each
+// other's keys in one order.
 func copyEvents(ctx context.Context, tx pgx.Tx, evs []*event.Event, receivedAt time.Time) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	rows, err := eventRows(evs, receivedAt)
+	stream, err := copyEventRows(sortedEvents(evs), receivedAt)
 	if err != nil {
 		return err
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, eventColumns, pgx.CopyFromRows(rows)); err != nil {
+	if err := copyStream(ctx, tx, stream); err != nil {
 		return fmt.Errorf("insert events: %w", err)
 	}
 	return nil
@@ -282,13 +280,19 @@ RETURNING event_id, timestamp`,
 	return out, nil
 }
 
-// eventRows are the events rows of evs, sorted by (event_id, timestamp),
-// in the order of eventColumns.
-func eventRows(evs []*event.Event, receivedAt time.Time) ([][]any, error) {
+// sortedEvents is a copy of evs sorted by (event_id, timestamp).
+func sortedEvents(evs []*event.Event) []*event.Event {
 	sorted := slices.Clone(evs)
 	slices.SortFunc(sorted, func(a, b *event.Event) int {
 		return cmp.Or(strings.Compare(a.EventID, b.EventID), a.Timestamp.Compare(b.Timestamp))
 	})
+	return sorted
+}
+
+// eventRows are the events rows of evs, sorted by (event_id, timestamp),
+// in the order of copyEventsSQL's columns.
+func eventRows(evs []*event.Event, receivedAt time.Time) ([][]any, error) {
+	sorted := sortedEvents(evs)
 	rows := make([][]any, len(sorted))
 	for i, e := range sorted {
 		payload, err := e.Payload.MarshalJSON()

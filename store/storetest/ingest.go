@@ -127,6 +127,7 @@ var ingestCases = []ingestCase{
 	{"Rules/a source outside the two refuses the item", testSourceRefused},
 	{"Rules/event_id is the item's own, deterministic or not", testEventIDKept},
 	{"Rules/project_id names the owner at or after the event", testProjectTransfer},
+	{"Rules/every timestamp RFC 3339 can write is stored to the microsecond", testTimestampRange},
 	// Size schemas.
 	{"SizeSchemas/size validated against the registry whenever the payload carries one", testSizeValidated},
 	{"SizeSchemas/every copy of a size repeated in one batch is judged", testSizeRepeatedInBatch},
@@ -179,6 +180,34 @@ func testReplay(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	}
 	if len(before) != 3 {
 		t.Errorf("stored %d events, want 3", len(before))
+	}
+}
+
+// The timestamp is stored as Decode normalised it (UTC, microseconds), at
+// both ends of the years RFC 3339 can write and on either side of
+// PostgreSQL's own epoch (2000-01-01), which its binary form counts from.
+func testTimestampRange(t *testing.T, newStore func(t *testing.T) ingestStore) {
+	e := newEnv(t, newStore, ingest.Options{})
+	var batch []item
+	for i, ts := range []time.Time{
+		time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(1969, 12, 31, 23, 59, 59, 999999000, time.UTC),
+		time.Date(1999, 12, 31, 23, 59, 59, 999999000, time.UTC),
+		time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2000, 1, 1, 0, 0, 0, 1000, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC),
+	} {
+		batch = append(batch, volumeCreate(fmt.Sprintf("ts%d", i), ts))
+	}
+	if diff := cmp.Diff(ingest.Result{Accepted: len(batch), Rejected: []ingest.Rejection{}}, e.ingest(collector, items(batch...)...)); diff != "" {
+		t.Fatalf("(-want +got):\n%s", diff)
+	}
+	var want []eventForm
+	for _, it := range batch {
+		want = append(want, expected(t, it.bytes(), event.SourceCollector))
+	}
+	if diff := cmp.Diff(want, storedEvents(t, e.st)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
 
