@@ -199,29 +199,39 @@ func (s *SizeNames) SizeNames(ctx context.Context, cloud, resourceType string) (
 	return s.sizeNames(ctx, cloud, resourceType)
 }
 
+// sizeNames reads on pgx directly, not through sqlx: the pipeline calls
+// it once per (cloud, resource_type) and batch (issue 14).
 func (s *conn) sizeNames(ctx context.Context, cloud, resourceType string) ([]sizenames.Row, error) {
-	var rows []sizeNameRow
-	err := s.db.SelectContext(ctx, &rows, `
+	out := []sizenames.Row{}
+	var r sizenames.Row
+	err := s.forEachRow(ctx, `
 SELECT cloud, resource_type, member, value, name
 FROM size_names WHERE cloud = $1 AND resource_type = $2
-ORDER BY member, value`, cloud, resourceType)
+ORDER BY member, value`, []any{cloud, resourceType}, []any{&r.Cloud, &r.ResourceType, &r.Member, &r.Value, &r.Name}, func() error {
+		out = append(out, r)
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: size names: %w", interpretError(err))
-	}
-	out := make([]sizenames.Row, len(rows))
-	for i, r := range rows {
-		out[i] = sizenames.Row(r)
 	}
 	return out, nil
 }
 
-// sizeNameRow is a size_names row as sqlx scans it.
-type sizeNameRow struct {
-	Cloud        string `db:"cloud"`
-	ResourceType string `db:"resource_type"`
-	Member       string `db:"member"`
-	Value        string `db:"value"`
-	Name         string `db:"name"`
+// forEachRow runs query with args on a connection of the pool (taken
+// within the acquire timeout), scanning each row into dest and calling fn
+// after each (pgx.ForEachRow).
+func (s *conn) forEachRow(ctx context.Context, query string, args, dest []any, fn func() error) error {
+	pc, err := s.acquireConn(ctx)
+	if err != nil {
+		return err
+	}
+	defer pc.Release()
+	rows, err := pc.Query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	_, err = pgx.ForEachRow(rows, dest, fn)
+	return err
 }
 
 // ReplaceSizeNames replaces every size-name row of cloud by rows, in one
@@ -289,10 +299,23 @@ const resourceTypeColumns = `platform, resource_type, size_schema::text AS size_
 // resourceType) (canonical-event.md, Size schemas), with SizeSchema as the
 // exact bytes that were put. Errors: one wrapping store.ErrNotFound when no
 // row exists. Safe for concurrent use.
+//
+// It reads on pgx directly, not through sqlx: the pipeline calls it once
+// per pair and batch (issue 14).
 func (s *Ingest) ResourceType(ctx context.Context, platform, resourceType string) (ingest.ResourceType, error) {
-	var r resourceTypeRow
-	err := s.db.GetContext(ctx, &r, `SELECT `+resourceTypeColumns+`
-FROM resource_types WHERE platform = $1 AND resource_type = $2`, platform, resourceType)
+	var (
+		r     resourceTypeRow
+		found bool
+	)
+	err := s.forEachRow(ctx, `SELECT `+resourceTypeColumns+`
+FROM resource_types WHERE platform = $1 AND resource_type = $2`, []any{platform, resourceType},
+		[]any{&r.Platform, &r.ResourceType, &r.SizeSchema, &r.Version, &r.UpdatedAt}, func() error {
+			found = true
+			return nil
+		})
+	if err == nil && !found {
+		err = pgx.ErrNoRows
+	}
 	if err != nil {
 		return ingest.ResourceType{}, fmt.Errorf("pgstore: resource type %s/%s: %w", platform, resourceType, interpretError(err))
 	}
