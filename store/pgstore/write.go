@@ -388,13 +388,14 @@ func rebuildBatch(ctx context.Context, c *conn, keys []ingest.ResourceKey) error
 		if _, err := tx.Exec(ctx, lockKeysSQL, clouds, types, ids); err != nil {
 			return fmt.Errorf("lock resources: %w", err)
 		}
+		hs, err := historiesTx(ctx, tx, keys)
+		if err != nil {
+			return err
+		}
 		rows := make([]ingest.Resource, 0, len(keys))
 		var gone []ingest.ResourceKey
 		for _, k := range keys {
-			h, err := historyTx(ctx, tx, k)
-			if err != nil {
-				return err
-			}
+			h := hs[k]
 			if len(h) == 0 {
 				gone = append(gone, k)
 				continue
@@ -523,7 +524,10 @@ ORDER BY cloud, resource_type, resource_id FOR UPDATE`, clouds, types, ids)
 	if err != nil {
 		return nil, fmt.Errorf("load resources: %w", err)
 	}
-	var replays map[string]int
+	var (
+		replays map[string]int
+		late    []ingest.ResourceKey
+	)
 	out := make([]ingest.Resource, 0, len(rest))
 	for _, d := range rest {
 		row, ok := current[d.row.ResourceKey]
@@ -534,15 +538,18 @@ ORDER BY cloud, resource_type, resource_id FOR UPDATE`, clouds, types, ids)
 			out = append(out, row)
 			continue
 		}
-		h, err := historyTx(ctx, tx, d.row.ResourceKey)
+		late = append(late, d.row.ResourceKey)
+	}
+	if len(late) > 0 {
+		hs, err := historiesTx(ctx, tx, late)
 		if err != nil {
 			return nil, err
 		}
-		if replays == nil {
-			replays = make(map[string]int)
+		replays = make(map[string]int)
+		for _, k := range late {
+			replays[k.Cloud]++
+			out = append(out, ingest.Fold(hs[k]))
 		}
-		replays[d.row.ResourceKey.Cloud]++
-		out = append(out, ingest.Fold(h))
 	}
 	slices.SortFunc(out, func(a, b ingest.Resource) int { return a.ResourceKey.Compare(b.ResourceKey) })
 	if _, err := tx.Exec(ctx, upsertSQL, resourceArgs(out)...); err != nil {
@@ -577,17 +584,19 @@ func resourceArgs(rows []ingest.Resource) []any {
 	return []any{clouds, types, ids, platforms, projects, states, sizes, created, deleted, first, last, lastTypes, lastIDs}
 }
 
-// historyTx is every stored event of one resource, in fold order, read
-// through tx (which sees its own inserts).
-func historyTx(ctx context.Context, tx pgx.Tx, k ingest.ResourceKey) ([]event.Event, error) {
+// historiesTx is every stored event of each resource of keys, in fold
+// order, by key (a key without events is absent), read through tx (which
+// sees its own inserts) in one statement, not one per key (issue 14).
+func historiesTx(ctx context.Context, tx pgx.Tx, keys []ingest.ResourceKey) (map[ingest.ResourceKey][]event.Event, error) {
+	clouds, types, ids := splitKeys(keys)
 	rows, err := tx.Query(ctx, `SELECT event_id, timestamp, event_type, platform, cloud, resource_type, resource_id,
        project_id, source, payload::text FROM events
-WHERE cloud = $1 AND resource_type = $2 AND resource_id = $3`, k.Cloud, k.ResourceType, k.ResourceID)
+WHERE (cloud, resource_type, resource_id) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))`, clouds, types, ids)
 	if err != nil {
 		return nil, fmt.Errorf("read history: %w", err)
 	}
 	var (
-		out     []event.Event
+		out     = make(map[ingest.ResourceKey][]event.Event, len(keys))
 		e       event.Event
 		source  string
 		payload []byte
@@ -601,12 +610,17 @@ WHERE cloud = $1 AND resource_type = $2 AND resource_id = $3`, k.Cloud, k.Resour
 		if err := x.Payload.UnmarshalJSON(jsontext.Value(payload).Clone()); err != nil {
 			return fmt.Errorf("payload of %q: %w", x.EventID, err)
 		}
-		out = append(out, x)
+		k := ingest.Key(&x)
+		out[k] = append(out[k], x)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read history: %w", err)
 	}
-	slices.SortStableFunc(out, func(a, b event.Event) int { return ingest.Compare(&a, &b) })
+	for _, h := range out {
+		// Compare is 0 only for one (event_id, timestamp): the order the
+		// rows came in does not matter.
+		slices.SortFunc(h, func(a, b event.Event) int { return ingest.Compare(&a, &b) })
+	}
 	return out, nil
 }
