@@ -317,6 +317,7 @@ type run struct {
 	batch     Batch
 	seen      map[dupKey]bool
 	rows      map[pair][]sizenames.Row
+	resolved  map[pair]map[string]resolvedSize // by (cloud, resource_type), then the size as sent
 	schemas   map[pair]*schemaLookup
 	valid     map[pair]map[string]bool // sizes of this batch its pair's schema accepted (see checkSize)
 	unvalid   []*pair                  // parallel to batch.Events: the pair of an unvalidated size, or nil
@@ -331,6 +332,7 @@ func (s *Service) newRun(ctx context.Context, caller Caller, source event.Source
 		res:       Result{Rejected: []Rejection{}},
 		seen:      make(map[dupKey]bool, n),
 		rows:      make(map[pair][]sizenames.Row),
+		resolved:  make(map[pair]map[string]resolvedSize),
 		schemas:   make(map[pair]*schemaLookup),
 		valid:     make(map[pair]map[string]bool),
 		rejByKind: map[Kind]int{},
@@ -444,11 +446,38 @@ func (r *run) resolveSizeNames(i int, ev event.Event) (jsontext.Value, map[strin
 		}
 		r.rows[np] = rows
 	}
+	if len(rows) == 0 {
+		return ev.Payload.Size, nil, nil // Resolve would return it as it is
+	}
+	// Resolve is pure and the rows stay the same for the run: a size met
+	// before in this batch is resolved as it was then (issue 14).
+	memo := r.resolved[np]
+	if res, ok := memo[string(ev.Payload.Size)]; ok {
+		if res.replaced == nil {
+			return ev.Payload.Size, nil, nil
+		}
+		return bytes.Clone(res.size), res.replaced, nil // the map is only read
+	}
 	size, replaced, err := sizenames.Resolve(rows, ev.Payload.Size)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ingest: item %d: %w", i, err)
 	}
+	if memo == nil {
+		memo = make(map[string]resolvedSize)
+		r.resolved[np] = memo
+	}
+	res := resolvedSize{replaced: replaced}
+	if replaced != nil {
+		res.size = bytes.Clone(size)
+	}
+	memo[string(ev.Payload.Size)] = res
 	return size, replaced, nil
+}
+
+// resolvedSize is what [sizenames.Resolve] returned for one size.
+type resolvedSize struct {
+	size     jsontext.Value
+	replaced map[string]string
 }
 
 // checkSize is stage 4: the size's numbers must lie in the range the

@@ -141,6 +141,7 @@ var ingestCases = []ingestCase{
 	// Size names.
 	{"SizeNames/rows read once per pair and batch", testNamesReadOnce},
 	{"SizeNames/string equal to a row's value is replaced, size_as_reported example", testNamesExample},
+	{"SizeNames/a size repeated in one batch is resolved for every event alike", testNamesRepeated},
 	{"SizeNames/absent, non-string and unmatched members stay", testNamesStay},
 	{"SizeNames/the schema validates the size after the replacement", testNamesBeforeSchema},
 	{"SizeNames/the pipeline owns size_as_reported", testNamesOwnsMember},
@@ -639,6 +640,43 @@ func testNamesExample(t *testing.T, newStore func(t *testing.T) ingestStore) {
 }`
 	if diff := jsonDiff(t, []byte(want), got); diff != "" {
 		t.Errorf("stored payload (-want +got):\n%s", diff)
+	}
+}
+
+// Sizes repeat within a batch (issue 14 resolves each size once per
+// batch): every copy is resolved, each event keeping its own provider with
+// size_as_reported added, and a copy that matches no row stays as sent.
+func testNamesRepeated(t *testing.T, newStore func(t *testing.T) ingestStore) {
+	e := newEnv(t, newStore, ingest.Options{})
+	e.names("c1", volumeTypeRow("c1", volumeTypeID, "ssd"))
+	batch := []item{
+		volumeCreate("r1", t0).set("payload.size.type", volumeTypeID),
+		volumeCreate("r2", t0).set("payload.size.type", volumeTypeID).set("payload.provider", map[string]any{"host": "h2"}),
+		volumeCreate("r3", t0).set("payload.size.type", volumeTypeID).set("payload.provider", nil),
+		volumeCreate("r4", t0).set("payload.size.type", "0000"),
+		volumeCreate("r5", t0).set("payload.size.type", "0000"),
+	}
+	if res := e.ingest(collector, items(batch...)...); res.Accepted != len(batch) {
+		t.Fatalf("%+v", res)
+	}
+	sar := `"size_as_reported":{"type":"` + volumeTypeID + `"}`
+	want := map[string][2]string{
+		"r1": {`{"size_gb":100,"type":"ssd"}`, `{"oslo_event_type":"volume.create.end",` + sar + `}`},
+		"r2": {`{"size_gb":100,"type":"ssd"}`, `{"host":"h2",` + sar + `}`},
+		"r3": {`{"size_gb":100,"type":"ssd"}`, `{` + sar + `}`},
+		"r4": {`{"size_gb":100,"type":"0000"}`, `{"oslo_event_type":"volume.create.end"}`},
+		"r5": {`{"size_gb":100,"type":"0000"}`, `{"oslo_event_type":"volume.create.end"}`},
+	}
+	got := map[string][2]string{}
+	for id := range want {
+		evs, err := e.st.History(context.Background(), ingest.ResourceKey{Cloud: "c1", ResourceType: "volume", ResourceID: "vol-" + id})
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("History of %s: %v, %d events", id, err, len(evs))
+		}
+		got[id] = [2]string{string(evs[0].Payload.Size), string(evs[0].Payload.Provider)}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stored size and provider by event (-want +got):\n%s", diff)
 	}
 }
 
