@@ -20,7 +20,7 @@ const (
 	// IdentifierMaxLen bounds platform, cloud, resource_type, resource_id and
 	// project_id, which are indexed columns.
 	IdentifierMaxLen = 512
-	// StateMaxLen bounds payload.state, which the projection indexes.
+	// StateMaxLen bounds payload.state, which every projection row holds.
 	StateMaxLen = 512
 )
 

@@ -126,11 +126,61 @@ var releasedVersions = []struct {
 	// No release yet.
 }
 
+// indexes lists the indexes of the schema u names, by table, each with its
+// definition without the schema's name.
+func indexes(t *testing.T, u string) map[string][]string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT tablename, replace(indexdef, schemaname || '.', '') FROM pg_indexes
+WHERE schemaname = current_schema() ORDER BY tablename, indexname`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	var table, def string
+	if _, err := pgx.ForEachRow(rows, []any{&table, &def}, func() error {
+		out[table] = append(out[table], def)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Issue 14: current_resources keeps its primary key and the project_id
+// index only (migration 00010: no index holds state, so an update that
+// changes neither the key nor project_id can be HOT).
+func TestProjectionIndexes(t *testing.T) {
+	u := pgtest.EmptyURL(t)
+	if _, err := migrate(context.Background(), u); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"CREATE UNIQUE INDEX current_resources_pkey ON current_resources USING btree (cloud, resource_type, resource_id)",
+		"CREATE INDEX idx_current_resources_project ON current_resources USING btree (project_id)",
+	}
+	if diff := cmp.Diff(want, indexes(t, u)["current_resources"]); diff != "" {
+		t.Errorf("indexes of current_resources (-want +got):\n%s", diff)
+	}
+}
+
 // Issue 12: "Once a release exists, a test upgrades from each released
 // version." Until then, every version (0, the empty schema, included) stands
-// in for a release, so the upgrade path runs anyway.
+// in for a release, so the upgrade path runs anyway. An upgraded schema has
+// the indexes of a fresh one (migrations that drop or add indexes, such as
+// 00009 and 00010, included).
 func TestMigrateUpgradesFromEachRelease(t *testing.T) {
 	all := migrationVersions(t)
+	fresh := pgtest.EmptyURL(t)
+	if _, err := migrate(context.Background(), fresh); err != nil {
+		t.Fatal(err)
+	}
+	wantIndexes := indexes(t, fresh)
 	type from struct {
 		name    string
 		version int64
@@ -169,6 +219,9 @@ func TestMigrateUpgradesFromEachRelease(t *testing.T) {
 			}
 			if diff := cmp.Diff(all[f.version:], got); diff != "" {
 				t.Errorf("versions applied by the upgrade (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(wantIndexes, indexes(t, u)); diff != "" {
+				t.Errorf("indexes after the upgrade, against a fresh schema's (-fresh +upgraded):\n%s", diff)
 			}
 			s := pgtest.Open(t, u, pgstore.Options{})
 			rts, err := s.Ingest().ResourceTypes(ctx)

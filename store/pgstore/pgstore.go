@@ -95,6 +95,10 @@
 // batch's guard sees the earlier one's committed row.
 // [Ingest.RebuildResources] row-locks its keys in the same order (inserting a
 // placeholder for a key without a row) before reading their events.
+// Besides its primary key, current_resources has one index, on project_id:
+// migration 00010 dropped the two that held state, so that an update which
+// changes neither the key nor project_id can be HOT (a listing filtered by
+// a rare state alone then reads the table in key order).
 //
 // # Correlated events
 //
