@@ -175,6 +175,10 @@ func (s *Correlate) createOnce(ctx context.Context, c correlate.Create) (correla
 	return idempotentCreate(ctx, pc.Conn(), c, query, args)
 }
 
+// endTxTimeout bounds the ROLLBACK that ends an idempotent create's
+// transaction after a failure: one round trip on a healthy server.
+const endTxTimeout = 2 * time.Second
+
 // idempotentCreate is a create with an idempotencyKey, in one transaction
 // of two pipelined round trips on conn.
 //
@@ -191,8 +195,17 @@ func idempotentCreate(ctx context.Context, conn *pgx.Conn, c correlate.Create, q
 	defer func() {
 		// A failed statement leaves the transaction open (aborted, or
 		// never committed): end it, so that the pool keeps the connection.
+		// The ROLLBACK runs even when ctx is done (the caller gave up), but
+		// within endTxTimeout: a database that does not answer it must not
+		// hold the create, and the pool's connection, for as long as TCP
+		// keeps the peer. When it fails the connection is closed (the
+		// server rolls back when it sees that), and the pool discards it.
 		if conn.PgConn().TxStatus() != 'I' && !conn.IsClosed() {
-			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endTxTimeout)
+			defer cancel()
+			if _, err := conn.Exec(rctx, "ROLLBACK"); err != nil && !conn.IsClosed() {
+				_ = conn.Close(rctx)
+			}
 		}
 	}()
 	lock := fmt.Sprintf("tally.correlate.idempotency:%d:%s:%d:%s:%s", len(org), org, len(user), user, c.IdempotencyKey)

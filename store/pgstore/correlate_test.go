@@ -1,7 +1,12 @@
 package pgstore_test
 
 import (
+	"bytes"
 	"context"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,5 +59,136 @@ func TestIdempotentCreateFailedWriteLeavesNothing(t *testing.T) {
 		if d != want {
 			t.Errorf("create %d after the failed one: disposition %q, want %q", i+1, d, want)
 		}
+	}
+}
+
+// freezeProxy forwards TCP connections to target until a client sends a
+// message holding trigger: from then on that connection is frozen (nothing
+// more is forwarded either way, and nothing is closed), as a database that
+// stops answering mid-conversation looks to the client. frozen is closed
+// then. Connections opened later are forwarded normally. cut closes every
+// connection (also run on cleanup).
+func freezeProxy(t *testing.T, target string, trigger []byte) (addr string, frozen <-chan struct{}, cut func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		once  sync.Once
+		done  = make(chan struct{})
+	)
+	cut = func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}
+	t.Cleanup(cut)
+	go func() {
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = client.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, client, server)
+			mu.Unlock()
+			var stop atomic.Bool
+			pump := func(dst, src net.Conn, watch bool) {
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := src.Read(buf)
+					if n > 0 && watch && bytes.Contains(buf[:n], trigger) {
+						fired := false
+						once.Do(func() { fired = true })
+						if fired {
+							stop.Store(true)
+							close(done)
+						}
+					}
+					if n > 0 && !stop.Load() {
+						if _, err := dst.Write(buf[:n]); err != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}
+			go pump(server, client, true)
+			go pump(client, server, false)
+		}
+	}()
+	return ln.Addr().String(), done, cut
+}
+
+// The ROLLBACK that ends an idempotent create's failed transaction is
+// bounded: when the database stops answering it (here a proxy freezes the
+// connection as the ROLLBACK passes; the caller has given up), Create still
+// returns, the connection is discarded rather than held checked out, and
+// the pool's one connection slot serves the next create. (The ROLLBACK ran
+// under context.WithoutCancel with no bound: Create never returned, and
+// the pool's connection was gone for as long as TCP kept the peer.)
+func TestIdempotentCreateRollbackIsBounded(t *testing.T) {
+	u, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, frozen, cut := freezeProxy(t, u.Host, []byte("ROLLBACK"))
+	u.Host = addr
+	// No acquire timeout: pgx itself waits up to 15 s for a peer that does
+	// not close before it frees the discarded connection's slot.
+	db := pgtest.Open(t, u.String(), pgstore.Options{MaxConns: 1, AcquireTimeout: -1})
+	store := db.Correlate()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	caller := correlate.Caller{Organization: "org-1", User: "user-1"}
+	create := func(metadata string) correlate.Create {
+		return correlate.Create{
+			Caller: caller, IdempotencyKey: "key-1", Step: correlate.StepRecord, Now: now,
+			Event: correlate.Event{
+				ID: uuid.Must(uuid.NewV7()).String(), Organization: caller.Organization, User: caller.User,
+				Category: "connection", Action: "failed", Severity: correlate.SeverityError,
+				Status: correlate.StatusUnread, Metadata: []byte(metadata), CreatedAt: now, UpdatedAt: now,
+			},
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan error, 1)
+	go func() {
+		// A write PostgreSQL refuses (metadata not JSON) aborts the
+		// transaction; ending it sends the ROLLBACK the proxy freezes.
+		_, _, err := store.Create(ctx, create(`{"broken":`))
+		returned <- err
+	}()
+	select {
+	case <-frozen:
+	case err := <-returned:
+		t.Fatalf("Create returned (%v) without sending a ROLLBACK", err)
+	}
+	cancel() // the caller gives up
+	select {
+	case err := <-returned:
+		if err == nil {
+			t.Fatal("a create whose metadata is not JSON succeeded")
+		}
+	case <-time.After(30 * time.Second): // a bound for a hang, not a measurement
+		cut() // let the stuck ROLLBACK fail, so that cleanup can close the pool
+		t.Fatal("Create did not return: its ROLLBACK waits, unbounded, on a database that does not answer")
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel2()
+	if _, d, err := store.Create(ctx2, create(`{"ok":true}`)); err != nil || d != correlate.Created {
+		t.Fatalf("next create on the pool's one connection slot: %q, %v; want created", d, err)
 	}
 }
