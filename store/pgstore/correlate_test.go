@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/internal/pgtest"
@@ -190,5 +192,62 @@ func TestIdempotentCreateRollbackIsBounded(t *testing.T) {
 	defer cancel2()
 	if _, d, err := store.Create(ctx2, create(`{"ok":true}`)); err != nil || d != correlate.Created {
 		t.Fatalf("next create on the pool's one connection slot: %q, %v; want created", d, err)
+	}
+}
+
+// The transaction a failed idempotent create leaves open is ended on its
+// connection, so the pool keeps that connection instead of discarding it
+// (pgxpool destroys a connection released inside a transaction) and
+// opening another: the one backend of a one-connection pool is the same
+// before and after the failure. TestIdempotentCreateFailedWriteLeavesNothing
+// passes either way, as the retry runs on a new connection.
+func TestIdempotentCreateFailedWriteKeepsTheConnection(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const app = "tally_keep_conn_test"
+	u := pgtest.URL(t) + "&application_name=" + app
+	db := pgtest.Open(t, u, pgstore.Options{MaxConns: 1})
+	store := db.Correlate()
+	admin, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	backends := func() []int {
+		var pids []int
+		rows, err := admin.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid() ORDER BY pid`, app)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids, err = pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pids
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	caller := correlate.Caller{Organization: "org-1", User: "user-1"}
+	create := func(key, metadata string) correlate.Create {
+		return correlate.Create{
+			Caller: caller, IdempotencyKey: key, Step: correlate.StepRecord, Now: now,
+			Event: correlate.Event{
+				ID: uuid.Must(uuid.NewV7()).String(), Organization: caller.Organization, User: caller.User,
+				Category: "connection", Action: "failed", Severity: correlate.SeverityError,
+				Status: correlate.StatusUnread, Metadata: []byte(metadata), CreatedAt: now, UpdatedAt: now,
+			},
+		}
+	}
+	if _, _, err := store.Create(ctx, create("key-0", `{"ok":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	before := backends()
+	if _, _, err := store.Create(ctx, create("key-1", `{"broken":`)); err == nil {
+		t.Fatal("a create whose metadata is not JSON succeeded")
+	}
+	if _, _, err := store.Create(ctx, create("key-2", `{"ok":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(before, backends()); diff != "" || len(before) != 1 {
+		t.Errorf("the pool's backends around a failed idempotent create (-before +after):\n%s(before: %v, want one)", diff, before)
 	}
 }
