@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -98,8 +99,21 @@ func poolConfig(rawURL string, o Options) (*pgxpool.Config, error) {
 	// succeeds.
 	cfg.ShouldPing = checkOnAcquire
 	cfg.PingTimeout = cfg.ConnConfig.ConnectTimeout
+	// A server that vanishes without closing (a partition) leaves a quiet
+	// socket, which checkOnAcquire hands out; TCP_USER_TIMEOUT fails the
+	// statement sent on it within tcpUserTimeout, answered 503 like any
+	// connection failure, instead of after TCP's retransmissions.
+	d := &net.Dialer{Timeout: cfg.ConnConfig.ConnectTimeout, Control: setUserTimeout}
+	cfg.ConnConfig.DialFunc = d.DialContext
 	return cfg, nil
 }
+
+// tcpUserTimeout is how long data sent to the server may stay
+// unacknowledged by its host before the connection fails (Linux). A live
+// server's kernel acknowledges within milliseconds whatever PostgreSQL is
+// doing; 10 s is longer than TCP's first five retransmissions on a lossy
+// link and as long as the default statement timeout.
+const tcpUserTimeout = 10 * time.Second
 
 // pingAfterIdle is how long a connection may sit in the pool before it is
 // pinged when taken, whatever its socket says: pgxpool's own default. A
