@@ -212,10 +212,7 @@ func idempotentCreate(ctx context.Context, conn *pgx.Conn, c correlate.Create, q
 	var begin pgx.Batch
 	begin.Queue("BEGIN")
 	begin.Queue(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, lock)
-	begin.Queue(`SELECT `+prefixed("e.", correlatedColumns)+`
-		FROM correlated_event_idempotency_keys k JOIN correlated_events e ON e.id = k.event_id
-		WHERE k.organization = $1 AND k.user_id = $2 AND k.key = $3 AND k.bound_at >= $4`,
-		org, user, c.IdempotencyKey, c.KeyNotBefore)
+	begin.Queue(lookupSQL, org, user, c.IdempotencyKey, c.KeyNotBefore)
 	var bound correlatedRow
 	found, err := func() (bool, error) {
 		br := conn.SendBatch(ctx, &begin)
@@ -289,33 +286,22 @@ const insertCast = `$1::uuid, $2::text, $3::text, $4::text, $5::text, $6::text, 
 	$18::text, $19::bigint, $20::timestamptz, $21::timestamptz, $22::timestamptz, $23::text, $24::text, $25::text,
 	$26::text, $27::text`
 
-// writeStatement is the one statement of a planned create's write, and its
-// arguments: steps 2, 3 or 4 as c.Step says, and, with an idempotencyKey,
-// step 5 (binding the key to the written event, in the same statement and
-// so the same transaction as the effect). It returns the written row's
-// correlatedColumns and its disposition code (writtenRow), and no row when
-// a resolution has nothing to close and its insert is refused.
-func writeStatement(c correlate.Create) (string, []any, error) {
-	args, err := insertArgs(c.Event)
-	if err != nil {
-		return "", nil, err
-	}
-	var ctes string
-	switch c.Step {
-	case correlate.StepRecord:
-		ctes = `w AS (INSERT INTO correlated_events (` + correlatedColumns + `) VALUES ` + insertValues + `
+// The write statements' common table expressions, each naming w the row it
+// wrote with its disposition code (writtenRow).
+const (
+	// recordCTE is step 2: insert the event ($1 to $27).
+	recordCTE = `w AS (INSERT INTO correlated_events (` + correlatedColumns + `) VALUES ` + insertValues + `
 			RETURNING ` + correlatedColumns + `, 0 AS disposition)`
-	case correlate.StepOccurrence:
-		// Step 3: insert the opening event, or, when the partial unique
-		// index already holds an open event of the key, count the
-		// occurrence on it. PostgreSQL makes INSERT … ON CONFLICT DO UPDATE
-		// atomic under concurrency: of 64 simultaneous first occurrences
-		// one inserts and 63 update, each update waiting for the row lock
-		// of the previous, so none is lost. When the open event is resolved
-		// meanwhile, the conflict disappears and the insert opens a new
-		// event instead. The count saturates at the bigint maximum instead
-		// of failing with 22003.
-		ctes = `w AS (INSERT INTO correlated_events AS e (` + correlatedColumns + `) VALUES ` + insertValues + `
+	// occurrenceCTE is step 3: insert the opening event, or, when the
+	// partial unique index already holds an open event of the key, count
+	// the occurrence ($28) on it. PostgreSQL makes INSERT … ON CONFLICT DO
+	// UPDATE atomic under concurrency: of 64 simultaneous first
+	// occurrences one inserts and 63 update, each update waiting for the
+	// row lock of the previous, so none is lost. When the open event is
+	// resolved meanwhile, the conflict disappears and the insert opens a
+	// new event instead. The count saturates at the bigint maximum instead
+	// of failing with 22003.
+	occurrenceCTE = `w AS (INSERT INTO correlated_events AS e (` + correlatedColumns + `) VALUES ` + insertValues + `
 			ON CONFLICT (organization, user_id, correlation_key) WHERE ` + openPredicate + `
 			DO UPDATE SET
 				occurrence_count = CASE WHEN e.occurrence_count > 9223372036854775807 - $28::bigint
@@ -323,15 +309,13 @@ func writeStatement(c correlate.Create) (string, []any, error) {
 				last_seen_at = GREATEST(e.last_seen_at, $29::timestamptz),
 				updated_at = GREATEST(e.updated_at, $30::timestamptz)
 			RETURNING ` + correlatedColumns + `, CASE WHEN xmax = 0 THEN 0 ELSE 1 END AS disposition)`
-		args = append(args, c.Count, c.LastSeenAt, c.Now)
-	case correlate.StepResolution:
-		// Step 4: close the open event when there is one, else record the
-		// event (unless its insert is refused: $33). The UPDATE takes the
-		// open event's row lock, so a concurrent occurrence either is
-		// counted before (and the resolution sees its count) or waits and,
-		// finding the event closed, opens a new one. The insert, of an
-		// event already resolved, never meets the open-key index.
-		ctes = `closed AS (UPDATE correlated_events SET
+	// resolutionCTE is step 4: close the open event when there is one,
+	// else record the event (unless its insert is refused: $33). The
+	// UPDATE takes the open event's row lock, so a concurrent occurrence
+	// either is counted before (and the resolution sees its count) or
+	// waits and, finding the event closed, opens a new one. The insert, of
+	// an event already resolved, never meets the open-key index.
+	resolutionCTE = `closed AS (UPDATE correlated_events SET
 				resolved_at = $28,
 				severity = COALESCE($29, severity),
 				description = COALESCE($30, description),
@@ -343,22 +327,75 @@ func writeStatement(c correlate.Create) (string, []any, error) {
 			SELECT ` + insertCast + ` WHERE $33::boolean AND NOT EXISTS (SELECT FROM closed)
 			RETURNING ` + correlatedColumns + `),
 		w AS (SELECT *, 2 AS disposition FROM closed UNION ALL SELECT *, 0 FROM opened)`
+	// bindCTE is step 5, after a step's CTEs whose arguments end at $n: bind
+	// the key ($n+3) of the caller ($n+1, $n+2) to the written event at
+	// $n+4. A binding older than the retention is replaced.
+	bindCTE = `,
+		bound AS (INSERT INTO correlated_event_idempotency_keys (organization, user_id, key, event_id, bound_at)
+			SELECT $%d::text, $%d::text, $%d::text, id, $%d::timestamptz FROM w
+			ON CONFLICT (organization, user_id, key) DO UPDATE
+				SET event_id = EXCLUDED.event_id, bound_at = EXCLUDED.bound_at)`
+)
+
+// writeKind is what selects a write statement: the step, and whether an
+// idempotencyKey is bound.
+type writeKind struct {
+	step  correlate.Step
+	keyed bool
+}
+
+// writeSQL is every write statement, made once (issue 14: building the
+// text on every create was a tenth of tallyd's allocations per create).
+var writeSQL = func() map[writeKind]string {
+	steps := []struct {
+		step correlate.Step
+		ctes string
+		args int // the step's arguments: $1 to $args
+	}{
+		{correlate.StepRecord, recordCTE, 27},
+		{correlate.StepOccurrence, occurrenceCTE, 30},
+		{correlate.StepResolution, resolutionCTE, 33},
+	}
+	m := make(map[writeKind]string, 2*len(steps))
+	for _, s := range steps {
+		n := s.args
+		m[writeKind{s.step, false}] = `WITH ` + s.ctes + ` SELECT * FROM w`
+		m[writeKind{s.step, true}] = `WITH ` + s.ctes + fmt.Sprintf(bindCTE, n+1, n+2, n+3, n+4) + ` SELECT * FROM w`
+	}
+	return m
+}()
+
+// writeStatement is the one statement of a planned create's write, and its
+// arguments: steps 2, 3 or 4 as c.Step says, and, with an idempotencyKey,
+// step 5 (binding the key to the written event, in the same statement and
+// so the same transaction as the effect). It returns the written row's
+// correlatedColumns and its disposition code (writtenRow), and no row when
+// a resolution has nothing to close and its insert is refused.
+func writeStatement(c correlate.Create) (string, []any, error) {
+	args, err := insertArgs(c.Event)
+	if err != nil {
+		return "", nil, err
+	}
+	switch c.Step {
+	case correlate.StepRecord:
+	case correlate.StepOccurrence:
+		args = append(args, c.Count, c.LastSeenAt, c.Now)
+	case correlate.StepResolution:
 		args = append(args, c.ResolvedAt, orNull(string(c.Severity)), c.Description, c.LastSeenAt, c.Now, c.InsertRefused == nil)
 	default:
 		return "", nil, fmt.Errorf("unknown step %d", c.Step)
 	}
-	if c.IdempotencyKey != "" {
-		// Step 5. A binding older than the retention is replaced.
-		n := len(args)
-		ctes += fmt.Sprintf(`,
-		bound AS (INSERT INTO correlated_event_idempotency_keys (organization, user_id, key, event_id, bound_at)
-			SELECT $%d::text, $%d::text, $%d::text, id, $%d::timestamptz FROM w
-			ON CONFLICT (organization, user_id, key) DO UPDATE
-				SET event_id = EXCLUDED.event_id, bound_at = EXCLUDED.bound_at)`, n+1, n+2, n+3, n+4)
+	keyed := c.IdempotencyKey != ""
+	if keyed {
 		args = append(args, c.Caller.Organization, c.Caller.User, c.IdempotencyKey, c.Now)
 	}
-	return `WITH ` + ctes + ` SELECT * FROM w`, args, nil
+	return writeSQL[writeKind{c.Step, keyed}], args, nil
 }
+
+// lookupSQL reads the event an idempotencyKey is bound to (step 1).
+var lookupSQL = `SELECT ` + prefixed("e.", correlatedColumns) + `
+		FROM correlated_event_idempotency_keys k JOIN correlated_events e ON e.id = k.event_id
+		WHERE k.organization = $1 AND k.user_id = $2 AND k.key = $3 AND k.bound_at >= $4`
 
 // prefixed qualifies every column of a column list with prefix.
 func prefixed(prefix, columns string) string {
