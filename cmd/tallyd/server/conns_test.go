@@ -53,6 +53,13 @@ func TestConnLimiterShedsIdle(t *testing.T) {
 			t.Fatalf("GET /healthz: %d", got)
 		}
 		conns = append(conns, c)
+		if len(conns) < 3 {
+			// The client reads the answer before the server marks the
+			// connection idle; under load that mark can come after the
+			// next connection's, which would make the next one the
+			// longest idle. Wait for the limiter to see this one idle.
+			waitIdle(t, l, len(conns))
+		}
 	}
 	if l.Shed() != 1 {
 		t.Errorf("Shed() = %d, want 1 (the first connection, idle the longest)", l.Shed())
@@ -68,6 +75,29 @@ func TestConnLimiterShedsIdle(t *testing.T) {
 	}
 	if got := l.Open(); got > 2 {
 		t.Errorf("Open() = %d, over the cap of 2", got)
+	}
+}
+
+// waitIdle waits (at most 10 s) until l counts n idle connections.
+func waitIdle(t *testing.T, l *ConnLimiter, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l.mu.Lock()
+		idle := 0
+		for _, info := range l.states {
+			if info.state == http.StateIdle {
+				idle++
+			}
+		}
+		l.mu.Unlock()
+		if idle == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the limiter counts %d idle connections, want %d", idle, n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
