@@ -735,8 +735,8 @@ var (
 // after its last member (after a comma when others is set), before the
 // white space and brace that close it; every other byte as in obj.
 func insertMember(obj jsontext.Value, member []byte, others bool) jsontext.Value {
-	trimmed := bytes.TrimRight(obj, " \t\r\n")
-	body := bytes.TrimRight(trimmed[:len(trimmed)-1], " \t\r\n") // up to the last member
+	trimmed := bytes.TrimRight(obj, jsonSpace)
+	body := bytes.TrimRight(trimmed[:len(trimmed)-1], jsonSpace) // up to the last member
 	out := make([]byte, 0, len(obj)+len(member)+1)
 	out = append(out, body...)
 	if others {
@@ -749,22 +749,12 @@ func insertMember(obj jsontext.Value, member []byte, others bool) jsontext.Value
 
 // isEmptyObject reports whether the valid JSON object obj has no member.
 func isEmptyObject(obj jsontext.Value) bool {
-	inner := bytes.TrimLeft(obj, " \t\r\n")
-	return firstNonSpace(inner[1:]) == '}'
+	inner := bytes.TrimLeft(bytes.TrimLeft(obj, jsonSpace)[1:], jsonSpace)
+	return inner[0] == '}'
 }
 
-// firstNonSpace returns the first byte of b that is not JSON white space,
-// or 0.
-func firstNonSpace(b []byte) byte {
-	for _, c := range b {
-		switch c {
-		case ' ', '\t', '\r', '\n':
-			continue
-		}
-		return c
-	}
-	return 0
-}
+// jsonSpace is JSON's white space.
+const jsonSpace = " \t\r\n"
 
 // MaxReasonBytes bounds a refusal reason; a longer one is cut at a
 // character boundary and ends in "…".

@@ -212,28 +212,21 @@ func idempotentCreate(ctx context.Context, conn *pgx.Conn, c correlate.Create, q
 	var begin pgx.Batch
 	begin.Queue("BEGIN")
 	begin.Queue(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, lock)
-	begin.Queue(lookupSQL, org, user, c.IdempotencyKey, c.KeyNotBefore)
-	var bound correlatedRow
-	found, err := func() (bool, error) {
-		br := conn.SendBatch(ctx, &begin)
-		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return false, fmt.Errorf("begin: %w", err)
-		}
-		if _, err := br.Exec(); err != nil {
-			return false, fmt.Errorf("lock idempotency key: %w", err)
-		}
-		switch err := br.QueryRow().Scan(bound.dest()...); {
+	var (
+		bound correlatedRow
+		found bool
+	)
+	begin.Queue(lookupSQL, org, user, c.IdempotencyKey, c.KeyNotBefore).QueryRow(func(row pgx.Row) error {
+		switch err := row.Scan(bound.dest()...); {
 		case err == nil:
-			return true, br.Close()
-		case errors.Is(err, pgx.ErrNoRows):
-			return false, br.Close()
-		default:
-			return false, fmt.Errorf("read idempotency key: %w", err)
+			found = true
+		case !errors.Is(err, pgx.ErrNoRows):
+			return err
 		}
-	}()
-	if err != nil {
-		return correlate.Event{}, "", err
+		return nil
+	})
+	if err := conn.SendBatch(ctx, &begin).Close(); err != nil {
+		return correlate.Event{}, "", fmt.Errorf("lock and read idempotency key: %w", err)
 	}
 	if found {
 		if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil { // nothing was written

@@ -19,6 +19,22 @@ import (
 	"github.com/tallyhq/tally/store/pgstore"
 )
 
+// testCaller is the caller of the tests' creates.
+var testCaller = correlate.Caller{Organization: "org-1", User: "user-1"}
+
+// keyedRecord is a planned create (step 2, recorded as sent) of testCaller
+// with idempotency key and metadata as given, at now.
+func keyedRecord(key, metadata string, now time.Time) correlate.Create {
+	return correlate.Create{
+		Caller: testCaller, IdempotencyKey: key, Step: correlate.StepRecord, Now: now,
+		Event: correlate.Event{
+			ID: uuid.Must(uuid.NewV7()).String(), Organization: testCaller.Organization, User: testCaller.User,
+			Category: "connection", Action: "failed", Severity: correlate.SeverityError,
+			Status: correlate.StatusUnread, Metadata: []byte(metadata), CreatedAt: now, UpdatedAt: now,
+		},
+	}
+}
+
 // An idempotent create whose write fails inside its transaction (here a
 // metadata value PostgreSQL refuses as json, which the service's validation
 // would have refused first) leaves nothing behind: no event and no binding
@@ -32,21 +48,11 @@ func TestIdempotentCreateFailedWriteLeavesNothing(t *testing.T) {
 	db := pgtest.Open(t, pgtest.URL(t), pgstore.Options{MaxConns: 1})
 	store := db.Correlate()
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	caller := correlate.Caller{Organization: "org-1", User: "user-1"}
-	create := func(metadata string) correlate.Create {
-		return correlate.Create{
-			Caller: caller, IdempotencyKey: "key-1", Step: correlate.StepRecord, Now: now,
-			Event: correlate.Event{
-				ID: uuid.Must(uuid.NewV7()).String(), Organization: caller.Organization, User: caller.User,
-				Category: "connection", Action: "failed", Severity: correlate.SeverityError,
-				Status: correlate.StatusUnread, Metadata: []byte(metadata), CreatedAt: now, UpdatedAt: now,
-			},
-		}
-	}
+	create := func(metadata string) correlate.Create { return keyedRecord("key-1", metadata, now) }
 	if _, _, err := store.Create(ctx, create(`{"broken":`)); err == nil {
 		t.Fatal("a create whose metadata is not JSON succeeded")
 	}
-	l, err := store.List(ctx, caller, correlate.Query{PageSize: 10})
+	l, err := store.List(ctx, testCaller, correlate.Query{PageSize: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,17 +160,7 @@ func TestIdempotentCreateRollbackIsBounded(t *testing.T) {
 	db := pgtest.Open(t, u.String(), pgstore.Options{MaxConns: 1, AcquireTimeout: -1})
 	store := db.Correlate()
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	caller := correlate.Caller{Organization: "org-1", User: "user-1"}
-	create := func(metadata string) correlate.Create {
-		return correlate.Create{
-			Caller: caller, IdempotencyKey: "key-1", Step: correlate.StepRecord, Now: now,
-			Event: correlate.Event{
-				ID: uuid.Must(uuid.NewV7()).String(), Organization: caller.Organization, User: caller.User,
-				Category: "connection", Action: "failed", Severity: correlate.SeverityError,
-				Status: correlate.StatusUnread, Metadata: []byte(metadata), CreatedAt: now, UpdatedAt: now,
-			},
-		}
-	}
+	create := func(metadata string) correlate.Create { return keyedRecord("key-1", metadata, now) }
 	ctx, cancel := context.WithCancel(context.Background())
 	returned := make(chan error, 1)
 	go func() {
@@ -226,17 +222,7 @@ func TestIdempotentCreateFailedWriteKeepsTheConnection(t *testing.T) {
 		return pids
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	caller := correlate.Caller{Organization: "org-1", User: "user-1"}
-	create := func(key, metadata string) correlate.Create {
-		return correlate.Create{
-			Caller: caller, IdempotencyKey: key, Step: correlate.StepRecord, Now: now,
-			Event: correlate.Event{
-				ID: uuid.Must(uuid.NewV7()).String(), Organization: caller.Organization, User: caller.User,
-				Category: "connection", Action: "failed", Severity: correlate.SeverityError,
-				Status: correlate.StatusUnread, Metadata: []byte(metadata), CreatedAt: now, UpdatedAt: now,
-			},
-		}
-	}
+	create := func(key, metadata string) correlate.Create { return keyedRecord(key, metadata, now) }
 	if _, _, err := store.Create(ctx, create("key-0", `{"ok":true}`)); err != nil {
 		t.Fatal(err)
 	}

@@ -2,31 +2,14 @@
 
 package pgstore
 
-import (
-	"net"
-	"testing"
-)
+import "testing"
 
 // Where the socket cannot be peeked at, quiet is false even for an idle,
 // open connection, so checkOnAcquire pings every connection taken from the
 // pool (README, Stale connections: "elsewhere every connection is pinged").
 // The peek's own tests (peek_unix_test.go) hold only where it is built.
 func TestQuietElsewhereAlwaysPings(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
+	client, _ := tcpPair(t)
 	if quiet(client) {
 		t.Error("quiet = true where the socket cannot be peeked at; want false (ping on every acquire)")
 	}

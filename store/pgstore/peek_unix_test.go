@@ -25,21 +25,7 @@ func TestQuiet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			client, err := net.Dial("tcp", ln.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer client.Close()
-			server, err := ln.Accept()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer server.Close()
+			client, server := tcpPair(t)
 			tt.peer(server)
 			// What the peer sent reaches the client's socket within a moment
 			// on loopback; quiet itself never waits.
@@ -68,21 +54,7 @@ func TestQuiet(t *testing.T) {
 // A peeked byte stays on the socket: quiet is false for as long as it is
 // unread, and the next read returns it.
 func TestQuietDoesNotConsume(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
+	client, server := tcpPair(t)
 	if _, err := server.Write([]byte("E")); err != nil {
 		t.Fatal(err)
 	}
@@ -112,21 +84,7 @@ func peekThen(t *testing.T, c net.Conn) net.Conn {
 // reader can be blocked in a Read of an idle connection while the pool
 // hands it out (a deadlock the first version of quiet had).
 func TestQuietBesideABlockedRead(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
+	client, server := tcpPair(t)
 	read := make(chan error, 1)
 	go func() {
 		_, err := client.Read(make([]byte, 1))
