@@ -13,7 +13,8 @@
 // correlate, and so does the counting of dispositions
 // ([correlate.Options].Observer). An internal error is logged (key "err")
 // and the client gets generic text; a client that went away gets no
-// answer, logged at debug level.
+// answer (its connection is closed, never an implicit 200), logged at
+// debug level.
 //
 // CORS is the server's job: a server answering browsers on another origin
 // lists Event-Disposition in Access-Control-Expose-Headers.
@@ -180,6 +181,10 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case problem.ClientGone(r, err):
 		h.log.DebugContext(r.Context(), "correlatehttp: client gone", "method", r.Method, "path", r.URL.Path, "err", err)
+		// Writing nothing would let net/http send an implicit 200 for a
+		// request that stored nothing; the connection is closed instead
+		// (DECISIONS.md, A 2xx answer).
+		panic(http.ErrAbortHandler)
 	case errors.Is(err, errNoCaller):
 		problem.Write(w, problem.Unauthorized())
 	case errors.As(err, &re):

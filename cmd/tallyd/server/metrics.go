@@ -142,7 +142,7 @@ func NewMetrics(reg *prometheus.Registry, _ MetricsOptions) (*Metrics, error) {
 		}, []string{"cloud"}),
 		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tally_http_request_duration_seconds",
-			Help:    "HTTP request durations by route pattern (method and path, as registered) and status code.",
+			Help:    "HTTP request durations by route pattern (method and path, as registered) and status code sent (aborted: the connection was closed without an answer).",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route", "code"}),
 		credReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -278,19 +278,38 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // instrument observes the duration of every request by the pattern the mux
-// matched (r.Pattern, set in place by http.ServeMux) and the status written.
+// matched (r.Pattern, set in place by http.ServeMux) and the status written
+// (code "aborted" for a connection closed without an answer, which a client
+// that went away gets).
 // Requests that matched no route share the route label "unmatched", so
 // scanners cannot inflate the label set.
 func (m *Metrics) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
+		returned := false
+		defer func() {
+			code := strconv.Itoa(sw.code())
+			if !returned {
+				// Only http.ErrAbortHandler gets here: the connection is
+				// closed, with no answer when nothing was written.
+				v := recover()
+				if v == nil {
+					return
+				}
+				defer panic(v)
+				if sw.status == 0 {
+					code = abortedStatus
+				}
+			}
+			route := r.Pattern
+			if route == "" || route == "/" {
+				route = "unmatched"
+			}
+			m.httpDuration.WithLabelValues(route, code).Observe(time.Since(start).Seconds())
+		}()
 		next.ServeHTTP(sw, r)
-		route := r.Pattern
-		if route == "" || route == "/" {
-			route = "unmatched"
-		}
-		m.httpDuration.WithLabelValues(route, strconv.Itoa(sw.code())).Observe(time.Since(start).Seconds())
+		returned = true
 	})
 }
 

@@ -202,6 +202,9 @@ func New(st Store, opts Options) (*Handler, error) {
 	route.Mount(h.mux, routes, func(rt route.Route) http.Handler {
 		if len(rt.Roles) > 0 {
 			rt.Handler = require(cfg.Authenticator, rt.Roles, requireJSON(checkBody(cfg.Logger, cfg.MaxBodyBytes, budget.Handler(rt.Handler))))
+			if rt.Method != http.MethodGet && rt.Method != http.MethodHead {
+				rt.Handler = completeWrites(rt.Handler)
+			}
 		}
 		h.routes = append(h.routes, rt)
 		return rt.Handler
@@ -306,8 +309,34 @@ func readyz(st Store, log *slog.Logger) http.Handler {
 	})
 }
 
+// completeWrites runs a write route (POST, PUT, DELETE) on a context that
+// its client cannot cancel, keeping the request's values. net/http
+// cancels a request's context when it reads EOF on the connection, which
+// a client that half-closes its side after the body (shutdown(SHUT_WR))
+// causes while it still waits for the answer; the store call then failed
+// and nothing was stored. Once the body is read, the server completes the
+// write and answers what it did (DECISIONS.md, A 2xx answer); the store's
+// own timeouts (statement, acquire) bound the work, and an answer nobody
+// reads is dropped by the connection. A body the client does not finish
+// sending still fails as the connection does ([httpbody.Read]).
+func completeWrites(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(context.WithoutCancel(r.Context())))
+	})
+}
+
+// abortedStatus is the status the access log and the request metric
+// record for a request answered with nothing: its connection was closed
+// (panic(http.ErrAbortHandler)) because its client was gone.
+const abortedStatus = "aborted"
+
 // recoverPanics answers 500 for a handler that panicked (unless it had
-// started its answer) and logs the panic.
+// started its answer) and logs the panic. A handler that returns without
+// writing anything never gets net/http's implicit 200 (DECISIONS.md, A 2xx
+// answer: a request the server did not complete is never answered 2xx):
+// when its client is gone (the request's context is cancelled) the
+// connection is aborted, with no answer; otherwise it is a bug, logged and
+// answered 500.
 func recoverPanics(log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
@@ -323,11 +352,20 @@ func recoverPanics(log *slog.Logger, next http.Handler) http.Handler {
 			}
 		}()
 		next.ServeHTTP(sw, r)
+		if sw.status == 0 {
+			if r.Context().Err() != nil {
+				log.InfoContext(r.Context(), "request: the client went away; connection closed without an answer", "method", r.Method, "path", r.URL.Path)
+				panic(http.ErrAbortHandler)
+			}
+			log.ErrorContext(r.Context(), "handler wrote no answer", "method", r.Method, "path", r.URL.Path)
+			problem.Write(sw, problem.Internal())
+		}
 	})
 }
 
 // logRequests logs one line per request: method, route pattern, path,
-// status, duration, and the name of the credential that made the call (""
+// status (the status sent; "aborted" for a connection closed without an
+// answer), duration, and the name of the credential that made the call (""
 // when none was presented or it was unknown; never the token); at debug level for the probes and /metrics, info
 // otherwise.
 func logRequests(log *slog.Logger, next http.Handler) http.Handler {
@@ -336,18 +374,35 @@ func logRequests(log *slog.Logger, next http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w}
 		note := &logNote{}
 		inner := r.WithContext(context.WithValue(r.Context(), logNoteKey{}, note))
+		status := ""
+		defer func() {
+			// The mux sets Pattern on the request it serves, which is inner;
+			// the middleware outside this one (metrics) reads it from r.
+			r.Pattern = inner.Pattern
+			if status == "" {
+				// The handler did not return: only http.ErrAbortHandler
+				// gets here (recoverPanics answered every other panic).
+				v := recover()
+				if v == nil {
+					return
+				}
+				defer panic(v)
+				status = abortedStatus
+				if sw.status != 0 {
+					status = strconv.Itoa(sw.status) // cut short after its status line
+				}
+			}
+			level := slog.LevelInfo
+			switch r.Pattern {
+			case "GET /healthz", "GET /readyz", "GET /metrics":
+				level = slog.LevelDebug
+			}
+			log.Log(r.Context(), level, "request",
+				"method", r.Method, "route", r.Pattern, "path", r.URL.Path,
+				"status", status, "duration", time.Since(start), "credential", note.credential)
+		}()
 		next.ServeHTTP(sw, inner)
-		// The mux sets Pattern on the request it serves, which is inner;
-		// the middleware outside this one (metrics) reads it from r.
-		r.Pattern = inner.Pattern
-		level := slog.LevelInfo
-		switch r.Pattern {
-		case "GET /healthz", "GET /readyz", "GET /metrics":
-			level = slog.LevelDebug
-		}
-		log.Log(r.Context(), level, "request",
-			"method", r.Method, "route", r.Pattern, "path", r.URL.Path,
-			"status", strconv.Itoa(sw.code()), "duration", time.Since(start), "credential", note.credential)
+		status = strconv.Itoa(sw.code())
 	})
 }
 
