@@ -20,8 +20,10 @@ const retryAfterSeconds = 1
 
 // Budget bounds the request body bytes held in memory at once by all the
 // requests it wraps (issue 10, Memory per request). [Read] charges the
-// decoded bytes a body needs as it grows (a declared identity body all at
-// once, before it is read); what a request was charged is given back when
+// decoded bytes a body needs as it grows, as its bytes arrive: at most
+// twice what the body has brought, 16 KiB to start, whatever length it
+// declares, so uploads that declare the cap and then send nothing (or
+// trickle) cannot hold the budget from the others; what a request was charged is given back when
 // the handler [Budget.Handler] wraps returns, since the decoded items live
 // as long as the request. A charge that does not fit waits up to the
 // budget's wait, then fails with a 503 [*Error] (Retry-After: 1).

@@ -108,14 +108,37 @@ func Read(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
 	wire := &errReader{r: http.MaxBytesReader(w, r.Body, max)}
 	acct := accountFrom(r.Context())
 
+	// A declared identity body is read into a buffer that grows (by
+	// doubling, up to the declared length) as its bytes arrive, each growth
+	// charged before it is made: the budget holds what the body has brought
+	// (at most twice that, and 16 KiB to start), not what it declares, so
+	// uploads that declare the cap and send nothing cannot starve the
+	// others of the budget.
 	if coding == "" && r.ContentLength > 0 {
-		// The exact size is declared: one buffer of that size, one read.
-		if err := acct.charge(r.Context(), r.ContentLength); err != nil {
+		want := r.ContentLength
+		size := min(int64(initialBuffer), want)
+		if err := acct.charge(r.Context(), size); err != nil {
 			return nil, err
 		}
-		buf := make([]byte, r.ContentLength)
-		if _, err := io.ReadFull(wire, buf); err != nil {
-			return nil, readError(max, wire.err, err, "")
+		buf := make([]byte, 0, size)
+		for int64(len(buf)) < want {
+			if len(buf) == cap(buf) {
+				next := min(2*int64(cap(buf)), want)
+				if err := acct.charge(r.Context(), next-int64(cap(buf))); err != nil {
+					return nil, err
+				}
+				nb := make([]byte, len(buf), next)
+				copy(nb, buf)
+				buf = nb
+			}
+			n, err := wire.Read(buf[len(buf):cap(buf)])
+			buf = buf[:len(buf)+n]
+			if err == io.EOF && int64(len(buf)) < want {
+				err = io.ErrUnexpectedEOF
+			}
+			if err != nil && err != io.EOF {
+				return nil, readError(max, wire.err, err, "")
+			}
 		}
 		return buf, nil
 	}

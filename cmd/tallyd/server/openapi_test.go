@@ -459,7 +459,7 @@ func genericScenario(h *Handler, op operation, status string) []scenario {
 		}}}
 	case "503":
 		// The body budget is spent: another request holds all of it (a
-		// declared body of the cap, still arriving). The budget is
+		// declared body of the cap, all but its last byte arrived). The budget is
 		// charged before any store is touched.
 		return []scenario{{name: "body budget spent", request: fixed(op.method, target, roleToken(roles), body),
 			respond: func(e contractEnv, r *http.Request) *httptest.ResponseRecorder {
@@ -472,7 +472,10 @@ func genericScenario(h *Handler, op operation, status string) []scenario {
 				holder.Header.Set("Content-Type", "application/json")
 				done := make(chan struct{})
 				go func() { defer close(done); h.ServeHTTP(httptest.NewRecorder(), holder) }()
-				_, _ = pw.Write([]byte("{")) // the holder is reading: it holds the budget
+				// The budget is charged for the bytes a body has brought:
+				// the holder holds all of it once all but its last byte
+				// have arrived.
+				_, _ = pw.Write(append([]byte("{"), bytes.Repeat([]byte(" "), testMaxBody-2)...))
 				w := httptest.NewRecorder()
 				h.ServeHTTP(w, r)
 				_ = pw.CloseWithError(io.ErrUnexpectedEOF)
