@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -312,6 +313,22 @@ func headerKey(values []string) string {
 var listParams = []string{"page", "pageSize", "pagesize", "search", "sort", "order", "filter",
 	"category", "action", "severity", "status", "correlationKey", "resolved"}
 
+// singleListParams are the getEvents parameters that take one value; a
+// repeated one is refused (category, action, severity and status are
+// lists, every value honoured).
+var singleListParams = []string{"page", "pageSize", "pagesize", "search", "sort", "order", "filter", "correlationKey", "resolved"}
+
+// pageSizeSpellings refuses pageSize and Meshery's pagesize given with
+// different values (pagesize=100&pageSize=5): one of them would be
+// silently ignored. The same value under both spellings is accepted.
+func pageSizeSpellings(v url.Values) []event.Problem {
+	if a, b := v.Get("pageSize"), v.Get("pagesize"); a != "" && b != "" && a != b {
+		return []event.Problem{{Member: "/pagesize", Rule: event.RuleConst,
+			Message: "must equal pageSize (its other spelling) when both are given"}}
+	}
+	return nil
+}
+
 // sortAliases maps the column names Meshery's UI sends as sort (its
 // notificationCenter.ts sends sort=created_at) to the fields they name.
 var sortAliases = map[string]correlate.SortField{
@@ -338,6 +355,8 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 	}
 	v := r.URL.Query()
 	ps := problem.UnknownParameters(v, listParams)
+	ps = append(ps, problem.RepeatedParameters(v, singleListParams)...)
+	ps = append(ps, pageSizeSpellings(v)...)
 	num := func(names ...string) int {
 		for _, name := range names {
 			if s := v.Get(name); s != "" {
@@ -655,6 +674,8 @@ func (h *Handler) types(w http.ResponseWriter, r *http.Request) error {
 	}
 	v := r.URL.Query()
 	ps := problem.UnknownParameters(v, []string{"page", "pageSize", "pagesize"})
+	ps = append(ps, problem.RepeatedParameters(v, []string{"page", "pageSize", "pagesize"})...)
+	ps = append(ps, pageSizeSpellings(v)...)
 	num := func(names ...string) int {
 		for _, name := range names {
 			if s := v.Get(name); s != "" {

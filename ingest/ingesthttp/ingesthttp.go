@@ -439,7 +439,8 @@ type params []event.Problem
 // err returns the adapter's problems followed by those of lib (the
 // library's Validate of the same parameters: an *event.ValidationError or
 // nil) and one problem for each query parameter of r outside known
-// ([problem.UnknownParameters]) as one *event.ValidationError, or nil when
+// ([problem.UnknownParameters]) and for each known one given more than
+// once ([problem.RepeatedParameters]) as one *event.ValidationError, or nil when
 // there are none.
 func (ps params) err(lib error, r *http.Request, known ...string) error {
 	var ve *event.ValidationError
@@ -447,6 +448,8 @@ func (ps params) err(lib error, r *http.Request, known ...string) error {
 		ps = append(ps, ve.Problems...)
 	}
 	ps = append(ps, problem.UnknownParameters(r.URL.Query(), known)...)
+	// Every parameter of these routes takes one value.
+	ps = append(ps, problem.RepeatedParameters(r.URL.Query(), known)...)
 	if len(ps) == 0 {
 		return nil
 	}

@@ -227,6 +227,24 @@ func UnknownParameters(q url.Values, known []string) []event.Problem {
 	return ps
 }
 
+// RepeatedParameters returns one problem for each parameter of q named in
+// single (the parameters a route reads as one value) that is given more
+// than once, in name order: member "/" + the name, rule
+// [event.RuleDuplicateMember]. Reading only the first value would answer
+// as if the others were honoured (project_id=a&project_id=b), so both
+// HTTP adapters refuse it, 400 invalid_parameter, beside the other
+// problems of the request's parameters.
+func RepeatedParameters(q url.Values, single []string) []event.Problem {
+	var ps []event.Problem
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		if len(q[name]) > 1 && slices.Contains(single, name) {
+			ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleDuplicateMember,
+				Message: fmt.Sprintf("is given %d times; this operation takes one value", len(q[name]))})
+		}
+	}
+	return ps
+}
+
 // Internal is the answer to a failure of the server (the store, a bug):
 // 500, code internal, with generic text; the handler logs the error itself.
 func Internal() Details {

@@ -688,7 +688,7 @@ type GetEventsParams struct {
 	Page     *int `form:"page,omitempty" json:"page,omitempty"`
 	PageSize *int `form:"pageSize,omitempty" json:"pageSize,omitempty"`
 
-	// Pagesize Meshery's alias of pageSize (pageSize wins when both are given).
+	// Pagesize Meshery's alias of pageSize; given with pageSize and a different value, 400 invalid_parameter naming pagesize. Every single-valued parameter given twice is 400 naming it.
 	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	Pagesize *int `form:"pagesize,omitempty" json:"pagesize,omitempty"`
 
@@ -742,7 +742,7 @@ type GetEventTypesParams struct {
 	Page     *int `form:"page,omitempty" json:"page,omitempty"`
 	PageSize *int `form:"pageSize,omitempty" json:"pageSize,omitempty"`
 
-	// Pagesize Meshery's alias of pageSize.
+	// Pagesize Meshery's alias of pageSize; given with pageSize and a different value, 400 invalid_parameter naming pagesize.
 	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	Pagesize *int `form:"pagesize,omitempty" json:"pagesize,omitempty"`
 }
