@@ -130,6 +130,12 @@ var (
 // names on a route that takes parameters, noParams on one that takes none.
 func (h *Handler) handle(fn func(w http.ResponseWriter, r *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A query string that does not parse is refused before anything
+		// reads it: net/url would drop every parameter.
+		if ps := problem.ParseQuery(r); ps != nil {
+			problem.Write(w, problem.InvalidParameter(ps...))
+			return
+		}
 		if err := fn(w, r); err != nil {
 			h.fail(w, r, err)
 		}

@@ -24,6 +24,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -212,11 +213,28 @@ func InvalidParameter(members ...event.Problem) Details {
 // refuse unknown parameters with it (issue 13: nothing silently ignored),
 // joined with the other problems of the same request's parameters so that
 // an answer lists every problem at once (issue 11, Errors).
+//
+// The answer stays small whatever the query: at most [MaxParameterProblems]
+// names are listed (then one problem, member "/", says how many more), and
+// a name longer than [MaxParameterName] bytes is cut there, marked "…".
 func UnknownParameters(q url.Values, known []string) []event.Problem {
 	var ps []event.Problem
-	for _, name := range slices.Sorted(maps.Keys(q)) {
+	names := slices.Sorted(maps.Keys(q))
+	unknown := 0
+	for _, name := range names {
 		if slices.Contains(known, name) {
 			continue
+		}
+		unknown++
+		if len(ps) == MaxParameterProblems {
+			continue
+		}
+		if len(name) > MaxParameterName {
+			cut := MaxParameterName
+			for cut > 0 && !utf8.RuneStart(name[cut]) {
+				cut--
+			}
+			name = name[:cut] + "…"
 		}
 		msg := "is not a parameter of this operation (it takes none)"
 		if len(known) > 0 {
@@ -224,7 +242,37 @@ func UnknownParameters(q url.Values, known []string) []event.Problem {
 		}
 		ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleAdditionalProperties, Message: msg})
 	}
+	if unknown > len(ps) {
+		ps = append(ps, event.Problem{Member: "/", Rule: event.RuleAdditionalProperties,
+			Message: fmt.Sprintf("and %d more parameters this operation does not take", unknown-len(ps))})
+	}
 	return ps
+}
+
+// MaxParameterProblems is how many unknown query parameters
+// [UnknownParameters] names in one answer.
+const MaxParameterProblems = 20
+
+// MaxParameterName is the longest parameter name, in bytes, that an answer
+// echoes whole.
+const MaxParameterName = 64
+
+// ParseQuery checks that r's query string parses: net/url refuses more than
+// 10,000 parameters and malformed escapes, and [url.URL.Query] drops that
+// error along with every parameter, which would answer a filtered route
+// unfiltered. It returns nil, or the problem to answer 400
+// invalid_parameter with: member "" (the query as a whole), rule
+// [event.RuleFormat].
+func ParseQuery(r *http.Request) []event.Problem {
+	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		msg := err.Error()
+		if len(msg) > 200 {
+			msg = msg[:200] + "…"
+		}
+		return []event.Problem{{Member: "", Rule: event.RuleFormat,
+			Message: "the query string cannot be parsed (" + strings.ToValidUTF8(msg, "") + "); nothing was read or stored"}}
+	}
+	return nil
 }
 
 // RepeatedParameters returns one problem for each parameter of q named in
