@@ -198,7 +198,7 @@ func (c corrConfig) planned(op corrOp, now time.Time) correlate.Create {
 		ID: uuid.Must(uuid.NewV7()).String(), Organization: c.Org, User: c.user(op.User),
 		SystemID: c.system(), ActedUpon: c.actedUpon(op.Key),
 		Category: "connection", Action: "failed", Severity: correlate.SeverityError, Status: correlate.StatusUnread,
-		Metadata: fmt.Appendf(nil, `{"error":"dial tcp 10.96.0.1:443: i/o timeout","connectionKind":"kubernetes","connectionName":"cluster-%03d"}`, op.Key),
+		Metadata:  fmt.Appendf(nil, `{"error":"dial tcp 10.96.0.1:443: i/o timeout","connectionKind":"kubernetes","connectionName":"cluster-%03d"}`, op.Key),
 		CreatedAt: now, UpdatedAt: now, CorrelationKey: c.key(op.Key),
 		Source: "/meshery/server", Type: "io.meshery.connection", Specversion: "1.0",
 		OccurrenceCount: ptr(int64(1)), FirstSeenAt: ptr(now), LastSeenAt: ptr(now),
