@@ -12,25 +12,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tallyhq/tally/correlate"
+	"github.com/tallyhq/tally/internal/pgcorrelate"
 )
 
 var _ correlate.Store = (*Correlate)(nil)
-
-// correlatedColumns are the columns of correlated_events, in the order of the
-// INSERT parameters $1 to $27 (see insertArgs).
-const correlatedColumns = `id, organization, user_id, owner, system_id, acted_upon, operation_id,
-	category, action, severity, status, description, metadata, extra,
-	created_at, updated_at, deleted_at, correlation_key, occurrence_count,
-	first_seen_at, last_seen_at, resolved_at, source, type, specversion, trace_id, parent_id`
-
-const insertValues = `($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::json, $14::json,
-	$15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)`
-
-// openPredicate is the predicate of the partial unique index
-// correlated_events_open_key (migration 00007): the rows that count as the
-// open event of their (organization, user_id, correlation_key). ON CONFLICT
-// names it verbatim so that PostgreSQL infers that index.
-const openPredicate = `resolved_at IS NULL AND deleted_at IS NULL AND user_id <> '' AND correlation_key IS NOT NULL`
 
 // correlatedRow is one row of correlated_events as sqlx scans it.
 type correlatedRow struct {
@@ -63,7 +48,7 @@ type correlatedRow struct {
 	ParentID        sql.NullString `db:"parent_id"`
 }
 
-// dest is the scan destinations of r, in the order of correlatedColumns,
+// dest is the scan destinations of r, in the order of pgcorrelate.Columns,
 // for the create path's pgx scans (no reflection).
 func (r *correlatedRow) dest() []any {
 	return []any{&r.ID, &r.Organization, &r.UserID, &r.Owner, &r.SystemID, &r.ActedUpon, &r.OperationID,
@@ -101,40 +86,10 @@ func (r correlatedRow) event() (correlate.Event, error) {
 	return e, nil
 }
 
-// orNull is nil (NULL) for "", else s.
-func orNull(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-func insertArgs(e correlate.Event) ([]any, error) {
-	var metadata, extra any
-	if e.Metadata != nil {
-		metadata = string(e.Metadata)
-	}
-	if len(e.Extra) > 0 {
-		b, err := correlate.EncodeExtra(e.Extra)
-		if err != nil {
-			return nil, fmt.Errorf("pgstore: encode extra: %w", err)
-		}
-		extra = string(b)
-	}
-	return []any{
-		e.ID, e.Organization, e.User, e.Owner, e.SystemID, e.ActedUpon, e.OperationID,
-		e.Category, e.Action, string(e.Severity), string(e.Status), e.Description, metadata, extra,
-		e.CreatedAt, e.UpdatedAt, e.DeletedAt, orNull(e.CorrelationKey), e.OccurrenceCount,
-		e.FirstSeenAt, e.LastSeenAt, e.ResolvedAt, orNull(e.Source), orNull(e.Type),
-		orNull(e.Specversion), orNull(e.TraceID), orNull(e.ParentID),
-	}, nil
-}
-
 // Create implements [correlate.Store] in one round trip to the database,
-// or two with an idempotencyKey (issue 14: an idempotent create took six,
-// and every create one more for the connection's ping). The write of steps
+// or two with an idempotencyKey. The write of steps
 // 2, 3 or 4, with step 5's key binding when there is a key, is one
-// statement (writeStatement), atomic on its own. Without a key it runs
+// statement (pgcorrelate.Write), atomic on its own. Without a key it runs
 // alone; with one it runs in a transaction, as two pipelined batches:
 // BEGIN, the key's lock and its lookup; then the write and COMMIT, or
 // ROLLBACK when the key replays. A serialization failure or deadlock
@@ -159,7 +114,7 @@ func (s *Correlate) Create(ctx context.Context, c correlate.Create) (correlate.E
 
 // createOnce applies one planned create on one connection of the pool.
 func (s *Correlate) createOnce(ctx context.Context, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
-	query, args, err := writeStatement(c)
+	query, args, err := pgcorrelate.Write(c)
 	if err != nil {
 		return correlate.Event{}, "", err
 	}
@@ -208,15 +163,14 @@ func idempotentCreate(ctx context.Context, conn *pgx.Conn, c correlate.Create, q
 			}
 		}
 	}()
-	lock := fmt.Sprintf("tally.correlate.idempotency:%d:%s:%d:%s:%s", len(org), org, len(user), user, c.IdempotencyKey)
 	var begin pgx.Batch
 	begin.Queue("BEGIN")
-	begin.Queue(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, lock)
+	begin.Queue(pgcorrelate.LockSQL, pgcorrelate.LockKey(org, user, c.IdempotencyKey))
 	var (
 		bound correlatedRow
 		found bool
 	)
-	begin.Queue(lookupSQL, org, user, c.IdempotencyKey, c.KeyNotBefore).QueryRow(func(row pgx.Row) error {
+	begin.Queue(pgcorrelate.LookupSQL, org, user, c.IdempotencyKey, c.KeyNotBefore).QueryRow(func(row pgx.Row) error {
 		switch err := row.Scan(bound.dest()...); {
 		case err == nil:
 			found = true
@@ -249,7 +203,7 @@ func idempotentCreate(ctx context.Context, conn *pgx.Conn, c correlate.Create, q
 	return w.result(werr, c)
 }
 
-// writtenRow is what writeStatement returns: the row written and the
+// writtenRow is what a pgcorrelate.Write statement returns: the row written and the
 // disposition's code.
 type writtenRow struct {
 	correlatedRow
@@ -272,139 +226,12 @@ func (w *writtenRow) result(err error, c correlate.Create) (correlate.Event, cor
 	return e, [...]correlate.Disposition{correlate.Created, correlate.Incremented, correlate.Resolved}[w.disposition], err
 }
 
-// insertCast is insertValues as a SELECT list, each parameter cast to its
-// column's type (an INSERT … SELECT does not infer them).
-const insertCast = `$1::uuid, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text,
-	$10::text, $11::text, $12::text, $13::json, $14::json, $15::timestamptz, $16::timestamptz, $17::timestamptz,
-	$18::text, $19::bigint, $20::timestamptz, $21::timestamptz, $22::timestamptz, $23::text, $24::text, $25::text,
-	$26::text, $27::text`
-
-// The write statements' common table expressions, each naming w the row it
-// wrote with its disposition code (writtenRow).
-const (
-	// recordCTE is step 2: insert the event ($1 to $27).
-	recordCTE = `w AS (INSERT INTO correlated_events (` + correlatedColumns + `) VALUES ` + insertValues + `
-			RETURNING ` + correlatedColumns + `, 0 AS disposition)`
-	// occurrenceCTE is step 3: insert the opening event, or, when the
-	// partial unique index already holds an open event of the key, count
-	// the occurrence ($28) on it. PostgreSQL makes INSERT … ON CONFLICT DO
-	// UPDATE atomic under concurrency: of 64 simultaneous first
-	// occurrences one inserts and 63 update, each update waiting for the
-	// row lock of the previous, so none is lost. When the open event is
-	// resolved meanwhile, the conflict disappears and the insert opens a
-	// new event instead. The count saturates at the bigint maximum instead
-	// of failing with 22003.
-	occurrenceCTE = `w AS (INSERT INTO correlated_events AS e (` + correlatedColumns + `) VALUES ` + insertValues + `
-			ON CONFLICT (organization, user_id, correlation_key) WHERE ` + openPredicate + `
-			DO UPDATE SET
-				occurrence_count = CASE WHEN e.occurrence_count > 9223372036854775807 - $28::bigint
-					THEN 9223372036854775807 ELSE e.occurrence_count + $28::bigint END,
-				last_seen_at = GREATEST(e.last_seen_at, $29::timestamptz),
-				updated_at = GREATEST(e.updated_at, $30::timestamptz)
-			RETURNING ` + correlatedColumns + `, CASE WHEN xmax = 0 THEN 0 ELSE 1 END AS disposition)`
-	// resolutionCTE is step 4: close the open event when there is one,
-	// else record the event (unless its insert is refused: $33). The
-	// UPDATE takes the open event's row lock, so a concurrent occurrence
-	// either is counted before (and the resolution sees its count) or
-	// waits and, finding the event closed, opens a new one. The insert, of
-	// an event already resolved, never meets the open-key index.
-	resolutionCTE = `closed AS (UPDATE correlated_events SET
-				resolved_at = $28,
-				severity = COALESCE($29, severity),
-				description = COALESCE($30, description),
-				last_seen_at = GREATEST(last_seen_at, $31::timestamptz),
-				updated_at = GREATEST(updated_at, $32::timestamptz)
-			WHERE organization = $2 AND user_id = $3 AND correlation_key = $18 AND ` + openPredicate + `
-			RETURNING ` + correlatedColumns + `),
-		opened AS (INSERT INTO correlated_events (` + correlatedColumns + `)
-			SELECT ` + insertCast + ` WHERE $33::boolean AND NOT EXISTS (SELECT FROM closed)
-			RETURNING ` + correlatedColumns + `),
-		w AS (SELECT *, 2 AS disposition FROM closed UNION ALL SELECT *, 0 FROM opened)`
-	// bindCTE is step 5, after a step's CTEs whose arguments end at $n: bind
-	// the key ($n+3) of the caller ($n+1, $n+2) to the written event at
-	// $n+4. A binding older than the retention is replaced.
-	bindCTE = `,
-		bound AS (INSERT INTO correlated_event_idempotency_keys (organization, user_id, key, event_id, bound_at)
-			SELECT $%d::text, $%d::text, $%d::text, id, $%d::timestamptz FROM w
-			ON CONFLICT (organization, user_id, key) DO UPDATE
-				SET event_id = EXCLUDED.event_id, bound_at = EXCLUDED.bound_at)`
-)
-
-// writeKind is what selects a write statement: the step, and whether an
-// idempotencyKey is bound.
-type writeKind struct {
-	step  correlate.Step
-	keyed bool
-}
-
-// writeSQL is every write statement, made once (issue 14: building the
-// text on every create was a tenth of tallyd's allocations per create).
-var writeSQL = func() map[writeKind]string {
-	steps := []struct {
-		step correlate.Step
-		ctes string
-		args int // the step's arguments: $1 to $args
-	}{
-		{correlate.StepRecord, recordCTE, 27},
-		{correlate.StepOccurrence, occurrenceCTE, 30},
-		{correlate.StepResolution, resolutionCTE, 33},
-	}
-	m := make(map[writeKind]string, 2*len(steps))
-	for _, s := range steps {
-		n := s.args
-		m[writeKind{s.step, false}] = `WITH ` + s.ctes + ` SELECT * FROM w`
-		m[writeKind{s.step, true}] = `WITH ` + s.ctes + fmt.Sprintf(bindCTE, n+1, n+2, n+3, n+4) + ` SELECT * FROM w`
-	}
-	return m
-}()
-
-// writeStatement is the one statement of a planned create's write, and its
-// arguments: steps 2, 3 or 4 as c.Step says, and, with an idempotencyKey,
-// step 5 (binding the key to the written event, in the same statement and
-// so the same transaction as the effect). It returns the written row's
-// correlatedColumns and its disposition code (writtenRow), and no row when
-// a resolution has nothing to close and its insert is refused.
-func writeStatement(c correlate.Create) (string, []any, error) {
-	args, err := insertArgs(c.Event)
-	if err != nil {
-		return "", nil, err
-	}
-	switch c.Step {
-	case correlate.StepRecord:
-	case correlate.StepOccurrence:
-		args = append(args, c.Count, c.LastSeenAt, c.Now)
-	case correlate.StepResolution:
-		args = append(args, c.ResolvedAt, orNull(string(c.Severity)), c.Description, c.LastSeenAt, c.Now, c.InsertRefused == nil)
-	default:
-		return "", nil, fmt.Errorf("unknown step %d", c.Step)
-	}
-	keyed := c.IdempotencyKey != ""
-	if keyed {
-		args = append(args, c.Caller.Organization, c.Caller.User, c.IdempotencyKey, c.Now)
-	}
-	return writeSQL[writeKind{c.Step, keyed}], args, nil
-}
-
-// lookupSQL reads the event an idempotencyKey is bound to (step 1).
-var lookupSQL = `SELECT ` + prefixed("e.", correlatedColumns) + `
-		FROM correlated_event_idempotency_keys k JOIN correlated_events e ON e.id = k.event_id
-		WHERE k.organization = $1 AND k.user_id = $2 AND k.key = $3 AND k.bound_at >= $4`
-
-// prefixed qualifies every column of a column list with prefix.
-func prefixed(prefix, columns string) string {
-	parts := strings.Split(columns, ",")
-	for i, p := range parts {
-		parts[i] = prefix + strings.TrimSpace(p)
-	}
-	return strings.Join(parts, ", ")
-}
-
 const scopeWhere = `organization = $1 AND user_id = $2 AND deleted_at IS NULL`
 
 // Get implements [correlate.Store].
 func (s *Correlate) Get(ctx context.Context, scope correlate.Caller, id string) (correlate.Event, error) {
 	var row correlatedRow
-	err := s.db.GetContext(ctx, &row, `SELECT `+correlatedColumns+` FROM correlated_events WHERE `+scopeWhere+` AND id = $3`,
+	err := s.db.GetContext(ctx, &row, `SELECT `+pgcorrelate.Columns+` FROM correlated_events WHERE `+scopeWhere+` AND id = $3`,
 		scope.Organization, scope.User, id)
 	if err != nil {
 		return correlate.Event{}, interpretError(fmt.Errorf("pgstore: get event %s: %w", id, err))
@@ -489,7 +316,7 @@ func (s *Correlate) List(ctx context.Context, scope correlate.Caller, q correlat
 	var rows []correlatedRow
 	n := len(args)
 	err := s.db.SelectContext(ctx, &rows, fmt.Sprintf(`SELECT %s FROM correlated_events WHERE %s AND %s
-		ORDER BY %screated_at %s, id %s LIMIT $%d OFFSET $%d`, correlatedColumns, cond, statusCond, sortBy, dir, dir, n+1, n+2),
+		ORDER BY %screated_at %s, id %s LIMIT $%d OFFSET $%d`, pgcorrelate.Columns, cond, statusCond, sortBy, dir, dir, n+1, n+2),
 		append(args, q.PageSize, int64(q.Page)*int64(q.PageSize))...)
 	if err != nil {
 		return correlate.Listing{}, interpretError(fmt.Errorf("pgstore: list events: %w", err))
@@ -532,7 +359,7 @@ func (s *Correlate) SetStatus(ctx context.Context, scope correlate.Caller, id st
 	var row correlatedRow
 	err := s.db.GetContext(ctx, &row, `UPDATE correlated_events
 		SET status = $4, updated_at = GREATEST(updated_at, $5::timestamptz)
-		WHERE `+scopeWhere+` AND id = $3 RETURNING `+correlatedColumns,
+		WHERE `+scopeWhere+` AND id = $3 RETURNING `+pgcorrelate.Columns,
 		scope.Organization, scope.User, id, string(status), at)
 	if err != nil {
 		return correlate.Event{}, interpretError(fmt.Errorf("pgstore: set event status %s: %w", id, err))
@@ -546,7 +373,7 @@ func (s *Correlate) Delete(ctx context.Context, scope correlate.Caller, id strin
 	var row correlatedRow
 	err := s.db.GetContext(ctx, &row, `UPDATE correlated_events
 		SET deleted_at = $4, updated_at = GREATEST(updated_at, $4::timestamptz)
-		WHERE `+scopeWhere+` AND id = $3 RETURNING `+correlatedColumns,
+		WHERE `+scopeWhere+` AND id = $3 RETURNING `+pgcorrelate.Columns,
 		scope.Organization, scope.User, id, at)
 	if err != nil {
 		return correlate.Event{}, interpretError(fmt.Errorf("pgstore: delete event %s: %w", id, err))

@@ -39,9 +39,9 @@
 // URL and to tallyd on loopback, or to --url.
 //
 //	go build -o /tmp/tallyd ./cmd/tallyd
-//	go run ./cmd/tally-bench --tallyd /tmp/tallyd
-//	go run ./cmd/tally-bench --tallyd /tmp/tallyd --store memory
-//	go run ./cmd/tally-bench --tallyd /tmp/tallyd --short   # CI: checks only
+//	go run ./internal/cmd/tally-bench --tallyd /tmp/tallyd
+//	go run ./internal/cmd/tally-bench --tallyd /tmp/tallyd --store memory
+//	go run ./internal/cmd/tally-bench --tallyd /tmp/tallyd --short   # CI: checks only
 package main
 
 import (

@@ -11,6 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tallyhq/tally/internal/pgcorrelate"
 )
 
 // pgServer is the PostgreSQL server the run uses, and the database it made.
@@ -236,85 +238,51 @@ func (r pgReader) correlation(ctx context.Context, org string) (map[corrPair]cor
 	return out, rows.Err()
 }
 
-// The bare-SQL correlation ceiling runs the statements the product runs for
-// each step of createEvent (store/pgstore/correlate.go), in the same round
-// trips, through pgx on its own connections, without HTTP, JSON, validation
-// or database/sql: a create without an idempotency key is one statement (a
-// resolution closes the open event or records one, in one statement); one
-// with a key is a transaction of two pipelined batches, BEGIN, the key's
-// lock and its lookup, then the write with the key's binding (one
-// statement) and COMMIT, or ROLLBACK when the key replays.
-const (
-	corrCols = `id, organization, user_id, system_id, acted_upon, category, action, severity, status, description,
-		metadata, created_at, updated_at, correlation_key, occurrence_count, first_seen_at, last_seen_at, resolved_at,
-		source, type, specversion`
-	corrVals       = `($1, $2, $3, $4, $5, $6, $7, $8, 'unread', $9, $10::json, $11, $11, $12, 1, $13, $13, $14, $15, $16, '1.0')`
-	corrCast       = `$1::uuid, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, 'unread', $9::text, $10::json, $11::timestamptz, $11::timestamptz, $12::text, 1, $13::timestamptz, $13::timestamptz, $14::timestamptz, $15::text, $16::text, '1.0'`
-	corrOpen       = `resolved_at IS NULL AND deleted_at IS NULL AND user_id <> '' AND correlation_key IS NOT NULL`
-	corrOccurrence = `w AS (INSERT INTO correlated_events AS e (` + corrCols + `) VALUES ` + corrVals + `
-		ON CONFLICT (organization, user_id, correlation_key) WHERE ` + corrOpen + `
-		DO UPDATE SET occurrence_count = e.occurrence_count + 1,
-			last_seen_at = GREATEST(e.last_seen_at, EXCLUDED.last_seen_at),
-			updated_at = GREATEST(e.updated_at, EXCLUDED.updated_at)
-		RETURNING id, CASE WHEN xmax = 0 THEN 'created' ELSE 'incremented' END AS disp)`
-	corrResolve = `closed AS (UPDATE correlated_events SET resolved_at = $14, severity = $8, description = $9,
-			last_seen_at = GREATEST(last_seen_at, $13::timestamptz), updated_at = GREATEST(updated_at, $13::timestamptz)
-		WHERE organization = $2 AND user_id = $3 AND correlation_key = $12 AND ` + corrOpen + ` RETURNING id),
-		opened AS (INSERT INTO correlated_events (` + corrCols + `) SELECT ` + corrCast + `
-			WHERE NOT EXISTS (SELECT FROM closed) RETURNING id),
-		w AS (SELECT id, 'resolved' AS disp FROM closed UNION ALL SELECT id, 'created' FROM opened)`
-	corrBind = `, bound AS (INSERT INTO correlated_event_idempotency_keys (organization, user_id, key, event_id, bound_at)
-		SELECT $2::text, $3::text, $17::text, id, $13::timestamptz FROM w ON CONFLICT (organization, user_id, key) DO UPDATE
-		SET event_id = EXCLUDED.event_id, bound_at = EXCLUDED.bound_at)`
-	corrSelect = ` SELECT id::text, disp FROM w`
-	corrLookup = `SELECT k.event_id::text FROM correlated_event_idempotency_keys k
-		WHERE k.organization = $1 AND k.user_id = $2 AND k.key = $3`
-)
+// The bare-SQL correlation ceiling runs the product's own statements for
+// each step of createEvent (internal/pgcorrelate, which store/pgstore runs
+// too), with the product's arguments, in the same round trips, through pgx
+// on its own connections, without HTTP, JSON, validation or database/sql: a
+// create without an idempotency key is one statement (a resolution closes
+// the open event or records one, in one statement); one with a key is a
+// transaction of two pipelined batches, BEGIN, the key's lock and its
+// lookup, then the write with the key's binding (one statement) and COMMIT,
+// or ROLLBACK when the key replays.
 
 // sqlCreate applies one create as bare SQL and returns its disposition and
 // event id.
 func sqlCreate(ctx context.Context, p *pgxpool.Pool, cfg corrConfig, op corrOp) (disp, id string, err error) {
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	user, key := cfg.user(op.User), cfg.key(op.Key)
-	action, severity, desc := "failed", "error", "Connection to the Kubernetes cluster failed"
-	var resolved *time.Time
-	if op.Resolve {
-		action, severity, desc = "connected", "informational", "Connection restored"
-		resolved = &now
-	}
-	meta := fmt.Sprintf(`{"error":"dial tcp 10.96.0.1:443: i/o timeout","connectionKind":"kubernetes","connectionName":"cluster-%03d"}`, op.Key)
-	args := []any{uuid.Must(uuid.NewV7()).String(), cfg.Org, user, cfg.system(), cfg.actedUpon(op.Key), "connection", action, severity,
-		desc, meta, now, key, now, resolved, "/meshery/server", "io.meshery.connection"}
-	write := "WITH " + corrOccurrence
-	if op.Resolve {
-		write = "WITH " + corrResolve
-	}
-	if op.IdemKey == "" {
-		err = p.QueryRow(ctx, write+corrSelect, args...).Scan(&id, &disp)
-		return disp, id, err
-	}
-	c, err := p.Acquire(ctx)
+	c := cfg.planned(op, now)
+	query, args, err := pgcorrelate.Write(c)
 	if err != nil {
 		return "", "", err
 	}
-	defer c.Release()
-	conn := c.Conn()
+	if op.IdemKey == "" {
+		return scanWritten(p.Query(ctx, query, args...))
+	}
+	pc, err := p.Acquire(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	defer pc.Release()
+	conn := pc.Conn()
 	defer func() {
 		if conn.PgConn().TxStatus() != 'I' && !conn.IsClosed() {
 			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 		}
 	}()
-	lock := fmt.Sprintf("tally.correlate.idempotency:%d:%s:%d:%s:%s", len(cfg.Org), cfg.Org, len(user), user, op.IdemKey)
 	var begin pgx.Batch
 	begin.Queue("BEGIN")
-	begin.Queue(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, lock)
-	begin.Queue(corrLookup, cfg.Org, user, op.IdemKey).QueryRow(func(r pgx.Row) error {
-		if err := r.Scan(&id); err == nil {
-			disp = "replayed"
-		} else if !errors.Is(err, pgx.ErrNoRows) {
-			return err
+	begin.Queue(pgcorrelate.LockSQL, pgcorrelate.LockKey(c.Caller.Organization, c.Caller.User, c.IdempotencyKey))
+	begin.Queue(pgcorrelate.LookupSQL, c.Caller.Organization, c.Caller.User, c.IdempotencyKey, c.KeyNotBefore).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			v, err := rows.Values()
+			if err != nil {
+				return err
+			}
+			id, disp = uuidText(v[0]), "replayed"
 		}
-		return nil
+		return rows.Err()
 	})
 	if err := conn.SendBatch(ctx, &begin).Close(); err != nil {
 		return "", "", err
@@ -324,10 +292,47 @@ func sqlCreate(ctx context.Context, p *pgxpool.Pool, cfg corrConfig, op corrOp) 
 		return disp, id, err
 	}
 	var commit pgx.Batch
-	commit.Queue(write+corrBind+corrSelect, append(args, op.IdemKey)...).QueryRow(func(r pgx.Row) error {
-		return r.Scan(&id, &disp)
+	var werr error
+	commit.Queue(query, args...).Query(func(rows pgx.Rows) error {
+		disp, id, werr = scanWritten(rows, nil)
+		return nil
 	})
 	commit.Queue("COMMIT")
-	err = conn.SendBatch(ctx, &commit).Close()
-	return disp, id, err
+	if err := conn.SendBatch(ctx, &commit).Close(); err != nil && werr == nil {
+		return "", "", err
+	}
+	return disp, id, werr
+}
+
+// scanWritten reads the one row a pgcorrelate.Write statement returns,
+// decoding every column as the product does: the event's id and its
+// disposition.
+func scanWritten(rows pgx.Rows, err error) (disp, id string, _ error) {
+	if err != nil {
+		return "", "", err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		v, err := rows.Values()
+		if err != nil {
+			return "", "", err
+		}
+		code, _ := v[len(v)-1].(int32)
+		id, disp = uuidText(v[0]), [...]string{"created", "incremented", "resolved"}[code]
+	}
+	if err := rows.Err(); err != nil {
+		return "", "", err
+	}
+	if id == "" {
+		return "", "", errors.New("the write returned no row")
+	}
+	return disp, id, nil
+}
+
+// uuidText is a uuid column's value as text.
+func uuidText(v any) string {
+	if b, ok := v.([16]byte); ok {
+		return uuid.UUID(b).String()
+	}
+	return fmt.Sprint(v)
 }

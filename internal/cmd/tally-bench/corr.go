@@ -6,6 +6,10 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tallyhq/tally/correlate"
 )
 
 // corrConfig shapes the Meshery-like correlation traffic.
@@ -182,3 +186,33 @@ func checkCorrelation(cfg corrConfig, answers []corrAnswer, got map[corrPair]cor
 	}
 	return problems
 }
+
+// planned is op as correlate.Service plans it for the store, for the
+// bare-SQL ceiling: the event body renders, with the step, count and times
+// of event-correlation.md's steps 3 and 4 (an open create counts one
+// occurrence; a resolution closes the open event or records one already
+// resolved).
+func (c corrConfig) planned(op corrOp, now time.Time) correlate.Create {
+	desc := "Connection to the Kubernetes cluster failed"
+	e := correlate.Event{
+		ID: uuid.Must(uuid.NewV7()).String(), Organization: c.Org, User: c.user(op.User),
+		SystemID: c.system(), ActedUpon: c.actedUpon(op.Key),
+		Category: "connection", Action: "failed", Severity: correlate.SeverityError, Status: correlate.StatusUnread,
+		Metadata:  fmt.Appendf(nil, `{"error":"dial tcp 10.96.0.1:443: i/o timeout","connectionKind":"kubernetes","connectionName":"cluster-%03d"}`, op.Key),
+		CreatedAt: now, UpdatedAt: now, CorrelationKey: c.key(op.Key),
+		Source: "/meshery/server", Type: "io.meshery.connection", Specversion: "1.0",
+		OccurrenceCount: ptr(int64(1)), FirstSeenAt: ptr(now), LastSeenAt: ptr(now),
+	}
+	cr := correlate.Create{Caller: correlate.Caller{Organization: c.Org, User: e.User}, IdempotencyKey: op.IdemKey,
+		Step: correlate.StepOccurrence, Count: 1, LastSeenAt: now, Now: now}
+	if op.Resolve {
+		desc = "Connection restored"
+		e.Action, e.Severity, e.ResolvedAt = "connected", correlate.SeverityInformational, ptr(now)
+		cr.Step, cr.ResolvedAt, cr.Severity, cr.Description = correlate.StepResolution, now, e.Severity, &desc
+	}
+	e.Description = desc
+	cr.Event = e
+	return cr
+}
+
+func ptr[T any](v T) *T { return &v }

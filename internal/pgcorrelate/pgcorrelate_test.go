@@ -1,4 +1,4 @@
-package pgstore
+package pgcorrelate
 
 import (
 	"regexp"
@@ -8,7 +8,7 @@ import (
 	"github.com/tallyhq/tally/correlate"
 )
 
-// Every write statement takes exactly the arguments writeStatement gives
+// Every write statement takes exactly the arguments Write gives
 // it: its highest parameter is the last argument, for every step with and
 // without an idempotencyKey (the statements are made once, in writeSQL, and
 // number step 5's parameters after the step's own).
@@ -16,7 +16,7 @@ func TestWriteStatementParameters(t *testing.T) {
 	param := regexp.MustCompile(`\$(\d+)`)
 	for _, step := range []correlate.Step{correlate.StepRecord, correlate.StepOccurrence, correlate.StepResolution} {
 		for _, key := range []string{"", "key-1"} {
-			query, args, err := writeStatement(correlate.Create{Step: step, IdempotencyKey: key})
+			query, args, err := Write(correlate.Create{Step: step, IdempotencyKey: key})
 			if err != nil {
 				t.Fatalf("step %d, key %q: %v", step, key, err)
 			}
