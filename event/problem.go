@@ -36,6 +36,7 @@ const (
 	RuleScope           = "scope"           // a member outside the caller's scope
 	RuleSchema          = "schema"          // a size schema refuses the value, or none is registered
 	RuleNumberRange     = "numberRange"     // a size number outside the range the size-schema validator judges (ingest.MaxNumberDigits, ingest.MaxNumberExponent)
+	RuleConflict        = "conflict"        // an event_id and timestamp already taken by an event of another platform, cloud, resource_type or resource_id
 	RuleInternal        = "internal"        // a check failed inside the server on this item (a recovered panic); the item is refused, the rest proceeds
 )
 

@@ -2,11 +2,13 @@ package ingest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -33,6 +35,13 @@ const DefaultMaxDeadLetterBytes = 64 << 10
 // scope (canonical-event.md, Delivery).
 const ActionScopeViolation = "events.scope_violation"
 
+// ActionConflict is the audit action of an item refused as a conflict
+// ([KindConflict]): its (event_id, timestamp) is stored, or came earlier in
+// the batch, for another resource (DECISIONS.md, Same (event_id, timestamp)
+// stored for another resource). The row names the caller's credential and
+// the item's own event_id, platform and cloud, never the stored event's.
+const ActionConflict = "events.conflict"
+
 // ErrBatchTooLarge is returned, before anything is read or stored, for a
 // batch of more than [MaxBatch] items. The HTTP layer answers 413.
 var ErrBatchTooLarge = fmt.Errorf("ingest: a batch holds at most %d items", MaxBatch)
@@ -58,10 +67,17 @@ const (
 	KindSizeSchema Kind = "size_schema"
 	// KindScope refuses an item outside the caller's scope.
 	KindScope Kind = "scope"
+	// KindConflict refuses an item whose (event_id, timestamp) is stored,
+	// or came earlier in the batch, as an event of another platform, cloud,
+	// resource_type or resource_id ([Collides]): not the spec's duplicate
+	// (a replay of one event) but a collision or an attack, which must not
+	// make the stored event or the newcomer disappear. It is kept as a dead
+	// letter with an audit row of action [ActionConflict].
+	KindConflict Kind = "conflict"
 )
 
 // Kinds lists every [Kind].
-func Kinds() []Kind { return []Kind{KindSchema, KindSizeSchema, KindScope} }
+func Kinds() []Kind { return []Kind{KindSchema, KindSizeSchema, KindScope, KindConflict} }
 
 // Observer receives the counters of ingestion, to be backed by a metrics
 // library (the server uses Prometheus). It is called after a batch has been
@@ -315,12 +331,13 @@ type run struct {
 	now       time.Time
 	res       Result
 	batch     Batch
-	seen      map[dupKey]bool
+	seen      map[dupKey]int // index in batch.Events of the survivor with the key
 	rows      map[pair][]sizenames.Row
 	resolved  map[pair]map[string]resolvedSize // by (cloud, resource_type), then the size as sent
 	schemas   map[pair]*schemaLookup
 	valid     map[pair]map[string]bool // sizes of this batch its pair's schema accepted (see checkSize)
 	unvalid   []*pair                  // parallel to batch.Events: the pair of an unvalidated size, or nil
+	index     []int                    // parallel to batch.Events: the item's index in the call
 	dups      int
 	rejByKind map[Kind]int
 }
@@ -330,7 +347,7 @@ func (s *Service) newRun(ctx context.Context, caller Caller, source event.Source
 		s: s, ctx: ctx, caller: caller, source: source,
 		now:       event.Normalize(s.now()),
 		res:       Result{Rejected: []Rejection{}},
-		seen:      make(map[dupKey]bool, n),
+		seen:      make(map[dupKey]int, n),
 		rows:      make(map[pair][]sizenames.Row),
 		resolved:  make(map[pair]map[string]resolvedSize),
 		schemas:   make(map[pair]*schemaLookup),
@@ -403,7 +420,7 @@ func (r *run) item(i int, raw []byte) (err error) {
 		}
 	}
 	stage = stageAdmit
-	r.admit(ev, unvalidated)
+	r.admit(i, raw, id, ev, unvalidated)
 	return nil
 }
 
@@ -556,17 +573,57 @@ func (r *run) accept(sp pair, size jsontext.Value) {
 
 // admit is stage 5: the caller's pipeline as source, then the survivor is
 // kept unless an earlier survivor of the batch has its (event_id,
-// timestamp).
-func (r *run) admit(ev event.Event, unvalidated *pair) {
+// timestamp): a duplicate when that one names the same resource, a
+// conflict ([KindConflict]) when it names another ([Collides]). A kept
+// survivor carries the dead letter and audit row that [Store.Commit] writes
+// should a stored event of another resource hold its key.
+func (r *run) admit(i int, raw []byte, id string, ev event.Event, unvalidated *pair) {
 	ev.Source = r.source
 	dk := dupKey{ev.EventID, ev.Timestamp.UnixMicro()}
-	if r.seen[dk] {
+	if j, ok := r.seen[dk]; ok {
+		if Collides(&r.batch.Events[j], &ev) {
+			r.conflict(i, raw, id, ev)
+			return
+		}
 		r.dups++
 		return
 	}
-	r.seen[dk] = true
+	r.seen[dk] = len(r.batch.Events)
 	r.batch.Events = append(r.batch.Events, ev)
+	r.batch.Conflicts = append(r.batch.Conflicts, r.conflictRecord(id, ev, raw))
+	r.index = append(r.index, i)
 	r.unvalid = append(r.unvalid, unvalidated)
+}
+
+// conflictReason is the reason of a [KindConflict] refusal. It names the
+// rule and nothing of the event that holds the key, which may be another
+// cloud's.
+var conflictReason = reason(KindConflict, event.Problem{Member: "/event_id", Rule: event.RuleConflict,
+	Message: "this (event_id, timestamp) is already taken by an event of another platform, cloud, resource_type or resource_id; " +
+		"an event_id identifies one event of one resource, so this item is not a duplicate and was not stored"})
+
+// conflictRecord is the dead letter and audit row of ev refused as a
+// conflict. The dead letter's Raw references raw (the store copies it).
+func (r *run) conflictRecord(id string, ev event.Event, raw []byte) Conflict {
+	dl := DeadLetter{RawSize: len(raw), Reason: conflictReason, EventID: id, ReceivedAt: r.now}
+	if len(raw) <= r.s.maxDL {
+		dl.Raw = raw
+		if dl.Raw == nil {
+			dl.Raw = []byte{}
+		}
+	}
+	return Conflict{DeadLetter: dl, Audit: AuditEntry{
+		At: r.now, Action: ActionConflict, Credential: r.caller.Credential,
+		EventID: id, Platform: ev.Platform, Cloud: ev.Cloud,
+	}}
+}
+
+// conflict refuses item i as a conflict within the batch: a rejection, a
+// dead letter and an audit row.
+func (r *run) conflict(i int, raw []byte, id string, ev event.Event) {
+	r.reject(i, id, KindConflict, conflictReason, raw)
+	c := r.conflictRecord(id, ev, raw)
+	r.batch.Audit = append(r.batch.Audit, c.Audit)
 }
 
 // reject records a refused item: in the result, and as a dead letter
@@ -597,10 +654,22 @@ func (r *run) commit() (Result, error) {
 	if len(committed.Inserted) != len(r.batch.Events) {
 		return Result{}, fmt.Errorf("ingest: commit batch: store reported %d results for %d events", len(committed.Inserted), len(r.batch.Events))
 	}
+	if c := committed.Conflicted; c != nil && len(c) != len(r.batch.Events) {
+		return Result{}, fmt.Errorf("ingest: commit batch: store reported %d conflicts for %d events", len(c), len(r.batch.Events))
+	}
 	unvalidated := map[pair]int{}
 	byCloud := map[string]int{}
+	conflicts := false
 	for i, ok := range committed.Inserted {
 		if !ok {
+			if committed.Conflicted != nil && committed.Conflicted[i] {
+				// Stored by the store with the batch: the dead letter and
+				// audit row of r.batch.Conflicts[i].
+				r.res.Rejected = append(r.res.Rejected, Rejection{Index: r.index[i], EventID: r.batch.Conflicts[i].DeadLetter.EventID, Reason: conflictReason})
+				r.rejByKind[KindConflict]++
+				conflicts = true
+				continue
+			}
 			r.dups++
 			continue
 		}
@@ -609,6 +678,9 @@ func (r *run) commit() (Result, error) {
 		if p := r.unvalid[i]; p != nil {
 			unvalidated[*p]++
 		}
+	}
+	if conflicts {
+		slices.SortStableFunc(r.res.Rejected, func(a, b Rejection) int { return cmp.Compare(a.Index, b.Index) })
 	}
 	r.res.Duplicates = r.dups
 	r.observe(byCloud, unvalidated, committed.Replays)

@@ -31,7 +31,10 @@ type Store interface {
 	PutResourceType(ctx context.Context, rt ResourceType) (ResourceType, error)
 
 	// Commit writes one batch in one transaction: it inserts each event
-	// unless one with the same (event_id, timestamp) is stored already,
+	// unless one with the same (event_id, timestamp) is stored already
+	// (or comes earlier in b.Events); when that one names another resource
+	// ([Collides]) the event is a conflict: reported in
+	// Committed.Conflicted, with b.Conflicts[i] written when given. It
 	// folds the newly stored events into the projection of current
 	// resources with [FoldBatch], writes every dead letter and audit row,
 	// and reports, parallel to b.Events, whether each event was newly
@@ -61,6 +64,12 @@ type Committed struct {
 	// stored, false when an event with its (event_id, timestamp) was stored
 	// already.
 	Inserted []bool
+	// Conflicted, when not nil, is parallel to Batch.Events: true when an
+	// event with its (event_id, timestamp) is stored (or came earlier in
+	// the batch) for another resource ([Collides]); the event was not
+	// stored (Inserted false) and Commit wrote Batch.Conflicts[i] instead.
+	// A store leaves it nil when no event of the batch conflicts.
+	Conflicted []bool
 	// Replays counts, by cloud, the late events that made a resource replay
 	// its history in the projection (tally_projection_replays_total).
 	Replays map[string]int
@@ -75,6 +84,30 @@ type Batch struct {
 	DeadLetters []DeadLetter
 	// Audit holds the scope violations of the batch.
 	Audit []AuditEntry
+	// Conflicts, when not nil, is parallel to Events: the dead letter and
+	// audit row Commit writes, in the same transaction, for an event it
+	// does not store because its (event_id, timestamp) is stored for
+	// another resource ([Collides]; DECISIONS.md, Same (event_id,
+	// timestamp) stored for another resource). A DeadLetter's Raw may
+	// reference the caller's bytes: a store copies what it keeps.
+	Conflicts []Conflict
+}
+
+// Conflict is what [Store.Commit] writes for an event of a [Batch] that
+// collides with a stored one: a dead letter (reason "conflict: …") and an
+// audit row of action [ActionConflict].
+type Conflict struct {
+	DeadLetter DeadLetter
+	Audit      AuditEntry
+}
+
+// Collides reports whether a and b, two events with one (event_id,
+// timestamp), name another platform, cloud, resource_type or resource_id:
+// then the later one is not a duplicate of the earlier but a conflict
+// ([KindConflict]). Two events of one resource with one key are the spec's
+// duplicate (canonical-event.md, Rules), whatever else they carry.
+func Collides(a, b *event.Event) bool {
+	return a.Platform != b.Platform || a.Cloud != b.Cloud || a.ResourceType != b.ResourceType || a.ResourceID != b.ResourceID
 }
 
 // ResourceType is one row of the size-schema registry (canonical-event.md,

@@ -177,16 +177,40 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 	if err := ctx.Err(); err != nil {
 		return ingest.Committed{}, err
 	}
+	if b.Conflicts != nil && len(b.Conflicts) != len(b.Events) {
+		return ingest.Committed{}, fmt.Errorf("memstore: commit: %d conflicts for %d events (nil or parallel)", len(b.Conflicts), len(b.Events))
+	}
 	now := s.stamp()
 	inserted := make([]bool, len(b.Events))
-	added := make(map[eventKey]bool, len(b.Events))
+	var conflicted []bool
+	added := make(map[eventKey]int, len(b.Events))
 	for i, ev := range b.Events {
 		k := eventKey{ev.EventID, ev.Timestamp.UnixMicro()}
-		if _, ok := s.ingest.events[k]; ok || added[k] {
+		held, ok := s.ingest.events[k]
+		if j, in := added[k]; !ok && in {
+			held, ok = b.Events[j], true
+		}
+		if ok {
+			if ingest.Collides(&held, &ev) {
+				if conflicted == nil {
+					conflicted = make([]bool, len(b.Events))
+				}
+				conflicted[i] = true
+			}
 			continue
 		}
-		added[k] = true
+		added[k] = i
 		inserted[i] = true
+	}
+	if conflicted != nil && b.Conflicts != nil {
+		// New slices: never append into the caller's arrays.
+		b.DeadLetters, b.Audit = slices.Clone(b.DeadLetters), slices.Clone(b.Audit)
+		for i, c := range conflicted {
+			if c {
+				b.DeadLetters = append(b.DeadLetters, b.Conflicts[i].DeadLetter)
+				b.Audit = append(b.Audit, b.Conflicts[i].Audit)
+			}
+		}
 	}
 	var stored []event.Event
 	for i, ev := range b.Events {
@@ -227,7 +251,7 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 		a.At = a.At.UTC().Truncate(time.Microsecond)
 		s.ingest.audit = append(s.ingest.audit, a)
 	}
-	return ingest.Committed{Inserted: inserted, Replays: replays}, nil
+	return ingest.Committed{Inserted: inserted, Conflicted: conflicted, Replays: replays}, nil
 }
 
 func cloneEvent(ev event.Event) event.Event {

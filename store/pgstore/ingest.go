@@ -115,7 +115,12 @@ func stamp(t, now time.Time) time.Time {
 // inserted is parallel to b.Events: true when the event was newly stored,
 // false when an event with the same (event_id, timestamp) was stored already
 // or came earlier in b.Events (Rules: "A duplicate is the same (event_id,
-// timestamp) pair"). Timestamps are stored in UTC, truncated to microseconds;
+// timestamp) pair"). When that event names another platform, cloud,
+// resource_type or resource_id ([ingest.Collides]) the event is reported in
+// Conflicted instead and b.Conflicts[i] is written with the batch; this is
+// decided on every path of the write (the probe, the COPY and its redo with
+// ON CONFLICT, which reads the holder of each key it skipped once the
+// concurrent transaction that held it has committed). Timestamps are stored in UTC, truncated to microseconds;
 // each event's received_at, and the ReceivedAt of a dead letter or the At of
 // an audit row left zero, is the store clock's time ([Options].Now).
 //
@@ -130,11 +135,14 @@ func stamp(t, now time.Time) time.Time {
 // nothing of the batch is written; the error is wrapped as "pgstore: commit
 // batch: …". Safe for concurrent use.
 func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, error) {
-	inserted, replays, err := commitBatch(ctx, s.conn, b, utcMicro(s.now()))
+	if b.Conflicts != nil && len(b.Conflicts) != len(b.Events) {
+		return ingest.Committed{}, fmt.Errorf("pgstore: commit batch: %d conflicts for %d events (nil or parallel)", len(b.Conflicts), len(b.Events))
+	}
+	res, err := commitBatch(ctx, s.conn, b, utcMicro(s.now()))
 	if err != nil {
 		return ingest.Committed{}, fmt.Errorf("pgstore: commit batch: %w", interpretError(err))
 	}
-	return ingest.Committed{Inserted: inserted, Replays: replays}, nil
+	return res, nil
 }
 
 // eventRow is an events row as sqlx scans it.

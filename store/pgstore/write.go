@@ -66,143 +66,209 @@ const (
 // unique violation: to the full probe (the sample missed a stored event),
 // then to INSERT … ON CONFLICT (a concurrent batch stored one meanwhile),
 // which cannot fail so.
-func commitBatch(ctx context.Context, c *conn, b ingest.Batch, now time.Time) (inserted []bool, replays map[string]int, err error) {
+func commitBatch(ctx context.Context, c *conn, b ingest.Batch, now time.Time) (res ingest.Committed, err error) {
 	mode := sampleProbe
 	if c.duplicatesSeen.Load() {
 		mode = fullProbe
 	}
 	for {
-		inserted, replays, err = commitOnce(ctx, c, b, now, mode)
+		res, err = commitOnce(ctx, c, b, now, mode)
 		var pgErr *pgconn.PgError
 		if err == nil || mode == onConflict || !errors.As(err, &pgErr) || pgErr.Code != "23505" {
-			return inserted, replays, err
+			return res, err
 		}
 		mode++
 	}
 }
 
+// resourceOf is what an events row names besides its key: an event with a
+// stored key is a duplicate when these agree, a conflict when not
+// (ingest.Collides).
+type resourceOf struct {
+	platform, cloud, resourceType, resourceID string
+}
+
+func resourceOfEvent(e *event.Event) resourceOf {
+	return resourceOf{e.Platform, e.Cloud, e.ResourceType, e.ResourceID}
+}
+
 // commitOnce runs the transaction, inserting the events as mode says. The
 // wait for a connection is bounded by the acquire timeout.
-func commitOnce(ctx context.Context, c *conn, b ingest.Batch, now time.Time, mode insertMode) (inserted []bool, replays map[string]int, err error) {
+func commitOnce(ctx context.Context, c *conn, b ingest.Batch, now time.Time, mode insertMode) (res ingest.Committed, err error) {
 	pc, err := c.acquireConn(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("acquire: %w", err)
+		return res, fmt.Errorf("acquire: %w", err)
 	}
 	defer pc.Release() // after the rollback below
 	tx, err := pc.Begin(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("begin: %w", err)
+		return res, fmt.Errorf("begin: %w", err)
 	}
 	defer func() {
 		if err != nil {
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 		}
 	}()
-	inserted = make([]bool, len(b.Events))
+	inserted := make([]bool, len(b.Events))
+	var conflicted []bool
 	if len(b.Events) > 0 {
-		var stored []bool
+		// held is the stored events' resources by key, as far as read.
+		var held map[eventKey]resourceOf
 		if mode != onConflict {
-			var found bool
-			if stored, found, err = probeEvents(ctx, tx, b.Events, mode == fullProbe); err != nil {
-				return nil, nil, err
+			if held, err = probeEvents(ctx, tx, b.Events, mode == fullProbe); err != nil {
+				return res, err
 			}
-			c.duplicatesSeen.Store(found)
-		} else {
-			stored = make([]bool, len(b.Events))
+			c.duplicatesSeen.Store(len(held) > 0)
 		}
 		fresh := make([]*event.Event, 0, len(b.Events))
-		seen := make(map[eventKey]bool, len(b.Events))
+		first := make(map[eventKey]int, len(b.Events)) // the batch's first event of each key
 		for i := range b.Events {
 			k := eventKey{b.Events[i].EventID, utcMicro(b.Events[i].Timestamp).UnixMicro()}
-			if !stored[i] && !seen[k] {
-				inserted[i] = true
-				fresh = append(fresh, &b.Events[i])
+			if _, ok := held[k]; ok {
+				continue
 			}
-			seen[k] = true
+			if _, ok := first[k]; ok {
+				continue
+			}
+			first[k] = i
+			inserted[i] = true
+			fresh = append(fresh, &b.Events[i])
 		}
 		if mode == onConflict {
 			if fresh, err = insertEventsOnConflict(ctx, tx, fresh, now); err != nil {
-				return nil, nil, err
+				return res, err
 			}
 			kept := make(map[*event.Event]bool, len(fresh))
 			for _, e := range fresh {
 				kept[e] = true
 			}
+			var skipped []*event.Event
 			for i := range b.Events {
-				inserted[i] = inserted[i] && kept[&b.Events[i]]
+				if inserted[i] && !kept[&b.Events[i]] {
+					inserted[i] = false
+					skipped = append(skipped, &b.Events[i])
+				}
+			}
+			// A skipped key is held by a transaction that has committed
+			// meanwhile (ON CONFLICT waited for it): this statement sees
+			// its row.
+			if held, err = storedResources(ctx, tx, skipped); err != nil {
+				return res, err
 			}
 		} else if err := copyEvents(ctx, tx, fresh, now); err != nil {
-			return nil, nil, err
+			return res, err
 		}
-		if replays, err = mergeResources(ctx, tx, fresh); err != nil {
-			return nil, nil, err
+		// Every event not stored is a duplicate of its key's holder (the
+		// stored event, else the batch's first), or a conflict with it.
+		for i := range b.Events {
+			if inserted[i] {
+				continue
+			}
+			e := &b.Events[i]
+			k := eventKey{e.EventID, utcMicro(e.Timestamp).UnixMicro()}
+			h, ok := held[k]
+			if !ok {
+				j, in := first[k]
+				if !in || !inserted[j] {
+					continue // its holder went away meanwhile: nothing to conflict with
+				}
+				h = resourceOfEvent(&b.Events[j])
+			}
+			if h != resourceOfEvent(e) {
+				if conflicted == nil {
+					conflicted = make([]bool, len(b.Events))
+				}
+				conflicted[i] = true
+			}
+		}
+		if res.Replays, err = mergeResources(ctx, tx, fresh); err != nil {
+			return res, err
 		}
 	}
-	if len(b.DeadLetters) > 0 {
-		if err := insertDeadLetters(ctx, tx, b.DeadLetters, now); err != nil {
-			return nil, nil, err
+	dls, audit := b.DeadLetters, b.Audit
+	if conflicted != nil && b.Conflicts != nil {
+		dls, audit = slices.Clone(dls), slices.Clone(audit)
+		for i, c := range conflicted {
+			if c {
+				dls = append(dls, b.Conflicts[i].DeadLetter)
+				audit = append(audit, b.Conflicts[i].Audit)
+			}
 		}
 	}
-	if len(b.Audit) > 0 {
-		if err := insertAudit(ctx, tx, b.Audit, now); err != nil {
-			return nil, nil, err
+	if len(dls) > 0 {
+		if err := insertDeadLetters(ctx, tx, dls, now); err != nil {
+			return res, err
+		}
+	}
+	if len(audit) > 0 {
+		if err := insertAudit(ctx, tx, audit, now); err != nil {
+			return res, err
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return nil, nil, fmt.Errorf("commit: %w", err)
+		return res, fmt.Errorf("commit: %w", err)
 	}
-	return inserted, replays, nil
+	res.Inserted, res.Conflicted = inserted, conflicted
+	return res, nil
 }
 
-// probeEvents reports, parallel to evs, which events are stored already,
-// and whether any is. Unless full, it first looks up sampleSize keys spread
-// over the batch and returns "none" when none of them is stored; the COPY
-// that follows fails on a unique violation if that guess was wrong, and the
-// batch is redone with the full probe (commitBatch).
-func probeEvents(ctx context.Context, tx pgx.Tx, evs []event.Event, full bool) ([]bool, bool, error) {
-	stored := make([]bool, len(evs))
-	idx := make([]int, 0, len(evs))
+// probeSQL reads the stored events of the keys given as two column arrays,
+// with the resource each names.
+const probeSQL = `SELECT e.event_id, e.timestamp, e.platform, e.cloud, e.resource_type, e.resource_id FROM events e
+JOIN unnest($1::text[], $2::timestamptz[]) AS u(event_id, ts) ON e.event_id = u.event_id AND e.timestamp = u.ts`
+
+// storedResources reads the resource each stored event of evs' keys names.
+func storedResources(ctx context.Context, tx pgx.Tx, evs []*event.Event) (map[eventKey]resourceOf, error) {
+	found := make(map[eventKey]resourceOf)
+	if len(evs) == 0 {
+		return found, nil
+	}
+	ids, stamps := make([]string, len(evs)), make([]time.Time, len(evs))
+	for j, e := range evs {
+		ids[j], stamps[j] = e.EventID, utcMicro(e.Timestamp)
+	}
+	rows, err := tx.Query(ctx, probeSQL, ids, stamps)
+	if err != nil {
+		return nil, fmt.Errorf("probe events: %w", err)
+	}
+	var (
+		id string
+		ts time.Time
+		r  resourceOf
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &ts, &r.platform, &r.cloud, &r.resourceType, &r.resourceID}, func() error {
+		found[eventKey{id, ts.UnixMicro()}] = r
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("probe events: %w", err)
+	}
+	return found, nil
+}
+
+// probeEvents returns the stored events among evs' keys, with the resource
+// each names (empty when none is stored). Unless full, it first looks up
+// sampleSize keys spread over the batch and returns "none" when none of
+// them is stored; the COPY that follows fails on a unique violation if that
+// guess was wrong, and the batch is redone with the full probe
+// (commitBatch).
+func probeEvents(ctx context.Context, tx pgx.Tx, evs []event.Event, full bool) (map[eventKey]resourceOf, error) {
+	idx := make([]*event.Event, 0, len(evs))
 	if full || len(evs) <= sampleSize {
 		for i := range evs {
-			idx = append(idx, i)
+			idx = append(idx, &evs[i])
 		}
 	} else {
 		step := len(evs) / sampleSize
 		for i := 0; i < len(evs); i += step {
-			idx = append(idx, i)
+			idx = append(idx, &evs[i])
 		}
 	}
-	ids, stamps := make([]string, len(idx)), make([]time.Time, len(idx))
-	for j, i := range idx {
-		ids[j], stamps[j] = evs[i].EventID, utcMicro(evs[i].Timestamp)
+	found, err := storedResources(ctx, tx, idx)
+	if err != nil || len(found) == 0 || full || len(evs) <= sampleSize {
+		return found, err
 	}
-	rows, err := tx.Query(ctx, `SELECT e.event_id, e.timestamp FROM events e
-JOIN unnest($1::text[], $2::timestamptz[]) AS u(event_id, ts) ON e.event_id = u.event_id AND e.timestamp = u.ts`, ids, stamps)
-	if err != nil {
-		return nil, false, fmt.Errorf("probe events: %w", err)
-	}
-	found := make(map[eventKey]bool)
-	var (
-		id string
-		ts time.Time
-	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &ts}, func() error {
-		found[eventKey{id, ts.UnixMicro()}] = true
-		return nil
-	})
-	if err != nil {
-		return nil, false, fmt.Errorf("probe events: %w", err)
-	}
-	if len(found) == 0 {
-		return stored, false, nil
-	}
-	if !full {
-		return probeEvents(ctx, tx, evs, true)
-	}
-	for i := range evs {
-		stored[i] = found[eventKey{evs[i].EventID, utcMicro(evs[i].Timestamp).UnixMicro()}]
-	}
-	return stored, true, nil
+	return probeEvents(ctx, tx, evs, true)
 }
 
 // copyEvents inserts evs with one binary COPY (copyEventRows), in

@@ -128,6 +128,10 @@ var ingestCases = []ingestCase{
 	{"Rules/event_id is the item's own, deterministic or not", testEventIDKept},
 	{"Rules/project_id names the owner at or after the event", testProjectTransfer},
 	{"Rules/every timestamp RFC 3339 can write is stored to the microsecond", testTimestampRange},
+	{"Rules/a key stored for another cloud is a conflict, not a duplicate", testConflictOtherCloud},
+	{"Rules/only the same resource makes a duplicate, stored or in one batch", testConflictMembers},
+	{"Rules/Commit finds every conflict on every path of its write", testConflictCommit},
+	{"Rules/concurrent batches of several clouds racing for one key", testConflictConcurrent},
 	// Size schemas.
 	{"SizeSchemas/size validated against the registry whenever the payload carries one", testSizeValidated},
 	{"SizeSchemas/every copy of a size repeated in one batch is judged", testSizeRepeatedInBatch},

@@ -426,7 +426,7 @@ type DeadLetterPage struct {
 		// RawSize The item's size in bytes.
 		RawSize int `json:"raw_size"`
 
-		// Reason "schema: …" or "size_schema: …", as the reason of a rejected item.
+		// Reason "schema: …", "size_schema: …" or "conflict: …", as the reason of a rejected item.
 		Reason     string    `json:"reason"`
 		ReceivedAt time.Time `json:"received_at"`
 	} `json:"items"`
@@ -515,7 +515,7 @@ type IngestResult struct {
 		EventId *string `json:"event_id,omitempty"`
 		Index   int     `json:"index"`
 
-		// Reason "<kind>: <JSON Pointer>: <rule>: <message>"; the kind (schema, size_schema or scope) is the contract.
+		// Reason "<kind>: <JSON Pointer>: <rule>: <message>"; the kind (schema, size_schema, scope or conflict) is the contract.
 		Reason string `json:"reason"`
 	} `json:"rejected"`
 }
@@ -1808,9 +1808,14 @@ type ClientInterface interface {
 	// Each item is accepted, acknowledged as a duplicate of a stored
 	// (event_id, timestamp), or refused with a reason that reads
 	// `<kind>: <JSON Pointer>: <rule>: <message>` (several problems joined
-	// by `; ` after the kind), the kind being `schema`, `size_schema` or
-	// `scope`; only the kind is a contract. Refused items are dead-lettered
-	// (scope violations are audited instead). The batch is stored whole or
+	// by `; ` after the kind), the kind being `schema`, `size_schema`,
+	// `scope` or `conflict`; only the kind is a contract. Refused items are
+	// dead-lettered (scope violations are audited instead). An item whose
+	// (event_id, timestamp) is stored, or came earlier in the batch, for
+	// another platform, cloud, resource_type or resource_id is not a
+	// duplicate: it is refused `conflict: /event_id: conflict: …` (the
+	// reason names nothing of the stored event), dead-lettered and audited
+	// (action `events.conflict`). The batch is stored whole or
 	// not at all. The answer is 200 whatever the items did. An array element
 	// that is not an object is refused as that item. Items outside the
 	// credential's (platform, cloud) scope are refused naming the member and
@@ -1827,9 +1832,14 @@ type ClientInterface interface {
 	// Each item is accepted, acknowledged as a duplicate of a stored
 	// (event_id, timestamp), or refused with a reason that reads
 	// `<kind>: <JSON Pointer>: <rule>: <message>` (several problems joined
-	// by `; ` after the kind), the kind being `schema`, `size_schema` or
-	// `scope`; only the kind is a contract. Refused items are dead-lettered
-	// (scope violations are audited instead). The batch is stored whole or
+	// by `; ` after the kind), the kind being `schema`, `size_schema`,
+	// `scope` or `conflict`; only the kind is a contract. Refused items are
+	// dead-lettered (scope violations are audited instead). An item whose
+	// (event_id, timestamp) is stored, or came earlier in the batch, for
+	// another platform, cloud, resource_type or resource_id is not a
+	// duplicate: it is refused `conflict: /event_id: conflict: …` (the
+	// reason names nothing of the stored event), dead-lettered and audited
+	// (action `events.conflict`). The batch is stored whole or
 	// not at all. The answer is 200 whatever the items did. An array element
 	// that is not an object is refused as that item. Items outside the
 	// credential's (platform, cloud) scope are refused naming the member and
@@ -2242,9 +2252,14 @@ func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEd
 // Each item is accepted, acknowledged as a duplicate of a stored
 // (event_id, timestamp), or refused with a reason that reads
 // `<kind>: <JSON Pointer>: <rule>: <message>` (several problems joined
-// by `; ` after the kind), the kind being `schema`, `size_schema` or
-// `scope`; only the kind is a contract. Refused items are dead-lettered
-// (scope violations are audited instead). The batch is stored whole or
+// by `; ` after the kind), the kind being `schema`, `size_schema`,
+// `scope` or `conflict`; only the kind is a contract. Refused items are
+// dead-lettered (scope violations are audited instead). An item whose
+// (event_id, timestamp) is stored, or came earlier in the batch, for
+// another platform, cloud, resource_type or resource_id is not a
+// duplicate: it is refused `conflict: /event_id: conflict: …` (the
+// reason names nothing of the stored event), dead-lettered and audited
+// (action `events.conflict`). The batch is stored whole or
 // not at all. The answer is 200 whatever the items did. An array element
 // that is not an object is refused as that item. Items outside the
 // credential's (platform, cloud) scope are refused naming the member and
@@ -2271,9 +2286,14 @@ func (c *Client) IngestEventsWithBody(ctx context.Context, contentType string, b
 // Each item is accepted, acknowledged as a duplicate of a stored
 // (event_id, timestamp), or refused with a reason that reads
 // `<kind>: <JSON Pointer>: <rule>: <message>` (several problems joined
-// by `; ` after the kind), the kind being `schema`, `size_schema` or
-// `scope`; only the kind is a contract. Refused items are dead-lettered
-// (scope violations are audited instead). The batch is stored whole or
+// by `; ` after the kind), the kind being `schema`, `size_schema`,
+// `scope` or `conflict`; only the kind is a contract. Refused items are
+// dead-lettered (scope violations are audited instead). An item whose
+// (event_id, timestamp) is stored, or came earlier in the batch, for
+// another platform, cloud, resource_type or resource_id is not a
+// duplicate: it is refused `conflict: /event_id: conflict: …` (the
+// reason names nothing of the stored event), dead-lettered and audited
+// (action `events.conflict`). The batch is stored whole or
 // not at all. The answer is 200 whatever the items did. An array element
 // that is not an object is refused as that item. Items outside the
 // credential's (platform, cloud) scope are refused naming the member and
@@ -4202,9 +4222,14 @@ type ClientWithResponsesInterface interface {
 	// Each item is accepted, acknowledged as a duplicate of a stored
 	// (event_id, timestamp), or refused with a reason that reads
 	// `<kind>: <JSON Pointer>: <rule>: <message>` (several problems joined
-	// by `; ` after the kind), the kind being `schema`, `size_schema` or
-	// `scope`; only the kind is a contract. Refused items are dead-lettered
-	// (scope violations are audited instead). The batch is stored whole or
+	// by `; ` after the kind), the kind being `schema`, `size_schema`,
+	// `scope` or `conflict`; only the kind is a contract. Refused items are
+	// dead-lettered (scope violations are audited instead). An item whose
+	// (event_id, timestamp) is stored, or came earlier in the batch, for
+	// another platform, cloud, resource_type or resource_id is not a
+	// duplicate: it is refused `conflict: /event_id: conflict: …` (the
+	// reason names nothing of the stored event), dead-lettered and audited
+	// (action `events.conflict`). The batch is stored whole or
 	// not at all. The answer is 200 whatever the items did. An array element
 	// that is not an object is refused as that item. Items outside the
 	// credential's (platform, cloud) scope are refused naming the member and
@@ -4221,9 +4246,14 @@ type ClientWithResponsesInterface interface {
 	// Each item is accepted, acknowledged as a duplicate of a stored
 	// (event_id, timestamp), or refused with a reason that reads
 	// `<kind>: <JSON Pointer>: <rule>: <message>` (several problems joined
-	// by `; ` after the kind), the kind being `schema`, `size_schema` or
-	// `scope`; only the kind is a contract. Refused items are dead-lettered
-	// (scope violations are audited instead). The batch is stored whole or
+	// by `; ` after the kind), the kind being `schema`, `size_schema`,
+	// `scope` or `conflict`; only the kind is a contract. Refused items are
+	// dead-lettered (scope violations are audited instead). An item whose
+	// (event_id, timestamp) is stored, or came earlier in the batch, for
+	// another platform, cloud, resource_type or resource_id is not a
+	// duplicate: it is refused `conflict: /event_id: conflict: …` (the
+	// reason names nothing of the stored event), dead-lettered and audited
+	// (action `events.conflict`). The batch is stored whole or
 	// not at all. The answer is 200 whatever the items did. An array element
 	// that is not an object is refused as that item. Items outside the
 	// credential's (platform, cloud) scope are refused naming the member and
@@ -6221,9 +6251,14 @@ func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params
 // Each item is accepted, acknowledged as a duplicate of a stored
 // (event_id, timestamp), or refused with a reason that reads
 // `<kind>: <JSON Pointer>: <rule>: <message>` (several problems joined
-// by `; ` after the kind), the kind being `schema`, `size_schema` or
-// `scope`; only the kind is a contract. Refused items are dead-lettered
-// (scope violations are audited instead). The batch is stored whole or
+// by `; ` after the kind), the kind being `schema`, `size_schema`,
+// `scope` or `conflict`; only the kind is a contract. Refused items are
+// dead-lettered (scope violations are audited instead). An item whose
+// (event_id, timestamp) is stored, or came earlier in the batch, for
+// another platform, cloud, resource_type or resource_id is not a
+// duplicate: it is refused `conflict: /event_id: conflict: …` (the
+// reason names nothing of the stored event), dead-lettered and audited
+// (action `events.conflict`). The batch is stored whole or
 // not at all. The answer is 200 whatever the items did. An array element
 // that is not an object is refused as that item. Items outside the
 // credential's (platform, cloud) scope are refused naming the member and
@@ -6246,9 +6281,14 @@ func (c *ClientWithResponses) IngestEventsWithBodyWithResponse(ctx context.Conte
 // Each item is accepted, acknowledged as a duplicate of a stored
 // (event_id, timestamp), or refused with a reason that reads
 // `<kind>: <JSON Pointer>: <rule>: <message>` (several problems joined
-// by `; ` after the kind), the kind being `schema`, `size_schema` or
-// `scope`; only the kind is a contract. Refused items are dead-lettered
-// (scope violations are audited instead). The batch is stored whole or
+// by `; ` after the kind), the kind being `schema`, `size_schema`,
+// `scope` or `conflict`; only the kind is a contract. Refused items are
+// dead-lettered (scope violations are audited instead). An item whose
+// (event_id, timestamp) is stored, or came earlier in the batch, for
+// another platform, cloud, resource_type or resource_id is not a
+// duplicate: it is refused `conflict: /event_id: conflict: …` (the
+// reason names nothing of the stored event), dead-lettered and audited
+// (action `events.conflict`). The batch is stored whole or
 // not at all. The answer is 200 whatever the items did. An array element
 // that is not an object is refused as that item. Items outside the
 // credential's (platform, cloud) scope are refused naming the member and

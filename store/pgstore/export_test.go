@@ -1,0 +1,14 @@
+package pgstore
+
+import (
+	"context"
+
+	"github.com/tallyhq/tally/ingest"
+)
+
+// CommitInMode runs one Commit transaction in the insert mode given (0 the
+// sample probe then COPY, 1 the full probe then COPY, 2 INSERT … ON
+// CONFLICT), as commitBatch escalates through them.
+func CommitInMode(ctx context.Context, s *Ingest, b ingest.Batch, mode int) (ingest.Committed, error) {
+	return commitOnce(ctx, s.conn, b, utcMicro(s.now()), insertMode(mode))
+}
