@@ -37,17 +37,21 @@ const MaxDepth = 10000
 //     refused (the payload keeps unknown members instead);
 //   - a member given twice, at any depth, invalid UTF-8, and a NUL character
 //     (raw or \u0000) in any name or string are refused;
-//   - timestamp must be RFC 3339 with Z or an offset ("2012-05-08
+//   - timestamp must be an RFC 3339 date-time with Z or an offset, read by
+//     [ParseTime], the grammar of every route ("2012-05-08
 //     20:23:48.028195" is refused); it is normalized to UTC and truncated to
 //     microseconds, here and only here, so every store compares the same
-//     instant;
+//     instant; "timestamp": null reads as no timestamp, and the one instant
+//     0001-01-01T00:00:00Z (the zero time.Time, which means no timestamp
+//     in an [Event]) is refused with [RuleMinimum] rather than read as
+//     absent;
 //   - payload members keep their exact JSON value (no float64 rounding):
 //     size and provider keep their bytes as sent; the members the envelope
 //     does not name are gathered in [PayloadEnvelope.Unknown] as one object,
 //     each with its value's bytes as sent.
 //
 // A timestamp whose UTC form falls outside the years 0000 to 9999 (possible
-// through an offset) is refused, since RFC 3339 cannot write it. An absent
+// through an offset) is refused by [ParseTime], since RFC 3339 cannot write it. An absent
 // payload, or "payload": null, decodes as an empty envelope, and "source":
 // null as a source left out; [Validate] judges what follows from that.
 //
@@ -55,8 +59,8 @@ const MaxDepth = 10000
 // the error is a [*ValidationError] with exactly one [Problem]: its Member is the JSON
 // Pointer of the member ("" for the item as a whole, or the object holding a
 // member name that has a NUL or invalid UTF-8), its Rule one of [RuleType],
-// [RuleSyntax], [RuleDepth], [RuleAdditionalProperties], [RuleDuplicateMember], [RuleUTF8], [RuleNUL] and
-// [RuleFormat]; errors.Is(err, ErrInvalid) holds. The returned Event is the
+// [RuleSyntax], [RuleDepth], [RuleAdditionalProperties], [RuleDuplicateMember], [RuleUTF8], [RuleNUL],
+// [RuleFormat] and [RuleMinimum]; errors.Is(err, ErrInvalid) holds. The returned Event is the
 // zero Event then. Decode keeps no reference to b and is safe for concurrent
 // use.
 func Decode(b []byte) (Event, error) {
@@ -77,13 +81,16 @@ func Decode(b []byte) (Event, error) {
 	if err := json.Unmarshal(b, &w, decodeOptions); err != nil {
 		return Event{}, decodeProblem(b, err)
 	}
-	if !w.Timestamp.IsZero() {
-		w.Timestamp = Normalize(w.Timestamp)
-		// A zone offset can move a valid local date out of the years RFC 3339
-		// can write (9999-12-31T23:59:59-01:00 is in year 10000 in UTC); such
-		// an event could not be encoded again, so it is refused here.
-		if y := w.Timestamp.Year(); y < 0 || y > 9999 {
-			return Event{}, single("/timestamp", RuleFormat, "must be an RFC 3339 date-time whose UTC form lies within the years 0000 to 9999")
+	if w.Timestamp.set {
+		// ParseTime refused a UTC form outside the years 0000 to 9999
+		// already (9999-12-31T23:59:59-01:00 is in year 10000 in UTC; such
+		// an event could not be encoded again).
+		w.Timestamp.t = Normalize(w.Timestamp.t)
+		if w.Timestamp.t.IsZero() {
+			// The zero time.Time is how an Event says "no timestamp", so
+			// this one instant cannot be stored as sent; say so rather
+			// than call a timestamp that was given "required".
+			return Event{}, single("/timestamp", RuleMinimum, "must be after 0001-01-01T00:00:00Z: that instant (to the microsecond) is the zero time, which tally reads as no timestamp")
 		}
 	}
 	if w.Payload.Unknown != nil {
@@ -186,7 +193,7 @@ func decodeProblem(b []byte, err error) error {
 		case errors.Is(serr.Err, json.ErrUnknownName):
 			return single(ptr, RuleAdditionalProperties, "is not a member of the canonical event (names are case-sensitive; extension data belongs in payload)")
 		case ptr == "/timestamp":
-			return single(ptr, RuleFormat, "must be an RFC 3339 date-time with a zone (Z or ±hh:mm), such as 2026-03-01T12:00:00Z")
+			return single(ptr, RuleFormat, TimeMessage(serr.Err))
 		case ptr == "/payload/state":
 			return single(ptr, RuleType, errStateKind.Error())
 		case ptr == "/payload":

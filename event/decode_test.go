@@ -80,7 +80,7 @@ func baseEvent() event.Event {
 func TestDecode(t *testing.T) {
 	const unknown = "is not a member of the canonical event (names are case-sensitive; extension data belongs in payload)"
 	const nul = `must not contain a NUL character (raw or \u0000)`
-	const format = "must be an RFC 3339 date-time with a zone (Z or ±hh:mm), such as 2026-03-01T12:00:00Z"
+	const format = event.TimeFormatMessage
 	tests := []struct {
 		name   string
 		rule   string // the spec or issue sentence the case enforces
@@ -333,25 +333,25 @@ func TestDecode(t *testing.T) {
 			name:   "naive OpenStack timestamp",
 			rule:   "A naive OpenStack-style 2012-05-08 20:23:48.028195 is refused.",
 			in:     item("timestamp", `"2012-05-08 20:23:48.028195"`),
-			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleFormat, Message: format}},
+			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleFormat, Message: format + ` (a T must follow the date, not " ")`}},
 		},
 		{
 			name:   "RFC 3339 without a zone",
 			rule:   "a timestamp that is not RFC 3339 with a zone ... is refused",
 			in:     item("timestamp", `"2012-05-08T20:23:48.028195"`),
-			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleFormat, Message: format}},
+			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleFormat, Message: format + ` (a zone is required (Z or ±hh:mm): a time without one is ambiguous)`}},
 		},
 		{
 			name:   "a date alone",
 			rule:   "a timestamp that is not RFC 3339 with a zone ... is refused",
 			in:     item("timestamp", `"2026-03-01"`),
-			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleFormat, Message: format}},
+			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleFormat, Message: format + ` ("2026-03-01" is too short for date, time and zone)`}},
 		},
 		{
 			name:   "an empty timestamp",
 			rule:   "a timestamp that is not RFC 3339 with a zone ... is refused",
 			in:     item("timestamp", `""`),
-			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleFormat, Message: format}},
+			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleFormat, Message: format + ` ("" is too short for date, time and zone)`}},
 		},
 		{
 			name:   "a Unix time number",
@@ -393,13 +393,43 @@ func TestDecode(t *testing.T) {
 			name:   "an offset that moves the instant past year 9999 in UTC",
 			rule:   "timestamp: string, RFC 3339 UTC (a UTC form RFC 3339 cannot write is refused)",
 			in:     item("timestamp", `"9999-12-31T23:59:59-01:00"`),
-			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleFormat, Message: "must be an RFC 3339 date-time whose UTC form lies within the years 0000 to 9999"}},
+			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleFormat, Message: format + " (its UTC form lies in year 10000, outside the years 0000 to 9999 RFC 3339 can write)"}},
 		},
 		{
 			name:   "an offset that moves the instant before year 0000 in UTC",
 			rule:   "timestamp: string, RFC 3339 UTC (a UTC form RFC 3339 cannot write is refused)",
 			in:     item("timestamp", `"0000-01-01T00:00:00+01:00"`),
-			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleFormat, Message: "must be an RFC 3339 date-time whose UTC form lies within the years 0000 to 9999"}},
+			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleFormat, Message: format + " (its UTC form lies in year -1, outside the years 0000 to 9999 RFC 3339 can write)"}},
+		},
+		{
+			name: "lower-case t and z",
+			rule: "RFC 3339 section 5.6 NOTE: T and Z may alternatively be lower case",
+			in:   item("timestamp", `"2026-03-01t12:00:00z"`),
+			want: func(e *event.Event) {},
+		},
+		{
+			name:   "offset +24:00",
+			rule:   "RFC 3339 time-numoffset: time-hour is 00-23 (createEvent and ingestion refuse it alike)",
+			in:     item("timestamp", `"2026-03-01T12:00:00+24:00"`),
+			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleFormat, Message: format + " (offset hour 24 is not 00 to 23)"}},
+		},
+		{
+			name:   "the zero instant is named for what it is, not required",
+			rule:   "a refusal names the member and the rule it breaks: 0001-01-01T00:00:00Z is given, so not `required`",
+			in:     item("timestamp", `"0001-01-01T00:00:00Z"`),
+			wantPs: []event.Problem{{Member: "/timestamp", Rule: event.RuleMinimum, Message: "must be after 0001-01-01T00:00:00Z: that instant (to the microsecond) is the zero time, which tally reads as no timestamp"}},
+		},
+		{
+			name: "just after the zero instant",
+			rule: "timestamp: RFC 3339; only the zero instant is reserved",
+			in:   item("timestamp", `"0001-01-01T00:00:00.000001Z"`),
+			want: func(e *event.Event) { e.Timestamp = time.Date(1, 1, 1, 0, 0, 0, 1000, time.UTC) },
+		},
+		{
+			name: "timestamp null reads as absent",
+			rule: "timestamp is required",
+			in:   item("timestamp", `null`),
+			want: func(e *event.Event) { e.Timestamp = time.Time{} },
 		},
 
 		// member kinds

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -110,7 +111,7 @@ type PayloadEnvelope struct {
 // methods below can call the v2 encoder without recursing.
 type wireEvent struct {
 	EventID      string      `json:"event_id"`
-	Timestamp    time.Time   `json:"timestamp"`
+	Timestamp    wireTime    `json:"timestamp"`
 	EventType    string      `json:"event_type"`
 	Platform     string      `json:"platform"`
 	Cloud        string      `json:"cloud"`
@@ -121,6 +122,35 @@ type wireEvent struct {
 	Payload      wirePayload `json:"payload"`
 }
 
+// wireTime reads the timestamp with [ParseTime]; null reads as absent
+// (set false), as before, so that [Validate] names it required.
+type wireTime struct {
+	t   time.Time
+	set bool
+}
+
+func (w *wireTime) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*w = wireTime{}
+		return nil
+	}
+	var s string
+	if len(b) == 0 || b[0] != '"' {
+		return errNotTimeString
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	t, err := ParseTime(s)
+	if err != nil {
+		return err
+	}
+	*w = wireTime{t: t, set: true}
+	return nil
+}
+
+var errNotTimeString = errors.New("must be a string")
+
 type wirePayload struct {
 	State    State          `json:"state,omitzero"`
 	Size     jsontext.Value `json:"size,omitzero"`
@@ -130,7 +160,7 @@ type wirePayload struct {
 
 func (w *wireEvent) event() Event {
 	return Event{
-		EventID: w.EventID, Timestamp: w.Timestamp, EventType: w.EventType,
+		EventID: w.EventID, Timestamp: w.Timestamp.t, EventType: w.EventType,
 		Platform: w.Platform, Cloud: w.Cloud, ResourceType: w.ResourceType,
 		ResourceID: w.ResourceID, ProjectID: w.ProjectID, Source: w.Source,
 		Payload: PayloadEnvelope(w.Payload),
@@ -139,7 +169,8 @@ func (w *wireEvent) event() Event {
 
 // MarshalJSON encodes e as compact JSON with its ten members in the spec's
 // order, source omitted when "". The timestamp is written as
-// time.RFC3339Nano writes it; payload.size, payload.provider and each
+// time.RFC3339Nano writes it (null for the zero time, which means no
+// timestamp, so that [Decode] reads it back as none); payload.size, payload.provider and each
 // unknown payload member (name and value) are written byte for byte as held
 // (for an Event from [Decode]: as sent, white space and string escapes
 // included); the rest is written the encoder's way (see the package

@@ -49,7 +49,7 @@ func ExampleDecode() {
 	// {"vcpus": 2, "ram_gb": 4, "disk_gb": 12345678901234567890, "flavor": "m1.medium"}
 	// {"host":"cmp-eu1-042"}
 	// /Timestamp: additionalProperties: is not a member of the canonical event (names are case-sensitive; extension data belongs in payload)
-	// /timestamp: format: must be an RFC 3339 date-time with a zone (Z or ±hh:mm), such as 2026-03-01T12:00:00Z
+	// /timestamp: format: must be an RFC 3339 date-time with Z or an offset, such as 2026-03-01T12:00:00Z (a T must follow the date, not " ")
 }
 
 // Validate reports every rule an event breaks at once, in the order of the

@@ -17,15 +17,15 @@ import (
 // headEvent is an event without its payload: the members the encoder
 // canonicalises.
 type headEvent struct {
-	EventID      string    `json:"event_id"`
-	Timestamp    time.Time `json:"timestamp"`
-	EventType    string    `json:"event_type"`
-	Platform     string    `json:"platform"`
-	Cloud        string    `json:"cloud"`
-	ResourceType string    `json:"resource_type"`
-	ResourceID   string    `json:"resource_id"`
-	ProjectID    string    `json:"project_id"`
-	Source       Source    `json:"source,omitzero"`
+	EventID      string     `json:"event_id"`
+	Timestamp    *time.Time `json:"timestamp"` // nil (null) for the zero time: no timestamp
+	EventType    string     `json:"event_type"`
+	Platform     string     `json:"platform"`
+	Cloud        string     `json:"cloud"`
+	ResourceType string     `json:"resource_type"`
+	ResourceID   string     `json:"resource_id"`
+	ProjectID    string     `json:"project_id"`
+	Source       Source     `json:"source,omitzero"`
 }
 
 var errNotRaw = errors.New("is not one valid JSON value (valid UTF-8, no member given twice)")
@@ -33,8 +33,12 @@ var errNotRaw = errors.New("is not one valid JSON value (valid UTF-8, no member 
 // appendEvent appends e as one JSON object, its payload with
 // appendPayload.
 func appendEvent(dst []byte, e *Event) ([]byte, error) {
+	var ts *time.Time
+	if !e.Timestamp.IsZero() {
+		ts = &e.Timestamp
+	}
 	head, err := json.Marshal(headEvent{
-		EventID: e.EventID, Timestamp: e.Timestamp, EventType: e.EventType,
+		EventID: e.EventID, Timestamp: ts, EventType: e.EventType,
 		Platform: e.Platform, Cloud: e.Cloud, ResourceType: e.ResourceType,
 		ResourceID: e.ResourceID, ProjectID: e.ProjectID, Source: e.Source,
 	}, json.Deterministic(true))
