@@ -346,11 +346,17 @@ func (db *DB) Ping(ctx context.Context) error {
 // find nothing to apply (they wait for it as long as ctx allows). The
 // migrations run on one connection of db's pool, without its statement
 // timeout (a migration may take longer than a request); taking that
-// connection is bounded by the acquire timeout like any other call.
+// connection is bounded by the acquire timeout like any other call. A
+// database that records a migration newer than the newest embedded one is
+// refused with [ErrSchemaNewer], naming both versions, and nothing is
+// applied (tallyd then refuses to start).
 func (db *DB) Migrate(ctx context.Context) ([]int64, error) {
 	p, err := goose.NewProvider(goose.DialectPostgres, db.conn.db.DB, mustSub(migrations, "migrations"), goose.WithSessionLocker(migrationLock{}))
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: migrations: %w", err)
+	}
+	if err := checkNotNewer(ctx, p); err != nil {
+		return nil, err
 	}
 	results, err := p.Up(ctx)
 	if err != nil {
@@ -361,6 +367,30 @@ func (db *DB) Migrate(ctx context.Context) ([]int64, error) {
 		applied = append(applied, r.Source.Version)
 	}
 	return applied, nil
+}
+
+// ErrSchemaNewer is returned (wrapped) by [DB.Migrate] when the database
+// records a migration version higher than the newest this binary embeds: a
+// newer release migrated it, and this one could misread or corrupt what that
+// schema holds. Test for it with errors.Is.
+var ErrSchemaNewer = errors.New("pgstore: the database schema is newer than this binary")
+
+// checkNotNewer refuses a database whose recorded migration version is
+// higher than the newest embedded one, naming both versions.
+func checkNotNewer(ctx context.Context, p *goose.Provider) error {
+	srcs := p.ListSources()
+	if len(srcs) == 0 {
+		return nil
+	}
+	newest := srcs[len(srcs)-1].Version
+	have, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate: read the schema version: %w", interpretError(err))
+	}
+	if have > newest {
+		return fmt.Errorf("%w: the database is at migration %05d, this binary knows migrations up to %05d; run a tallyd release at least as new as the one that migrated it", ErrSchemaNewer, have, newest)
+	}
+	return nil
 }
 
 // inTx runs fn in one transaction: it commits when fn returns nil, and rolls
