@@ -321,7 +321,9 @@ func (db *DB) Close() {
 // so it never waits behind request traffic for the main pool (issue 12,
 // Readiness), nor is it subject to the acquire timeout: an error means the
 // server did not answer within 2 s (or ctx), not that the pool was busy. On a DB made by [New] it uses the
-// caller's pool. Errors wrap store.ErrUnavailable.
+// caller's pool. A database that answers but is read-only (SHOW
+// transaction_read_only is on) is not ready either. Errors wrap
+// store.ErrUnavailable.
 func (db *DB) Ping(ctx context.Context) error {
 	p := db.conn.pool
 	if db.conn.probe != nil {
@@ -330,8 +332,14 @@ func (db *DB) Ping(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, probeTimeout)
 		defer cancel()
 	}
-	if err := p.Ping(ctx); err != nil {
+	// A database that answers but is read-only (a primary demoted by a
+	// failover, a standby) cannot take a write: not ready.
+	var readOnly string
+	if err := p.QueryRow(ctx, `SHOW transaction_read_only`).Scan(&readOnly); err != nil {
 		return errors.Join(store.ErrUnavailable, fmt.Errorf("pgstore: ping: %w", err))
+	}
+	if readOnly == "on" {
+		return errors.Join(store.ErrUnavailable, errors.New("pgstore: ping: the database is read-only (transaction_read_only is on: a standby, or a primary after failover); writes would fail"))
 	}
 	return nil
 }
@@ -470,8 +478,10 @@ func interpretError(err error) error {
 
 // unavailable reports whether err says the database could not be reached
 // or did not answer in time, rather than that the statement was wrong:
-//   - SQLSTATE class 08 (connection exception), 53300 (too many
-//     connections), 57014 (statement cancelled: statement_timeout),
+//   - SQLSTATE class 08 (connection exception), 25006 (read-only SQL
+//     transaction: a primary demoted by a failover, or a standby), class 53
+//     (insufficient resources: 53100 disk full, 53200 out of memory, 53300
+//     too many connections, 53400 configuration limit exceeded), 57014 (statement cancelled: statement_timeout),
 //     55P03 (lock_timeout), 57P01-57P03 (server shutting down, crashed,
 //     starting up);
 //   - a connection that could not be made or broke (pgconn's connect
@@ -482,7 +492,7 @@ func unavailable(err error) bool {
 	if errors.As(err, &pgErr) {
 		switch {
 		case strings.HasPrefix(pgErr.Code, "08"),
-			pgErr.Code == "53300", pgErr.Code == "57014", pgErr.Code == "55P03",
+			pgErr.Code == "25006", strings.HasPrefix(pgErr.Code, "53"), pgErr.Code == "57014", pgErr.Code == "55P03",
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03":
 			return true
 		}
