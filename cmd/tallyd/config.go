@@ -22,27 +22,28 @@ var errUsage = errors.New("usage")
 // config is the server's configuration, from flags, then TALLY_*
 // environment variables, then defaults.
 type config struct {
-	Listen             string
-	DatabaseURL        string
-	DBMaxConns         int
-	DBConnectTimeout   time.Duration
-	DBStatementTimeout time.Duration
-	DBAcquireTimeout   time.Duration
-	CredentialsFile    string
-	Dev                bool
-	DevCloud           string
-	RequireSizeSchema  bool
-	LegacyCreate200    bool
-	MaxBodyBytes       int64
-	BodyBudgetBytes    int64
-	BodyBudgetWait     time.Duration
-	MaxConnections     int
-	IdleTimeout        time.Duration
-	CORSAllowedOrigins []string
-	LogFormat          string
-	LogLevel           slog.Level
-	ShutdownTimeout    time.Duration
-	MetricsRefresh     time.Duration
+	Listen               string
+	DatabaseURL          string
+	DBMaxConns           int
+	DBConnectTimeout     time.Duration
+	DBStatementTimeout   time.Duration
+	DBAcquireTimeout     time.Duration
+	CredentialsFile      string
+	Dev                  bool
+	DevCloud             string
+	RequireSizeSchema    bool
+	LegacyCreate200      bool
+	IdempotencyRetention time.Duration
+	MaxBodyBytes         int64
+	BodyBudgetBytes      int64
+	BodyBudgetWait       time.Duration
+	MaxConnections       int
+	IdleTimeout          time.Duration
+	CORSAllowedOrigins   []string
+	LogFormat            string
+	LogLevel             slog.Level
+	ShutdownTimeout      time.Duration
+	MetricsRefresh       time.Duration
 }
 
 // flagEnv pairs each flag with its environment fallback, in --help order.
@@ -58,6 +59,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"dev-cloud", "TALLY_DEV_CLOUD"},
 	{"require-size-schema", "TALLY_INGEST_REQUIRE_SIZE_SCHEMA"},
 	{"events-legacy-create-200", "TALLY_EVENTS_LEGACY_CREATE_200"},
+	{"idempotency-retention", "TALLY_IDEMPOTENCY_RETENTION"},
 	{"max-body-bytes", "TALLY_MAX_BODY_BYTES"},
 	{"body-budget-bytes", "TALLY_BODY_BUDGET_BYTES"},
 	{"body-budget-wait", "TALLY_BODY_BUDGET_WAIT"},
@@ -112,6 +114,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	fs.StringVar(&c.DevCloud, "dev-cloud", "os-dev", usage("cloud of the --dev token's ingest scope (platform openstack)", "dev-cloud"))
 	fs.BoolVar(&c.RequireSizeSchema, "require-size-schema", false, usage("refuse events whose (platform, resource_type) has no size schema instead of accepting payload.size unvalidated", "require-size-schema"))
 	fs.BoolVar(&c.LegacyCreate200, "events-legacy-create-200", false, usage("answer a legacy createEvent (neither correlationKey nor idempotencyKey) 200 instead of 201, as released Meshery Servers require of their remote provider", "events-legacy-create-200"))
+	fs.DurationVar(&c.IdempotencyRetention, "idempotency-retention", 0, usage("how long a createEvent idempotencyKey replays; older keys are forgotten (purged every quarter of it, 1m to 1h apart) and a create with one has its effect anew; 0: every key is kept forever", "idempotency-retention"))
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", route.DefaultMaxBodyBytes, usage("largest request body accepted, in bytes, as sent and as decoded (Content-Encoding); larger → 413", "max-body-bytes"))
 	fs.Int64Var(&c.BodyBudgetBytes, "body-budget-bytes", server.DefaultBodyBudgetBytes, usage("request body bytes all requests may hold at once; at least --max-body-bytes; beyond it a request waits --body-budget-wait, then 503", "body-budget-bytes"))
 	fs.DurationVar(&c.BodyBudgetWait, "body-budget-wait", server.DefaultBodyBudgetWait, usage("how long a request body waits for the budget before 503 with Retry-After", "body-budget-wait"))
@@ -181,6 +184,9 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	}
 	if c.DBConnectTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--db-connect-timeout %s: must not be negative (0: the URL's, else 5s)", c.DBConnectTimeout))
+	}
+	if c.IdempotencyRetention < 0 {
+		errs = append(errs, fmt.Errorf("--idempotency-retention %s: must not be negative (0 keeps every key)", c.IdempotencyRetention))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout %s: must be positive", c.ShutdownTimeout))

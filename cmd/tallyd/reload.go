@@ -4,20 +4,36 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"slices"
 	"syscall"
+	"time"
 
 	"github.com/tallyhq/tally/cmd/tallyd/server"
 )
 
+// Bounds of reading the credentials file, at start and on every SIGHUP.
+const (
+	// maxCredentialsBytes is the largest credentials file read: some
+	// 20,000 entries, far more than any deployment holds.
+	maxCredentialsBytes = 4 << 20
+	// credentialsReadTimeout bounds reading the file: a hung network or
+	// FUSE file system must not stop later reloads (a read past it is
+	// abandoned and reported).
+	credentialsReadTimeout = 5 * time.Second
+)
+
 // readCredentials reads and checks the credentials file at path: the file
 // must hold at least one credential, and every problem is reported
-// (joined), each naming the entry and the member.
+// (joined), each naming the entry and the member. The read is bounded
+// (readCredentialsFile): a FIFO, a device or a directory is refused
+// without blocking, as is a file over maxCredentialsBytes, and a read that
+// takes longer than credentialsReadTimeout fails.
 func readCredentials(path string) ([]server.Credential, error) {
-	data, err := os.ReadFile(path)
+	data, err := readCredentialsFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read credentials file: %w", err)
 	}
@@ -29,6 +45,59 @@ func readCredentials(path string) ([]server.Credential, error) {
 		return nil, fmt.Errorf("credentials file %s: no credential; nothing could call the API", path)
 	}
 	return creds, nil
+}
+
+// readCredentialsFile reads the regular file at path (a symbolic link to
+// one is followed, as a Kubernetes secret volume mounts it), at most
+// maxCredentialsBytes, within credentialsReadTimeout.
+func readCredentialsFile(path string) ([]byte, error) {
+	type result struct {
+		data []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		data, err := readRegularFile(path, maxCredentialsBytes)
+		done <- result{data, err}
+	}()
+	t := time.NewTimer(credentialsReadTimeout)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return r.data, r.err
+	case <-t.C:
+		return nil, fmt.Errorf("%s: not read within %s; is its file system answering?", path, credentialsReadTimeout)
+	}
+}
+
+// readRegularFile reads the file at path when it is a regular file of at
+// most max bytes. It opens the file non-blocking, so that opening a FIFO
+// (which blocks until a writer opens it) returns at once, and then checks
+// what it opened, so that a file swapped in between is judged as read.
+func readRegularFile(path string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (%s); give the path of a JSON file", path, fi.Mode().Type())
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("%s: %d bytes, over the limit of %d bytes", path, fi.Size(), max)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s: over the limit of %d bytes", path, max)
+	}
+	return data, nil
 }
 
 // reloadCredentials is issue 12's "SIGHUP reloads the file atomically": it

@@ -106,11 +106,28 @@ func TestReloadCredentials(t *testing.T) {
 		{"a broken file keeps the old set, every problem logged", credsBad, false, []string{"b"},
 			[]string{`credentials[0] (\"c\"): member \"roles\"`, `credentials[1]: member \"name\"`, "the previous credentials stay in use", "problems=2"}},
 		{"a missing file keeps the old set", "", false, []string{"b"}, []string{"read credentials file", "problems=1"}},
+		// Reading a FIFO blocked the reload (and every later one) until a
+		// writer came, with nothing logged.
+		{"a FIFO is refused without blocking", "fifo", false, []string{"b"}, []string{"not a regular file (p---------)", "problems=1"}},
+		{"a directory is refused", "dir", false, []string{"b"}, []string{"not a regular file (d---------)", "problems=1"}},
+		{"a file over the size limit is refused", "huge", false, []string{"b"}, []string{"over the limit of 4194304 bytes", "problems=1"}},
+		{"a valid file after them is applied", credsA, true, []string{"a"}, []string{"credentials reloaded", "added=[a]", "removed=[b]"}},
 	}
 	for _, st := range steps {
-		if st.file == "" {
-			_ = os.Remove(path)
-		} else {
+		_ = os.RemoveAll(path)
+		switch st.file {
+		case "":
+		case "fifo":
+			if err := syscall.Mkfifo(path, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		case "dir":
+			if err := os.Mkdir(path, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		case "huge":
+			write(credsA + strings.Repeat(" ", maxCredentialsBytes))
+		default:
 			write(st.file)
 		}
 		before := len(logs.String())
@@ -127,7 +144,7 @@ func TestReloadCredentials(t *testing.T) {
 			}
 		}
 	}
-	if diff := cmp.Diff(map[string]float64{"success": 1, "failure": 2}, reloads(t, m)); diff != "" {
+	if diff := cmp.Diff(map[string]float64{"success": 2, "failure": 5}, reloads(t, m)); diff != "" {
 		t.Errorf("tally_credentials_reloads_total (-want +got):\n%s", diff)
 	}
 }

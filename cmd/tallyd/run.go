@@ -178,15 +178,16 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 		return err
 	}
 	h, err := server.New(st, server.Options{
-		Authenticator:      auth,
-		Logger:             log,
-		Metrics:            metrics,
-		MaxBodyBytes:       c.MaxBodyBytes,
-		BodyBudgetBytes:    c.BodyBudgetBytes,
-		BodyBudgetWait:     c.BodyBudgetWait,
-		RequireSizeSchema:  c.RequireSizeSchema,
-		LegacyCreate200:    c.LegacyCreate200,
-		CORSAllowedOrigins: c.CORSAllowedOrigins,
+		Authenticator:        auth,
+		Logger:               log,
+		Metrics:              metrics,
+		MaxBodyBytes:         c.MaxBodyBytes,
+		BodyBudgetBytes:      c.BodyBudgetBytes,
+		BodyBudgetWait:       c.BodyBudgetWait,
+		RequireSizeSchema:    c.RequireSizeSchema,
+		LegacyCreate200:      c.LegacyCreate200,
+		IdempotencyRetention: c.IdempotencyRetention,
+		CORSAllowedOrigins:   c.CORSAllowedOrigins,
 	})
 	if err != nil {
 		return err
@@ -232,6 +233,11 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	refreshed := make(chan struct{})
 	go func() { defer close(refreshed); metrics.RunResourcesRefresh(rctx, c.MetricsRefresh, log) }()
 	defer func() { stopRefresh(); <-refreshed }()
+	// Idempotency keys older than --idempotency-retention are forgotten
+	// until the server stops; waited for before the store closes.
+	purged := make(chan struct{})
+	go func() { defer close(purged); h.RunIdempotencyPurge(rctx, c.IdempotencyRetention, log) }()
+	defer func() { stopRefresh(); <-purged }()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {

@@ -49,11 +49,13 @@ func TestConfigPrecedence(t *testing.T) {
 			"TALLY_BODY_BUDGET_BYTES": "4096", "TALLY_BODY_BUDGET_WAIT": "500ms",
 			"TALLY_MAX_CONNECTIONS": "100", "TALLY_IDLE_TIMEOUT": "5s", "TALLY_EVENTS_LEGACY_CREATE_200": "true",
 			"TALLY_DB_ACQUIRE_TIMEOUT": "2s", "TALLY_METRICS_REFRESH_INTERVAL": "1m",
+			"TALLY_IDEMPOTENCY_RETENTION": "72h",
 			// Issue 12, The pool and Timeouts: each database setting has its
 			// environment fallback.
 			"TALLY_DB_MAX_CONNS": "32", "TALLY_DB_CONNECT_TIMEOUT": "3s", "TALLY_DB_STATEMENT_TIMEOUT": "20s",
 		}, func(c *config) {
 			c.LegacyCreate200 = true
+			c.IdempotencyRetention = 72 * time.Hour
 			c.DBAcquireTimeout = 2 * time.Second
 			c.DBMaxConns, c.DBConnectTimeout, c.DBStatementTimeout = 32, 3*time.Second, 20*time.Second
 			c.MetricsRefresh = time.Minute
@@ -69,8 +71,10 @@ func TestConfigPrecedence(t *testing.T) {
 			"--max-body-bytes", "2048", "--cors-allowed-origins", "https://c.example", "--log-level", "warn",
 			"--events-legacy-create-200", "--db-acquire-timeout", "-1s", "--metrics-refresh-interval", "5s",
 			"--db-max-conns", "8", "--db-connect-timeout", "1s", "--db-statement-timeout", "-1s",
+			"--idempotency-retention", "24h",
 		}, map[string]string{
-			"TALLY_DB_MAX_CONNS": "32", "TALLY_DB_CONNECT_TIMEOUT": "3s", "TALLY_DB_STATEMENT_TIMEOUT": "20s",
+			"TALLY_IDEMPOTENCY_RETENTION": "72h",
+			"TALLY_DB_MAX_CONNS":          "32", "TALLY_DB_CONNECT_TIMEOUT": "3s", "TALLY_DB_STATEMENT_TIMEOUT": "20s",
 			"TALLY_METRICS_REFRESH_INTERVAL": "1m",
 			"TALLY_LISTEN":                   "127.0.0.1:9000", "TALLY_DATABASE_URL": "postgres://env", "TALLY_INGEST_REQUIRE_SIZE_SCHEMA": "true",
 			"TALLY_MAX_BODY_BYTES": "1024", "TALLY_CORS_ALLOWED_ORIGINS": "https://a.example", "TALLY_LOG_LEVEL": "debug",
@@ -82,6 +86,7 @@ func TestConfigPrecedence(t *testing.T) {
 			c.CORSAllowedOrigins, c.LogLevel = []string{"https://c.example"}, slog.LevelWarn
 			c.LegacyCreate200 = true
 			c.MetricsRefresh = 5 * time.Second
+			c.IdempotencyRetention = 24 * time.Hour
 		}},
 	}
 	for _, tt := range tests {
@@ -115,6 +120,7 @@ func TestConfigRefuses(t *testing.T) {
 		{"body budget below the cap", []string{"--body-budget-bytes", "1000", "--max-body-bytes", "2000"}, nil, "--body-budget-bytes 1000: must be at least --max-body-bytes (2000)"},
 		{"body budget wait", []string{"--body-budget-wait", "0s"}, nil, "--body-budget-wait 0s: must be positive"},
 		{"stray argument", []string{"extra"}, nil, `unexpected argument "extra"`},
+		{"negative idempotency retention", []string{"--idempotency-retention", "-1h"}, nil, "--idempotency-retention -1h0m0s: must not be negative"},
 		{"metrics refresh interval", []string{"--metrics-refresh-interval", "0s"}, nil, "--metrics-refresh-interval 0s: must be positive"},
 	}
 	for _, tt := range tests {
@@ -138,6 +144,7 @@ func TestHelpStatesPrecedence(t *testing.T) {
 		"--listen", "(env TALLY_LISTEN)", `(default "127.0.0.1:8080")`,
 		"--require-size-schema", "(env TALLY_INGEST_REQUIRE_SIZE_SCHEMA)",
 		"--max-body-bytes", "(default 8388608)",
+		"--idempotency-retention", "(env TALLY_IDEMPOTENCY_RETENTION)",
 		"tallyd migrate", "tallyd token",
 	} {
 		if !strings.Contains(out.String(), want) {

@@ -2,16 +2,19 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
@@ -232,5 +235,35 @@ func TestMigrateUpgradesFromEachRelease(t *testing.T) {
 				t.Errorf("after the upgrade: %d resource types, want the %d seeds", len(rts), len(ingest.SeedResourceTypes()))
 			}
 		})
+	}
+}
+
+// A binary older than the database's schema started and served with no
+// word; Migrate (which tallyd runs on start) refuses it, naming both
+// versions.
+func TestMigrateRefusesNewerSchema(t *testing.T) {
+	u := pgtest.EmptyURL(t)
+	if _, err := migrate(context.Background(), u); err != nil {
+		t.Fatal(err)
+	}
+	want := migrationVersions(t)
+	newest := want[len(want)-1]
+	db := pgtest.Open(t, u, pgstore.Options{})
+	pool, err := pgxpool.New(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(context.Background(), `INSERT INTO goose_db_version (version_id, is_applied) VALUES ($1, true)`, newest+1); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Migrate(context.Background())
+	if !errors.Is(err, pgstore.ErrSchemaNewer) {
+		t.Fatalf("Migrate over a newer schema: %v, want ErrSchemaNewer", err)
+	}
+	for _, w := range []string{fmt.Sprintf("migration %05d", newest+1), fmt.Sprintf("up to %05d", newest)} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not name %q", err, w)
+		}
 	}
 }

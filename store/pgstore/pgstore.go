@@ -321,7 +321,9 @@ func (db *DB) Close() {
 // so it never waits behind request traffic for the main pool (issue 12,
 // Readiness), nor is it subject to the acquire timeout: an error means the
 // server did not answer within 2 s (or ctx), not that the pool was busy. On a DB made by [New] it uses the
-// caller's pool. Errors wrap store.ErrUnavailable.
+// caller's pool. A database that answers but is read-only (SHOW
+// transaction_read_only is on) is not ready either. Errors wrap
+// store.ErrUnavailable.
 func (db *DB) Ping(ctx context.Context) error {
 	p := db.conn.pool
 	if db.conn.probe != nil {
@@ -330,8 +332,14 @@ func (db *DB) Ping(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, probeTimeout)
 		defer cancel()
 	}
-	if err := p.Ping(ctx); err != nil {
+	// A database that answers but is read-only (a primary demoted by a
+	// failover, a standby) cannot take a write: not ready.
+	var readOnly string
+	if err := p.QueryRow(ctx, `SHOW transaction_read_only`).Scan(&readOnly); err != nil {
 		return errors.Join(store.ErrUnavailable, fmt.Errorf("pgstore: ping: %w", err))
+	}
+	if readOnly == "on" {
+		return errors.Join(store.ErrUnavailable, errors.New("pgstore: ping: the database is read-only (transaction_read_only is on: a standby, or a primary after failover); writes would fail"))
 	}
 	return nil
 }
@@ -346,11 +354,17 @@ func (db *DB) Ping(ctx context.Context) error {
 // find nothing to apply (they wait for it as long as ctx allows). The
 // migrations run on one connection of db's pool, without its statement
 // timeout (a migration may take longer than a request); taking that
-// connection is bounded by the acquire timeout like any other call.
+// connection is bounded by the acquire timeout like any other call. A
+// database that records a migration newer than the newest embedded one is
+// refused with [ErrSchemaNewer], naming both versions, and nothing is
+// applied (tallyd then refuses to start).
 func (db *DB) Migrate(ctx context.Context) ([]int64, error) {
 	p, err := goose.NewProvider(goose.DialectPostgres, db.conn.db.DB, mustSub(migrations, "migrations"), goose.WithSessionLocker(migrationLock{}))
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: migrations: %w", err)
+	}
+	if err := checkNotNewer(ctx, p); err != nil {
+		return nil, err
 	}
 	results, err := p.Up(ctx)
 	if err != nil {
@@ -361,6 +375,30 @@ func (db *DB) Migrate(ctx context.Context) ([]int64, error) {
 		applied = append(applied, r.Source.Version)
 	}
 	return applied, nil
+}
+
+// ErrSchemaNewer is returned (wrapped) by [DB.Migrate] when the database
+// records a migration version higher than the newest this binary embeds: a
+// newer release migrated it, and this one could misread or corrupt what that
+// schema holds. Test for it with errors.Is.
+var ErrSchemaNewer = errors.New("pgstore: the database schema is newer than this binary")
+
+// checkNotNewer refuses a database whose recorded migration version is
+// higher than the newest embedded one, naming both versions.
+func checkNotNewer(ctx context.Context, p *goose.Provider) error {
+	srcs := p.ListSources()
+	if len(srcs) == 0 {
+		return nil
+	}
+	newest := srcs[len(srcs)-1].Version
+	have, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate: read the schema version: %w", interpretError(err))
+	}
+	if have > newest {
+		return fmt.Errorf("%w: the database is at migration %05d, this binary knows migrations up to %05d; run a tallyd release at least as new as the one that migrated it", ErrSchemaNewer, have, newest)
+	}
+	return nil
 }
 
 // inTx runs fn in one transaction: it commits when fn returns nil, and rolls
@@ -440,8 +478,10 @@ func interpretError(err error) error {
 
 // unavailable reports whether err says the database could not be reached
 // or did not answer in time, rather than that the statement was wrong:
-//   - SQLSTATE class 08 (connection exception), 53300 (too many
-//     connections), 57014 (statement cancelled: statement_timeout),
+//   - SQLSTATE class 08 (connection exception), 25006 (read-only SQL
+//     transaction: a primary demoted by a failover, or a standby), class 53
+//     (insufficient resources: 53100 disk full, 53200 out of memory, 53300
+//     too many connections, 53400 configuration limit exceeded), 57014 (statement cancelled: statement_timeout),
 //     55P03 (lock_timeout), 57P01-57P03 (server shutting down, crashed,
 //     starting up);
 //   - a connection that could not be made or broke (pgconn's connect
@@ -452,7 +492,7 @@ func unavailable(err error) bool {
 	if errors.As(err, &pgErr) {
 		switch {
 		case strings.HasPrefix(pgErr.Code, "08"),
-			pgErr.Code == "53300", pgErr.Code == "57014", pgErr.Code == "55P03",
+			pgErr.Code == "25006", strings.HasPrefix(pgErr.Code, "53"), pgErr.Code == "57014", pgErr.Code == "55P03",
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03":
 			return true
 		}

@@ -33,6 +33,13 @@ func TestInterpretErrorUnavailable(t *testing.T) {
 		{"statement timeout 57014", &pgconn.PgError{Code: "57014"}, true},
 		{"lock timeout 55P03", &pgconn.PgError{Code: "55P03"}, true},
 		{"too many connections 53300", &pgconn.PgError{Code: "53300"}, true},
+		// After a failover the old primary is read-only; disk, memory and
+		// connection slots run out: the store is unavailable, not the
+		// request wrong (503 with Retry-After, never 500).
+		{"read-only transaction 25006", &pgconn.PgError{Code: "25006"}, true},
+		{"disk full 53100", &pgconn.PgError{Code: "53100"}, true},
+		{"out of memory 53200", &pgconn.PgError{Code: "53200"}, true},
+		{"configuration limit exceeded 53400", &pgconn.PgError{Code: "53400"}, true},
 		{"connection failure 08006", &pgconn.PgError{Code: "08006"}, true},
 		{"syntax error 42601", &pgconn.PgError{Code: "42601"}, false},
 		{"check violation 23514", &pgconn.PgError{Code: "23514"}, false},

@@ -78,7 +78,7 @@ const MinPlainTokenLen = 16
 //
 // It is strict: an unknown or repeated member, a name missing or used
 // twice, neither or both of token_sha256 and token, a token_sha256 that is
-// not 64 hex digits, a token used twice, no role or an unknown or repeated
+// not 64 hex digits or is all zeros (the hash of no token), a token used twice, no role or an unknown or repeated
 // role, an ingest role without platform and cloud, platform or cloud
 // without the ingest role, an events role without organization, or user
 // without organization, a plain token shorter than MinPlainTokenLen, and an
@@ -155,6 +155,16 @@ func (p *credentialParser) entry(i int, raw jsontext.Value) (Credential, bool) {
 	return c, true
 }
 
+// allZero reports whether every byte of b is zero.
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // name checks that the entry has a name no earlier entry has.
 func (p *credentialParser) name(i int, name string) {
 	if name == "" {
@@ -181,6 +191,10 @@ func (p *credentialParser) token(i int, e credentialEntry) [sha256.Size]byte {
 		b, err := hex.DecodeString(*e.TokenSHA256)
 		if err != nil || len(b) != sha256.Size {
 			p.bad("token_sha256", "must be 64 hexadecimal digits (the SHA-256 of the token; see `tallyd token`)")
+		} else if allZero(b) {
+			// No token hashes to zero: such an entry could never
+			// authenticate, which is a mistake (a placeholder left in).
+			p.bad("token_sha256", "must not be all zeros: it is the SHA-256 of no token, so the credential could never authenticate (see `tallyd token`)")
 		} else {
 			copy(sum[:], b)
 		}

@@ -86,6 +86,13 @@ func TestParseCredentialsRefuses(t *testing.T) {
 		// credential a 500 on PostgreSQL (SQLSTATE 22021).
 		{"NUL", `{"credentials":[{"name":"n\u0000","token":"x-token-for-tests","roles":["events","ingest"],"platform":"openstack","cloud":"c\u0000","organization":"o\u0000","user":"u\u0000"}]}`,
 			[]string{`member "name": must not contain NUL`, `member "cloud": must not contain NUL`, `member "organization": must not contain NUL`, `member "user": must not contain NUL`}},
+		// An all-zero hash is the SHA-256 of no token anyone can send: the
+		// entry could never authenticate, and two such entries started
+		// silently because the duplicate check skipped the zero value.
+		{"all-zero hash", `{"credentials":[{"name":"z","token_sha256":"` + strings.Repeat("0", 64) + `","roles":["read"]}]}`,
+			[]string{`credentials[0] ("z"): member "token_sha256": must not be all zeros`}},
+		{"all-zero hash twice", `{"credentials":[{"name":"z","token_sha256":"` + strings.Repeat("0", 64) + `","roles":["read"]},{"name":"y","token_sha256":"` + strings.Repeat("0", 64) + `","roles":["read"]}]}`,
+			[]string{`credentials[0] ("z"): member "token_sha256": must not be all zeros`, `credentials[1] ("y"): member "token_sha256": must not be all zeros`}},
 		{"duplicate member", `{"credentials":[{"name":"a","name":"b","token":"x-token-for-tests","roles":["read"]}]}`,
 			[]string{`/credentials/0`, `duplicate object member name "name"`}},
 	}

@@ -78,6 +78,12 @@ type Options struct {
 	// provider as a failure (DECISIONS.md, Legacy create answer). Off by
 	// default (correlate.Options.LegacyCreate200).
 	LegacyCreate200 bool
+	// IdempotencyRetention is how long a bound idempotencyKey of createEvent
+	// replays (correlate.Options.IdempotencyRetention;
+	// event-correlation.md, Idempotency, names no window). Zero (the
+	// default) keeps every key forever; it must not be negative. When set,
+	// [Handler.RunIdempotencyPurge] forgets keys bound longer ago.
+	IdempotencyRetention time.Duration
 	// CORSAllowedOrigins are the origins a browser may call the API from
 	// ("*" for any; a single "*" wildcard within an origin is allowed, as
 	// in "https://*.example.com"). Empty: no CORS headers at all.
@@ -88,10 +94,11 @@ type Options struct {
 
 // Handler is the whole HTTP API of tally. Build it with [New].
 type Handler struct {
-	mux     *http.ServeMux
-	handler http.Handler
-	routes  []route.Route
-	metrics *Metrics
+	correlate *correlate.Service
+	mux       *http.ServeMux
+	handler   http.Handler
+	routes    []route.Route
+	metrics   *Metrics
 }
 
 // ServeHTTP serves the API.
@@ -108,6 +115,55 @@ func (h *Handler) Metrics() *Metrics { return h.metrics }
 // package documentation, the OpenAPI document and the README's table are
 // checked against it.
 func (h *Handler) Routes() []route.Route { return slices.Clone(h.routes) }
+
+// PurgeIdempotencyKeys forgets the createEvent idempotency keys bound
+// longer ago than Options.IdempotencyRetention and returns how many
+// (correlate.Service.PurgeIdempotencyKeys); with no retention it forgets
+// nothing and returns 0. Errors are the store's (store.ErrUnavailable when
+// the database does not answer). Safe for concurrent use.
+func (h *Handler) PurgeIdempotencyKeys(ctx context.Context) (int64, error) {
+	return h.correlate.PurgeIdempotencyKeys(ctx)
+}
+
+// IdempotencyPurgeInterval is how often [Handler.RunIdempotencyPurge]
+// purges for a retention r: r/4, at least a minute and at most an hour, so
+// a key outlives its retention by at most a quarter of it (or an hour).
+func IdempotencyPurgeInterval(r time.Duration) time.Duration {
+	return min(max(r/4, time.Minute), time.Hour)
+}
+
+// RunIdempotencyPurge purges expired idempotency keys
+// ([Handler.PurgeIdempotencyKeys]) at once and then every
+// [IdempotencyPurgeInterval] of the retention, until ctx ends, logging each
+// purge that forgot keys (info) or failed (warn; the next one retries).
+// With no retention configured it returns at once. log may be nil.
+func (h *Handler) RunIdempotencyPurge(ctx context.Context, retention time.Duration, log *slog.Logger) {
+	if retention <= 0 {
+		return
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	interval := IdempotencyPurgeInterval(retention)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, interval)
+		n, err := h.PurgeIdempotencyKeys(pctx)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.WarnContext(ctx, "idempotency keys not purged; the next purge retries", "err", err, "next_in", interval)
+		case n > 0:
+			log.InfoContext(ctx, "idempotency keys purged", "keys", n, "retention", retention)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
 
 // New assembles tally's HTTP API on one mux: the ingestion routes
 // (ingest/ingesthttp), the correlation routes (correlate/correlatehttp),
@@ -187,7 +243,7 @@ func New(st Store, opts Options) (*Handler, error) {
 	}
 
 	warnUncorrelated(cfg.Logger, cfg.Authenticator)
-	api, err := apiRoutes(st, cfg)
+	api, csvc, err := apiRoutes(st, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +254,7 @@ func New(st Store, opts Options) (*Handler, error) {
 		route.Route{Method: http.MethodGet, Path: "/openapi.yaml", Handler: http.HandlerFunc(serveOpenAPI)},
 	)
 
-	h := &Handler{mux: http.NewServeMux(), metrics: cfg.Metrics}
+	h := &Handler{correlate: csvc, mux: http.NewServeMux(), metrics: cfg.Metrics}
 	route.Mount(h.mux, routes, func(rt route.Route) http.Handler {
 		if len(rt.Roles) > 0 {
 			rt.Handler = require(cfg.Authenticator, rt.Roles, requireJSON(checkBody(cfg.Logger, cfg.MaxBodyBytes, budget.Handler(rt.Handler))))

@@ -14,9 +14,9 @@ import (
 
 // apiRoutes builds the library's services over st's stores and returns the
 // routes of their HTTP adapters, as the adapters list them (with the roles
-// that may call each). The adapters hold no rule; the server only mounts
+// that may call each), and the correlation service. The adapters hold no rule; the server only mounts
 // what they list.
-func apiRoutes(st Store, cfg Options) ([]route.Route, error) {
+func apiRoutes(st Store, cfg Options) ([]route.Route, *correlate.Service, error) {
 	isvc, err := ingest.New(st.Ingest, ingest.Options{
 		RequireSizeSchema: cfg.RequireSizeSchema,
 		Observer:          cfg.Metrics.IngestObserver(),
@@ -24,7 +24,7 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, error) {
 		Logger:            cfg.Logger,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg.Metrics.countResourcesWith(isvc.CountResources)
 	ih, err := ingesthttp.New(isvc, ingesthttp.Options{
@@ -33,11 +33,14 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, error) {
 		MaxBodyBytes: cfg.MaxBodyBytes,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	csvc, err := correlate.New(st.Correlate, correlate.Options{Now: cfg.Now, Observer: cfg.Metrics.CorrelateObserver(), LegacyCreate200: cfg.LegacyCreate200})
+	csvc, err := correlate.New(st.Correlate, correlate.Options{
+		Now: cfg.Now, Observer: cfg.Metrics.CorrelateObserver(), LegacyCreate200: cfg.LegacyCreate200,
+		IdempotencyRetention: cfg.IdempotencyRetention,
+	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ch, err := correlatehttp.New(csvc, correlatehttp.Options{
 		CallerFrom:   correlateCaller,
@@ -45,7 +48,7 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, error) {
 		MaxBodyBytes: cfg.MaxBodyBytes,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	events := ch.Routes()
 	for i := range events {
@@ -53,7 +56,7 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, error) {
 		// read credential may lack.
 		events[i].Handler = needOrganization(events[i].Handler)
 	}
-	return slices.Concat(ih.Routes(), events), nil
+	return slices.Concat(ih.Routes(), events), csvc, nil
 }
 
 // ingestCaller is the ingest.Caller of an authenticated request: the
