@@ -134,13 +134,13 @@ func (s *Service) Events(ctx context.Context, f EventFilter) (EventPage, error) 
 	items, err := s.store.Events(ctx, EventQuery{
 		Cloud: f.Cloud, Platform: f.Platform, ProjectID: f.ProjectID, ResourceType: f.ResourceType,
 		ResourceID: f.ResourceID, EventType: f.EventType, Source: f.Source,
-		From: ceilMicro(f.From), To: ceilMicro(f.To), After: after, Limit: limit + 1,
+		From: ceilMicro(f.From), To: ceilMicro(f.To), After: after, Limit: limit + 1, MaxBytes: MaxPageBytes,
 	})
 	if err != nil {
 		return EventPage{}, fmt.Errorf("ingest: list events: %w", err)
 	}
 	out := EventPage{}
-	out.Items, out.NextCursor = paginate(items, limit, func(e StoredEvent) string {
+	out.Items, out.NextCursor = paginate(items, limit, StoredEventBytes, func(e StoredEvent) string {
 		return encodeEventCursor(EventPosition{Timestamp: e.Event.Timestamp, EventID: e.Event.EventID})
 	})
 	return out, nil

@@ -115,14 +115,14 @@ func (s *Service) Resources(ctx context.Context, f ResourceFilter) (ResourcePage
 	}
 	q := ResourceQuery{
 		Cloud: f.Cloud, Platform: f.Platform, ResourceType: f.ResourceType,
-		ProjectID: f.ProjectID, State: f.State, Status: f.Status, AliveAt: f.AliveAt, Limit: limit + 1, After: after,
+		ProjectID: f.ProjectID, State: f.State, Status: f.Status, AliveAt: f.AliveAt, Limit: limit + 1, After: after, MaxBytes: MaxPageBytes,
 	}
 	items, err := s.store.Resources(ctx, q)
 	if err != nil {
 		return ResourcePage{}, fmt.Errorf("ingest: list resources: %w", err)
 	}
 	out := ResourcePage{}
-	out.Items, out.NextCursor = paginate(items, limit, func(r Resource) string { return encodeKeyCursor(r.ResourceKey) })
+	out.Items, out.NextCursor = paginate(items, limit, ResourceBytes, func(r Resource) string { return encodeKeyCursor(r.ResourceKey) })
 	return out, nil
 }
 
