@@ -160,3 +160,90 @@ func testDeadLetterPageBytes(t *testing.T, newStore func(t *testing.T) ingestSto
 		t.Errorf("pages (-want +got):\n%s", diff)
 	}
 }
+
+// testResourceHistoryBytes: a resource read (Service.Resource) embeds its
+// events up to ingest.MaxPageBytes and the per-resource read
+// (Service.ResourceEvents) answers up to the same budget; both hand a
+// cursor of Service.Events, filtered on the resource, for the rest.
+func testResourceHistoryBytes(t *testing.T, st ingestStore) {
+	svc := newService(t, st, nil)
+	ctx := context.Background()
+	pad := strings.Repeat("x", 3<<20)
+	k := volumeKey("v-h")
+	for i, typ := range []string{"volume.create.end", "volume.update.end", "volume.update.end", "volume.update.end"} {
+		item := fmt.Sprintf(`{"event_id":"h%d","timestamp":%q,"event_type":%q,"platform":"openstack","cloud":"c1",`+
+			`"resource_type":"volume","resource_id":"v-h","project_id":"p1","payload":{"state":"available","size":{"size_gb":1,"type":"ssd","pad":%q}}}`,
+			i, t0.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), typ, pad)
+		if res, err := svc.Ingest(ctx, ingest.Caller{Credential: "test"}, [][]byte{[]byte(item)}); err != nil || res.Accepted != 1 {
+			t.Fatalf("Ingest: %+v, %v", res, err)
+		}
+	}
+	rest := func(t *testing.T, cursor *string) []string {
+		t.Helper()
+		if cursor == nil {
+			t.Fatal("no cursor for the rest of the history")
+		}
+		var ids []string
+		f := ingest.EventFilter{Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID, Cursor: *cursor}
+		for range 10 {
+			p, err := svc.Events(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range p.Items {
+				ids = append(ids, e.Event.EventID)
+			}
+			if p.NextCursor == nil {
+				return ids
+			}
+			f.Cursor = *p.NextCursor
+		}
+		return ids
+	}
+	t.Run("resource read embeds events up to the budget", func(t *testing.T) {
+		d, err := svc.Resource(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, e := range d.Events {
+			ids = append(ids, e.EventID)
+		}
+		if diff := cmp.Diff([]string{"h0", "h1"}, ids); diff != "" {
+			t.Errorf("embedded (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"h2", "h3"}, rest(t, d.EventsNextCursor)); diff != "" {
+			t.Errorf("rest (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("resource events answer up to the budget", func(t *testing.T) {
+		p, err := svc.ResourceEvents(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, e := range p.Items {
+			ids = append(ids, e.Event.EventID)
+		}
+		if diff := cmp.Diff([]string{"h0", "h1"}, ids); diff != "" {
+			t.Errorf("answered (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"h2", "h3"}, rest(t, p.NextCursor)); diff != "" {
+			t.Errorf("rest (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("a short history is whole, without a cursor", func(t *testing.T) {
+		ingestOne(t, svc, projEvent{"s0", "volume.create.end", "v-s", "p1", "available", 0, 1})
+		d, err := svc.Resource(ctx, volumeKey("v-s"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := svc.ResourceEvents(ctx, volumeKey("v-s"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(d.Events) != 1 || d.EventsNextCursor != nil || len(p.Items) != 1 || p.NextCursor != nil {
+			t.Errorf("detail %d events, cursor %v; events %d, cursor %v; want 1 and nil twice", len(d.Events), d.EventsNextCursor, len(p.Items), p.NextCursor)
+		}
+	})
+}
