@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/ingest"
 )
 
@@ -246,4 +247,43 @@ func testResourceHistoryBytes(t *testing.T, st ingestStore) {
 			t.Errorf("detail %d events, cursor %v; events %d, cursor %v; want 1 and nil twice", len(d.Events), d.EventsNextCursor, len(p.Items), p.NextCursor)
 		}
 	})
+}
+
+// testCorrelateListBytes: a getEvents page holds at most
+// correlate.MaxPageBytes of events (at least one) as well as at most
+// pageSize; totalCount still counts the whole listing, and a smaller
+// pageSize reaches the events past the cut. A store given MaxBytes stops
+// reading after the event that passes it.
+func testCorrelateListBytes(t *testing.T, newStore func(t *testing.T) correlate.Store) {
+	f := newCorrFixture(t, newStore, correlate.Options{})
+	pad := strings.Repeat("x", 3<<20)
+	for i := range 4 {
+		f.create(corrAlice, fmt.Sprintf(`{"category":"c","action":"a","description":"d%d","metadata":{"pad":%q}}`, i, pad))
+		f.clock.Advance(time.Second)
+	}
+	p := f.list(corrAlice, correlate.Query{PageSize: correlate.MaxPageSize})
+	if diff := cmp.Diff([]int64{2, 4}, []int64{int64(len(p.Data)), p.TotalCount}); diff != "" {
+		t.Errorf("page of 100: data, totalCount (-want +got):\n%s", diff)
+	}
+	var got []string
+	for page := range 4 {
+		p := f.list(corrAlice, correlate.Query{PageSize: 1, Page: page, Order: correlate.OrderAsc})
+		for _, e := range p.Data {
+			got = append(got, e.Description)
+		}
+	}
+	if diff := cmp.Diff([]string{"d0", "d1", "d2", "d3"}, got); diff != "" {
+		t.Errorf("pageSize 1 (-want +got):\n%s", diff)
+	}
+	for _, tt := range []struct {
+		maxBytes, want int
+	}{{0, 4}, {1, 1}, {correlate.MaxPageBytes, 3}} {
+		l, err := f.store.List(context.Background(), corrAlice, correlate.Query{PageSize: 100, Order: correlate.OrderAsc, Sort: correlate.SortCreatedAt, MaxBytes: tt.maxBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Events) != tt.want || l.Total != 4 {
+			t.Errorf("store List, MaxBytes %d: %d events of total %d, want %d of 4", tt.maxBytes, len(l.Events), l.Total, tt.want)
+		}
+	}
 }

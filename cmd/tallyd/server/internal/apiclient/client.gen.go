@@ -1742,6 +1742,8 @@ type ClientInterface interface {
 
 	// GetEvents List correlated events, an events credential's own (organization, user) or a read credential's whole organization (role events or read).
 	//
+	// data holds at most pageSize events and at most 8 MiB of them (at least one event). A page cut short by bytes holds fewer events than pageSize while totalCount says more follow on it (page*pageSize + len(data) < min(totalCount, (page+1)*pageSize)); a smaller pageSize reaches them (pageSize=1 and page=n read the n-th event).
+	//
 	// Corresponds with GET /api/events/list (the `GetEvents` operationId).
 	GetEvents(ctx context.Context, params *GetEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -2087,6 +2089,8 @@ func (c *Client) BulkDeleteEvents(ctx context.Context, body BulkDeleteEventsJSON
 }
 
 // GetEvents List correlated events, an events credential's own (organization, user) or a read credential's whole organization (role events or read).
+//
+// data holds at most pageSize events and at most 8 MiB of them (at least one event). A page cut short by bytes holds fewer events than pageSize while totalCount says more follow on it (page*pageSize + len(data) < min(totalCount, (page+1)*pageSize)); a smaller pageSize reaches them (pageSize=1 and page=n read the n-th event).
 //
 // Corresponds with GET /api/events/list (the `GetEvents` operationId).
 func (c *Client) GetEvents(ctx context.Context, params *GetEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4130,6 +4134,8 @@ type ClientWithResponsesInterface interface {
 
 	// GetEventsWithResponse List correlated events, an events credential's own (organization, user) or a read credential's whole organization (role events or read).
 	//
+	// data holds at most pageSize events and at most 8 MiB of them (at least one event). A page cut short by bytes holds fewer events than pageSize while totalCount says more follow on it (page*pageSize + len(data) < min(totalCount, (page+1)*pageSize)); a smaller pageSize reaches them (pageSize=1 and page=n read the n-th event).
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/events/list (the `GetEvents` operationId).
@@ -6102,6 +6108,8 @@ func (c *ClientWithResponses) BulkDeleteEventsWithResponse(ctx context.Context, 
 }
 
 // GetEventsWithResponse List correlated events, an events credential's own (organization, user) or a read credential's whole organization (role events or read).
+//
+// data holds at most pageSize events and at most 8 MiB of them (at least one event). A page cut short by bytes holds fewer events than pageSize while totalCount says more follow on it (page*pageSize + len(data) < min(totalCount, (page+1)*pageSize)); a smaller pageSize reaches them (pageSize=1 and page=n read the n-th event).
 //
 // Returns a wrapper object for the known response body format(s).
 //
