@@ -296,7 +296,9 @@ func (s *Service) Get(ctx context.Context, caller Caller, id string) (Event, err
 	return e, nil
 }
 
-// List returns one page of getEvents, never listing deleted events. Who
+// List returns one page of getEvents, never listing deleted events; its
+// data holds at most PageSize events and [MaxPageBytes] of them (at least
+// one). Who
 // sees what (DECISIONS.md, Who reads correlated events): a caller lists the
 // events recorded by its own (Organization, User), so a caller with no user
 // lists those recorded with no user in its organization; a caller with
@@ -323,10 +325,12 @@ func (s *Service) List(ctx context.Context, caller Caller, q Query) (Page, error
 	if q.Sort == "" {
 		q.Sort = SortCreatedAt
 	}
+	q.MaxBytes = MaxPageBytes
 	l, err := s.store.List(ctx, caller, q)
 	if err != nil {
 		return Page{}, fmt.Errorf("correlate: list events: %w", err)
 	}
+	l.Events = l.Events[:cutPage(l.Events)]
 	if l.Events == nil {
 		l.Events = []Event{}
 	}

@@ -167,6 +167,11 @@ type Query struct {
 	Page int
 	// PageSize is 1 to [MaxPageSize]; 0 means [DefaultPageSize].
 	PageSize int
+	// MaxBytes, when positive, lets the store stop reading the page after
+	// the event that takes the [EventBytes] of the events it holds past
+	// MaxBytes (the Service passes [MaxPageBytes] and cuts that last one).
+	// Total, Read and BySeverity still count the whole listing.
+	MaxBytes int
 }
 
 // Limits of [Service.List]: the page size when none is given, the largest

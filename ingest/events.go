@@ -134,37 +134,45 @@ func (s *Service) Events(ctx context.Context, f EventFilter) (EventPage, error) 
 	items, err := s.store.Events(ctx, EventQuery{
 		Cloud: f.Cloud, Platform: f.Platform, ProjectID: f.ProjectID, ResourceType: f.ResourceType,
 		ResourceID: f.ResourceID, EventType: f.EventType, Source: f.Source,
-		From: ceilMicro(f.From), To: ceilMicro(f.To), After: after, Limit: limit + 1,
+		From: ceilMicro(f.From), To: ceilMicro(f.To), After: after, Limit: limit + 1, MaxBytes: MaxPageBytes,
 	})
 	if err != nil {
 		return EventPage{}, fmt.Errorf("ingest: list events: %w", err)
 	}
 	out := EventPage{}
-	out.Items, out.NextCursor = paginate(items, limit, func(e StoredEvent) string {
-		return encodeEventCursor(EventPosition{Timestamp: e.Event.Timestamp, EventID: e.Event.EventID})
-	})
+	out.Items, out.NextCursor = paginate(items, limit, StoredEventBytes, storedEventCursor)
 	return out, nil
 }
 
-// ResourceEvents returns the whole stored history of one resource, ordered
-// by (timestamp, event_id), each event with when it was received (the
+// storedEventCursor is the cursor of [Service.Events] that continues after e.
+func storedEventCursor(e StoredEvent) string {
+	return encodeEventCursor(EventPosition{Timestamp: e.Event.Timestamp, EventID: e.Event.EventID})
+}
+
+// ResourceEvents returns the stored history of one resource, ordered by
+// (timestamp, event_id), each event with when it was received (the
 // Reporting API's GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events).
-// It is never nil: a resource with no stored event has an empty history.
-// More than [MaxHistory] events is [ErrHistoryTooLong]; [Service.Events]
-// pages such a history.
-func (s *Service) ResourceEvents(ctx context.Context, k ResourceKey) ([]StoredEvent, error) {
+// Items is never nil: a resource with no stored event has an empty
+// history. The answer holds at most [MaxPageBytes] of item bytes (at least
+// one event): a longer history comes back cut there with NextCursor set, a
+// cursor of [Service.Events] (filtered on this resource) that lists the
+// rest; otherwise NextCursor is nil and Items is the whole history. More
+// than [MaxHistory] events within the byte budget is [ErrHistoryTooLong],
+// and [Service.Events] pages such a history.
+func (s *Service) ResourceEvents(ctx context.Context, k ResourceKey) (EventPage, error) {
 	if err := checkText("cloud", k.Cloud, "resource_type", k.ResourceType, "resource_id", k.ResourceID); err != nil {
-		return nil, err
+		return EventPage{}, err
 	}
-	items, err := s.store.Events(ctx, EventQuery{Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID, Limit: MaxHistory + 1})
+	items, err := s.store.Events(ctx, EventQuery{
+		Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID, Limit: MaxHistory + 1, MaxBytes: MaxPageBytes,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("ingest: get resource events: %w", err)
+		return EventPage{}, fmt.Errorf("ingest: get resource events: %w", err)
 	}
-	if len(items) > MaxHistory {
-		return nil, ErrHistoryTooLong
+	if cut(items, MaxHistory+1, StoredEventBytes) > MaxHistory {
+		return EventPage{}, ErrHistoryTooLong
 	}
-	if items == nil {
-		items = []StoredEvent{}
-	}
-	return items, nil
+	out := EventPage{}
+	out.Items, out.NextCursor = paginate(items, MaxHistory, StoredEventBytes, storedEventCursor)
+	return out, nil
 }

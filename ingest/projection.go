@@ -237,6 +237,10 @@ type ResourceQuery struct {
 	AliveAt time.Time
 	After   *ResourceKey
 	Limit   int
+	// MaxBytes, when positive, lets the store stop reading once a
+	// [ByteBudget] of MaxBytes is full (the items it holds total more, and
+	// there are at least two); the Service passes [MaxPageBytes].
+	MaxBytes int
 }
 
 // Status selects resources by whether their state is "deleted" (GET

@@ -99,10 +99,10 @@ func ceilMicro(t time.Time) time.Time {
 
 // paginate cuts items, read with limit+1, to one page: the first limit
 // items (never nil) and, when there were more, the cursor after the last.
-func paginate[T any](items []T, limit int, cursor func(T) string) ([]T, *string) {
-	if len(items) > limit {
-		c := cursor(items[limit-1])
-		return items[:limit], &c
+func paginate[T any](items []T, limit int, size func(T) int, cursor func(T) string) ([]T, *string) {
+	if n := cut(items, limit, size); n < len(items) {
+		c := cursor(items[n-1])
+		return items[:n], &c
 	}
 	if items == nil {
 		items = []T{}
@@ -145,12 +145,12 @@ func (s *Service) DeadLetters(ctx context.Context, p Page) (DeadLetterPage, erro
 	if err := ps.err(); err != nil {
 		return DeadLetterPage{}, err
 	}
-	items, err := s.store.DeadLetters(ctx, DeadLetterQuery{From: ceilMicro(p.From), To: ceilMicro(p.To), After: after, Limit: limit + 1})
+	items, err := s.store.DeadLetters(ctx, DeadLetterQuery{From: ceilMicro(p.From), To: ceilMicro(p.To), After: after, Limit: limit + 1, MaxBytes: MaxPageBytes})
 	if err != nil {
 		return DeadLetterPage{}, fmt.Errorf("ingest: list dead letters: %w", err)
 	}
 	out := DeadLetterPage{}
-	out.Items, out.NextCursor = paginate(items, limit, func(d DeadLetter) string {
+	out.Items, out.NextCursor = paginate(items, limit, DeadLetterBytes, func(d DeadLetter) string {
 		return EncodeCursor(Position{At: d.ReceivedAt, ID: d.ID})
 	})
 	return out, nil
@@ -167,12 +167,12 @@ func (s *Service) Audit(ctx context.Context, action string, p Page) (AuditPage, 
 	if err := ps.err(); err != nil {
 		return AuditPage{}, err
 	}
-	items, err := s.store.Audit(ctx, AuditQuery{Action: action, From: ceilMicro(p.From), To: ceilMicro(p.To), After: after, Limit: limit + 1})
+	items, err := s.store.Audit(ctx, AuditQuery{Action: action, From: ceilMicro(p.From), To: ceilMicro(p.To), After: after, Limit: limit + 1, MaxBytes: MaxPageBytes})
 	if err != nil {
 		return AuditPage{}, fmt.Errorf("ingest: list audit rows: %w", err)
 	}
 	out := AuditPage{}
-	out.Items, out.NextCursor = paginate(items, limit, func(a AuditEntry) string {
+	out.Items, out.NextCursor = paginate(items, limit, AuditBytes, func(a AuditEntry) string {
 		return EncodeCursor(Position{At: a.At, ID: a.ID})
 	})
 	return out, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -40,11 +41,21 @@ type ResourcePage struct {
 	NextCursor *string `json:"next_cursor"`
 }
 
-// ResourceDetail is one resource's row and its whole event history in fold
-// order ([Compare]).
+// ResourceDetail is one resource's row and the start of its event history
+// (canonical-event.md, Event; the Reporting API's resource read).
 type ResourceDetail struct {
-	Resource Resource      `json:"resource"`
-	Events   []event.Event `json:"events"`
+	Resource Resource `json:"resource"`
+	// Events are the resource's first stored events by (timestamp,
+	// event_id), at most [MaxLimit] of them and at most [MaxPageBytes] of
+	// item bytes (at least one), put in fold order ([Compare]); never nil.
+	// When the history has more, a page boundary may fall between events
+	// of equal timestamp.
+	Events []event.Event `json:"events"`
+	// EventsNextCursor is nil when Events is the whole history; otherwise
+	// it is a cursor of [Service.Events] (GET /api/v1/events with this
+	// resource's cloud, resource_type and resource_id and cursor) that
+	// lists the rest.
+	EventsNextCursor *string `json:"events_next_cursor"`
 }
 
 // Validate returns an [*event.ValidationError] listing every bad parameter
@@ -115,14 +126,14 @@ func (s *Service) Resources(ctx context.Context, f ResourceFilter) (ResourcePage
 	}
 	q := ResourceQuery{
 		Cloud: f.Cloud, Platform: f.Platform, ResourceType: f.ResourceType,
-		ProjectID: f.ProjectID, State: f.State, Status: f.Status, AliveAt: f.AliveAt, Limit: limit + 1, After: after,
+		ProjectID: f.ProjectID, State: f.State, Status: f.Status, AliveAt: f.AliveAt, Limit: limit + 1, After: after, MaxBytes: MaxPageBytes,
 	}
 	items, err := s.store.Resources(ctx, q)
 	if err != nil {
 		return ResourcePage{}, fmt.Errorf("ingest: list resources: %w", err)
 	}
 	out := ResourcePage{}
-	out.Items, out.NextCursor = paginate(items, limit, func(r Resource) string { return encodeKeyCursor(r.ResourceKey) })
+	out.Items, out.NextCursor = paginate(items, limit, ResourceBytes, func(r Resource) string { return encodeKeyCursor(r.ResourceKey) })
 	return out, nil
 }
 
@@ -136,14 +147,19 @@ func (s *Service) Resource(ctx context.Context, k ResourceKey) (ResourceDetail, 
 	if err != nil {
 		return ResourceDetail{}, fmt.Errorf("ingest: get resource: %w", err)
 	}
-	h, err := s.store.History(ctx, k)
+	items, err := s.store.Events(ctx, EventQuery{
+		Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID, Limit: MaxLimit + 1, MaxBytes: MaxPageBytes,
+	})
 	if err != nil {
 		return ResourceDetail{}, fmt.Errorf("ingest: get resource history: %w", err)
 	}
-	if h == nil {
-		h = []event.Event{}
+	page, next := paginate(items, MaxLimit, StoredEventBytes, storedEventCursor)
+	h := make([]event.Event, len(page))
+	for i := range page {
+		h[i] = page[i].Event
 	}
-	return ResourceDetail{Resource: r, Events: h}, nil
+	slices.SortStableFunc(h, func(a, b event.Event) int { return Compare(&a, &b) })
+	return ResourceDetail{Resource: r, Events: h, EventsNextCursor: next}, nil
 }
 
 // RebuildResources recomputes the projection rows q selects from the stored

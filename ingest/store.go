@@ -173,6 +173,10 @@ type DeadLetterQuery struct {
 	From, To time.Time
 	After    *Position
 	Limit    int
+	// MaxBytes, when positive, lets the store stop reading once a
+	// [ByteBudget] of MaxBytes is full (the items it holds total more, and
+	// there are at least two); the Service passes [MaxPageBytes].
+	MaxBytes int
 }
 
 // AuditQuery selects audit rows. A zero From or To leaves that end open.
@@ -183,6 +187,10 @@ type AuditQuery struct {
 	From, To time.Time
 	After    *Position
 	Limit    int
+	// MaxBytes, when positive, lets the store stop reading once a
+	// [ByteBudget] of MaxBytes is full (the items it holds total more, and
+	// there are at least two); the Service passes [MaxPageBytes].
+	MaxBytes int
 }
 
 // StoredEvent is one event as the events table holds it: the event as
@@ -213,4 +221,8 @@ type EventQuery struct {
 	From, To                                                        time.Time
 	After                                                           *EventPosition
 	Limit                                                           int
+	// MaxBytes, when positive, lets the store stop reading once a
+	// [ByteBudget] of MaxBytes is full (the items it holds total more, and
+	// there are at least two); the Service passes [MaxPageBytes].
+	MaxBytes int
 }

@@ -363,8 +363,11 @@ func (h *Handler) listResources(w http.ResponseWriter, r *http.Request) error {
 }
 
 // getResource serves GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}:
-// {"resource":Resource,"events":[Event…]} with the events in fold order, or
-// 404 when the projection has no such resource.
+// {"resource":Resource,"events":[Event…],"events_next_cursor":null|"…"}
+// with the first events (at most ingest.MaxLimit and ingest.MaxPageBytes)
+// in fold order, events_next_cursor continuing them with GET
+// /api/v1/events filtered on the resource ([ingest.ResourceDetail]), or 404
+// when the projection has no such resource.
 func (h *Handler) getResource(w http.ResponseWriter, r *http.Request) error {
 	if err := noParams(r); err != nil {
 		return err
@@ -414,10 +417,12 @@ type historyPage struct {
 
 // getResourceEvents serves GET
 // /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events (Tally's
-// Reporting API): {"items":[StoredEvent…],"next_cursor":null}, the whole
+// Reporting API): {"items":[StoredEvent…],"next_cursor":null|"…"}, the
 // history ordered by (timestamp, event_id), each event with its
 // received_at; 404 when the projection has no such resource; 422
-// history_too_long past ingest.MaxHistory events.
+// history_too_long past ingest.MaxHistory events. A history over
+// ingest.MaxPageBytes of item bytes is cut there, next_cursor then being a
+// cursor of GET /api/v1/events filtered on the resource.
 func (h *Handler) getResourceEvents(w http.ResponseWriter, r *http.Request) error {
 	if err := noParams(r); err != nil {
 		return err
@@ -426,11 +431,11 @@ func (h *Handler) getResourceEvents(w http.ResponseWriter, r *http.Request) erro
 	if _, err := h.svc.Resource(r.Context(), k); err != nil {
 		return err
 	}
-	items, err := h.svc.ResourceEvents(r.Context(), k)
+	p, err := h.svc.ResourceEvents(r.Context(), k)
 	if err != nil {
 		return err
 	}
-	problem.WriteJSON(w, http.StatusOK, historyPage{Items: items})
+	problem.WriteJSON(w, http.StatusOK, historyPage{Items: p.Items, NextCursor: p.NextCursor})
 	return nil
 }
 

@@ -194,8 +194,12 @@ func (s *Correlate) List(ctx context.Context, scope correlate.Caller, q correlat
 	start := min(q.Page*q.PageSize, len(match))
 	end := min(start+q.PageSize, len(match))
 	l.Events = make([]correlate.Event, 0, end-start)
+	total := 0
 	for _, e := range match[start:end] {
 		l.Events = append(l.Events, e.Clone())
+		if total += correlate.EventBytes(*e); q.MaxBytes > 0 && total > q.MaxBytes {
+			break
+		}
 	}
 	return l, nil
 }

@@ -343,7 +343,7 @@ func (s *Ingest) Events(ctx context.Context, q ingest.EventQuery) ([]ingest.Stor
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []ingest.StoredEvent
+	var keys []eventKey
 	for k, e := range s.ingest.events {
 		switch {
 		case q.Cloud != "" && e.Cloud != q.Cloud,
@@ -358,13 +358,26 @@ func (s *Ingest) Events(ctx context.Context, q ingest.EventQuery) ([]ingest.Stor
 			q.After != nil && compareEventPos(e.Timestamp, e.EventID, q.After.Timestamp, q.After.EventID) <= 0:
 			continue
 		}
-		out = append(out, ingest.StoredEvent{Event: cloneEvent(e), ReceivedAt: s.ingest.receivedAt[k]})
+		keys = append(keys, k)
 	}
-	slices.SortFunc(out, func(a, b ingest.StoredEvent) int {
-		return compareEventPos(a.Event.Timestamp, a.Event.EventID, b.Event.Timestamp, b.Event.EventID)
+	slices.SortFunc(keys, func(a, b eventKey) int {
+		ea, eb := s.ingest.events[a], s.ingest.events[b]
+		return compareEventPos(ea.Timestamp, ea.EventID, eb.Timestamp, eb.EventID)
 	})
-	if q.Limit > 0 && len(out) > q.Limit {
-		out = out[:q.Limit]
+	if q.Limit > 0 && len(keys) > q.Limit {
+		keys = keys[:q.Limit]
+	}
+	// Only the events returned are copied, up to the byte budget
+	// (ingest.ByteBudget).
+	var (
+		out    []ingest.StoredEvent
+		budget = ingest.NewByteBudget(q.MaxBytes)
+	)
+	for _, k := range keys {
+		out = append(out, ingest.StoredEvent{Event: cloneEvent(s.ingest.events[k]), ReceivedAt: s.ingest.receivedAt[k]})
+		if budget.Add(ingest.StoredEventBytes(out[len(out)-1])) {
+			break
+		}
 	}
 	return out, nil
 }

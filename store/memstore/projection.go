@@ -52,6 +52,12 @@ func (s *Ingest) Resources(ctx context.Context, q ingest.ResourceQuery) ([]inges
 	if limit := max(q.Limit, 1); len(out) > limit {
 		out = out[:limit]
 	}
+	budget := ingest.NewByteBudget(q.MaxBytes)
+	for i, r := range out {
+		if budget.Add(ingest.ResourceBytes(r)) {
+			return out[:i+1], nil
+		}
+	}
 	return out, nil
 }
 

@@ -313,21 +313,33 @@ func (s *Correlate) List(ctx context.Context, scope correlate.Caller, q correlat
 	if col, ok := sortColumns[q.Sort]; ok {
 		sortBy = col + " " + dir + ", "
 	}
-	var rows []correlatedRow
 	n := len(args)
-	err := s.db.SelectContext(ctx, &rows, fmt.Sprintf(`SELECT %s FROM correlated_events WHERE %s AND %s
+	// Rows are read one at a time, so the page stops at q.MaxBytes without
+	// holding the rows past it.
+	rows, err := s.db.QueryxContext(ctx, fmt.Sprintf(`SELECT %s FROM correlated_events WHERE %s AND %s
 		ORDER BY %screated_at %s, id %s LIMIT $%d OFFSET $%d`, pgcorrelate.Columns, cond, statusCond, sortBy, dir, dir, n+1, n+2),
 		append(args, q.PageSize, int64(q.Page)*int64(q.PageSize))...)
 	if err != nil {
 		return correlate.Listing{}, interpretError(fmt.Errorf("pgstore: list events: %w", err))
 	}
-	l.Events = make([]correlate.Event, 0, len(rows))
-	for _, r := range rows {
+	defer rows.Close()
+	total := 0
+	for rows.Next() {
+		var r correlatedRow
+		if err := rows.StructScan(&r); err != nil {
+			return correlate.Listing{}, interpretError(fmt.Errorf("pgstore: list events: %w", err))
+		}
 		e, err := r.event()
 		if err != nil {
 			return correlate.Listing{}, err
 		}
 		l.Events = append(l.Events, e)
+		if total += correlate.EventBytes(e); q.MaxBytes > 0 && total > q.MaxBytes {
+			break
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return correlate.Listing{}, interpretError(fmt.Errorf("pgstore: list events: %w", err))
 	}
 	return l, nil
 }

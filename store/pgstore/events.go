@@ -53,20 +53,37 @@ ORDER BY timestamp, event_id COLLATE "C"`
 	if q.Limit > 0 {
 		query += " LIMIT " + arg(q.Limit)
 	}
-	var rows []storedEventRow
-	if err := s.db.SelectContext(ctx, &rows, query, args...); err != nil {
+	// Rows are read one at a time, so a page stops at the byte budget
+	// (ingest.ByteBudget) without holding the rows past it.
+	rows, err := s.db.QueryxContext(ctx, query, args...)
+	if err != nil {
 		return nil, fmt.Errorf("pgstore: list events: %w", interpretError(err))
 	}
-	out := make([]ingest.StoredEvent, len(rows))
-	for i, r := range rows {
-		out[i] = ingest.StoredEvent{ReceivedAt: r.ReceivedAt.UTC(), Event: event.Event{
+	defer rows.Close()
+	var (
+		out    []ingest.StoredEvent
+		budget = ingest.NewByteBudget(q.MaxBytes)
+	)
+	for rows.Next() {
+		var r storedEventRow
+		if err := rows.StructScan(&r); err != nil {
+			return nil, fmt.Errorf("pgstore: list events: %w", interpretError(err))
+		}
+		e := ingest.StoredEvent{ReceivedAt: r.ReceivedAt.UTC(), Event: event.Event{
 			EventID: r.EventID, Timestamp: r.Timestamp.UTC(), EventType: r.EventType,
 			Platform: r.Platform, Cloud: r.Cloud, ResourceType: r.ResourceType,
 			ResourceID: r.ResourceID, ProjectID: r.ProjectID, Source: event.Source(r.Source),
 		}}
-		if err := out[i].Event.Payload.UnmarshalJSON(r.Payload); err != nil {
+		if err := e.Event.Payload.UnmarshalJSON(r.Payload); err != nil {
 			return nil, fmt.Errorf("pgstore: list events: payload of %q: %w", r.EventID, err)
 		}
+		out = append(out, e)
+		if budget.Add(ingest.StoredEventBytes(e)) {
+			break
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: list events: %w", interpretError(err))
 	}
 	return out, nil
 }

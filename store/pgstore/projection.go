@@ -113,13 +113,29 @@ func (s *Ingest) Resources(ctx context.Context, q ingest.ResourceQuery) ([]inges
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
 	query += " ORDER BY cloud, resource_type, resource_id LIMIT " + arg(max(q.Limit, 1))
-	var rows []resourceRow
-	if err := s.db.SelectContext(ctx, &rows, query, args...); err != nil {
+	// Rows are read one at a time, so a page stops at the byte budget
+	// (ingest.ByteBudget) without holding the rows past it.
+	rows, err := s.db.QueryxContext(ctx, query, args...)
+	if err != nil {
 		return nil, fmt.Errorf("pgstore: list resources: %w", interpretError(err))
 	}
-	out := make([]ingest.Resource, len(rows))
-	for i := range rows {
-		out[i] = rows[i].resource()
+	defer rows.Close()
+	var (
+		out    []ingest.Resource
+		budget = ingest.NewByteBudget(q.MaxBytes)
+	)
+	for rows.Next() {
+		var r resourceRow
+		if err := rows.StructScan(&r); err != nil {
+			return nil, fmt.Errorf("pgstore: list resources: %w", interpretError(err))
+		}
+		out = append(out, r.resource())
+		if budget.Add(ingest.ResourceBytes(out[len(out)-1])) {
+			break
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: list resources: %w", interpretError(err))
 	}
 	return out, nil
 }

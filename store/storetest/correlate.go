@@ -228,6 +228,7 @@ func runCorrelate(t *testing.T, newStore func(t *testing.T) correlate.Store, new
 		{"StatusCode", testCorrelateStatusCode},
 		{"Cancelled", testCorrelateCancelled},
 		{"List", testCorrelateList},
+		{"ListBytes", testCorrelateListBytes},
 		{"ReadAndWrite", testCorrelateReadWrite},
 		{"BulkAndTypes", testCorrelateBulkAndTypes},
 	} {

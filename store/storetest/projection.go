@@ -55,6 +55,14 @@ func runProjection(t *testing.T, newStore func(t *testing.T) ingestStore) {
 		t.Parallel()
 		testStoredEvents(t, newStore(t))
 	})
+	t.Run("listing pages stop at their limit or their byte budget, whichever comes first", func(t *testing.T) {
+		t.Parallel()
+		testPageBytes(t, newStore(t))
+	})
+	t.Run("a resource's read and its events stop at the byte budget and point to the rest", func(t *testing.T) {
+		t.Parallel()
+		testResourceHistoryBytes(t, newStore(t))
+	})
 	t.Run("resources are counted by platform, cloud, resource type and state", func(t *testing.T) {
 		t.Parallel()
 		testProjectionCounts(t, newStore(t))

@@ -770,7 +770,7 @@ type ListAuditParams struct {
 	To    *To    `form:"to,omitempty" json:"to,omitempty"`
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor The next_cursor of the previous page.
+	// Cursor The next_cursor of the previous page. A page stops at limit items or at 8 MiB of item bytes, whichever comes first (always at least one item), and carries next_cursor whenever more items follow.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
@@ -791,7 +791,7 @@ type ListEventsParams struct {
 	To    *To    `form:"to,omitempty" json:"to,omitempty"`
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor The next_cursor of the previous page.
+	// Cursor The next_cursor of the previous page. A page stops at limit items or at 8 MiB of item bytes, whichever comes first (always at least one item), and carries next_cursor whenever more items follow.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
@@ -807,7 +807,7 @@ type ListRejectedEventsParams struct {
 	To    *To    `form:"to,omitempty" json:"to,omitempty"`
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor The next_cursor of the previous page.
+	// Cursor The next_cursor of the previous page. A page stops at limit items or at 8 MiB of item bytes, whichever comes first (always at least one item), and carries next_cursor whenever more items follow.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
@@ -842,7 +842,7 @@ type ListResourcesParams struct {
 	AliveAt *time.Time `form:"alive_at,omitempty" json:"alive_at,omitempty"`
 	Limit   *Limit     `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor The next_cursor of the previous page.
+	// Cursor The next_cursor of the previous page. A page stops at limit items or at 8 MiB of item bytes, whichever comes first (always at least one item), and carries next_cursor whenever more items follow.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
@@ -1742,6 +1742,8 @@ type ClientInterface interface {
 
 	// GetEvents List correlated events, an events credential's own (organization, user) or a read credential's whole organization (role events or read).
 	//
+	// data holds at most pageSize events and at most 8 MiB of them (at least one event). A page cut short by bytes holds fewer events than pageSize while totalCount says more follow on it (page*pageSize + len(data) < min(totalCount, (page+1)*pageSize)); a smaller pageSize reaches them (pageSize=1 and page=n read the n-th event).
+	//
 	// Corresponds with GET /api/events/list (the `GetEvents` operationId).
 	GetEvents(ctx context.Context, params *GetEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -1915,14 +1917,16 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/resources (the `ListResources` operationId).
 	ListResources(ctx context.Context, params *ListResourcesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetResource Read one resource of the projection with its event history in fold order (role read or admin).
+	// GetResource Read one resource of the projection with the start of its event history in fold order (role read or admin).
+	//
+	// The embedded events are the resource's first stored events by (timestamp, event_id), at most 1000 of them and at most 8 MiB of item bytes (at least one event), put in fold order. When the history holds more, events_next_cursor is a cursor of GET /api/v1/events (with this resource's cloud, resource_type and resource_id) that lists the rest; it is null when events is the whole history.
 	//
 	// Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id} (the `GetResource` operationId).
 	GetResource(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetResourceEvents Read one resource's whole event history with when each event was received (role read or admin).
 	//
-	// Tally's Reporting API history read, never paginated (next_cursor is always null); more than 10000 stored events is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many), and GET /api/v1/events pages such a history.
+	// Tally's Reporting API history read, not paginated by itself; more than 10000 stored events is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many), and GET /api/v1/events pages such a history. An answer holds at most 8 MiB of item bytes (at least one event); a longer history is cut there and next_cursor is then a cursor of GET /api/v1/events filtered on this resource that lists the rest (null when items is the whole history).
 	//
 	// Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events (the `GetResourceEvents` operationId).
 	GetResourceEvents(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2095,6 +2099,8 @@ func (c *Client) BulkDeleteEvents(ctx context.Context, body BulkDeleteEventsJSON
 }
 
 // GetEvents List correlated events, an events credential's own (organization, user) or a read credential's whole organization (role events or read).
+//
+// data holds at most pageSize events and at most 8 MiB of them (at least one event). A page cut short by bytes holds fewer events than pageSize while totalCount says more follow on it (page*pageSize + len(data) < min(totalCount, (page+1)*pageSize)); a smaller pageSize reaches them (pageSize=1 and page=n read the n-th event).
 //
 // Corresponds with GET /api/events/list (the `GetEvents` operationId).
 func (c *Client) GetEvents(ctx context.Context, params *GetEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2439,7 +2445,9 @@ func (c *Client) ListResources(ctx context.Context, params *ListResourcesParams,
 	return c.Client.Do(req)
 }
 
-// GetResource Read one resource of the projection with its event history in fold order (role read or admin).
+// GetResource Read one resource of the projection with the start of its event history in fold order (role read or admin).
+//
+// The embedded events are the resource's first stored events by (timestamp, event_id), at most 1000 of them and at most 8 MiB of item bytes (at least one event), put in fold order. When the history holds more, events_next_cursor is a cursor of GET /api/v1/events (with this resource's cloud, resource_type and resource_id) that lists the rest; it is null when events is the whole history.
 //
 // Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id} (the `GetResource` operationId).
 func (c *Client) GetResource(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2456,7 +2464,7 @@ func (c *Client) GetResource(ctx context.Context, cloud string, resourceType str
 
 // GetResourceEvents Read one resource's whole event history with when each event was received (role read or admin).
 //
-// Tally's Reporting API history read, never paginated (next_cursor is always null); more than 10000 stored events is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many), and GET /api/v1/events pages such a history.
+// Tally's Reporting API history read, not paginated by itself; more than 10000 stored events is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many), and GET /api/v1/events pages such a history. An answer holds at most 8 MiB of item bytes (at least one event); a longer history is cut there and next_cursor is then a cursor of GET /api/v1/events filtered on this resource that lists the rest (null when items is the whole history).
 //
 // Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events (the `GetResourceEvents` operationId).
 func (c *Client) GetResourceEvents(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4146,6 +4154,8 @@ type ClientWithResponsesInterface interface {
 
 	// GetEventsWithResponse List correlated events, an events credential's own (organization, user) or a read credential's whole organization (role events or read).
 	//
+	// data holds at most pageSize events and at most 8 MiB of them (at least one event). A page cut short by bytes holds fewer events than pageSize while totalCount says more follow on it (page*pageSize + len(data) < min(totalCount, (page+1)*pageSize)); a smaller pageSize reaches them (pageSize=1 and page=n read the n-th event).
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/events/list (the `GetEvents` operationId).
@@ -4337,7 +4347,9 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/resources (the `ListResources` operationId).
 	ListResourcesWithResponse(ctx context.Context, params *ListResourcesParams, reqEditors ...RequestEditorFn) (*ListResourcesResponse, error)
 
-	// GetResourceWithResponse Read one resource of the projection with its event history in fold order (role read or admin).
+	// GetResourceWithResponse Read one resource of the projection with the start of its event history in fold order (role read or admin).
+	//
+	// The embedded events are the resource's first stored events by (timestamp, event_id), at most 1000 of them and at most 8 MiB of item bytes (at least one event), put in fold order. When the history holds more, events_next_cursor is a cursor of GET /api/v1/events (with this resource's cloud, resource_type and resource_id) that lists the rest; it is null when events is the whole history.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4346,7 +4358,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetResourceEventsWithResponse Read one resource's whole event history with when each event was received (role read or admin).
 	//
-	// Tally's Reporting API history read, never paginated (next_cursor is always null); more than 10000 stored events is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many), and GET /api/v1/events pages such a history.
+	// Tally's Reporting API history read, not paginated by itself; more than 10000 stored events is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many), and GET /api/v1/events pages such a history. An answer holds at most 8 MiB of item bytes (at least one event); a longer history is cut there and next_cursor is then a cursor of GET /api/v1/events filtered on this resource that lists the rest (null when items is the whole history).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5686,6 +5698,9 @@ type GetResourceResponse struct {
 	JSON200 *struct {
 		Events []CanonicalEvent `json:"events"`
 
+		// EventsNextCursor A cursor of GET /api/v1/events filtered on this resource that lists the events after those embedded; null when none are left.
+		EventsNextCursor *string `json:"events_next_cursor"`
+
 		// Resource One row of the projection of current resources (the fold of the resource's events).
 		Resource Resource `json:"resource"`
 	}
@@ -5702,6 +5717,9 @@ type GetResourceResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetResourceResponse) GetJSON200() *struct {
 	Events []CanonicalEvent `json:"events"`
+
+	// EventsNextCursor A cursor of GET /api/v1/events filtered on this resource that lists the events after those embedded; null when none are left.
+	EventsNextCursor *string `json:"events_next_cursor"`
 
 	// Resource One row of the projection of current resources (the fold of the resource's events).
 	Resource Resource `json:"resource"`
@@ -6121,6 +6139,8 @@ func (c *ClientWithResponses) BulkDeleteEventsWithResponse(ctx context.Context, 
 
 // GetEventsWithResponse List correlated events, an events credential's own (organization, user) or a read credential's whole organization (role events or read).
 //
+// data holds at most pageSize events and at most 8 MiB of them (at least one event). A page cut short by bytes holds fewer events than pageSize while totalCount says more follow on it (page*pageSize + len(data) < min(totalCount, (page+1)*pageSize)); a smaller pageSize reaches them (pageSize=1 and page=n read the n-th event).
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/events/list (the `GetEvents` operationId).
@@ -6414,7 +6434,9 @@ func (c *ClientWithResponses) ListResourcesWithResponse(ctx context.Context, par
 	return ParseListResourcesResponse(rsp)
 }
 
-// GetResourceWithResponse Read one resource of the projection with its event history in fold order (role read or admin).
+// GetResourceWithResponse Read one resource of the projection with the start of its event history in fold order (role read or admin).
+//
+// The embedded events are the resource's first stored events by (timestamp, event_id), at most 1000 of them and at most 8 MiB of item bytes (at least one event), put in fold order. When the history holds more, events_next_cursor is a cursor of GET /api/v1/events (with this resource's cloud, resource_type and resource_id) that lists the rest; it is null when events is the whole history.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6429,7 +6451,7 @@ func (c *ClientWithResponses) GetResourceWithResponse(ctx context.Context, cloud
 
 // GetResourceEventsWithResponse Read one resource's whole event history with when each event was received (role read or admin).
 //
-// Tally's Reporting API history read, never paginated (next_cursor is always null); more than 10000 stored events is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many), and GET /api/v1/events pages such a history.
+// Tally's Reporting API history read, not paginated by itself; more than 10000 stored events is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many), and GET /api/v1/events pages such a history. An answer holds at most 8 MiB of item bytes (at least one event); a longer history is cut there and next_cursor is then a cursor of GET /api/v1/events filtered on this resource that lists the rest (null when items is the whole history).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -7682,6 +7704,9 @@ func ParseGetResourceResponse(rsp *http.Response) (*GetResourceResponse, error) 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
 			Events []CanonicalEvent `json:"events"`
+
+			// EventsNextCursor A cursor of GET /api/v1/events filtered on this resource that lists the events after those embedded; null when none are left.
+			EventsNextCursor *string `json:"events_next_cursor"`
 
 			// Resource One row of the projection of current resources (the fold of the resource's events).
 			Resource Resource `json:"resource"`
