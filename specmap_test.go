@@ -141,7 +141,9 @@ func recvName(x ast.Expr) string {
 // it resolves (see goRef and goIdents), and every ## and ### heading of
 // docs/spec/*.md and docs/decisions.md has exactly one ### entry, headed
 // "<file>, <heading>" (code spans' backticks dropped, optionally as a link
-// whose target is that heading). It returns one line per problem, sorted.
+// whose target is that heading); and every row of a table in
+// docs/decisions.md has exactly one list item "- <question>: ..." under its
+// section's entry. It returns one line per problem, sorted.
 func specMapProblems(t *testing.T, root string) []string {
 	t.Helper()
 	const mapFile = "docs/spec-map.md"
@@ -191,6 +193,7 @@ func specMapProblems(t *testing.T, root string) []string {
 	// The sections the map must cover, and where each one's anchor is.
 	want := map[string]string{} // "<file>, <heading>" -> "<path from docs/>#<anchor>"
 	var order []string
+	var wantRows []string // "decisions.md, <heading>: <question>", one per row of its tables
 	sources, err := filepath.Glob(filepath.Join(root, "docs", "spec", "*.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +206,12 @@ func specMapProblems(t *testing.T, root string) []string {
 		}
 		rel, _ := filepath.Rel(filepath.Join(root, "docs"), src)
 		srcLines, _ := proseLines(string(sb))
+		key := ""
 		for _, l := range srcLines {
+			if q, isRow := tableRowQuestion(l); isRow && key != "" && rel == "decisions.md" {
+				wantRows = append(wantRows, key+": "+q)
+				continue
+			}
 			h, ok := strings.CutPrefix(l, "## ")
 			if !ok {
 				h, ok = strings.CutPrefix(l, "### ")
@@ -212,14 +220,22 @@ func specMapProblems(t *testing.T, root string) []string {
 				continue
 			}
 			h = strings.ReplaceAll(strings.TrimSpace(h), "`", "")
-			key := path.Base(filepath.ToSlash(rel)) + ", " + h
+			key = path.Base(filepath.ToSlash(rel)) + ", " + h
 			want[key] = filepath.ToSlash(rel) + "#" + anchor(h)
 			order = append(order, key)
 		}
 	}
 
 	got := map[string]int{}
+	gotRows := map[string]int{}
+	entry := ""
 	for i, l := range lines {
+		if item, isItem := strings.CutPrefix(l, "- "); isItem && strings.HasPrefix(entry, "decisions.md, ") {
+			if q, _, hasColon := strings.Cut(item, ":"); hasColon {
+				gotRows[entry+": "+strings.ReplaceAll(q, "`", "")]++
+			}
+			continue
+		}
 		h, ok := strings.CutPrefix(l, "### ")
 		if !ok {
 			continue
@@ -230,6 +246,7 @@ func specMapProblems(t *testing.T, root string) []string {
 			h, target = m[1], m[2]
 		}
 		h = strings.ReplaceAll(h, "`", "")
+		entry = h
 		got[h]++
 		wantTarget, known := want[h]
 		switch {
@@ -244,8 +261,28 @@ func specMapProblems(t *testing.T, root string) []string {
 			problems = append(problems, fmt.Sprintf("%s: section %q has %d entries, want 1", mapFile, key, n))
 		}
 	}
+	for _, row := range wantRows {
+		if n := gotRows[row]; n != 1 {
+			problems = append(problems, fmt.Sprintf("%s: decision %q has %d lines, want 1", mapFile, row, n))
+		}
+		delete(gotRows, row)
+	}
+	for row := range gotRows {
+		problems = append(problems, fmt.Sprintf("%s: line for %q names no row of docs/decisions.md", mapFile, row))
+	}
 	slices.Sort(problems)
 	return slices.Compact(problems)
+}
+
+// tableRowQuestion returns the first cell of a Markdown table row, its
+// backticks dropped; a header row ("| Question |") and the separator row
+// are not rows.
+func tableRowQuestion(l string) (string, bool) {
+	if !strings.HasPrefix(l, "| ") || strings.HasPrefix(l, "| Question ") || strings.HasPrefix(l, "| ---") || strings.HasPrefix(l, "|---") {
+		return "", false
+	}
+	q, _, ok := strings.Cut(l[2:], " | ")
+	return strings.ReplaceAll(q, "`", ""), ok
 }
 
 // TestSpecMap: docs/spec-map.md names, for each section of the two
@@ -260,7 +297,8 @@ func TestSpecMap(t *testing.T) {
 // TestSpecMapCatchesBrokenOnes runs the check on a throwaway tree, so it is
 // known to fail when it should: an unknown package, an unexported name, a
 // test name outside a _test.go file, a missing and a doubled section, an
-// entry for no section and a link to the wrong anchor.
+// entry for no section, a link to the wrong anchor, and a decision row with
+// no line and a line for no row.
 func TestSpecMapCatchesBrokenOnes(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string]string{
@@ -279,11 +317,11 @@ type I interface{ Do() }
 		"p/p_test.go":       "package p\n\nimport \"testing\"\n\nfunc TestF(t *testing.T) {}\n",
 		"root.go":           "package tally\n\nfunc R() {}\n",
 		"docs/spec/a.md":    "# A\n\n## One\n\n### `Two` two\n\n```\n## Not a heading\n```\n\n## Three\n",
-		"docs/decisions.md": "# D\n\n## Rows\n",
+		"docs/decisions.md": "# D\n\n## Rows\n\n| Question | Decision | Why |\n|---|---|---|\n| `Kept` | k | w |\n| Missing | m | w |\n",
 		"docs/spec-map.md": "# Map\n\n" +
 			"### [a.md, One](spec/a.md#one)\n\n- `p.F`, `p.T`, `p.T.M`, `p.I.Do`, `p.TestF`, `tally.R`, a file name read as a reference: `a.md`\n\n" +
 			"### [a.md, Two two](spec/a.md#one)\n\n- `p.f`, `p.T.m`, `p.TestNotATest`, `nosuch.F`, `p.G`\n\n" +
-			"### decisions.md, Rows\n\n### decisions.md, Rows\n\n### a.md, Four\n\n" +
+			"### decisions.md, Rows\n\n- Kept: `p.F`\n- Extra: `p.F`\n\n### decisions.md, Rows\n\n### a.md, Four\n\n" +
 			"```\n`p.Ignored`\n```\n",
 	}
 	for name, text := range files {
@@ -296,9 +334,11 @@ type I interface{ Do() }
 		}
 	}
 	want := []string{
+		"docs/spec-map.md: decision \"decisions.md, Rows: Missing\" has 0 lines, want 1",
+		"docs/spec-map.md: line for \"decisions.md, Rows: Extra\" names no row of docs/decisions.md",
 		"docs/spec-map.md: section \"a.md, Three\" has 0 entries, want 1",
 		"docs/spec-map.md: section \"decisions.md, Rows\" has 2 entries, want 1",
-		"docs/spec-map.md:15: entry \"a.md, Four\" names no section of docs/spec/*.md or docs/decisions.md",
+		"docs/spec-map.md:18: entry \"a.md, Four\" names no section of docs/spec/*.md or docs/decisions.md",
 		"docs/spec-map.md:5: `a.md`: no Go package in a",
 		"docs/spec-map.md:7: entry \"a.md, Two two\" links to spec/a.md#one, want spec/a.md#two-two",
 		"docs/spec-map.md:9: `nosuch.F`: no Go package in nosuch",
