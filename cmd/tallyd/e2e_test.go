@@ -98,17 +98,13 @@ func repoRoot(t testing.TB) string {
 	}
 }
 
-// corpusPath is ../shared/data/openstack/notifications.jsonl, relative to
-// the repository root. Without the file the test fails when CI is set and
-// skips otherwise.
+// corpusPath is testdata/openstack/notifications.jsonl below the repository
+// root. The corpus is part of the repository: without it the test fails.
 func corpusPath(t *testing.T) string {
 	t.Helper()
-	p := filepath.Join(repoRoot(t), "..", "shared", "data", "openstack", "notifications.jsonl")
+	p := filepath.Join(repoRoot(t), "testdata", "openstack", "notifications.jsonl")
 	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the OpenStack corpus is required in CI: %v", err)
-		}
-		t.Skipf("the OpenStack corpus is not here (%v); CI requires it", err)
+		t.Fatalf("the OpenStack corpus is part of the repository: %v", err)
 	}
 	return p
 }

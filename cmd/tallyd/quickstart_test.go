@@ -34,7 +34,7 @@ func TestQuickstart(t *testing.T) {
 			t.Skipf("the quickstart needs %s: %v", tool, err)
 		}
 	}
-	corpusPath(t) // skips (or fails in CI) without the shared data
+	corpusPath(t) // fails without the repository's corpus
 
 	// The README's command exactly, on a free port through the environment.
 	start := exec.Command("go", "run", "./cmd/tallyd", "--dev")

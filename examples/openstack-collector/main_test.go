@@ -25,9 +25,8 @@ import (
 	"github.com/tallyhq/tally/ingest"
 )
 
-// corpusPath finds ../shared/data/openstack/notifications.jsonl relative to
-// the directory holding go.mod; it fails in CI (CI set) and skips
-// elsewhere when the file is missing.
+// corpusPath finds testdata/openstack/notifications.jsonl in the repository
+// (below the directory holding go.mod); the test fails when it is missing.
 func corpusPath(t *testing.T) string {
 	t.Helper()
 	dir, err := os.Getwd()
@@ -44,12 +43,9 @@ func corpusPath(t *testing.T) string {
 		}
 		dir = parent
 	}
-	p := filepath.Join(dir, "..", "shared", "data", "openstack", "notifications.jsonl")
+	p := filepath.Join(dir, "testdata", "openstack", "notifications.jsonl")
 	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the OpenStack corpus is required in CI: %v", err)
-		}
-		t.Skipf("the OpenStack corpus is not here: %v", err)
+		t.Fatalf("the OpenStack corpus is part of the repository: %v", err)
 	}
 	return p
 }

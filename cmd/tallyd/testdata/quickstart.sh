@@ -4,7 +4,7 @@
 # binary; keep the README and this file the same.
 
 # Send the 30 real OpenStack notifications through the collector.
-go run ./examples/openstack-collector --cloud os-dev < ../shared/data/openstack/notifications.jsonl
+go run ./examples/openstack-collector --cloud os-dev < testdata/openstack/notifications.jsonl
 
 # Post an item that is not a canonical event: refused, and kept as a dead letter.
 curl -s -X POST "$TALLY_SERVER/api/v1/events" -H "Authorization: Bearer $TALLY_TOKEN" -H 'Content-Type: application/json' -d '{"event_id":"broken-1","platform":"openstack"}'

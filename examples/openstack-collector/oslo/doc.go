@@ -6,7 +6,7 @@
 // # Envelopes
 //
 // [Parse] recognises the three envelope shapes of the notification corpus
-// (../shared/data/openstack/README.md, "Three envelope shapes") and the
+// (testdata/openstack/README.md, "Three envelope shapes") and the
 // messagingv2 wrapper:
 //
 //   - [ShapeVersioned] (V): only event_type, priority, publisher_id and

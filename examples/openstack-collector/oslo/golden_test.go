@@ -21,18 +21,14 @@ var update = flag.Bool("update", false, "rewrite the golden files under examples
 
 const goldenPath = "../testdata/notifications.golden.json"
 
-// corpusPath finds ../shared/data/openstack/notifications.jsonl relative to
-// the repository root (the directory holding go.mod), where CI puts the
-// shared data. Without it the test fails when CI is set and skips
-// otherwise.
+// corpusPath finds testdata/openstack/notifications.jsonl below the
+// repository root (the directory holding go.mod). The corpus is part of the
+// repository, so the test fails when it is missing.
 func corpusPath(t testing.TB) string {
 	t.Helper()
 	p := corpusPathOrEmpty()
 	if p == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("the OpenStack corpus ../shared/data/openstack/notifications.jsonl (relative to the directory holding go.mod) is required in CI")
-		}
-		t.Skip("the OpenStack corpus ../shared/data/openstack/notifications.jsonl (relative to the directory holding go.mod) is not here; CI requires it")
+		t.Fatal("the OpenStack corpus testdata/openstack/notifications.jsonl (below the directory holding go.mod) is missing")
 	}
 	return p
 }
@@ -55,7 +51,7 @@ func corpusPathOrEmpty() string {
 		}
 		dir = parent
 	}
-	p := filepath.Join(dir, "..", "shared", "data", "openstack", "notifications.jsonl")
+	p := filepath.Join(dir, "testdata", "openstack", "notifications.jsonl")
 	if _, err := os.Stat(p); err != nil {
 		return ""
 	}
@@ -108,7 +104,7 @@ func mapCorpus(t *testing.T) []goldenEntry {
 
 // TestGolden maps the 30 real notifications and pins the canonical events
 // in testdata/notifications.golden.json (go test -update rewrites it; review
-// the diff by hand against ../shared/data/openstack/README.md).
+// the diff by hand against testdata/openstack/README.md).
 func TestGolden(t *testing.T) {
 	entries := mapCorpus(t)
 	// Mapping is a pure function of the input: a second pass agrees.

@@ -12,7 +12,7 @@ import (
 )
 
 // Shape is the envelope a notification arrived in
-// (../shared/data/openstack/README.md, "Three envelope shapes").
+// (testdata/openstack/README.md, "Three envelope shapes").
 type Shape string
 
 // The envelope shapes.

@@ -44,7 +44,7 @@ func readCorpus(t testing.TB) [][]byte {
 }
 
 // TestShapeCorpus checks the envelope of every line against the "Shape"
-// column of ../shared/data/openstack/README.md.
+// column of testdata/openstack/README.md.
 func TestShapeCorpus(t *testing.T) {
 	// Lines 1-9 V; 10-15 W; 16-23 L; 24-26 W; 27-29 L; 30 W.
 	want := "VVVVVVVVV" + "WWWWWW" + "LLLLLLLL" + "WWW" + "LLL" + "W"
