@@ -664,7 +664,7 @@ func (r *run) commit() (Result, error) {
 		if !ok {
 			if committed.Conflicted != nil && committed.Conflicted[i] {
 				// Stored by the store with the batch: the dead letter and
-				// audit row of r.batch.Conflicts[i].
+				// audit row of entry i of r.batch.Conflicts.
 				r.res.Rejected = append(r.res.Rejected, Rejection{Index: r.index[i], EventID: r.batch.Conflicts[i].DeadLetter.EventID, Reason: conflictReason})
 				r.rejByKind[KindConflict]++
 				conflicts = true

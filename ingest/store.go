@@ -34,7 +34,7 @@ type Store interface {
 	// unless one with the same (event_id, timestamp) is stored already
 	// (or comes earlier in b.Events); when that one names another resource
 	// ([Collides]) the event is a conflict: reported in
-	// Committed.Conflicted, with b.Conflicts[i] written when given. It
+	// Committed.Conflicted, with entry i of b.Conflicts written when given. It
 	// folds the newly stored events into the projection of current
 	// resources with [FoldBatch], writes every dead letter and audit row,
 	// and reports, parallel to b.Events, whether each event was newly
@@ -67,7 +67,7 @@ type Committed struct {
 	// Conflicted, when not nil, is parallel to Batch.Events: true when an
 	// event with its (event_id, timestamp) is stored (or came earlier in
 	// the batch) for another resource ([Collides]); the event was not
-	// stored (Inserted false) and Commit wrote Batch.Conflicts[i] instead.
+	// stored (Inserted false) and Commit wrote entry i of Batch.Conflicts instead.
 	// A store leaves it nil when no event of the batch conflicts.
 	Conflicted []bool
 	// Replays counts, by cloud, the late events that made a resource replay

@@ -77,7 +77,7 @@ func TestQuickstart(t *testing.T) {
 
 	for _, want := range []string{
 		// The collector's summary over the 30 notifications.
-		"summary: notifications 30, mapped 28, unmappable 2, invalid 0; sent 28 in 1 batches (1 requests): accepted 27, duplicates 1, rejected 0",
+		"summary: notifications 30, mapped 28, unmappable 2, invalid 0; sent 28 in 1 batches (1 requests): accepted 27, duplicates 0, rejected 1",
 		// The refused item, then its dead letter.
 		`"event_id":"broken-1","reason":"schema: `,
 		`"raw":"{\"event_id\":\"broken-1\",\"platform\":\"openstack\"}"`,
