@@ -98,13 +98,18 @@ func FuzzPostEvents(f *testing.F) {
 		if n := res.Accepted + res.Duplicates + len(res.Rejected); n != len(items) {
 			t.Fatalf("accepted %d + duplicates %d + rejected %d = %d, want %d items", res.Accepted, res.Duplicates, len(res.Rejected), n, len(items))
 		}
-		scope := 0
+		// A scope violation is audited instead of dead-lettered; a conflict
+		// (a key stored for another resource) is both.
+		scope, conflict := 0, 0
 		for _, r := range res.Rejected {
-			if strings.HasPrefix(r.Reason, "scope:") {
+			switch {
+			case strings.HasPrefix(r.Reason, "scope:"):
 				scope++
+			case strings.HasPrefix(r.Reason, "conflict:"):
+				conflict++
 			}
 		}
-		want := counts{Events: res.Accepted, DeadLetters: len(res.Rejected) - scope, Audit: scope}
+		want := counts{Events: res.Accepted, DeadLetters: len(res.Rejected) - scope, Audit: scope + conflict}
 		if stored != want {
 			t.Fatalf("stored %+v, want %+v for %s", stored, want, w.Body)
 		}
