@@ -89,6 +89,10 @@ Flags:
 
 // parseConfig reads args (after the subcommand) and the environment through
 // getenv. --help prints the usage to stdout and returns pflag.ErrHelp.
+// minIdempotencyRetention is the shortest --idempotency-retention accepted
+// (besides 0, forever).
+const minIdempotencyRetention = time.Hour
+
 func parseConfig(name string, args []string, getenv func(string) string, stdout io.Writer) (config, error) {
 	var (
 		c         config
@@ -185,8 +189,13 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	if c.DBConnectTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--db-connect-timeout %s: must not be negative (0: the URL's, else 5s)", c.DBConnectTimeout))
 	}
-	if c.IdempotencyRetention < 0 {
+	switch {
+	case c.IdempotencyRetention < 0:
 		errs = append(errs, fmt.Errorf("--idempotency-retention %s: must not be negative (0 keeps every key)", c.IdempotencyRetention))
+	case c.IdempotencyRetention > 0 && c.IdempotencyRetention < minIdempotencyRetention:
+		// A key must outlive its client's retries, or each retry is a second
+		// create: a retention shorter than an hour is a mistake, not a choice.
+		errs = append(errs, fmt.Errorf("--idempotency-retention %s: must be at least %s, longer than any client's retries (0 keeps every key)", c.IdempotencyRetention, minIdempotencyRetention))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout %s: must be positive", c.ShutdownTimeout))

@@ -121,6 +121,7 @@ func TestConfigRefuses(t *testing.T) {
 		{"body budget wait", []string{"--body-budget-wait", "0s"}, nil, "--body-budget-wait 0s: must be positive"},
 		{"stray argument", []string{"extra"}, nil, `unexpected argument "extra"`},
 		{"negative idempotency retention", []string{"--idempotency-retention", "-1h"}, nil, "--idempotency-retention -1h0m0s: must not be negative"},
+		{"idempotency retention shorter than retries", []string{"--idempotency-retention", "1ns"}, nil, "--idempotency-retention 1ns: must be at least 1h0m0s"},
 		{"metrics refresh interval", []string{"--metrics-refresh-interval", "0s"}, nil, "--metrics-refresh-interval 0s: must be positive"},
 	}
 	for _, tt := range tests {
