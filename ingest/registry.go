@@ -179,32 +179,45 @@ const (
 )
 
 // verdicts are the sizes (their exact bytes, after size names) that one
-// compiled schema accepted, remembered across batches (issue 14: sizes
-// repeat, a flavor's or a volume type's in every batch). Validation is a
-// pure function of the schema's document and the size's bytes (no loader,
-// no clock), so a remembered size is accepted without being read again;
-// only accepted sizes are kept, as a refusal's reason needs the validator.
-// A put of the pair's schema changes its Version, which recompiles it with
-// empty verdicts. When full, it forgets everything and starts over. Safe
-// for concurrent use.
+// compiled schema judged, with its verdict, remembered across batches
+// (sizes repeat, a flavor's or a volume type's in every batch). Validation
+// is a pure function of the schema's document and the size's bytes (no
+// loader, no clock), so a remembered size is judged again without being
+// read: an accepted one is accepted, a refused one refused with the
+// problems it was refused with (a batch of 1000 equal refused sizes costs
+// one validation, not 1000). A put of the pair's schema changes its
+// Version, which recompiles it with empty verdicts. When full, it forgets
+// everything and starts over. Safe for concurrent use.
 type verdicts struct {
 	mu    sync.RWMutex
-	sizes map[string]struct{}
+	sizes map[string][]string // nil: accepted; else the refusal's problems
 }
 
-func newVerdicts() *verdicts { return &verdicts{sizes: make(map[string]struct{})} }
+func newVerdicts() *verdicts { return &verdicts{sizes: make(map[string][]string)} }
 
 // has reports whether size was accepted.
 func (v *verdicts) has(size []byte) bool {
+	problems, ok := v.get(size)
+	return ok && problems == nil
+}
+
+// get returns the verdict on size: ok false when size was not judged,
+// else problems nil when it was accepted, or the problems it was refused
+// with.
+func (v *verdicts) get(size []byte) (problems []string, ok bool) {
 	v.mu.RLock()
-	_, ok := v.sizes[string(size)]
+	problems, ok = v.sizes[string(size)]
 	v.mu.RUnlock()
-	return ok
+	return problems, ok
 }
 
 // add remembers that size was accepted, unless it is longer than
 // maxVerdictSize.
-func (v *verdicts) add(size []byte) {
+func (v *verdicts) add(size []byte) { v.put(size, nil) }
+
+// put remembers the verdict on size (problems nil: accepted), unless size
+// is longer than maxVerdictSize.
+func (v *verdicts) put(size []byte, problems []string) {
 	if len(size) > maxVerdictSize {
 		return
 	}
@@ -212,7 +225,7 @@ func (v *verdicts) add(size []byte) {
 	if len(v.sizes) >= maxVerdicts {
 		clear(v.sizes)
 	}
-	v.sizes[string(size)] = struct{}{}
+	v.sizes[string(size)] = problems
 	v.mu.Unlock()
 }
 

@@ -1,0 +1,84 @@
+package ingest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/store/memstore"
+)
+
+func costItem(i int, size string) []byte {
+	return []byte(fmt.Sprintf(`{"event_id":"e%d","timestamp":"2026-03-01T12:00:00Z","event_type":"compute.instance.create.end","platform":"openstack","cloud":"c","resource_type":"instance","resource_id":"r%d","project_id":"p","payload":{"state":"active","size":%s}}`, i, i, size))
+}
+
+func costService(t *testing.T) *ingest.Service {
+	t.Helper()
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := ingest.New(db.Ingest(), ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// A refused size is remembered like an accepted one: a batch of 1000 equal
+// refused sizes validates the size once, and so does the next batch; each
+// item is still refused with the same reason.
+func TestRefusedSizeValidatedOnce(t *testing.T) {
+	svc := costService(t)
+	const bad = `{"vcpus":0,"ram_gb":"4","disk_gb":-1}`
+	items := make([][]byte, 1000)
+	for i := range items {
+		items[i] = costItem(i, bad)
+	}
+	for batch := range 2 {
+		res, err := svc.Ingest(context.Background(), ingest.Caller{}, items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Rejected) != len(items) {
+			t.Fatalf("batch %d: %d rejected, want %d", batch, len(res.Rejected), len(items))
+		}
+		reasons := map[string]int{}
+		for _, r := range res.Rejected {
+			reasons[r.Reason]++
+		}
+		if len(reasons) != 1 {
+			t.Errorf("batch %d: %d different reasons, want one: %v", batch, len(reasons), reasons)
+		}
+	}
+	if diff := cmp.Diff(int64(1), ingest.SizeValidations(svc)); diff != "" {
+		t.Errorf("size validations (-want +got):\n%s", diff)
+	}
+}
+
+// A batch whose client is gone (its context cancelled) stops before the
+// next item and stores nothing.
+func TestCancelledBatchStops(t *testing.T) {
+	svc := costService(t)
+	items := make([][]byte, 100)
+	for i := range items {
+		items[i] = costItem(i, fmt.Sprintf(`{"vcpus":%d,"ram_gb":"4"}`, i+1))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := svc.Ingest(ctx, ingest.Caller{}, items)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Ingest: %v, want context.Canceled", err)
+	}
+	if n := ingest.SizeValidations(svc); n != 0 {
+		t.Errorf("%d sizes validated after cancellation, want 0", n)
+	}
+	if !strings.Contains(err.Error(), "item 0") {
+		t.Errorf("error %q does not name where it stopped", err)
+	}
+}
