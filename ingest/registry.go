@@ -55,6 +55,16 @@ func (noLoader) Load(url string) (any, error) {
 // the keyword. So is a count keyword (maxLength, minItems, …) above
 // math.MaxInt, which the validator would enforce as its low bits
 // ("maxLength": 1e300 as 0).
+//
+// The cost of validating one size is bounded: a document whose $ref graph
+// has a cycle ({"$ref":"#"}, which would refuse every size) is refused at
+// the $ref, rule [event.RuleSchema]; so is one that nests subschemas deeper
+// than [MaxSchemaDepth] (rule [event.RuleDepth]) or costs more than
+// [MaxSchemaCost] subschemas once every $ref is unfolded (rule
+// [event.RuleSchema], at the subschema that passes the bound), and one
+// whose pattern is longer than [MaxRegexLength] bytes. In a size, a string
+// of format "regex" longer than [MaxRegexLength] bytes is refused
+// (rule format) rather than compiled.
 func CompileSizeSchema(doc jsontext.Value) (*jsonschema.Schema, error) {
 	if err := checkStrictJSON(doc); err != nil {
 		return nil, err
@@ -85,12 +95,16 @@ func CompileSizeSchema(doc jsontext.Value) (*jsonschema.Schema, error) {
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat()
 	c.UseLoader(noLoader{})
+	c.UseRegexpEngine(boundedRegexp)
 	if err := c.AddResource(schemaURL, v); err != nil {
 		return nil, compileError(err)
 	}
 	sch, err := c.Compile(schemaURL)
 	if err != nil {
 		return nil, compileError(err)
+	}
+	if err := checkSchemaCost(v); err != nil {
+		return nil, err
 	}
 	return sch, nil
 }

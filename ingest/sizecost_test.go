@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tallyhq/tally/ingest"
@@ -80,5 +81,38 @@ func TestCancelledBatchStops(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "item 0") {
 		t.Errorf("error %q does not name where it stopped", err)
+	}
+}
+
+// A size's string of format "regex" is judged only up to MaxRegexLength
+// bytes: a longer one is refused (rule format) instead of compiled.
+func TestSizeFormatRegexBounded(t *testing.T) {
+	svc := costService(t)
+	ctx := context.Background()
+	if _, err := svc.PutResourceType(ctx, "openstack", "instance", jsontext.Value(`{"type":"object","properties":{"re":{"type":"string","format":"regex"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("(a|b)*", 8192/6)
+	tests := []struct {
+		name, re string
+		refused  bool
+	}{
+		{"short", `^[a-z]+(\\.[0-9]+)?$`, false},
+		{"at the bound", strings.Repeat("a", ingest.MaxRegexLength), false},
+		{"8 KB", long, true},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := svc.Ingest(ctx, ingest.Caller{}, [][]byte{costItem(i, `{"re":"`+tt.re+`"}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.refused, len(res.Rejected) == 1); diff != "" {
+				t.Fatalf("refused (-want +got):\n%s\n%+v", diff, res)
+			}
+			if tt.refused && !strings.Contains(res.Rejected[0].Reason, "/payload/size/re: format: ") {
+				t.Errorf("reason %q, want it to name /payload/size/re and rule format", res.Rejected[0].Reason)
+			}
+		})
 	}
 }
