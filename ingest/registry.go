@@ -66,30 +66,44 @@ func (noLoader) Load(url string) (any, error) {
 // of format "regex" longer than [MaxRegexLength] bytes is refused
 // (rule format) rather than compiled.
 func CompileSizeSchema(doc jsontext.Value) (*jsonschema.Schema, error) {
-	if err := checkStrictJSON(doc); err != nil {
+	sch, costErr, err := compileSizeSchema(doc)
+	if err != nil {
 		return nil, err
 	}
+	if costErr != nil {
+		return nil, costErr
+	}
+	return sch, nil
+}
+
+// compileSizeSchema is [CompileSizeSchema] returning the refusal by the
+// bounds on evaluation cost (checkSchemaCost) apart, with the compiled
+// schema, so that a row stored before those bounds still loads.
+func compileSizeSchema(doc jsontext.Value) (_ *jsonschema.Schema, costErr, err error) {
+	if err := checkStrictJSON(doc); err != nil {
+		return nil, nil, err
+	}
 	if ptrs, total, err := numbersOutOfRange(doc, 1); err != nil {
-		return nil, schemaProblem("", event.RuleSyntax, "not a JSON document: "+err.Error())
+		return nil, nil, schemaProblem("", event.RuleSyntax, "not a JSON document: "+err.Error())
 	} else if total > 0 {
 		more := ""
 		if total > 1 {
 			more = fmt.Sprintf(" (and %d more numbers)", total-1)
 		}
-		return nil, schemaProblem(ptrs[0], event.RuleNumberRange, msgNumberRange+", so it cannot be enforced"+more)
+		return nil, nil, schemaProblem(ptrs[0], event.RuleNumberRange, msgNumberRange+", so it cannot be enforced"+more)
 	}
 	if ptr, total, err := countsOutOfRange(doc); err != nil {
-		return nil, schemaProblem("", event.RuleSyntax, "not a JSON document: "+err.Error())
+		return nil, nil, schemaProblem("", event.RuleSyntax, "not a JSON document: "+err.Error())
 	} else if total > 0 {
 		more := ""
 		if total > 1 {
 			more = fmt.Sprintf(" (and %d more counts)", total-1)
 		}
-		return nil, schemaProblem(ptr, event.RuleNumberRange, msgCountRange+", so it cannot be enforced"+more)
+		return nil, nil, schemaProblem(ptr, event.RuleNumberRange, msgCountRange+", so it cannot be enforced"+more)
 	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {
-		return nil, schemaProblem("", event.RuleSyntax, "not a JSON document: "+err.Error())
+		return nil, nil, schemaProblem("", event.RuleSyntax, "not a JSON document: "+err.Error())
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
@@ -97,16 +111,13 @@ func CompileSizeSchema(doc jsontext.Value) (*jsonschema.Schema, error) {
 	c.UseLoader(noLoader{})
 	c.UseRegexpEngine(boundedRegexp)
 	if err := c.AddResource(schemaURL, v); err != nil {
-		return nil, compileError(err)
+		return nil, nil, compileError(err)
 	}
 	sch, err := c.Compile(schemaURL)
 	if err != nil {
-		return nil, compileError(err)
+		return nil, nil, compileError(err)
 	}
-	if err := checkSchemaCost(v); err != nil {
-		return nil, err
-	}
-	return sch, nil
+	return sch, checkSchemaCost(v), nil
 }
 
 // schemaProblem is the refusal of a size schema with one problem.
@@ -170,11 +181,18 @@ func (r *registry) schema(rt ResourceType) (*jsonschema.Schema, *verdicts, error
 	if ok && c.version == rt.Version && bytes.Equal(c.doc, rt.SizeSchema) {
 		return c.schema, c.accepted, nil
 	}
-	sch, err := CompileSizeSchema(rt.SizeSchema)
+	sch, costErr, err := compileSizeSchema(rt.SizeSchema)
 	if err != nil {
 		return nil, nil, err
 	}
 	c = compiled{version: rt.Version, doc: bytes.Clone(rt.SizeSchema), schema: sch, accepted: newVerdicts()}
+	if costErr != nil {
+		// A row stored before the bounds on evaluation cost: its sizes are
+		// refused, each item a dead letter naming the bound, rather than
+		// evaluated at unbounded cost or failing the whole batch.
+		c.accepted.all = []string{fmt.Sprintf("/payload/size: %s: the registered size schema of (%s, %s) version %d is over this server's bounds on evaluation cost (%v); put it again within them",
+			event.RuleSchema, rt.Platform, rt.ResourceType, rt.Version, costErr)}
+	}
 	r.mu.Lock()
 	if r.cache == nil {
 		r.cache = make(map[pair]compiled)
@@ -205,6 +223,7 @@ const (
 type verdicts struct {
 	mu    sync.RWMutex
 	sizes map[string][]string // nil: accepted; else the refusal's problems
+	all   []string            // when set, every size is refused with these problems
 }
 
 func newVerdicts() *verdicts { return &verdicts{sizes: make(map[string][]string)} }
@@ -219,6 +238,9 @@ func (v *verdicts) has(size []byte) bool {
 // else problems nil when it was accepted, or the problems it was refused
 // with.
 func (v *verdicts) get(size []byte) (problems []string, ok bool) {
+	if v.all != nil {
+		return v.all, true
+	}
 	v.mu.RLock()
 	problems, ok = v.sizes[string(size)]
 	v.mu.RUnlock()

@@ -116,3 +116,72 @@ func TestSizeFormatRegexBounded(t *testing.T) {
 		})
 	}
 }
+
+// A schema stored before the bounds on evaluation cost (written to the
+// store directly, as an older server could) refuses its pair's sizes, each
+// item a rejection naming the rule, rather than failing the batch.
+func TestStoredSchemaOverBoundsRefusesItems(t *testing.T) {
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := db.Ingest()
+	ctx := context.Background()
+	if _, err := st.PutResourceType(ctx, ingest.ResourceType{Platform: "openstack", ResourceType: "instance", SizeSchema: jsontext.Value(`{"$ref":"#"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := ingest.New(st, ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.Ingest(ctx, ingest.Caller{}, [][]byte{costItem(0, `{"vcpus":1}`), costItem(1, `{"vcpus":2}`)})
+	if err != nil {
+		t.Fatalf("Ingest: %v, want the items refused", err)
+	}
+	if len(res.Rejected) != 2 {
+		t.Fatalf("%+v, want both refused", res)
+	}
+	for _, r := range res.Rejected {
+		if !strings.HasPrefix(r.Reason, "size_schema: /payload/size: schema: the registered size schema of (openstack, instance)") {
+			t.Errorf("reason %q does not name the member, rule and schema", r.Reason)
+		}
+	}
+}
+
+// cancelOnLookup cancels a context when the service reads a registry row.
+type cancelOnLookup struct {
+	*memstore.Ingest
+	cancel context.CancelFunc
+}
+
+func (c cancelOnLookup) ResourceType(ctx context.Context, platform, resourceType string) (ingest.ResourceType, error) {
+	c.cancel()
+	return c.Ingest.ResourceType(context.WithoutCancel(ctx), platform, resourceType)
+}
+
+// A batch whose client goes away mid-way stops at the next item: the
+// remaining sizes (all of one pair, whose schema and size names the run
+// already holds) are not validated.
+func TestBatchStopsWhenCancelledMidway(t *testing.T) {
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	svc, err := ingest.New(cancelOnLookup{db.Ingest(), cancel}, ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := make([][]byte, 100)
+	for i := range items {
+		items[i] = costItem(i, fmt.Sprintf(`{"vcpus":%d,"ram_gb":4,"flavor":"m1"}`, i+1))
+	}
+	_, err = svc.Ingest(ctx, ingest.Caller{}, items)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "item 1") {
+		t.Fatalf("Ingest: %v, want context.Canceled at item 1", err)
+	}
+	if diff := cmp.Diff(int64(1), ingest.SizeValidations(svc)); diff != "" {
+		t.Errorf("size validations (-want +got):\n%s", diff)
+	}
+}
