@@ -55,44 +55,69 @@ func (noLoader) Load(url string) (any, error) {
 // the keyword. So is a count keyword (maxLength, minItems, …) above
 // math.MaxInt, which the validator would enforce as its low bits
 // ("maxLength": 1e300 as 0).
+//
+// The cost of validating one size is bounded: a document whose $ref graph
+// has a cycle ({"$ref":"#"}, which would refuse every size) is refused at
+// the $ref, rule [event.RuleSchema]; so is one that nests subschemas deeper
+// than [MaxSchemaDepth] (rule [event.RuleDepth]) or costs more than
+// [MaxSchemaCost] subschemas once every $ref is unfolded (rule
+// [event.RuleSchema], at the subschema that passes the bound), and one
+// whose pattern is longer than [MaxRegexLength] bytes. In a size, a string
+// of format "regex" longer than [MaxRegexLength] bytes is refused
+// (rule format) rather than compiled.
 func CompileSizeSchema(doc jsontext.Value) (*jsonschema.Schema, error) {
-	if err := checkStrictJSON(doc); err != nil {
+	sch, costErr, err := compileSizeSchema(doc)
+	if err != nil {
 		return nil, err
 	}
+	if costErr != nil {
+		return nil, costErr
+	}
+	return sch, nil
+}
+
+// compileSizeSchema is [CompileSizeSchema] returning the refusal by the
+// bounds on evaluation cost (checkSchemaCost) apart, with the compiled
+// schema, so that a row stored before those bounds still loads.
+func compileSizeSchema(doc jsontext.Value) (_ *jsonschema.Schema, costErr, err error) {
+	if err := checkStrictJSON(doc); err != nil {
+		return nil, nil, err
+	}
 	if ptrs, total, err := numbersOutOfRange(doc, 1); err != nil {
-		return nil, schemaProblem("", event.RuleSyntax, "not a JSON document: "+err.Error())
+		return nil, nil, schemaProblem("", event.RuleSyntax, "not a JSON document: "+err.Error())
 	} else if total > 0 {
 		more := ""
 		if total > 1 {
 			more = fmt.Sprintf(" (and %d more numbers)", total-1)
 		}
-		return nil, schemaProblem(ptrs[0], event.RuleNumberRange, msgNumberRange+", so it cannot be enforced"+more)
+		return nil, nil, schemaProblem(ptrs[0], event.RuleNumberRange, msgNumberRange+", so it cannot be enforced"+more)
 	}
 	if ptr, total, err := countsOutOfRange(doc); err != nil {
-		return nil, schemaProblem("", event.RuleSyntax, "not a JSON document: "+err.Error())
+		return nil, nil, schemaProblem("", event.RuleSyntax, "not a JSON document: "+err.Error())
 	} else if total > 0 {
 		more := ""
 		if total > 1 {
 			more = fmt.Sprintf(" (and %d more counts)", total-1)
 		}
-		return nil, schemaProblem(ptr, event.RuleNumberRange, msgCountRange+", so it cannot be enforced"+more)
+		return nil, nil, schemaProblem(ptr, event.RuleNumberRange, msgCountRange+", so it cannot be enforced"+more)
 	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {
-		return nil, schemaProblem("", event.RuleSyntax, "not a JSON document: "+err.Error())
+		return nil, nil, schemaProblem("", event.RuleSyntax, "not a JSON document: "+err.Error())
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat()
 	c.UseLoader(noLoader{})
+	c.UseRegexpEngine(boundedRegexp)
 	if err := c.AddResource(schemaURL, v); err != nil {
-		return nil, compileError(err)
+		return nil, nil, compileError(err)
 	}
 	sch, err := c.Compile(schemaURL)
 	if err != nil {
-		return nil, compileError(err)
+		return nil, nil, compileError(err)
 	}
-	return sch, nil
+	return sch, checkSchemaCost(v), nil
 }
 
 // schemaProblem is the refusal of a size schema with one problem.
@@ -156,11 +181,18 @@ func (r *registry) schema(rt ResourceType) (*jsonschema.Schema, *verdicts, error
 	if ok && c.version == rt.Version && bytes.Equal(c.doc, rt.SizeSchema) {
 		return c.schema, c.accepted, nil
 	}
-	sch, err := CompileSizeSchema(rt.SizeSchema)
+	sch, costErr, err := compileSizeSchema(rt.SizeSchema)
 	if err != nil {
 		return nil, nil, err
 	}
 	c = compiled{version: rt.Version, doc: bytes.Clone(rt.SizeSchema), schema: sch, accepted: newVerdicts()}
+	if costErr != nil {
+		// A row stored before the bounds on evaluation cost: its sizes are
+		// refused, each item a dead letter naming the bound, rather than
+		// evaluated at unbounded cost or failing the whole batch.
+		c.accepted.all = []string{fmt.Sprintf("/payload/size: %s: the registered size schema of (%s, %s) version %d is over this server's bounds on evaluation cost (%v); put it again within them",
+			event.RuleSchema, rt.Platform, rt.ResourceType, rt.Version, costErr)}
+	}
 	r.mu.Lock()
 	if r.cache == nil {
 		r.cache = make(map[pair]compiled)
@@ -179,32 +211,49 @@ const (
 )
 
 // verdicts are the sizes (their exact bytes, after size names) that one
-// compiled schema accepted, remembered across batches (issue 14: sizes
-// repeat, a flavor's or a volume type's in every batch). Validation is a
-// pure function of the schema's document and the size's bytes (no loader,
-// no clock), so a remembered size is accepted without being read again;
-// only accepted sizes are kept, as a refusal's reason needs the validator.
-// A put of the pair's schema changes its Version, which recompiles it with
-// empty verdicts. When full, it forgets everything and starts over. Safe
-// for concurrent use.
+// compiled schema judged, with its verdict, remembered across batches
+// (sizes repeat, a flavor's or a volume type's in every batch). Validation
+// is a pure function of the schema's document and the size's bytes (no
+// loader, no clock), so a remembered size is judged again without being
+// read: an accepted one is accepted, a refused one refused with the
+// problems it was refused with (a batch of 1000 equal refused sizes costs
+// one validation, not 1000). A put of the pair's schema changes its
+// Version, which recompiles it with empty verdicts. When full, it forgets
+// everything and starts over. Safe for concurrent use.
 type verdicts struct {
 	mu    sync.RWMutex
-	sizes map[string]struct{}
+	sizes map[string][]string // nil: accepted; else the refusal's problems
+	all   []string            // when set, every size is refused with these problems
 }
 
-func newVerdicts() *verdicts { return &verdicts{sizes: make(map[string]struct{})} }
+func newVerdicts() *verdicts { return &verdicts{sizes: make(map[string][]string)} }
 
 // has reports whether size was accepted.
 func (v *verdicts) has(size []byte) bool {
+	problems, ok := v.get(size)
+	return ok && problems == nil
+}
+
+// get returns the verdict on size: ok false when size was not judged,
+// else problems nil when it was accepted, or the problems it was refused
+// with.
+func (v *verdicts) get(size []byte) (problems []string, ok bool) {
+	if v.all != nil {
+		return v.all, true
+	}
 	v.mu.RLock()
-	_, ok := v.sizes[string(size)]
+	problems, ok = v.sizes[string(size)]
 	v.mu.RUnlock()
-	return ok
+	return problems, ok
 }
 
 // add remembers that size was accepted, unless it is longer than
 // maxVerdictSize.
-func (v *verdicts) add(size []byte) {
+func (v *verdicts) add(size []byte) { v.put(size, nil) }
+
+// put remembers the verdict on size (problems nil: accepted), unless size
+// is longer than maxVerdictSize.
+func (v *verdicts) put(size []byte, problems []string) {
 	if len(size) > maxVerdictSize {
 		return
 	}
@@ -212,7 +261,7 @@ func (v *verdicts) add(size []byte) {
 	if len(v.sizes) >= maxVerdicts {
 		clear(v.sizes)
 	}
-	v.sizes[string(size)] = struct{}{}
+	v.sizes[string(size)] = problems
 	v.mu.Unlock()
 }
 

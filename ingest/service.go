@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -197,6 +198,10 @@ type Service struct {
 	maxDL    int
 	log      *slog.Logger
 	reg      registry
+
+	// sizeValidations counts the sizes validated against a schema (the
+	// expensive step that verdicts spare), for tests.
+	sizeValidations atomic.Int64
 }
 
 // New returns a Service over s. It returns an error (every problem joined)
@@ -283,6 +288,11 @@ func (s *Service) Ingest(ctx context.Context, caller Caller, items [][]byte) (Re
 	}
 	run := s.newRun(ctx, caller, source, len(items))
 	for i, raw := range items {
+		// A client that is gone gets no answer: stop at once rather than
+		// validate the rest of its batch for nobody.
+		if err := ctx.Err(); err != nil {
+			return Result{}, fmt.Errorf("ingest: batch stopped at item %d: %w", i, err)
+		}
 		if err := run.item(i, raw); err != nil {
 			return Result{}, err
 		}
@@ -335,9 +345,10 @@ type run struct {
 	rows      map[pair][]sizenames.Row
 	resolved  map[pair]map[string]resolvedSize // by (cloud, resource_type), then the size as sent
 	schemas   map[pair]*schemaLookup
-	valid     map[pair]map[string]bool // sizes of this batch its pair's schema accepted (see checkSize)
-	unvalid   []*pair                  // parallel to batch.Events: the pair of an unvalidated size, or nil
-	index     []int                    // parallel to batch.Events: the item's index in the call
+	valid     map[pair]map[string]bool     // sizes of this batch its pair's schema accepted (see checkSize)
+	refused   map[pair]map[string][]string // sizes of this batch its pair's schema refused, with the problems
+	unvalid   []*pair                      // parallel to batch.Events: the pair of an unvalidated size, or nil
+	index     []int                        // parallel to batch.Events: the item's index in the call
 	dups      int
 	rejByKind map[Kind]int
 }
@@ -352,6 +363,7 @@ func (s *Service) newRun(ctx context.Context, caller Caller, source event.Source
 		resolved:  make(map[pair]map[string]resolvedSize),
 		schemas:   make(map[pair]*schemaLookup),
 		valid:     make(map[pair]map[string]bool),
+		refused:   make(map[pair]map[string][]string),
 		rejByKind: map[Kind]int{},
 	}
 }
@@ -550,15 +562,24 @@ func (r *run) checkSize(i int, raw []byte, id string, ev event.Event, size jsont
 	case lk.rt == nil:
 		return &sp, true, nil
 	}
-	problems, err := validateSize(lk.schema, size)
-	if err != nil {
-		return nil, false, fmt.Errorf("ingest: item %d: %w", i, err)
+	problems, judged := lk.accepted.get(size)
+	if !judged {
+		if problems, judged = r.refused[sp][string(size)]; !judged {
+			r.s.sizeValidations.Add(1)
+			if problems, err = validateSize(lk.schema, size); err != nil {
+				return nil, false, fmt.Errorf("ingest: item %d: %w", i, err)
+			}
+			lk.accepted.put(size, problems)
+		}
 	}
 	if problems != nil {
+		if r.refused[sp] == nil {
+			r.refused[sp] = make(map[string][]string)
+		}
+		r.refused[sp][string(size)] = problems
 		r.reject(i, id, KindSizeSchema, "size_schema: "+strings.Join(problems, "; "), raw)
 		return nil, false, nil
 	}
-	lk.accepted.add(size)
 	r.accept(sp, size)
 	return nil, true, nil
 }

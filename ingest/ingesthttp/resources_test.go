@@ -128,6 +128,8 @@ func TestPutResourceTypeRefusalNamesMemberInBody(t *testing.T) {
 		{"wrapped duplicate member", `{"size_schema":{"type":"object","type":"object"}}`, "/size_schema/type: duplicateMember: is given more than once"},
 		{"wrapped external reference", `{"size_schema":{"$ref":"http://example.com/s"}}`, "/size_schema: "},
 		{"wrapper with another member", `{"size_schema":{},"version":2}`, "/version: additionalProperties: "},
+		{"wrapped $ref cycle", `{"size_schema":{"properties":{"a":{"$ref":"#"}}}}`, "/size_schema/properties/a/$ref: schema: reference \"#\" makes a cycle"},
+		{"wrapped nesting too deep", `{"size_schema":` + strings.Repeat(`{"not":`, 40) + `{}` + strings.Repeat(`}`, 40) + `}`, "/size_schema/not/not/not/not/not/not/not/not/not/not/not/not/not/not/not/not/not/not/not/not/not/not/not/not/not/not/not/not/not/not/not/not/not: depth: "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			code, _, body := s.do(t, "PUT", "/api/v1/resource-types/openstack/share", tt.body, true)

@@ -1,0 +1,4 @@
+package ingest
+
+// SizeValidations reports how many sizes s validated against a schema.
+func SizeValidations(s *Service) int64 { return s.sizeValidations.Load() }
