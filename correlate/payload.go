@@ -87,7 +87,7 @@ func sortedKeys(m map[string]jsontext.Value) []string {
 //     minimum length of 1;
 //   - metadata and the value of every other member (kept in Payload.Extra)
 //     are kept byte for byte as sent: white space, string escapes and number
-//     literals included (DECISIONS.md, Faithfulness; issue 10). An extra
+//     literals included (DECISIONS.md, Faithfulness; the hostile-input rules). An extra
 //     member's name is kept as the string it spells (its escapes decoded);
 //     the listed members are decoded, so they are written back the
 //     encoder's way;

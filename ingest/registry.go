@@ -179,7 +179,7 @@ const (
 )
 
 // verdicts are the sizes (their exact bytes, after size names) that one
-// compiled schema accepted, remembered across batches (issue 14: sizes
+// compiled schema accepted, remembered across batches (the performance rules: sizes
 // repeat, a flavor's or a volume type's in every batch). Validation is a
 // pure function of the schema's document and the size's bytes (no loader,
 // no clock), so a remembered size is accepted without being read again;

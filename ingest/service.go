@@ -467,7 +467,7 @@ func (r *run) resolveSizeNames(i int, ev event.Event) (jsontext.Value, map[strin
 		return ev.Payload.Size, nil, nil // Resolve would return it as it is
 	}
 	// Resolve is pure and the rows stay the same for the run: a size met
-	// before in this batch is resolved as it was then (issue 14).
+	// before in this batch is resolved as it was then (the performance rules).
 	memo := r.resolved[np]
 	if res, ok := memo[string(ev.Payload.Size)]; ok {
 		if res.replaced == nil {
@@ -505,7 +505,7 @@ type resolvedSize struct {
 // Sizes repeat within a batch (one flavor, one volume type), and the check
 // is a pure function of the size's bytes and its pair's schema, which stays
 // the same for the whole run: a size this run's schema accepted is accepted
-// again without being read (issue 14: the size schema was about a fifth of
+// again without being read (the performance rules: the size schema was about a fifth of
 // the Go time per event). The memo holds at most the batch's own sizes.
 // Across batches, a size the same compiled schema accepted before (its
 // verdicts, kept by the registry with the schema and bounded) is accepted
@@ -754,7 +754,7 @@ func withSizeAsReported(provider jsontext.Value, replaced map[string]string) (js
 	if !bytes.Contains(provider, sizeAsReported) && !bytes.Contains(provider, unicodeEscape) {
 		// No member can be named size_as_reported: its name would be
 		// spelled out, or hold a \u escape (no other escape gives a
-		// letter or _). Skip reading the members (issue 14: a tenth of
+		// letter or _). Skip reading the members (the performance rules: a tenth of
 		// the pipeline's own Go time went to this function).
 		return insertMember(provider, member, !isEmptyObject(provider)), nil
 	}

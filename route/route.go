@@ -2,7 +2,7 @@
 // ([github.com/tallyhq/tally/ingest/ingesthttp] and
 // [github.com/tallyhq/tally/correlate/correlatehttp]) expose their routes:
 // as data, written once, that a server mounts behind its own
-// authentication (issue 11, HTTP: one adapter shape, one route table).
+// authentication (one adapter shape, one route table).
 //
 // Each adapter's Handler.Routes returns its [Route] values: the method, the
 // net/http ServeMux path pattern, the [Role] values any one of which admits

@@ -102,7 +102,7 @@ func New(svc *correlate.Service, opts Options) (*Handler, error) {
 }
 
 // Routes returns the events API with the roles that may call each route:
-// the one list of them (issue 11, HTTP: one route table). getEvents admits
+// the one list of them (the one-API-shape rules, HTTP: one route table). getEvents admits
 // an events caller (its own events) and a reader of the organization (all
 // of its events; DECISIONS.md, Who reads correlated events).
 func (h *Handler) Routes() []route.Route {
@@ -229,7 +229,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// Issue 13: nothing is silently ignored; createEvent takes no query
+	// The existing-clients rules: nothing is silently ignored; createEvent takes no query
 	// parameter, so one is 400 invalid_parameter naming it, as on every
 	// other correlation route.
 	if err := noParams(r); err != nil {
@@ -315,7 +315,7 @@ func headerKey(values []string) string {
 }
 
 // listParams are the query parameters of getEvents; any other is refused
-// (issue 13: "An unknown query parameter is refused with 400 naming it").
+// (the existing-clients rules: "An unknown query parameter is refused with 400 naming it").
 var listParams = []string{"page", "pageSize", "pagesize", "search", "sort", "order", "filter",
 	"category", "action", "severity", "status", "correlationKey", "resolved"}
 

@@ -925,7 +925,7 @@ func testCorrelateList(t *testing.T, newStore func(t *testing.T) correlate.Store
 		{"search ignores case", correlate.Query{Search: "unreachable"}, []string{"b", "a"}, 2},
 		{"search takes % and _ literally", correlate.Query{Search: "100% of it_"}, []string{"c"}, 1},
 		{"search with no match", correlate.Query{Search: "nothing"}, []string{}, 0},
-		// issue 13, getEvents: "sort (on the fields the schema lists)",
+		// the existing-clients rules, getEvents: "sort (on the fields the schema lists)",
 		// then createdAt and id in the same order; text byte by byte.
 		{"sort category asc", correlate.Query{Sort: correlate.SortCategory, Order: correlate.OrderAsc}, []string{"a", "b", "d", "c", "e"}, 5},
 		{"sort category desc", correlate.Query{Sort: correlate.SortCategory}, []string{"e", "c", "d", "b", "a"}, 5},
@@ -962,7 +962,7 @@ func testCorrelateList(t *testing.T, newStore func(t *testing.T) correlate.Store
 			}
 		})
 	}
-	// issue 13, getEvents: "an EventsPage that carries readCount and
+	// the existing-clients rules, getEvents: "an EventsPage that carries readCount and
 	// countBySeverityLevel, which the UI's summary reads"; readCount
 	// ignores the status filter (correlate.Listing).
 	for _, tt := range []struct {
@@ -1180,7 +1180,7 @@ func corrConcurrently(t *testing.T, n int, fn func(i int) (correlate.Event, corr
 	return res
 }
 
-// issue 13: bulkUpdateEventStatus, bulkDeleteEvents and getEventTypes of
+// the existing-clients rules: bulkUpdateEventStatus, bulkDeleteEvents and getEventTypes of
 // @meshery/schemas v1beta3, scoped to the caller as one event's status
 // update and delete are.
 func testCorrelateBulkAndTypes(t *testing.T, newStore func(t *testing.T) correlate.Store) {

@@ -537,7 +537,7 @@ func testRegistry(t *testing.T, newStore func(t *testing.T) ingestStore) {
 }
 
 // "Registering a schema that does not compile is refused with the
-// compiler's message" (issue 3).
+// compiler's message" (the lifecycle ingestion rules).
 func testRegistryCompileFailure(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	ctx := context.Background()
@@ -648,7 +648,7 @@ func testNamesExample(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	}
 }
 
-// Sizes repeat within a batch (issue 14 resolves each size once per
+// Sizes repeat within a batch (the performance rule: resolve each size once per
 // batch): every copy is resolved, each event keeping its own provider with
 // size_as_reported added, and a copy that matches no row stays as sent.
 func testNamesRepeated(t *testing.T, newStore func(t *testing.T) ingestStore) {
@@ -1053,7 +1053,7 @@ func testScope(t *testing.T, newStore func(t *testing.T) ingestStore) {
 }
 
 // "Any store failure rolls back everything and returns an error; nothing is
-// half-written" (issue 3): a context cancelled while Commit runs leaves no
+// half-written" (the lifecycle ingestion rules): a context cancelled while Commit runs leaves no
 // event, dead letter or audit row of the batch, and a retry succeeds.
 func testFaultCancelledCommit(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
@@ -1196,7 +1196,7 @@ func testObserver(t *testing.T, newStore func(t *testing.T) ingestStore) {
 		t.Errorf("rejected (-want +got):\n%s", diff)
 	}
 	e.obs.mu.Unlock()
-	// Issue 13, /metrics: the counters are labelled by cloud. Accepted
+	// The existing-clients rules, /metrics: the counters are labelled by cloud. Accepted
 	// events count under their cloud (the caller's scope) and pipeline;
 	// refusals under the caller's scope, whatever cloud the item named, so
 	// the label stays bounded by the credentials' scopes ("" without one).

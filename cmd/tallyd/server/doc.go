@@ -68,7 +68,7 @@
 // pattern. [Metrics.IngestObserver] and [Metrics.CorrelateObserver] are the
 // observers the server gives the ingest and correlate services.
 //
-// The series Tally's published alert rules query (issue 13) are served too,
+// The series Tally's published alert rules query (the existing-clients rules) are served too,
 // under their names there: tally_events_ingested_total{cloud,source},
 // tally_events_rejected_total{cloud,reason} (cloud: the scope of the
 // sending credential) and the gauge

@@ -59,7 +59,7 @@ type Options struct {
 	// (8 MiB).
 	MaxBodyBytes int64
 	// BodyBudgetBytes bounds the decoded request body bytes that all
-	// requests hold at once (issue 10, Memory per request): a body that
+	// requests hold at once (the hostile-input rules, Memory per request): a body that
 	// does not fit waits up to BodyBudgetWait, then is answered 503 with
 	// Retry-After: 1. Zero means [DefaultBodyBudgetBytes]; it must be at
 	// least MaxBodyBytes.
