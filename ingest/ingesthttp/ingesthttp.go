@@ -533,7 +533,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		h.log.DebugContext(r.Context(), "ingesthttp: client gone", "method", r.Method, "path", r.URL.Path, "err", err)
 		// Writing nothing would let net/http send an implicit 200 for a
 		// request that stored nothing; the connection is closed instead
-		// (DECISIONS.md, A 2xx answer).
+		// (docs/decisions.md, A 2xx answer).
 		panic(http.ErrAbortHandler)
 	case errors.Is(err, errNoCaller):
 		problem.Write(w, problem.Unauthorized())

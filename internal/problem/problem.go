@@ -72,7 +72,7 @@ func Write(w http.ResponseWriter, p Details) {
 // tally's HTTP handlers. A v that cannot be encoded is answered 500
 // ([Internal]) instead, which only a programming error causes.
 //
-// Faithfulness (DECISIONS.md, Faithfulness): every raw JSON value in v (a
+// Faithfulness (docs/decisions.md, Faithfulness): every raw JSON value in v (a
 // [jsontext.Value]: a correlated event's metadata, a resource's size, a size
 // schema) and every [event.Event] (whose payload.size, payload.provider and
 // unknown payload members [event.Event.MarshalJSON] gives as stored) is

@@ -152,7 +152,7 @@ var ingestCases = []ingestCase{
 	{"SizeNames/applies whatever the source, after the scope check", testNamesWhateverSource},
 	{"SizeNames/a run replaces the cloud's rows", testReplaceCloud},
 	{"SizeNames/stored events are never rewritten", testNeverRewritten},
-	// Faithfulness (DECISIONS.md).
+	// Faithfulness (docs/decisions.md).
 	{"Faithfulness/payload size, provider and unknown members read back byte for byte", testFaithfulPayload},
 	{"Faithfulness/a size name changes only the bytes of the value it replaces", testFaithfulPayloadWithSizeNames},
 	// Delivery.
@@ -994,7 +994,7 @@ func testScope(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	otherPlatform := volumeCreate("b", t0).set("platform", "vmware")
 	inScope := volumeCreate("c", t0)
 	res := e.ingest(collector, otherCloud.bytes(), otherPlatform.bytes(), inScope.bytes())
-	// DECISIONS.md, Refusal reasons: "A scope refusal names the member and
+	// docs/decisions.md, Refusal reasons: "A scope refusal names the member and
 	// the credential's scope."
 	want := ingest.Result{Accepted: 1, Rejected: []ingest.Rejection{
 		{Index: 0, EventID: "a", Reason: `scope: /cloud: scope: cloud "c2" is outside this credential's openstack/c1`},
@@ -1022,7 +1022,7 @@ func testScope(t *testing.T, newStore func(t *testing.T) ingestStore) {
 		t.Errorf("unscoped caller: %+v", res)
 	}
 	// The schema is checked before the scope: a virtual platform out of
-	// scope is a schema refusal (DECISIONS.md).
+	// scope is a schema refusal (docs/decisions.md).
 	virt := volumeCreate("v", t0).set("platform", "meta")
 	if res := e.ingest(collector, virt.bytes()); len(res.Rejected) != 1 || !strings.HasPrefix(res.Rejected[0].Reason, "schema: ") {
 		t.Errorf("virtual platform: %+v, want a schema refusal", res)
