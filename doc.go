@@ -4,7 +4,7 @@
 //
 // This root package holds no code; it is the map of the library.
 //
-// # Canonical lifecycle events (shared/spec/canonical-event.md)
+// # Canonical lifecycle events (docs/spec/canonical-event.md)
 //
 //   - [github.com/tallyhq/tally/event] is the leaf every package reads: the
 //     ten-member Event, strict decoding, validation that reports every broken
@@ -20,7 +20,7 @@
 //     at all. It also holds the size-schema registry and, with the
 //     projection, the current resources derived from the events.
 //
-// # Correlated events (shared/spec/event-correlation.md)
+// # Correlated events (docs/spec/event-correlation.md)
 //
 //   - [github.com/tallyhq/tally/correlate] is the createEvent state machine:
 //     occurrences count on one open event per (organization, user,

@@ -12,7 +12,7 @@ const CloudEventKeyPrefix = "cloudevents:sha256:"
 // CloudEventKey is the idempotencyKey of a CloudEvent: CloudEvents says
 // that source and id together identify an event, so a redelivered
 // CloudEvent (same source, same id) is a replay of the first create
-// (event-correlation.md, step 1; DECISIONS.md, CloudEvents HTTP binding),
+// (event-correlation.md, step 1; docs/decisions.md, CloudEvents HTTP binding),
 // while two sources that reuse an id stay two events.
 //
 // The key is [CloudEventKeyPrefix] followed by the lower-case hex SHA-256 of

@@ -7,7 +7,7 @@ import (
 	"github.com/tallyhq/tally/correlate"
 )
 
-// DECISIONS.md, CloudEvents HTTP binding: "Source + id identify a
+// docs/decisions.md, CloudEvents HTTP binding: "Source + id identify a
 // CloudEvent; a redelivery must replay." The key is the same for the same
 // (source, id), differs when either differs (however the two split one
 // string), and fits the idempotencyKey bound.

@@ -65,7 +65,7 @@
 // and writes ([Service.List], [Service.Get], [Service.SetStatus],
 // [Service.Delete]) see only the events of the caller's organization and
 // user, except that a caller with [Caller].AllUsers set (a reader of the
-// organization) lists every event of its organization (DECISIONS.md, Who
+// organization) lists every event of its organization (docs/decisions.md, Who
 // reads correlated events). A caller with no user never correlates.
 //
 // # Counting dispositions

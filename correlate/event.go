@@ -138,7 +138,7 @@ type Caller struct {
 	// AllUsers widens [Service.List] to the events of every user of
 	// Organization (those recorded with no user included): the view of a
 	// reader of the whole organization, such as tallyd's `read` credential
-	// (DECISIONS.md, Who reads correlated events). Create, Get, SetStatus
+	// (docs/decisions.md, Who reads correlated events). Create, Get, SetStatus
 	// and Delete ignore it and stay scoped to (Organization, User).
 	AllUsers bool
 }

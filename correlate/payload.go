@@ -87,7 +87,7 @@ func sortedKeys(m map[string]jsontext.Value) []string {
 //     minimum length of 1;
 //   - metadata and the value of every other member (kept in Payload.Extra)
 //     are kept byte for byte as sent: white space, string escapes and number
-//     literals included (DECISIONS.md, Faithfulness; issue 10). An extra
+//     literals included (docs/decisions.md, Faithfulness; the hostile-input rules). An extra
 //     member's name is kept as the string it spells (its escapes decoded);
 //     the listed members are decoded, so they are written back the
 //     encoder's way;
@@ -168,7 +168,7 @@ func DecodePayload(data []byte) (Payload, error) {
 
 // meshkitMembers maps the snake_case members of meshkit's events.Event,
 // which Meshery Server sends to its remote provider, to the listed members
-// they name (DECISIONS.md, Meshery snake_case members): "meshkit's
+// they name (docs/decisions.md, Meshery snake_case members): "meshkit's
 // acted_upon, operation_id, system_id are recorded as actedUpon,
 // operationId, systemId". meshkit's server-owned members (id, user_id,
 // status, created_at, updated_at, deleted_at) are not listed: like any

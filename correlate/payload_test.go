@@ -49,7 +49,7 @@ func TestDecodePayloadFieldRules(t *testing.T) {
 		{"correlationKey 255 bytes", `"correlationKey":"` + long(255) + `"`, nil},
 		{"correlationKey 256 bytes", `"correlationKey":"` + long(256) + `"`, []string{"/correlationKey maxLength"}},
 		{"correlationKey empty", `"correlationKey":""`, []string{"/correlationKey minLength"}},
-		// DECISIONS.md, Length bounds of correlated events: "Counted in
+		// docs/decisions.md, Length bounds of correlated events: "Counted in
 		// characters (Unicode code points), as maxLength in Meshery's event
 		// schema counts them".
 		{"correlationKey of 255 characters of 2 bytes each", `"correlationKey":"` + strings.Repeat("é", 255) + `"`, nil},
@@ -62,7 +62,7 @@ func TestDecodePayloadFieldRules(t *testing.T) {
 		{"source of 255 characters", `"source":"` + long(255) + `"`, nil},
 		{"idempotencyKey of 255 characters of 3 bytes each", `"idempotencyKey":"` + strings.Repeat("分", 255) + `"`, nil},
 		{"type of 256 characters", `"type":"` + strings.Repeat("分", 256) + `"`, []string{"/type maxLength"}},
-		// DECISIONS.md, source: "A real RFC 3986 URI-reference (brackets only
+		// docs/decisions.md, source: "A real RFC 3986 URI-reference (brackets only
 		// around an IP literal, a port of digits), checked as the CloudEvents
 		// SDKs would parse it."
 		{"source with an unclosed IP literal", `"source":"http://[bad"`, []string{"/source format"}},
@@ -82,7 +82,7 @@ func TestDecodePayloadFieldRules(t *testing.T) {
 		{"source network-path reference", `"source":"//layer5.io/cloud"`, nil},
 		{"source with an empty port", `"source":"http://h:/x"`, nil},
 		{"source percent-escaped", `"source":"/sensors/tn-1234567%2Falerts"`, nil},
-		// DECISIONS.md, Times that contradict each other in one payload:
+		// docs/decisions.md, Times that contradict each other in one payload:
 		// "lastSeenAt before firstSeenAt ...: 400 naming the later member".
 		{"lastSeenAt before firstSeenAt", `"firstSeenAt":"2026-03-01T12:00:00Z","lastSeenAt":"2026-03-01T11:59:59.999999Z"`, []string{"/lastSeenAt minimum"}},
 		{"lastSeenAt equal to firstSeenAt", `"firstSeenAt":"2026-03-01T12:00:00Z","lastSeenAt":"2026-03-01T13:00:00+01:00"`, nil},
@@ -255,7 +255,7 @@ func TestNewValidatesOptions(t *testing.T) {
 }
 
 // Service.StatusCode is the one way to the status of a create
-// (event-correlation.md, `Event-Disposition`; DECISIONS.md: "201 by default;
+// (event-correlation.md, `Event-Disposition`; docs/decisions.md: "201 by default;
 // 200 behind an option"): every disposition, for a legacy and a keyed
 // payload, with the legacy-200 option off and on.
 func TestServiceStatusCode(t *testing.T) {
@@ -337,7 +337,7 @@ func TestValidateRawMembersOfAGoPayload(t *testing.T) {
 	}
 }
 
-// DECISIONS.md, Meshery snake_case members: "meshkit's acted_upon,
+// docs/decisions.md, Meshery snake_case members: "meshkit's acted_upon,
 // operation_id, system_id are recorded as actedUpon, operationId,
 // systemId; server-owned members in a body (id, status, timestamps,
 // user_id) never override the server's values" (they stay in Extra).

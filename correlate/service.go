@@ -114,7 +114,7 @@ func (s *Service) StatusCode(p Payload, d Disposition) int {
 // user) and a call that identifies no user has none to scope to. Give every
 // producer that needs correlation a user.
 //
-// Times that contradict each other (DECISIONS.md: "an already-resolved
+// Times that contradict each other (docs/decisions.md: "an already-resolved
 // insert whose resolvedAt is before its firstSeenAt: 400 naming the later
 // member. A resolution of an open event with an earlier resolvedAt still
 // closes it (step 4)"): a payload with resolvedAt before firstSeenAt is
@@ -195,7 +195,7 @@ func (s *Service) plan(caller Caller, p Payload) Create {
 		Extra:          cloneExtra(p.Extra),
 	}
 	if e.Severity == "" {
-		e.Severity = SeverityInformational // DECISIONS.md: severity when omitted
+		e.Severity = SeverityInformational // docs/decisions.md: severity when omitted
 	}
 	if p.Description != nil {
 		e.Description = *p.Description
@@ -299,7 +299,7 @@ func (s *Service) Get(ctx context.Context, caller Caller, id string) (Event, err
 // List returns one page of getEvents, never listing deleted events; its
 // data holds at most PageSize events and [MaxPageBytes] of them (at least
 // one). Who
-// sees what (DECISIONS.md, Who reads correlated events): a caller lists the
+// sees what (docs/decisions.md, Who reads correlated events): a caller lists the
 // events recorded by its own (Organization, User), so a caller with no user
 // lists those recorded with no user in its organization; a caller with
 // AllUsers set (a reader of the organization) lists every event of its

@@ -14,7 +14,7 @@ import (
 // whose Organization and User equal the caller's (User "" being the events
 // of calls that identified no user), except that List with
 // [Caller.AllUsers] set reads every event of the caller's organization,
-// whoever recorded it (DECISIONS.md, Who reads correlated events). An id
+// whoever recorded it (docs/decisions.md, Who reads correlated events). An id
 // that does not exist, is out of scope or is soft-deleted gives an error
 // wrapping github.com/tallyhq/tally/store.ErrNotFound. Implementations are
 // safe for concurrent use.

@@ -64,7 +64,7 @@ func (ps problems) err() error {
 }
 
 // The length bounds of a payload, in characters (Unicode code points), as
-// maxLength counts them in Meshery's event schema (DECISIONS.md, Length
+// maxLength counts them in Meshery's event schema (docs/decisions.md, Length
 // bounds of correlated events), so a client validating against that schema
 // is never refused. The two members an index holds, correlationKey (the
 // unique index of open events) and idempotencyKey (the key table's primary
@@ -93,7 +93,7 @@ const (
 //     Trace Context);
 //   - occurrenceCount at least 1 (no upper bound below 2^63);
 //   - date-times between years 1 and 9999; lastSeenAt not before
-//     firstSeenAt (DECISIONS.md, Times that contradict each other);
+//     firstSeenAt (docs/decisions.md, Times that contradict each other);
 //   - every string valid UTF-8 without NUL; metadata, when set, a JSON
 //     object; no Extra member named like a listed member.
 //
@@ -157,7 +157,7 @@ func (p Payload) validate(ps *problems) {
 	first := validTime(ps, "/firstSeenAt", p.FirstSeenAt)
 	last := validTime(ps, "/lastSeenAt", p.LastSeenAt)
 	validTime(ps, "/resolvedAt", p.ResolvedAt)
-	// DECISIONS.md, Times that contradict each other in one payload:
+	// docs/decisions.md, Times that contradict each other in one payload:
 	// "lastSeenAt before firstSeenAt ...: 400 naming the later member".
 	if first && last && p.LastSeenAt.Before(*p.FirstSeenAt) {
 		ps.add("/lastSeenAt", event.RuleMinimum, "must not be before firstSeenAt (%s)", p.FirstSeenAt.UTC().Format(time.RFC3339Nano))
@@ -232,7 +232,7 @@ func isTraceHex(s string, n int) bool {
 }
 
 // IsURIReference reports whether s is an RFC 3986 URI-reference, the type
-// event-correlation.md gives source (DECISIONS.md, source: "A real RFC 3986
+// event-correlation.md gives source (docs/decisions.md, source: "A real RFC 3986
 // URI-reference (brackets only around an IP literal, a port of digits),
 // checked as the CloudEvents SDKs would parse it"): only the characters and
 // percent-escapes RFC 3986 allows, a well-formed scheme when there is one,

@@ -25,12 +25,12 @@ var nulEscape = []byte(`\u0000`)
 // object counting as level 1 (the limit of the JSON decoder,
 // github.com/go-json-experiment/json). [Decode] refuses a deeper item with
 // [RuleDepth], naming the member where the limit is crossed; inside a batch
-// only that item is refused (DECISIONS.md, An item that breaks a parser
+// only that item is refused (docs/decisions.md, An item that breaks a parser
 // limit).
 const MaxDepth = 10000
 
 // Decode reads one canonical event from b, strictly (canonical-event.md,
-// Members; DECISIONS.md, Canonical events):
+// Members; docs/decisions.md, Canonical events):
 //
 //   - b must hold one JSON object and nothing else;
 //   - member names are case-sensitive, and an unknown top-level member is

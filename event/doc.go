@@ -1,6 +1,6 @@
 // Package event is the canonical lifecycle event of tally: its shape, strict
 // decoding, validation, categorization and the deterministic event id
-// (../shared/spec/canonical-event.md, sections Members, Bounds, Sources and
+// (docs/spec/canonical-event.md, sections Members, Bounds, Sources and
 // categories, and Rules).
 //
 // It is the leaf of the library: every other package reads [Event], and this
@@ -32,7 +32,7 @@
 // # Faithfulness
 //
 // An Event from [Decode] encodes back to what was sent wherever the spec asks
-// it (DECISIONS.md, Faithfulness; canonical-event.md: unknown members survive
+// it (docs/decisions.md, Faithfulness; canonical-event.md: unknown members survive
 // "untouched, which keeps an event byte-faithful to what the provider
 // sent"). [Event.MarshalJSON] writes:
 //

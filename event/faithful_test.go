@@ -9,7 +9,7 @@ import (
 	"github.com/tallyhq/tally/event"
 )
 
-// DECISIONS.md, Faithfulness: "payload.provider, unknown payload members and
+// docs/decisions.md, Faithfulness: "payload.provider, unknown payload members and
 // payload.size … are stored and read back byte for byte as sent; numbers are
 // never rounded." White space inside values, string escapes and number
 // spellings survive Decode then MarshalJSON, and PayloadEnvelope's own

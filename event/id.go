@@ -33,7 +33,7 @@ func DeterministicID(platform, cloud, resourceID, eventType string, ts time.Time
 }
 
 // Normalize returns t as tally keeps every timestamp: in UTC, truncated to
-// microseconds (DECISIONS.md, Timestamps: "truncated to microseconds in
+// microseconds (docs/decisions.md, Timestamps: "truncated to microseconds in
 // one place (the decoder)", which calls it). A collector that builds an
 // [Event] in Go normalizes its timestamp before [DeterministicID], so that
 // the id it computes is the id of the event the server decodes and stores:

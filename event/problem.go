@@ -67,7 +67,7 @@ type Problem struct {
 }
 
 // String renders the problem as "<member>: <rule>: <message>", the form of a
-// refusal reason after its kind (DECISIONS.md, Refusal reasons). The member
+// refusal reason after its kind (docs/decisions.md, Refusal reasons). The member
 // of the whole item is the empty pointer, so that reads ": <rule>: …".
 func (p Problem) String() string {
 	return p.Member + ": " + p.Rule + ": " + p.Message

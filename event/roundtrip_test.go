@@ -19,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite the golden files of testdata/ro
 // the event again and compares the bytes with NAME.out.json (rewritten with
 // go test ./event -run TestRoundTripGolden -update). "A member the envelope
 // does not name survives a decode and an encode untouched, which keeps an
-// event byte-faithful to what the provider sent." (DECISIONS.md,
+// event byte-faithful to what the provider sent." (docs/decisions.md,
 // Faithfulness: payload.provider, unknown payload members and payload.size
 // are read back byte for byte as sent: white space and string escapes
 // inside them included.)

@@ -31,7 +31,7 @@ const EventTypePattern = `^[a-z0-9_]+(\.[a-z0-9_]+)+$`
 
 // validEventType reports whether s matches [EventTypePattern], byte by
 // byte: the regular expression cost about a tenth of [DecodeValidate]
-// (issue 14). TestValidEventType compares the two.
+// (the performance rules). TestValidEventType compares the two.
 func validEventType(s string) bool {
 	parts, n := 1, 0 // n counts the bytes of the current part
 	for i := 0; i < len(s); i++ {

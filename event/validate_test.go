@@ -582,7 +582,7 @@ func TestErrorAndProblemStrings(t *testing.T) {
 	e.Cloud = "meta"
 	e.Payload.State = event.State{}
 	err := event.Validate(&e)
-	// The form of a refusal reason after its kind (DECISIONS.md, Refusal
+	// The form of a refusal reason after its kind (docs/decisions.md, Refusal
 	// reasons): "<JSON Pointer>: <rule>: <message>".
 	want := `/cloud: reserved: must not be "meta": meta and partner name the virtual projects, which own no resources; /payload/state: required: is required on every event except a delete`
 	if got := err.Error(); got != want {

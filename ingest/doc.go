@@ -29,7 +29,7 @@
 // # Hostile input
 //
 // One item's cost is bounded by its bytes and one item never sinks its
-// batch (issue 10): every number of a size must lie in the range the
+// batch (the hostile-input rules): every number of a size must lie in the range the
 // validator judges, at most [MaxNumberDigits] digits and an exponent of at
 // most [MaxNumberExponent] either way (refusal "size_schema: <pointer>: numberRange: …"
 // per item; a size schema with such a number is refused naming the

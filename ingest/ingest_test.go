@@ -85,7 +85,7 @@ func TestBestEffortEventID(t *testing.T) {
 		{`[{"event_id":"a"}]`, ""},
 		{``, ""},
 		{`not json`, ""},
-		// DECISIONS.md, Echoed event_id in rejected: "The id as sent, or
+		// docs/decisions.md, Echoed event_id in rejected: "The id as sent, or
 		// absent when the item has none; never truncated."
 		{`{"event_id":"` + strings.Repeat("x", 20000) + `"}`, strings.Repeat("x", 20000)},
 		{`{"event_id":"` + strings.Repeat("x", 255) + `€€"}`, strings.Repeat("x", 255) + "€€"},

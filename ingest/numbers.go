@@ -10,7 +10,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// The range of numbers the size-schema validator judges (DECISIONS.md,
+// The range of numbers the size-schema validator judges (docs/decisions.md,
 // Numbers the validator cannot judge). The validator compares exact
 // rationals, whose cost grows with the digits and the exponent of a number
 // literal, and which math/big cannot build at all for an exponent such as

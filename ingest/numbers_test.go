@@ -29,7 +29,7 @@ func instanceItem(id, size string) []byte {
 
 const okSize = `"vcpus":2,"ram_gb":4,"flavor":"m1"`
 
-// DECISIONS.md, Numbers the validator cannot judge: "validation cost is
+// docs/decisions.md, Numbers the validator cannot judge: "validation cost is
 // bounded by the item's bytes; a size number outside the documented range is
 // refused per item (size_schema:); never a 5xx." Each hostile item is
 // refused as itself, naming the member and the rule; its sibling is stored.
@@ -197,7 +197,7 @@ func TestPanicInOneItemRefusesOnlyThatItem(t *testing.T) {
 	}
 }
 
-// DECISIONS.md, An item that breaks a parser limit (depth) inside a batch:
+// docs/decisions.md, An item that breaks a parser limit (depth) inside a batch:
 // "Refused as that item and dead-lettered; the rest of the batch proceeds."
 func TestOverDeepItemInABatchIsRefusedAlone(t *testing.T) {
 	st := memIngest(t)

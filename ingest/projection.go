@@ -301,7 +301,7 @@ type ProjectionStore interface {
 	// ([Compare]); empty when there is none. Each event is returned as
 	// stored: Source set, Timestamp in UTC, payload.size, payload.provider
 	// and each unknown payload member (name and value) byte for byte as
-	// Commit was given them (DECISIONS.md, Faithfulness; store/storetest
+	// Commit was given them (docs/decisions.md, Faithfulness; store/storetest
 	// checks it).
 	History(ctx context.Context, k ResourceKey) ([]event.Event, error)
 	// CountResources counts the rows of the projection by (platform,

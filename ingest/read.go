@@ -208,7 +208,7 @@ func (s *Service) ResourceType(ctx context.Context, platform, resourceType strin
 // (platform, resourceType), replacing any schema the pair had
 // (canonical-event.md, Size schemas). body is the body of PUT
 // /api/v1/resource-types/{platform}/{resource_type}: the wrapper
-// {"size_schema": <schema>} (Tally's RegisterResourceType, issue 13), or the
+// {"size_schema": <schema>} (Tally's RegisterResourceType, the existing-clients rules), or the
 // bare JSON Schema document. A JSON object with a top-level member
 // "size_schema" (not a JSON Schema keyword, so a bare schema never needs
 // one at its top level) is the wrapper, and may hold no other member; any

@@ -38,7 +38,7 @@ const ActionScopeViolation = "events.scope_violation"
 
 // ActionConflict is the audit action of an item refused as a conflict
 // ([KindConflict]): its (event_id, timestamp) is stored, or came earlier in
-// the batch, for another resource (DECISIONS.md, Same (event_id, timestamp)
+// the batch, for another resource (docs/decisions.md, Same (event_id, timestamp)
 // stored for another resource). The row names the caller's credential and
 // the item's own event_id, platform and cloud, never the stored event's.
 const ActionConflict = "events.conflict"
@@ -54,7 +54,7 @@ var ErrBatchTooLarge = fmt.Errorf("ingest: a batch holds at most %d items", MaxB
 var ErrInvalidCaller = errors.New("ingest: invalid caller")
 
 // Kind is the kind of a refusal: the text of a reason before its first
-// colon (DECISIONS.md, Refusal reasons).
+// colon (docs/decisions.md, Refusal reasons).
 type Kind string
 
 // The refusal kinds.
@@ -173,14 +173,14 @@ type Rejection struct {
 	Index int `json:"index"`
 	// EventID is the event_id the item carried, exactly as sent (after JSON
 	// unescaping), read best effort even from an invalid item, and never
-	// truncated (DECISIONS.md, Echoed event_id: "A truncated id matches
+	// truncated (docs/decisions.md, Echoed event_id: "A truncated id matches
 	// nothing the client sent; the body cap bounds it"). "" (absent in
 	// JSON) when the item has none, or one that is not a string of valid
 	// UTF-8 without NUL.
 	EventID string `json:"event_id,omitempty"`
 	// Reason is "<kind>: <member>: <rule>: <message>", one such
 	// "<member>: <rule>: <message>" per problem joined by "; " after the
-	// kind (DECISIONS.md, Refusal reasons): the kind is "schema",
+	// kind (docs/decisions.md, Refusal reasons): the kind is "schema",
 	// "size_schema" or "scope", and is the only part a program may match
 	// on; member is a JSON Pointer into the item ("" for the item as a
 	// whole), rule an event.Rule* constant or the JSON Schema keyword that
@@ -380,7 +380,7 @@ const (
 
 // item runs one item through the stages. It returns an error only for a
 // failure of the store or of a registered schema, which fails the batch. A
-// panic inside the item's checks refuses that item (DECISIONS.md: one item
+// panic inside the item's checks refuses that item (docs/decisions.md: one item
 // must not sink a batch): its reason names the stage, the panic is logged
 // with its stack, and the rest of the batch goes on.
 func (r *run) item(i int, raw []byte) (err error) {
@@ -479,7 +479,7 @@ func (r *run) resolveSizeNames(i int, ev event.Event) (jsontext.Value, map[strin
 		return ev.Payload.Size, nil, nil // Resolve would return it as it is
 	}
 	// Resolve is pure and the rows stay the same for the run: a size met
-	// before in this batch is resolved as it was then (issue 14).
+	// before in this batch is resolved as it was then (the performance rules).
 	memo := r.resolved[np]
 	if res, ok := memo[string(ev.Payload.Size)]; ok {
 		if res.replaced == nil {
@@ -517,7 +517,7 @@ type resolvedSize struct {
 // Sizes repeat within a batch (one flavor, one volume type), and the check
 // is a pure function of the size's bytes and its pair's schema, which stays
 // the same for the whole run: a size this run's schema accepted is accepted
-// again without being read (issue 14: the size schema was about a fifth of
+// again without being read (the performance rules: the size schema was about a fifth of
 // the Go time per event). The memo holds at most the batch's own sizes.
 // Across batches, a size the same compiled schema accepted before (its
 // verdicts, kept by the registry with the schema and bounded) is accepted
@@ -758,7 +758,7 @@ func (s *Service) lookupSchema(ctx context.Context, platform, resourceType strin
 
 // withSizeAsReported returns provider with its size_as_reported member set to
 // replaced (members sorted by name); a null or absent provider becomes a new
-// object. Every other byte of provider is kept as it arrived (DECISIONS.md,
+// object. Every other byte of provider is kept as it arrived (docs/decisions.md,
 // Faithfulness): the member is inserted before the closing brace. Only when
 // the item brought a size_as_reported of its own is the object rebuilt
 // without it, each other member's name and value still byte for byte, the
@@ -775,7 +775,7 @@ func withSizeAsReported(provider jsontext.Value, replaced map[string]string) (js
 	if !bytes.Contains(provider, sizeAsReported) && !bytes.Contains(provider, unicodeEscape) {
 		// No member can be named size_as_reported: its name would be
 		// spelled out, or hold a \u escape (no other escape gives a
-		// letter or _). Skip reading the members (issue 14: a tenth of
+		// letter or _). Skip reading the members (the performance rules: a tenth of
 		// the pipeline's own Go time went to this function).
 		return insertMember(provider, member, !isEmptyObject(provider)), nil
 	}
@@ -874,7 +874,7 @@ func cleanReason(s string) string {
 // member holding a string. It returns "" when the item is not a JSON object,
 // breaks off before such a member, or the id holds invalid UTF-8 or a NUL
 // character (which no store could keep as text). A long id is returned
-// whole, never cut (DECISIONS.md, Echoed event_id: "A truncated id matches
+// whole, never cut (docs/decisions.md, Echoed event_id: "A truncated id matches
 // nothing the client sent; the body cap bounds it").
 func BestEffortEventID(raw []byte) string {
 	dec := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
@@ -907,13 +907,13 @@ func BestEffortEventID(raw []byte) string {
 }
 
 // reason writes a refusal reason, "<kind>: <member>: <rule>: <message>"
-// for each problem, joined by "; " (DECISIONS.md, Refusal reasons).
+// for each problem, joined by "; " (docs/decisions.md, Refusal reasons).
 func reason(k Kind, ps ...event.Problem) string {
 	return string(k) + ": " + (&event.ValidationError{Problems: ps}).Error()
 }
 
 // scopeReason names each member of ev outside the caller's scope, and the
-// scope (DECISIONS.md, Refusal reasons: "A scope refusal names the member
+// scope (docs/decisions.md, Refusal reasons: "A scope refusal names the member
 // and the credential's scope"), such as
 // `scope: /cloud: scope: cloud "os-demo" is outside this credential's openstack/os-dev`.
 func scopeReason(caller Caller, ev event.Event) string {

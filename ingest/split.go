@@ -63,7 +63,7 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\
 // an element keeps its exact bytes and is judged by the pipeline as that
 // item, so an element that breaks the decoder's depth limit (or holds a raw
 // NUL, or is not valid JSON inside balanced brackets) is refused and
-// dead-lettered alone, and its siblings proceed (DECISIONS.md, An item that
+// dead-lettered alone, and its siblings proceed (docs/decisions.md, An item that
 // breaks a parser limit). Nesting is counted without a limit, in one byte
 // per level, bounded by the body's cap. It reads the body once, so its cost
 // is linear in the body's length.

@@ -87,7 +87,7 @@ type Batch struct {
 	// Conflicts, when not nil, is parallel to Events: the dead letter and
 	// audit row Commit writes, in the same transaction, for an event it
 	// does not store because its (event_id, timestamp) is stored for
-	// another resource ([Collides]; DECISIONS.md, Same (event_id,
+	// another resource ([Collides]; docs/decisions.md, Same (event_id,
 	// timestamp) stored for another resource). A DeadLetter's Raw may
 	// reference the caller's bytes: a store copies what it keeps.
 	Conflicts []Conflict

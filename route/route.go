@@ -2,7 +2,7 @@
 // ([github.com/tallyhq/tally/ingest/ingesthttp] and
 // [github.com/tallyhq/tally/correlate/correlatehttp]) expose their routes:
 // as data, written once, that a server mounts behind its own
-// authentication (issue 11, HTTP: one adapter shape, one route table).
+// authentication (one adapter shape, one route table).
 //
 // Each adapter's Handler.Routes returns its [Route] values: the method, the
 // net/http ServeMux path pattern, the [Role] values any one of which admits
@@ -12,7 +12,7 @@
 //
 // A program that embeds tally mounts the routes on its own mux with
 // [Mount], wrapping each handler with its authentication, which must run
-// before the body is read (DECISIONS.md, Authentication vs body) and put
+// before the body is read (docs/decisions.md, Authentication vs body) and put
 // the caller where the adapter's Options.CallerFrom finds it:
 //
 //	route.Mount(mux, h.Routes(), func(rt route.Route) http.Handler {
@@ -42,7 +42,7 @@ const (
 	RoleIngest Role = "ingest"
 	// RoleRead may read the size-schema registry and the projection, and
 	// list the correlated events of its whole organization, every user's
-	// (DECISIONS.md, Who reads correlated events).
+	// (docs/decisions.md, Who reads correlated events).
 	RoleRead Role = "read"
 	// RoleAdmin may read dead letters and the audit log, read and put size
 	// schemas, and read the projection.

@@ -29,7 +29,7 @@ var ErrInvalid = errors.New("sizenames: invalid rows")
 // replaced the returned size is size itself, byte for byte. Otherwise it is
 // size with only the replaced values' bytes changed: every other byte
 // (member names, values not replaced, white space) is kept as it arrived
-// (DECISIONS.md, Faithfulness).
+// (docs/decisions.md, Faithfulness).
 //
 // A size that is absent, null or not an object is returned unchanged with no
 // error: the rule applies only to an object. An error is returned only for

@@ -100,7 +100,7 @@ func readRegularFile(path string, max int64) ([]byte, error) {
 	return data, nil
 }
 
-// reloadCredentials is issue 12's "SIGHUP reloads the file atomically": it
+// reloadCredentials implements the operations rule "SIGHUP reloads the file atomically": it
 // reads path again and, when the whole file is valid, makes it auth's set
 // in one step, logging the credentials added and removed. A file with any
 // problem changes nothing: the old set stays, and every problem is logged,

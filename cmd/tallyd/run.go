@@ -67,7 +67,7 @@ func printToken(w io.Writer) error {
 
 // openDatabase opens the PostgreSQL store with the configured pool. A
 // database that cannot be reached is reported in one sentence naming the
-// connect timeout, so that start fails clearly (issue 12, Timeouts).
+// connect timeout, so that start fails clearly (the operations rules, Timeouts).
 func openDatabase(ctx context.Context, c config) (*pgstore.DB, error) {
 	db, err := pgstore.Open(ctx, c.DatabaseURL, c.dbOptions())
 	if errors.Is(err, store.ErrUnavailable) {
@@ -197,7 +197,7 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	// A connection flood never exhausts the descriptors: at the cap the
-	// longest-idle connection is shed for a new one (issue 10, Connections).
+	// longest-idle connection is shed for a new one (the hostile-input rules, Connections).
 	conns, err := server.NewConnLimiter(server.ConnLimiterOptions{Max: c.MaxConnections})
 	if err != nil {
 		return err

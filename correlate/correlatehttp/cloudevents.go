@@ -50,7 +50,7 @@ type cloudEvent struct {
 var ceStringAttrs = []string{"specversion", "id", "source", "type", "time", "datacontenttype", "dataschema", "subject"}
 
 // decodeCreate decodes the payload of a create in whichever form it came
-// (DECISIONS.md, CloudEvents HTTP binding):
+// (docs/decisions.md, CloudEvents HTTP binding):
 //
 //   - a plain payload (the body is the JSON payload);
 //   - a CloudEvent in binary mode: any ce-* header; the body is the payload,
@@ -239,7 +239,7 @@ var lowerHex = regexp.MustCompile(`^[0-9a-f]+$`)
 // JSON), recording the event's id in ce. When decoded is false p is not filled (its problems are already
 // listed) but the attributes are still checked.
 //
-// The rules (DECISIONS.md, CloudEvents HTTP binding):
+// The rules (docs/decisions.md, CloudEvents HTTP binding):
 //   - specversion, id, source and type are required; specversion is "1.0";
 //   - source, type and specversion fill the payload's members; a payload
 //     member that disagrees is a problem naming it;
@@ -370,7 +370,7 @@ func traceparent(v string) (traceID, parentID string, err error) {
 }
 
 // applyTraceparent fills p's traceId and parentId from the request's
-// traceparent header when p has neither (DECISIONS.md, CloudEvents HTTP
+// traceparent header when p has neither (docs/decisions.md, CloudEvents HTTP
 // binding). A malformed header is a problem naming it, whether or not it
 // would be used: tally records the identifiers, so it refuses rather than
 // ignores (W3C's "ignore and restart the trace" is for participants in the

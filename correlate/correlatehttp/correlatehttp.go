@@ -102,9 +102,9 @@ func New(svc *correlate.Service, opts Options) (*Handler, error) {
 }
 
 // Routes returns the events API with the roles that may call each route:
-// the one list of them (issue 11, HTTP: one route table). getEvents admits
+// the one list of them (the one-API-shape rules, HTTP: one route table). getEvents admits
 // an events caller (its own events) and a reader of the organization (all
-// of its events; DECISIONS.md, Who reads correlated events).
+// of its events; docs/decisions.md, Who reads correlated events).
 func (h *Handler) Routes() []route.Route {
 	events := []route.Role{route.RoleEvents}
 	return []route.Route{
@@ -190,7 +190,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		h.log.DebugContext(r.Context(), "correlatehttp: client gone", "method", r.Method, "path", r.URL.Path, "err", err)
 		// Writing nothing would let net/http send an implicit 200 for a
 		// request that stored nothing; the connection is closed instead
-		// (DECISIONS.md, A 2xx answer).
+		// (docs/decisions.md, A 2xx answer).
 		panic(http.ErrAbortHandler)
 	case errors.Is(err, errNoCaller):
 		problem.Write(w, problem.Unauthorized())
@@ -229,7 +229,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// Issue 13: nothing is silently ignored; createEvent takes no query
+	// The existing-clients rules: nothing is silently ignored; createEvent takes no query
 	// parameter, so one is 400 invalid_parameter naming it, as on every
 	// other correlation route.
 	if err := noParams(r); err != nil {
@@ -251,7 +251,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) error {
 	ps = append(ps, applyTraceparent(r, &p, dataPrefix, decoded)...)
 	if values, ok := r.Header[IdempotencyKeyHeader]; ok {
 		key := headerKey(values)
-		// The header carries the idempotencyKey member (DECISIONS.md,
+		// The header carries the idempotencyKey member (docs/decisions.md,
 		// Idempotency-Key request header), so its problems name that member.
 		const member = "/idempotencyKey"
 		switch n := utf8.RuneCountInString(key); {
@@ -272,7 +272,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if ce != nil && decoded && ce.id != "" {
-		// DECISIONS.md, CloudEvents HTTP binding: "ce-id is the idempotency
+		// docs/decisions.md, CloudEvents HTTP binding: "ce-id is the idempotency
 		// key"; source and id identify a CloudEvent, so the key is made of
 		// both (correlate.CloudEventKey). A key the client also gave must be
 		// the event's id: one create has one identity.
@@ -315,7 +315,7 @@ func headerKey(values []string) string {
 }
 
 // listParams are the query parameters of getEvents; any other is refused
-// (issue 13: "An unknown query parameter is refused with 400 naming it").
+// (the existing-clients rules: "An unknown query parameter is refused with 400 naming it").
 var listParams = []string{"page", "pageSize", "pagesize", "search", "sort", "order", "filter",
 	"category", "action", "severity", "status", "correlationKey", "resolved"}
 

@@ -219,10 +219,10 @@ func TestCreateProblems(t *testing.T) {
 		{"invalid JSON, named where it can be", `{"category":`, nil, 400, "invalid_event", []string{"/category"}},
 		{"not JSON at all", `category`, nil, 400, "invalid_event", []string{""}},
 		{"duplicate member", `{"category":"c","action":"a","action":"b"}`, nil, 400, "invalid_event", []string{"/action"}},
-		// DECISIONS.md, Times that contradict each other in one payload.
+		// docs/decisions.md, Times that contradict each other in one payload.
 		{"lastSeenAt before firstSeenAt", `{"category":"c","action":"a","firstSeenAt":"2026-03-01T12:00:00Z","lastSeenAt":"2026-03-01T11:00:00Z"}`, nil, 400, "invalid_event", []string{"/lastSeenAt"}},
 		{"already-resolved insert with resolvedAt before firstSeenAt", `{"category":"c","action":"a","correlationKey":"never-opened","firstSeenAt":"2026-03-01T12:00:00Z","resolvedAt":"2026-03-01T11:00:00Z"}`, nil, 400, "invalid_event", []string{"/resolvedAt"}},
-		// DECISIONS.md, source: a real RFC 3986 URI-reference.
+		// docs/decisions.md, source: a real RFC 3986 URI-reference.
 		{"source with an unclosed IP literal", `{"category":"c","action":"a","source":"http://[bad"}`, nil, 400, "invalid_event", []string{"/source"}},
 		{"Idempotency-Key disagreeing with the body's idempotencyKey", `{"category":"c","action":"a","idempotencyKey":"a"}`,
 			[]string{"Idempotency-Key", "b"}, 400, "invalid_event", []string{"/idempotencyKey"}},
@@ -299,7 +299,7 @@ func TestUnauthenticated(t *testing.T) {
 		{"PUT", "/api/events/0190c1d2-0000-7000-8000-000000000000/status"},
 		{"DELETE", "/api/events/0190c1d2-0000-7000-8000-000000000000"},
 	} {
-		// DECISIONS.md: "Credentials are checked before the body is read".
+		// docs/decisions.md: "Credentials are checked before the body is read".
 		req := httptest.NewRequest(rt.method, rt.path, failingBody{t})
 		req.Header.Set("Authorization", "Basic x")
 		rec := httptest.NewRecorder()

@@ -231,7 +231,7 @@ type item struct {
 
 // invalidReason writes a local refusal as the server writes its own,
 // "schema: <member>: <rule>: <message>", one per problem joined by "; "
-// (DECISIONS.md, Refusal reasons).
+// (docs/decisions.md, Refusal reasons).
 func invalidReason(err error) string {
 	var ve *event.ValidationError
 	if errors.As(err, &ve) {

@@ -1,5 +1,5 @@
 // Package ingesthttp is the HTTP adapter of the ingestion library
-// (canonical-event.md, Delivery; issue 5, Routes): thin handlers that decode a
+// (canonical-event.md, Delivery; the reference server rules, Routes): thin handlers that decode a
 // request, call [ingest.Service], and encode the answer. No rule lives here.
 //
 // # Mounting
@@ -89,7 +89,7 @@ func New(svc *ingest.Service, opts Options) (*Handler, error) {
 }
 
 // Routes returns the ingestion routes with the roles that may call each:
-// the one list of them (issue 11, HTTP: one route table).
+// the one list of them (the one-API-shape rules, HTTP: one route table).
 func (h *Handler) Routes() []route.Route {
 	readers := []route.Role{route.RoleRead, route.RoleAdmin}
 	admin := []route.Role{route.RoleAdmin}
@@ -124,8 +124,8 @@ var (
 // handle adapts the handler shape of this package (and of correlatehttp):
 // a function that writes its answer or returns the error that Handler.fail
 // maps. Each function checks its own query parameters, so that an unknown
-// one is refused 400 naming it (issue 13: nothing is silently ignored) in
-// the same answer as every other bad parameter of the request (issue 11:
+// one is refused 400 naming it (the existing-clients rules: nothing is silently ignored) in
+// the same answer as every other bad parameter of the request (the one-API-shape rules:
 // one error lists every problem): params.err with the route's parameter
 // names on a route that takes parameters, noParams on one that takes none.
 func (h *Handler) handle(fn func(w http.ResponseWriter, r *http.Request) error) http.Handler {
@@ -533,7 +533,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		h.log.DebugContext(r.Context(), "ingesthttp: client gone", "method", r.Method, "path", r.URL.Path, "err", err)
 		// Writing nothing would let net/http send an implicit 200 for a
 		// request that stored nothing; the connection is closed instead
-		// (DECISIONS.md, A 2xx answer).
+		// (docs/decisions.md, A 2xx answer).
 		panic(http.ErrAbortHandler)
 	case errors.Is(err, errNoCaller):
 		problem.Write(w, problem.Unauthorized())

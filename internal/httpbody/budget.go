@@ -19,7 +19,7 @@ const initialBuffer = 16 << 10
 const retryAfterSeconds = 1
 
 // Budget bounds the request body bytes held in memory at once by all the
-// requests it wraps (issue 10, Memory per request). [Read] charges the
+// requests it wraps (the hostile-input rules, Memory per request). [Read] charges the
 // decoded bytes a body needs as it grows, as its bytes arrive: at most
 // twice what the body has brought, 16 KiB to start, whatever length it
 // declares, so uploads that declare the cap and then send nothing (or

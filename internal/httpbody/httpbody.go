@@ -1,6 +1,6 @@
 // Package httpbody reads the body of an HTTP request: the one reader that
 // tally's HTTP adapters (ingest/ingesthttp, correlate/correlatehttp) and the
-// server (cmd/tallyd/server) share (issue 10, Transport; DECISIONS.md,
+// server (cmd/tallyd/server) share (the hostile-input rules, Transport; docs/decisions.md,
 // "Content-Encoding" and "Client-side body failures").
 //
 // [Read] decodes the body's Content-Encoding (gzip, deflate, zstd; identity

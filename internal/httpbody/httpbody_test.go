@@ -178,7 +178,7 @@ func rawExchange(t *testing.T, addr, req string) answer {
 
 // TestReadClientFailures: issue 10, Transport: "A malformed chunk length, a
 // client that disconnects mid-body, or a body that trickles past the read
-// timeout" are "answered 400 (or 408)", never 5xx (DECISIONS.md,
+// timeout" are "answered 400 (or 408)", never 5xx (docs/decisions.md,
 // Client-side body failures).
 func TestReadClientFailures(t *testing.T) {
 	srv := httptest.NewServer(echo(nil))

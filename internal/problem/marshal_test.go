@@ -13,7 +13,7 @@ import (
 // the JSON encoder would reformat.
 const faithfulValue = `{ "a" : [ 1 , 2 ] , "b":"\u0041\/" , "n" : 1.50e3 }`
 
-// DECISIONS.md, Faithfulness: Marshal (WriteJSON's encoder) writes each raw
+// docs/decisions.md, Faithfulness: Marshal (WriteJSON's encoder) writes each raw
 // value and each event byte for byte as held, the rest compact, and the
 // answer is valid JSON.
 func TestMarshalKeepsRawValuesByteForByte(t *testing.T) {

@@ -72,7 +72,7 @@ func Write(w http.ResponseWriter, p Details) {
 // tally's HTTP handlers. A v that cannot be encoded is answered 500
 // ([Internal]) instead, which only a programming error causes.
 //
-// Faithfulness (DECISIONS.md, Faithfulness): every raw JSON value in v (a
+// Faithfulness (docs/decisions.md, Faithfulness): every raw JSON value in v (a
 // [jsontext.Value]: a correlated event's metadata, a resource's size, a size
 // schema) and every [event.Event] (whose payload.size, payload.provider and
 // unknown payload members [event.Event.MarshalJSON] gives as stored) is
@@ -210,9 +210,9 @@ func InvalidParameter(members ...event.Problem) Details {
 // name is not in known, in name order: member "/" + the name, rule
 // [event.RuleAdditionalProperties], and a message listing what the
 // operation takes. It is nil when every name is known. Both HTTP adapters
-// refuse unknown parameters with it (issue 13: nothing silently ignored),
+// refuse unknown parameters with it (the existing-clients rules: nothing silently ignored),
 // joined with the other problems of the same request's parameters so that
-// an answer lists every problem at once (issue 11, Errors).
+// an answer lists every problem at once (the one-API-shape rules, Errors).
 //
 // The answer stays small whatever the query: at most [MaxParameterProblems]
 // names are listed (then one problem, member "/", says how many more), and

@@ -24,7 +24,7 @@ func Unavailable(err error) bool {
 
 // WriteUnavailable answers 503, code store_unavailable, with Retry-After
 // ([RetryAfterSeconds]): the store did not take the request, so the client
-// should send it again later (issue 12, Timeouts and Stale connections).
+// should send it again later (the operations rules, Timeouts and Stale connections).
 func WriteUnavailable(w http.ResponseWriter) {
 	w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
 	Write(w, New(http.StatusServiceUnavailable, "store_unavailable", "Store unavailable",

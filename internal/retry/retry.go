@@ -1,5 +1,5 @@
 // Package retry holds the retry policy the Go clients of tally share
-// (correlatehttp.Client and ingesthttp.Client; issue 13, Go clients beside
+// (correlatehttp.Client and ingesthttp.Client; the existing-clients rules, Go clients beside
 // the handlers): which answers are retried, how long to wait between
 // attempts, and how a server's Retry-After is read. It does no I/O besides
 // waiting.

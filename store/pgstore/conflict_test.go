@@ -14,7 +14,7 @@ import (
 	"github.com/tallyhq/tally/store/pgstore"
 )
 
-// DECISIONS.md, Same (event_id, timestamp) stored for another resource:
+// docs/decisions.md, Same (event_id, timestamp) stored for another resource:
 // each of the three ways Commit inserts (sample probe and COPY, full probe
 // and COPY, INSERT … ON CONFLICT after a concurrent batch took a key) tells
 // a conflict from a duplicate, against a stored key and within the batch.

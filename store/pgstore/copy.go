@@ -19,7 +19,7 @@ import (
 // bytes and microseconds since 2000-01-01 UTC. pgx's CopyFrom encodes the
 // same bytes, but boxes every value in an interface and plans its encoding
 // value by value, which cost about a tenth of the library path's Go CPU
-// (issue 14). The server checks the values as it does for pgx's COPY: text
+// (the performance rules). The server checks the values as it does for pgx's COPY: text
 // must be valid in the database encoding, json must be JSON.
 
 // copyEventsSQL is the COPY statement of copyEvents, columns in the order

@@ -208,7 +208,7 @@ func (s *SizeNames) SizeNames(ctx context.Context, cloud, resourceType string) (
 }
 
 // sizeNames reads on pgx directly, not through sqlx: the pipeline calls
-// it once per (cloud, resource_type) and batch (issue 14).
+// it once per (cloud, resource_type) and batch (the performance rules).
 func (s *conn) sizeNames(ctx context.Context, cloud, resourceType string) ([]sizenames.Row, error) {
 	out := []sizenames.Row{}
 	var r sizenames.Row
@@ -309,7 +309,7 @@ const resourceTypeColumns = `platform, resource_type, size_schema::text AS size_
 // row exists. Safe for concurrent use.
 //
 // It reads on pgx directly, not through sqlx: the pipeline calls it once
-// per pair and batch (issue 14).
+// per pair and batch (the performance rules).
 func (s *Ingest) ResourceType(ctx context.Context, platform, resourceType string) (ingest.ResourceType, error) {
 	var (
 		r     resourceTypeRow

@@ -122,7 +122,7 @@ func count(t *testing.T, conn *pgx.Conn, table string) int {
 
 // "Unknown fields survive a decode/encode round-trip untouched, which keeps
 // an event byte-faithful to what the provider sent" (canonical-event.md,
-// Members), and DECISIONS.md: numbers in payload are exact.
+// Members), and docs/decisions.md: numbers in payload are exact.
 func TestCommitKeepsPayloadsByteFaithful(t *testing.T) {
 	s, conn := open(t, pgstore.Options{Now: clock()})
 	ctx := context.Background()
@@ -269,7 +269,7 @@ func TestCommitDuplicates(t *testing.T) {
 }
 
 // "An item this API refuses is kept server-side with the reason it was
-// refused" (canonical-event.md, Delivery); DECISIONS.md: the dead-letter body
+// refused" (canonical-event.md, Delivery); docs/decisions.md: the dead-letter body
 // is the item's raw bytes exactly as received, even invalid JSON or NUL.
 func TestCommitDeadLettersKeepRawBytes(t *testing.T) {
 	s, _ := open(t, pgstore.Options{Now: clock()})

@@ -210,7 +210,7 @@ type Options struct {
 	// negative means none. Migrations are exempt (see [DB.Migrate]).
 	StatementTimeout time.Duration
 	// AcquireTimeout bounds how long a store call waits for a connection
-	// of the pool when every connection is in use (issue 12, Timeouts):
+	// of the pool when every connection is in use (the operations rules, Timeouts):
 	// past it the call fails with store.ErrUnavailable, having sent no
 	// statement, so nothing of it is written. The statement timeout only
 	// starts once a connection is held; without this bound a request
@@ -318,7 +318,7 @@ func (db *DB) Close() {
 
 // Ping reports whether the database answers; tallyd's /readyz calls it.
 // On a DB made by [Open] it runs on a pool of its own with one connection,
-// so it never waits behind request traffic for the main pool (issue 12,
+// so it never waits behind request traffic for the main pool (the operations rules,
 // Readiness), nor is it subject to the acquire timeout: an error means the
 // server did not answer within 2 s (or ctx), not that the pool was busy. On a DB made by [New] it uses the
 // caller's pool. A database that answers but is read-only (SHOW

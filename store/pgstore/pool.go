@@ -91,7 +91,7 @@ func poolConfig(rawURL string, o Options) (*pgxpool.Config, error) {
 	case cfg.ConnConfig.RuntimeParams["statement_timeout"] == "":
 		cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(DefaultStatementTimeout.Milliseconds(), 10)
 	}
-	// Issue 12, Stale connections: after a PostgreSQL restart every pooled
+	// The operations rules, Stale connections: after a PostgreSQL restart every pooled
 	// connection is broken, and under load none is idle long enough for
 	// pgxpool's default check (a ping after 1 s idle). checkOnAcquire finds
 	// such a connection before any statement is sent, discards it and takes
@@ -127,7 +127,7 @@ const pingAfterIdle = time.Second
 // a restart or pg_terminate_backend, has the server's FATAL message or the
 // end of its stream waiting, so the ping fails and pgxpool replaces it.
 // A busy pool's connections are quiet and recent, and go out without the
-// round trip: issue 14 measured the ping on every acquire at about 8 % of
+// round trip: the performance work measured the ping on every acquire at about 8 % of
 // tallyd's CPU per correlated create, and one more statement for the
 // database per acquire.
 func checkOnAcquire(_ context.Context, p pgxpool.ShouldPingParams) bool {

@@ -17,7 +17,7 @@ import (
 	"github.com/tallyhq/tally/ingest"
 )
 
-// The write path of Commit (issue 14), on pgx directly:
+// The write path of Commit (the performance rules), on pgx directly:
 //
 //  1. A duplicate probe on a sample of the batch's keys; the full probe only
 //     when the sample finds a stored event, or when the store's previous
@@ -652,7 +652,7 @@ func resourceArgs(rows []ingest.Resource) []any {
 
 // historiesTx is every stored event of each resource of keys, in fold
 // order, by key (a key without events is absent), read through tx (which
-// sees its own inserts) in one statement, not one per key (issue 14).
+// sees its own inserts) in one statement, not one per key (the performance rules).
 func historiesTx(ctx context.Context, tx pgx.Tx, keys []ingest.ResourceKey) (map[ingest.ResourceKey][]event.Event, error) {
 	clouds, types, ids := splitKeys(keys)
 	rows, err := tx.Query(ctx, `SELECT event_id, timestamp, event_type, platform, cloud, resource_type, resource_id,

@@ -21,7 +21,7 @@ const conflictReason = "conflict: /event_id: conflict: this (event_id, timestamp
 // otherCollector is a credential scoped to another cloud than collector's.
 var otherCollector = ingest.Caller{Credential: "collector-c2", Platform: "openstack", Cloud: "c2"}
 
-// DECISIONS.md, Same (event_id, timestamp) stored for another resource: a
+// docs/decisions.md, Same (event_id, timestamp) stored for another resource: a
 // collector of cloud c2 posts an event with the event_id and timestamp of a
 // c1 event (deterministic ids can be computed); c1's own event is then not
 // a duplicate: it is refused as a conflict, kept as a dead letter whose

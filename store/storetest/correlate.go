@@ -157,7 +157,7 @@ func diffCorrDisposition(t *testing.T, want, got correlate.Disposition) {
 	}
 }
 
-// testCorrelateTimeOrder: DECISIONS.md, Times that contradict each other in
+// testCorrelateTimeOrder: docs/decisions.md, Times that contradict each other in
 // one payload: "lastSeenAt before firstSeenAt, or an already-resolved
 // insert whose resolvedAt is before its firstSeenAt: 400 naming the later
 // member. A resolution of an open event with an earlier resolvedAt still
@@ -252,7 +252,7 @@ func testCorrelateReplay(t *testing.T, newStore func(t *testing.T) correlate.Sto
 		first, d := f.create(corrAlice, `{"category":"c","action":"a","description":"one","idempotencyKey":"k1"}`)
 		diffCorrDisposition(t, correlate.Created, d)
 		f.clock.Advance(time.Minute)
-		// DECISIONS.md: "Same idempotencyKey, different body: Replay (200, replayed)".
+		// docs/decisions.md: "Same idempotencyKey, different body: Replay (200, replayed)".
 		got, d := f.create(corrAlice, `{"category":"other","action":"b","description":"two","idempotencyKey":"k1"}`)
 		diffCorrDisposition(t, correlate.Replayed, d)
 		diffCorrEvent(t, "replayed event", first, got)
@@ -682,7 +682,7 @@ func testCorrelateScope(t *testing.T, newStore func(t *testing.T) correlate.Stor
 			diffCorrEvent(t, "alice's event after the others' calls", mine, f.get(corrAlice, mine.ID))
 		})
 	}
-	// DECISIONS.md, Who reads correlated events: "an events caller reads its
+	// docs/decisions.md, Who reads correlated events: "an events caller reads its
 	// own (organization, user); a read credential of an organization reads
 	// every event of that organization."
 	t.Run("a reader of the organization lists every user's events, and only those", func(t *testing.T) {
@@ -733,7 +733,7 @@ func testCorrelateFields(t *testing.T, newStore func(t *testing.T) correlate.Sto
 		js := `{"owner":"o","systemId":"s","actedUpon":"u","operationId":"op","category":"c","action":"a","severity":"warning","description":"d ✓","metadata":{"n": 1.50, "z":[true,null], "nul":"\u0000\u00e9"},"correlationKey":"meshery-server/k8s-connection/5b0b/unreachable","source":"meshery-server","type":"io.meshery.user.signup","specversion":"1.0","traceId":"4bf92f3577b34da6a3ce929d0e0e4736","parentId":"00f067aa0ba902b7","x-extra":{"a": [1, 2.0]},"Category":"mis-cased"}`
 		got, _ := f.create(corrAlice, js)
 		want := corrEvent(corrAlice, correlate.Event{Owner: "o", SystemID: "s", ActedUpon: "u", OperationID: "op", Category: "c", Action: "a",
-			Severity: correlate.SeverityWarning, Description: "d ✓", Metadata: jsontext.Value(`{"n": 1.50, "z":[true,null], "nul":"\u0000\u00e9"}`), // byte for byte as sent (DECISIONS.md, Faithfulness)
+			Severity: correlate.SeverityWarning, Description: "d ✓", Metadata: jsontext.Value(`{"n": 1.50, "z":[true,null], "nul":"\u0000\u00e9"}`), // byte for byte as sent (docs/decisions.md, Faithfulness)
 			CreatedAt: corrT0, UpdatedAt: corrT0, CorrelationKey: "meshery-server/k8s-connection/5b0b/unreachable", OccurrenceCount: corrN(1),
 			FirstSeenAt: corrAt(0), LastSeenAt: corrAt(0), Source: "meshery-server", Type: "io.meshery.user.signup", Specversion: "1.0",
 			TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", ParentID: "00f067aa0ba902b7",
@@ -856,7 +856,7 @@ func testCorrelateCancelled(t *testing.T, newStore func(t *testing.T) correlate.
 func testCorrelateStatusCode(t *testing.T, newStore func(t *testing.T) correlate.Store) {
 	// "A server MAY instead answer a legacy create, one carrying neither
 	// correlationKey nor idempotencyKey, with 200 and Event-Disposition:
-	// created". DECISIONS.md: "201 by default; 200 behind an option".
+	// created". docs/decisions.md: "201 by default; 200 behind an option".
 	for _, tt := range []struct {
 		name   string
 		legacy bool
@@ -925,7 +925,7 @@ func testCorrelateList(t *testing.T, newStore func(t *testing.T) correlate.Store
 		{"search ignores case", correlate.Query{Search: "unreachable"}, []string{"b", "a"}, 2},
 		{"search takes % and _ literally", correlate.Query{Search: "100% of it_"}, []string{"c"}, 1},
 		{"search with no match", correlate.Query{Search: "nothing"}, []string{}, 0},
-		// issue 13, getEvents: "sort (on the fields the schema lists)",
+		// the existing-clients rules, getEvents: "sort (on the fields the schema lists)",
 		// then createdAt and id in the same order; text byte by byte.
 		{"sort category asc", correlate.Query{Sort: correlate.SortCategory, Order: correlate.OrderAsc}, []string{"a", "b", "d", "c", "e"}, 5},
 		{"sort category desc", correlate.Query{Sort: correlate.SortCategory}, []string{"e", "c", "d", "b", "a"}, 5},
@@ -962,7 +962,7 @@ func testCorrelateList(t *testing.T, newStore func(t *testing.T) correlate.Store
 			}
 		})
 	}
-	// issue 13, getEvents: "an EventsPage that carries readCount and
+	// the existing-clients rules, getEvents: "an EventsPage that carries readCount and
 	// countBySeverityLevel, which the UI's summary reads"; readCount
 	// ignores the status filter (correlate.Listing).
 	for _, tt := range []struct {
@@ -1055,7 +1055,7 @@ func testCorrelateReadWrite(t *testing.T, newStore func(t *testing.T) correlate.
 }
 
 // runCorrelateConcurrency proves the concurrency claims of
-// event-correlation.md (Scope and invariant) and DECISIONS.md. newStores
+// event-correlation.md (Scope and invariant) and docs/decisions.md. newStores
 // returns two handles on one fresh, empty database (for PostgreSQL, two
 // pools), or the same store twice; the tests create through two Services,
 // one on each.
@@ -1085,7 +1085,7 @@ func runCorrelateConcurrency(t *testing.T, newStores func(t *testing.T) (correla
 		}
 	})
 	t.Run("16 concurrent creates with one idempotency key: one effect, 15 replayed", func(t *testing.T) {
-		// DECISIONS.md: "Two creates with one idempotencyKey in flight:
+		// docs/decisions.md: "Two creates with one idempotencyKey in flight:
 		// Exactly one effect; the other waits for it and replays."
 		f, svcs := two(t)
 		got := corrConcurrently(t, 16, func(i int) (correlate.Event, correlate.Disposition, error) {
@@ -1180,7 +1180,7 @@ func corrConcurrently(t *testing.T, n int, fn func(i int) (correlate.Event, corr
 	return res
 }
 
-// issue 13: bulkUpdateEventStatus, bulkDeleteEvents and getEventTypes of
+// the existing-clients rules: bulkUpdateEventStatus, bulkDeleteEvents and getEventTypes of
 // @meshery/schemas v1beta3, scoped to the caller as one event's status
 // update and delete are.
 func testCorrelateBulkAndTypes(t *testing.T, newStore func(t *testing.T) correlate.Store) {

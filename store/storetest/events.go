@@ -11,7 +11,7 @@ import (
 )
 
 // testStoredEvents: Store.Events lists stored events with the Reporting
-// API's filters (issue 13: cloud, resource type and id, project, event type,
+// API's filters (the existing-clients rules: cloud, resource type and id, project, event type,
 // time window), ordered by (timestamp, event_id) with event_id compared byte
 // by byte, pages by position, and carries each event's received_at.
 func testStoredEvents(t *testing.T, st ingestStore) {

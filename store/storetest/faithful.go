@@ -36,7 +36,7 @@ func storedPayload(t *testing.T, st ingestStore, id string) event.PayloadEnvelop
 	return hist[0].Payload
 }
 
-// DECISIONS.md, Faithfulness: "payload.provider, unknown payload members and
+// docs/decisions.md, Faithfulness: "payload.provider, unknown payload members and
 // payload.size (apart from members size names replace) are stored and read
 // back byte for byte as sent; numbers are never rounded." canonical-event.md:
 // unknown members survive "untouched, which keeps an event byte-faithful to

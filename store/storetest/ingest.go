@@ -152,7 +152,7 @@ var ingestCases = []ingestCase{
 	{"SizeNames/applies whatever the source, after the scope check", testNamesWhateverSource},
 	{"SizeNames/a run replaces the cloud's rows", testReplaceCloud},
 	{"SizeNames/stored events are never rewritten", testNeverRewritten},
-	// Faithfulness (DECISIONS.md).
+	// Faithfulness (docs/decisions.md).
 	{"Faithfulness/payload size, provider and unknown members read back byte for byte", testFaithfulPayload},
 	{"Faithfulness/a size name changes only the bytes of the value it replaces", testFaithfulPayloadWithSizeNames},
 	// Delivery.
@@ -537,7 +537,7 @@ func testRegistry(t *testing.T, newStore func(t *testing.T) ingestStore) {
 }
 
 // "Registering a schema that does not compile is refused with the
-// compiler's message" (issue 3).
+// compiler's message" (the lifecycle ingestion rules).
 func testRegistryCompileFailure(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	ctx := context.Background()
@@ -648,7 +648,7 @@ func testNamesExample(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	}
 }
 
-// Sizes repeat within a batch (issue 14 resolves each size once per
+// Sizes repeat within a batch (the performance rule: resolve each size once per
 // batch): every copy is resolved, each event keeping its own provider with
 // size_as_reported added, and a copy that matches no row stays as sent.
 func testNamesRepeated(t *testing.T, newStore func(t *testing.T) ingestStore) {
@@ -994,7 +994,7 @@ func testScope(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	otherPlatform := volumeCreate("b", t0).set("platform", "vmware")
 	inScope := volumeCreate("c", t0)
 	res := e.ingest(collector, otherCloud.bytes(), otherPlatform.bytes(), inScope.bytes())
-	// DECISIONS.md, Refusal reasons: "A scope refusal names the member and
+	// docs/decisions.md, Refusal reasons: "A scope refusal names the member and
 	// the credential's scope."
 	want := ingest.Result{Accepted: 1, Rejected: []ingest.Rejection{
 		{Index: 0, EventID: "a", Reason: `scope: /cloud: scope: cloud "c2" is outside this credential's openstack/c1`},
@@ -1022,7 +1022,7 @@ func testScope(t *testing.T, newStore func(t *testing.T) ingestStore) {
 		t.Errorf("unscoped caller: %+v", res)
 	}
 	// The schema is checked before the scope: a virtual platform out of
-	// scope is a schema refusal (DECISIONS.md).
+	// scope is a schema refusal (docs/decisions.md).
 	virt := volumeCreate("v", t0).set("platform", "meta")
 	if res := e.ingest(collector, virt.bytes()); len(res.Rejected) != 1 || !strings.HasPrefix(res.Rejected[0].Reason, "schema: ") {
 		t.Errorf("virtual platform: %+v, want a schema refusal", res)
@@ -1053,7 +1053,7 @@ func testScope(t *testing.T, newStore func(t *testing.T) ingestStore) {
 }
 
 // "Any store failure rolls back everything and returns an error; nothing is
-// half-written" (issue 3): a context cancelled while Commit runs leaves no
+// half-written" (the lifecycle ingestion rules): a context cancelled while Commit runs leaves no
 // event, dead letter or audit row of the batch, and a retry succeeds.
 func testFaultCancelledCommit(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
@@ -1196,7 +1196,7 @@ func testObserver(t *testing.T, newStore func(t *testing.T) ingestStore) {
 		t.Errorf("rejected (-want +got):\n%s", diff)
 	}
 	e.obs.mu.Unlock()
-	// Issue 13, /metrics: the counters are labelled by cloud. Accepted
+	// The existing-clients rules, /metrics: the counters are labelled by cloud. Accepted
 	// events count under their cloud (the caller's scope) and pipeline;
 	// refusals under the caller's scope, whatever cloud the item named, so
 	// the label stays bounded by the credentials' scopes ("" without one).

@@ -20,7 +20,7 @@ import (
 // runProjection is the conformance suite of the projection of current
 // resources (canonical-event.md, Event: "The events table is the system's
 // single source of truth; everything else is derived from it and
-// rebuildable"; issue 6). Every case drives the public ingest.Service and
+// rebuildable"; the projection rules). Every case drives the public ingest.Service and
 // reads the rows back through ingest.ProjectionStore.
 func runProjection(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	t.Run("every arrival order of a five-event history gives the same row", func(t *testing.T) {
@@ -464,7 +464,7 @@ func testProjectionQueries(t *testing.T, st ingestStore) {
 		{"by platform and type", ingest.ResourceQuery{Platform: "openstack", ResourceType: "volume"}, []string{"q-a", "q-b", "q-c"}},
 		{"by project", ingest.ResourceQuery{ProjectID: "p1"}, []string{"q-a", "q-c"}},
 		{"by state", ingest.ResourceQuery{State: "deleted"}, []string{"q-c"}},
-		// The Reporting API's status filter (issue 13): active is every row
+		// The Reporting API's status filter (the existing-clients rules): active is every row
 		// whose state is not deleted, deleted those alone, all both; it and
 		// state are independent filters.
 		{"status active", ingest.ResourceQuery{Status: ingest.StatusActive}, []string{"q-a", "q-b"}},
@@ -595,7 +595,7 @@ func runWindows(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	}
 }
 
-// testProjectionCounts: issue 13, /metrics, "a current-resources gauge by
+// testProjectionCounts: the existing-clients rules, /metrics, "a current-resources gauge by
 // platform, cloud, resource type and state": CountResources groups the
 // projection by those four, in byte order, a deleted resource counted in
 // state "deleted", and an empty projection has no group.

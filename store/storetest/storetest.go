@@ -49,7 +49,7 @@ func (s Stores) ingest() ingestStore { return ingestPair{Store: s.Ingest, names:
 // empty database (empty but for the seeded size schemas of
 // canonical-event.md, Size schemas), released on tb's cleanup; Run calls it
 // once per case, from parallel subtests, so it must be safe for concurrent
-// use. Each case names the spec sentence or DECISIONS.md row it checks.
+// use. Each case names the spec sentence or docs/decisions.md row it checks.
 //
 // The top-level subtests are Ingest, Projection, Windows and Correlate.
 func Run(t *testing.T, open func(tb testing.TB) Stores) {

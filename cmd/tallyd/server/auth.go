@@ -32,7 +32,7 @@ func CredentialFrom(ctx context.Context) (Credential, bool) {
 
 // require returns middleware that lets a request through only with a
 // credential holding one of roles. It runs before anything reads the body
-// (DECISIONS.md, Authentication vs body): no or unknown token → 401 with
+// (docs/decisions.md, Authentication vs body): no or unknown token → 401 with
 // WWW-Authenticate: Bearer; a known token without the role → 403.
 func require(a *Authenticator, roles []route.Role, next http.Handler) http.Handler {
 	need := route.Route{Roles: roles}.Access()

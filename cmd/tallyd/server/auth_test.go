@@ -38,7 +38,7 @@ func testAuthenticator(t testing.TB) *Authenticator {
 	return a
 }
 
-// DECISIONS.md, Authentication vs body: "Credentials are checked before the
+// docs/decisions.md, Authentication vs body: "Credentials are checked before the
 // body is read: no or unknown token → 401."
 func TestRequire(t *testing.T) {
 	a := testAuthenticator(t)

@@ -31,7 +31,7 @@ type listed struct {
 
 // issue 13, CloudEvents and trace context: "Test with the CloudEvents Go SDK
 // as a real client", in binary and structured mode, on both stores.
-// DECISIONS.md, CloudEvents HTTP binding: "Binary and structured mode
+// docs/decisions.md, CloudEvents HTTP binding: "Binary and structured mode
 // accepted on createEvent; ce-id is the idempotency key; traceparent fills
 // traceId/parentId when the body has none."
 func TestCloudEventsSDK(t *testing.T) {

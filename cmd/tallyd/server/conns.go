@@ -13,7 +13,7 @@ import (
 )
 
 // DefaultIdleTimeout is how long tallyd keeps an idle keep-alive connection
-// open: 30 s (issue 10, Connections: "Shorten the idle timeout from today's
+// open: 30 s (the hostile-input rules, Connections: "Shorten the idle timeout from today's
 // 2 minutes"). Collectors that send every few seconds keep theirs; an idle
 // one costs a descriptor for at most this long, and is shed sooner at the
 // connection cap.
@@ -48,7 +48,7 @@ func DefaultMaxConns() int {
 	return int(n - reserve)
 }
 
-// ConnLimiter caps the concurrent connections of an http.Server (issue 10,
+// ConnLimiter caps the concurrent connections of an http.Server (the hostile-input rules,
 // Connections: "a connection flood never exhausts the process's
 // descriptors"). Wrap the listener with [ConnLimiter.Listener] and set the
 // server's ConnState to [ConnLimiter.ConnState]. When a new connection

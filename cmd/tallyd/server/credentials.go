@@ -322,7 +322,7 @@ func NewAuthenticator(creds []Credential, _ AuthenticatorOptions) (*Authenticato
 
 // Replace makes creds the set of valid credentials, in one step: tokens
 // missing from creds stop working for every request that starts after
-// Replace returns (issue 12, Credentials rotation: tallyd calls it on
+// Replace returns (the operations rules, Credentials rotation: tallyd calls it on
 // SIGHUP). Errors: no credential, and then the old set stays.
 func (a *Authenticator) Replace(creds []Credential) error {
 	if len(creds) == 0 {

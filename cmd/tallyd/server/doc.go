@@ -44,14 +44,14 @@
 // [Authenticator] keeps only the SHA-256 of each token and compares a
 // presented token's hash with every stored hash in constant time. A request
 // to a protected route is authenticated before anything reads its body
-// (DECISIONS.md, Authentication vs body): no or unknown token is 401 with
+// (docs/decisions.md, Authentication vs body): no or unknown token is 401 with
 // WWW-Authenticate: Bearer, a token without the route's role 403. A body
 // whose Content-Type is not JSON is answered 415 before it is read. An ingest
 // credential's (platform, cloud) is the caller's scope for
 // canonical-event.md's scope rule. An events credential's organization and
 // user are the scope of correlated events (event-correlation.md, Scope and
 // invariant): it creates, lists and changes its own; a read credential lists
-// every event of its organization (DECISIONS.md, Who reads correlated
+// every event of its organization (docs/decisions.md, Who reads correlated
 // events), and one without an organization is answered 403. An events
 // credential without a user never correlates, and [New] warns about
 // it.
@@ -68,7 +68,7 @@
 // pattern. [Metrics.IngestObserver] and [Metrics.CorrelateObserver] are the
 // observers the server gives the ingest and correlate services.
 //
-// The series Tally's published alert rules query (issue 13) are served too,
+// The series Tally's published alert rules query (the existing-clients rules) are served too,
 // under their names there: tally_events_ingested_total{cloud,source},
 // tally_events_rejected_total{cloud,reason} (cloud: the scope of the
 // sending credential) and the gauge

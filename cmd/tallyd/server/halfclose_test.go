@@ -73,7 +73,7 @@ func rawPost(path, token string, body []byte) string {
 		path, token, len(body), body)
 }
 
-// DECISIONS.md, A 2xx answer: "Sent only once the request's effect is
+// docs/decisions.md, A 2xx answer: "Sent only once the request's effect is
 // durably stored; a request the server did not complete is never answered
 // 2xx." A client that half-closes its connection after the body still
 // reads the answer; net/http cancels the request's context when it reads

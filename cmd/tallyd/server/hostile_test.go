@@ -466,7 +466,7 @@ func checkHostileAnswer(t *testing.T, tc hostileCase, w *httptest.ResponseRecord
 	}
 }
 
-// DECISIONS.md, Faithfulness, over HTTP on both stores: an event's history
+// docs/decisions.md, Faithfulness, over HTTP on both stores: an event's history
 // answers payload.size, payload.provider and the unknown members byte for
 // byte as sent (white space, string escapes and number spellings), and
 // createEvent and getEvents answer a correlated event's metadata byte for

@@ -45,7 +45,7 @@ func meshkitPublish(t *testing.T, h http.Handler, token, body string) *httptest.
 }
 
 // issue 13, Meshery Server publishing: "It treats every status other than
-// 200 as a failure"; DECISIONS.md, Legacy create answer: "201 by default;
+// 200 as a failure"; docs/decisions.md, Legacy create answer: "201 by default;
 // 200 behind an option". And Meshery snake_case members: acted_upon,
 // operation_id, system_id are recorded as actedUpon, operationId,
 // systemId, returned by getEvents; the server-owned id, status,

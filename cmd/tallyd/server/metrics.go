@@ -17,7 +17,7 @@ import (
 )
 
 // MaxLabelValues is how many distinct values each metric label whose
-// values come from input keeps (issue 10, Metric labels from input): 100
+// values come from input keeps (the hostile-input rules, Metric labels from input): 100
 // per label (platform, resource_type and cloud), the first seen by the
 // process; any further value is counted under [OtherLabelValue]. A single
 // POST of 300 resource types thus adds at most 100 series, ever.
@@ -103,7 +103,7 @@ func NewMetrics(reg *prometheus.Registry, _ MetricsOptions) (*Metrics, error) {
 		resourceTypeLabel: newBoundedLabel(MaxLabelValues),
 		cloudLabel:        newBoundedLabel(MaxLabelValues),
 		stateLabel:        newBoundedLabel(MaxLabelValues),
-		// Issue 13, /metrics: the series Tally's published alert rules
+		// The existing-clients rules, /metrics: the series Tally's published alert rules
 		// query (TallyCloudEventsSilent, TallyEventsRejected).
 		eventsIngested: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_events_ingested_total",

@@ -46,7 +46,7 @@ func TestOpenAPIValidInKinOpenAPI(t *testing.T) {
 // Issue 13, The OpenAPI document: "Every accepted member is declared." The
 // members createEvent reads are those correlate.Payload encodes to, with
 // every field set, and meshkit's snake_case spellings that Meshery Server
-// sends (DECISIONS.md, Meshery snake_case members). EventPayload declares
+// sends (docs/decisions.md, Meshery snake_case members). EventPayload declares
 // exactly these: a member the decoder reads but the document omits would
 // leave generated clients without it, and a declared member the decoder
 // does not read would be kept as an opaque extra.

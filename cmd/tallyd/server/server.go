@@ -59,7 +59,7 @@ type Options struct {
 	// (8 MiB).
 	MaxBodyBytes int64
 	// BodyBudgetBytes bounds the decoded request body bytes that all
-	// requests hold at once (issue 10, Memory per request): a body that
+	// requests hold at once (the hostile-input rules, Memory per request): a body that
 	// does not fit waits up to BodyBudgetWait, then is answered 503 with
 	// Retry-After: 1. Zero means [DefaultBodyBudgetBytes]; it must be at
 	// least MaxBodyBytes.
@@ -75,7 +75,7 @@ type Options struct {
 	// nor idempotencyKey) 200 instead of 201, with Event-Disposition:
 	// created, as event-correlation.md (`Event-Disposition`) allows:
 	// released Meshery Servers treat every status but 200 from their remote
-	// provider as a failure (DECISIONS.md, Legacy create answer). Off by
+	// provider as a failure (docs/decisions.md, Legacy create answer). Off by
 	// default (correlate.Options.LegacyCreate200).
 	LegacyCreate200 bool
 	// IdempotencyRetention is how long a bound idempotencyKey of createEvent
@@ -276,7 +276,7 @@ func New(st Store, opts Options) (*Handler, error) {
 			AllowedOrigins: cfg.CORSAllowedOrigins,
 			AllowedMethods: []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete},
 			// createEvent reads the CloudEvents binary-mode headers and W3C
-			// traceparent (DECISIONS.md, CloudEvents HTTP binding).
+			// traceparent (docs/decisions.md, CloudEvents HTTP binding).
 			AllowedHeaders: []string{"Authorization", "Content-Type", "Idempotency-Key", "Traceparent",
 				"Ce-Specversion", "Ce-Id", "Ce-Source", "Ce-Type", "Ce-Time", "Ce-Subject", "Ce-Dataschema"},
 			ExposedHeaders: []string{"Event-Disposition", "WWW-Authenticate"},
@@ -371,7 +371,7 @@ func readyz(st Store, log *slog.Logger) http.Handler {
 // a client that half-closes its side after the body (shutdown(SHUT_WR))
 // causes while it still waits for the answer; the store call then failed
 // and nothing was stored. Once the body is read, the server completes the
-// write and answers what it did (DECISIONS.md, A 2xx answer); the store's
+// write and answers what it did (docs/decisions.md, A 2xx answer); the store's
 // own timeouts (statement, acquire) bound the work, and an answer nobody
 // reads is dropped by the connection. A body the client does not finish
 // sending still fails as the connection does ([httpbody.Read]).
@@ -388,7 +388,7 @@ const abortedStatus = "aborted"
 
 // recoverPanics answers 500 for a handler that panicked (unless it had
 // started its answer) and logs the panic. A handler that returns without
-// writing anything never gets net/http's implicit 200 (DECISIONS.md, A 2xx
+// writing anything never gets net/http's implicit 200 (docs/decisions.md, A 2xx
 // answer: a request the server did not complete is never answered 2xx):
 // when its client is gone (the request's context is cancelled) the
 // connection is aborted, with no answer; otherwise it is a bug, logged and

@@ -284,7 +284,7 @@ func TestRequestLogNamesTheCredential(t *testing.T) {
 	}
 }
 
-// DECISIONS.md, Who reads correlated events: "An events caller reads its own
+// docs/decisions.md, Who reads correlated events: "An events caller reads its own
 // (organization, user); a read credential of an organization reads every
 // event of that organization."
 func TestWhoReadsCorrelatedEvents(t *testing.T) {

@@ -72,7 +72,7 @@ func ingestCaller(r *http.Request) (ingest.Caller, bool) {
 // correlateCaller is the correlate.Caller of an authenticated request: the
 // credential's organization and user (event-correlation.md, Scope and
 // invariant). A credential with the read role reads its whole organization
-// (AllUsers; DECISIONS.md, Who reads correlated events); it still creates
+// (AllUsers; docs/decisions.md, Who reads correlated events); it still creates
 // and changes events as its own (organization, user).
 func correlateCaller(r *http.Request) (correlate.Caller, bool) {
 	c, ok := CredentialFrom(r.Context())

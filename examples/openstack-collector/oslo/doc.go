@@ -1,5 +1,5 @@
 // Package oslo maps OpenStack oslo.messaging notifications to canonical
-// lifecycle events (../shared/spec/canonical-event.md). It is the mapping
+// lifecycle events (docs/spec/canonical-event.md). It is the mapping
 // half of the openstack-collector example; it does no I/O beyond reading
 // the lines it is given, and it never sends anything.
 //

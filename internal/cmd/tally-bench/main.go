@@ -1,6 +1,6 @@
 // Command tally-bench measures tally's write paths against the physical
 // limit of the machine, in one run on one database, and checks after every
-// phase that what was stored is right (issue 14).
+// phase that what was stored is right (the performance rules).
 //
 // On PostgreSQL it creates a database of its own (dropped at exit, one
 // migrated schema per phase) and runs, in order:

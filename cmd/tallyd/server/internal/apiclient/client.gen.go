@@ -340,7 +340,7 @@ type CanonicalEvent struct {
 	EventId   string `json:"event_id"`
 	EventType string `json:"event_type"`
 
-	// Payload The event's payload (canonical-event.md, Payload); size is checked against the registered size schema.
+	// Payload The event's payload (canonical-event.md, PayloadEnvelope); size is checked against the registered size schema.
 	Payload      map[string]interface{} `json:"payload"`
 	Platform     string                 `json:"platform"`
 	ProjectId    string                 `json:"project_id"`
@@ -586,7 +586,7 @@ type StoredEvent struct {
 	EventId   string `json:"event_id"`
 	EventType string `json:"event_type"`
 
-	// Payload The event's payload (canonical-event.md, Payload); size is checked against the registered size schema.
+	// Payload The event's payload (canonical-event.md, PayloadEnvelope); size is checked against the registered size schema.
 	Payload      map[string]interface{} `json:"payload"`
 	Platform     string                 `json:"platform"`
 	ProjectId    string                 `json:"project_id"`
