@@ -355,9 +355,9 @@ func readyz(st Store, log *slog.Logger) http.Handler {
 			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 			defer cancel()
 			if err := st.Ping(ctx); err != nil {
-				log.ErrorContext(r.Context(), "readyz: store unreachable", "err", err)
-				problem.Write(w, problem.New(http.StatusServiceUnavailable, "store_unreachable", "Store unreachable",
-					"The store does not answer."))
+				// The same answer as every route whose store is unavailable.
+				log.ErrorContext(r.Context(), "readyz: store unavailable", "err", err)
+				problem.WriteUnavailable(w)
 				return
 			}
 		}

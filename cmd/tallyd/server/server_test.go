@@ -198,17 +198,18 @@ func TestReadyz(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	probe := func() int {
+	probe := func() *httptest.ResponseRecorder {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest("GET", "/readyz", nil))
-		return w.Code
+		return w
 	}
-	if c := probe(); c != 200 {
-		t.Errorf("/readyz with the database up: %d", c)
+	if w := probe(); w.Code != 200 {
+		t.Errorf("/readyz with the database up: %d", w.Code)
 	}
 	st.Close()
-	if c := probe(); c != 503 {
-		t.Errorf("/readyz with the store closed: %d, want 503", c)
+	// The same answer as every other route's when the store is unavailable.
+	if w := probe(); w.Code != 503 || !strings.Contains(w.Body.String(), `"code":"store_unavailable"`) || w.Header().Get("Retry-After") == "" {
+		t.Errorf("/readyz with the store closed: %d %s (Retry-After %q), want 503 store_unavailable with Retry-After", w.Code, w.Body, w.Header().Get("Retry-After"))
 	}
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest("GET", "/healthz", nil))
