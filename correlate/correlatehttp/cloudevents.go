@@ -278,10 +278,10 @@ func applyCloudEvent(p *correlate.Payload, ce *cloudEvent, attrs map[string]json
 	ce.id = str["id"]
 	var at *time.Time
 	if v, ok := str["time"]; ok {
-		t, err := time.Parse(time.RFC3339Nano, v)
+		t, err := event.ParseTime(v)
 		if err != nil {
 			ps = append(ps, event.Problem{Member: "/time", Rule: event.RuleFormat,
-				Message: ce.name("time") + " must be an RFC 3339 date-time with Z or an offset"})
+				Message: ce.name("time") + " " + event.TimeMessage(err)})
 		} else {
 			t = event.Normalize(t)
 			at = &t
