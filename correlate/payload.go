@@ -493,4 +493,3 @@ func DecodeExtra(data []byte) (map[string]jsontext.Value, error) {
 	}
 	return m, nil
 }
-
