@@ -289,7 +289,7 @@ func applyCloudEvent(p *correlate.Payload, ce *cloudEvent, attrs map[string]json
 	}
 	if v, ok := str["datacontenttype"]; ok {
 		mt, _, err := mime.ParseMediaType(v)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		if err != nil || (mt != "application/json" && mt != "text/json" && !strings.HasSuffix(mt, "+json")) {
 			ps = append(ps, event.Problem{Member: "/datacontenttype", Rule: event.RuleContentMediaType,
 				Message: fmt.Sprintf("%s must be application/json or a +json type (is %q): the payload is JSON", ce.name("datacontenttype"), v)})
 		}

@@ -91,3 +91,18 @@ func ceResult(t *testing.T, r *http.Request) (ok bool, at time.Time) {
 	}
 	return true, *p.LastSeenAt
 }
+
+// The CloudEvents JSON event format counts application/json, text/json
+// and any +json suffix, with parameters, as JSON for datacontenttype.
+func TestDataContentTypeJSON(t *testing.T) {
+	for _, ct := range []string{"application/json", "text/json", "text/json; charset=utf-8", "application/vnd.x+json", "Application/JSON"} {
+		r := httptest.NewRequest("POST", "/api/events", strings.NewReader(
+			`{"specversion":"1.0","id":"1","source":"s","type":"t","datacontenttype":"`+ct+`","data":{"category":"c","action":"a"}}`))
+		r.Header.Set("Content-Type", "application/cloudevents+json")
+		body, _ := io.ReadAll(r.Body)
+		_, _, ps, err := decodeCreate(r, body)
+		if err != nil || len(ps) > 0 {
+			t.Errorf("datacontenttype %q: %v %v", ct, err, ps)
+		}
+	}
+}
