@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"regexp"
 	"slices"
 	"strconv"
 	"time"
@@ -335,10 +334,9 @@ func timeMember(field func(*Payload) **time.Time) func(*Payload, *problems, stri
 		if !ok {
 			return
 		}
-		t, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil || !rfc3339.MatchString(s) {
-			// time.Parse alone admits a one-digit hour; RFC 3339 does not.
-			ps.add(m, event.RuleFormat, "must be an RFC 3339 date-time with Z or an offset")
+		t, err := event.ParseTime(s)
+		if err != nil {
+			ps.add(m, event.RuleFormat, "%s", event.TimeMessage(err))
 			return
 		}
 		t = event.Normalize(t)
@@ -495,6 +493,3 @@ func DecodeExtra(data []byte) (map[string]jsontext.Value, error) {
 	}
 	return m, nil
 }
-
-// rfc3339 is the shape of an RFC 3339 date-time with a zone (section 5.6).
-var rfc3339 = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$`)

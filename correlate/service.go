@@ -249,7 +249,13 @@ func (s *Service) plan(caller Caller, p Payload) Create {
 		e.ResolvedAt = resolved
 		e.FirstSeenAt, e.LastSeenAt = first, last
 		if first == nil {
+			// An already-resolved insert without firstSeenAt: the opening
+			// default is the earliest time given (lastSeenAt or
+			// resolvedAt), so firstSeenAt never lies after lastSeenAt.
 			e.FirstSeenAt = ptr(*resolved)
+			if last != nil && last.Before(*resolved) {
+				e.FirstSeenAt = ptr(*last)
+			}
 		}
 		if last == nil {
 			e.LastSeenAt = ptr(*resolved)

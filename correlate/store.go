@@ -72,6 +72,9 @@ const (
 	StepOccurrence Step = 3
 	// StepResolution (step 4): close the open event of (Caller,
 	// Event.CorrelationKey), or insert Create.Event, already resolved.
+	// On that insert the Service defaults a missing firstSeenAt to the
+	// earliest time given (lastSeenAt or resolvedAt) and a missing
+	// lastSeenAt to resolvedAt, so firstSeenAt never lies after lastSeenAt.
 	StepResolution Step = 4
 )
 

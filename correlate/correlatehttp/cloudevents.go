@@ -278,10 +278,10 @@ func applyCloudEvent(p *correlate.Payload, ce *cloudEvent, attrs map[string]json
 	ce.id = str["id"]
 	var at *time.Time
 	if v, ok := str["time"]; ok {
-		t, err := time.Parse(time.RFC3339Nano, v)
+		t, err := event.ParseTime(v)
 		if err != nil {
 			ps = append(ps, event.Problem{Member: "/time", Rule: event.RuleFormat,
-				Message: ce.name("time") + " must be an RFC 3339 date-time with Z or an offset"})
+				Message: ce.name("time") + " " + event.TimeMessage(err)})
 		} else {
 			t = event.Normalize(t)
 			at = &t
@@ -289,7 +289,7 @@ func applyCloudEvent(p *correlate.Payload, ce *cloudEvent, attrs map[string]json
 	}
 	if v, ok := str["datacontenttype"]; ok {
 		mt, _, err := mime.ParseMediaType(v)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		if err != nil || (mt != "application/json" && mt != "text/json" && !strings.HasSuffix(mt, "+json")) {
 			ps = append(ps, event.Problem{Member: "/datacontenttype", Rule: event.RuleContentMediaType,
 				Message: fmt.Sprintf("%s must be application/json or a +json type (is %q): the payload is JSON", ce.name("datacontenttype"), v)})
 		}

@@ -439,8 +439,6 @@ func (h *Handler) getResourceEvents(w http.ResponseWriter, r *http.Request) erro
 	return nil
 }
 
-const timeMsg = "must be an RFC 3339 date-time, such as 2026-03-01T12:00:00Z"
-
 // params collects the problems of a request's query parameters, so that
 // one answer lists them all: the adapter's own (a malformed time or
 // integer) and the library's judgement of the rest. A problem's member is
@@ -477,12 +475,12 @@ func (ps *params) time(r *http.Request, name string) time.Time {
 	if v == "" {
 		return time.Time{}
 	}
-	t, err := time.Parse(time.RFC3339Nano, v)
+	t, err := event.ParseTime(v)
 	if err != nil {
-		ps.add(name, event.RuleFormat, timeMsg)
+		ps.add(name, event.RuleFormat, event.TimeMessage(err))
 		return time.Time{}
 	}
-	return t.UTC()
+	return t
 }
 
 // limitCursor reads limit and cursor; the library judges their range and

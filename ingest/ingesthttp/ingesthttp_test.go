@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -282,8 +283,8 @@ func TestRejectedEvents(t *testing.T) {
 	var p problem.Details
 	_ = json.Unmarshal([]byte(b), &p)
 	want := []event.Problem{
-		{Member: "/from", Rule: event.RuleFormat, Message: "must be an RFC 3339 date-time, such as 2026-03-01T12:00:00Z"},
-		{Member: "/to", Rule: event.RuleFormat, Message: "must be an RFC 3339 date-time, such as 2026-03-01T12:00:00Z"},
+		{Member: "/from", Rule: event.RuleFormat, Message: event.TimeFormatMessage + ` ("yesterday" is too short for date, time and zone)`},
+		{Member: "/to", Rule: event.RuleFormat, Message: event.TimeFormatMessage + ` ("x" is too short for date, time and zone)`},
 		{Member: "/limit", Rule: event.RuleMaximum, Message: "must be an integer from 1 to 1000"},
 		{Member: "/cursor", Rule: event.RuleFormat, Message: "must be the next_cursor of an earlier page"},
 	}
@@ -427,5 +428,35 @@ func testClientGone(t *testing.T, st ingest.Store) {
 	}
 	if strings.Contains(s.logs.String(), "level=ERROR") {
 		t.Errorf("a gone client was logged as an error:\n%s", s.logs.String())
+	}
+}
+
+// The query bounds read times with event.ParseTime, the grammar of the
+// canonical event's timestamp and of every correlation time: each accepts
+// exactly the strings ParseTime accepts.
+func TestQueryTimesAgreeWithParseTime(t *testing.T) {
+	s := newServer(t, memIngest(t), 0)
+	inputs := []string{
+		"2026-03-01T12:00:00Z", "2026-03-01t12:00:00z", "2026-03-01T12:00:00.5+01:00",
+		"2026-03-01T12:00:00+24:00", "2026-03-01T12:00:00+0100", "2026-03-01 12:00:00Z",
+		"2026-03-01T1:00:00Z", "2026-03-01T12:00:00", "2026-02-29T12:00:00Z",
+		"2026-03-01T23:59:60Z", "0000-01-01T00:00:00+01:00",
+	}
+	routes := []struct{ path, param string }{
+		{"/api/v1/rejected-events", "from"}, {"/api/v1/rejected-events", "to"},
+		{"/api/v1/audit", "from"}, {"/api/v1/audit", "to"}, {"/api/v1/resources", "alive_at"},
+	}
+	for _, in := range inputs {
+		_, perr := event.ParseTime(in)
+		want := 200
+		if perr != nil {
+			want = 400
+		}
+		for _, r := range routes {
+			status, _, b := s.do(t, "GET", r.path+"?"+r.param+"="+url.QueryEscape(in), "", true)
+			if diff := cmp.Diff(want, status); diff != "" {
+				t.Errorf("%s %s=%q (-want +got):\n%s%s", r.path, r.param, in, diff, b)
+			}
+		}
 	}
 }

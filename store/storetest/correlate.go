@@ -556,7 +556,8 @@ func testCorrelateResolution(t *testing.T, newStore func(t *testing.T) correlate
 	// "Otherwise the payload is recorded as a new event that is already
 	// resolved (201, created), using the opening defaults: occurrenceCount is
 	// the payload's, 1 when omitted, and firstSeenAt and lastSeenAt are the
-	// payload's, else resolvedAt."
+	// payload's, else resolvedAt." A missing firstSeenAt takes the earliest
+	// time given (lastSeenAt or resolvedAt), never one after lastSeenAt.
 	inserts := []struct {
 		name string
 		js   string
@@ -566,6 +567,10 @@ func testCorrelateResolution(t *testing.T, newStore func(t *testing.T) correlate
 			correlate.Event{OccurrenceCount: corrN(1), FirstSeenAt: corrAt(-time.Hour), LastSeenAt: corrAt(-time.Hour)}},
 		{"the payload's count and times", `{"occurrenceCount":4,"firstSeenAt":"2026-03-01T09:00:00.000001Z","lastSeenAt":"2026-03-01T10:00:00Z"}`,
 			correlate.Event{OccurrenceCount: corrN(4), FirstSeenAt: corrAt(-3*time.Hour - 123455*time.Microsecond), LastSeenAt: corrAt(-2*time.Hour - 123456*time.Microsecond)}},
+		// firstSeenAt defaults to the earliest time given, so it never
+		// lies after the lastSeenAt sent.
+		{"lastSeenAt before resolvedAt sent, firstSeenAt defaults to lastSeenAt", `{"lastSeenAt":"2026-03-01T10:00:00Z"}`,
+			correlate.Event{OccurrenceCount: corrN(1), FirstSeenAt: corrAt(-2*time.Hour - 123456*time.Microsecond), LastSeenAt: corrAt(-2*time.Hour - 123456*time.Microsecond)}},
 		{"firstSeenAt sent, lastSeenAt else resolvedAt", `{"firstSeenAt":"2026-03-01T09:00:00Z"}`,
 			correlate.Event{OccurrenceCount: corrN(1), FirstSeenAt: corrAt(-3*time.Hour - 123456*time.Microsecond), LastSeenAt: corrAt(-time.Hour)}},
 	}
