@@ -117,7 +117,11 @@ func decodeEventCursor(c string) (EventPosition, bool) {
 		json.Unmarshal(raw[1], &parts.us) != nil || json.Unmarshal(raw[2], &parts.id) != nil {
 		return EventPosition{}, false
 	}
-	return EventPosition{Timestamp: time.UnixMicro(parts.us).UTC(), EventID: parts.id}, true
+	at, ok := cursorTime(parts.us)
+	if !ok || !cursorText(parts.id) {
+		return EventPosition{}, false
+	}
+	return EventPosition{Timestamp: at, EventID: parts.id}, true
 }
 
 // Events lists one page of stored events, oldest first by (timestamp,

@@ -3,6 +3,7 @@ package ingest
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tallyhq/tally/event"
@@ -62,4 +63,37 @@ func checkText(pairs ...string) error {
 		ps.text(pairs[i], pairs[i+1])
 	}
 	return ps.err()
+}
+
+// Bounds of the times a cursor may hold: the years 0000 to 9999 in UTC,
+// the times RFC 3339 can write and so every time tally stores and issues
+// (event.ParseTime refuses others; received and audit times are the
+// clock's), well within what PostgreSQL's timestamptz keeps (4713 BC on).
+var (
+	minCursorTime = time.Date(0, time.January, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+	maxCursorTime = time.Date(10000, time.January, 1, 0, 0, 0, 0, time.UTC).UnixMicro() - 1
+)
+
+// cursorTime is the time a cursor holds as microseconds since the Unix
+// epoch, and whether tally could have issued it (see minCursorTime). It is
+// the one check of every cursor's time, so that a tampered cursor is
+// refused as /cursor on every store instead of reaching PostgreSQL (which
+// fails before 4713 BC) or listing differently on each store.
+func cursorTime(us int64) (time.Time, bool) {
+	if us < minCursorTime || us > maxCursorTime {
+		return time.Time{}, false
+	}
+	return time.UnixMicro(us).UTC(), true
+}
+
+// cursorText reports whether every string a cursor holds could name
+// something stored: valid UTF-8 without a NUL character (event.Decode
+// refuses both; PostgreSQL text cannot hold a NUL).
+func cursorText(v ...string) bool {
+	for _, s := range v {
+		if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -75,10 +75,11 @@ func decodeCursor(c string) (Position, bool) {
 	}
 	us, err1 := strconv.ParseInt(parts[1], 10, 64)
 	id, err2 := strconv.ParseInt(parts[2], 10, 64)
-	if err1 != nil || err2 != nil || id < 0 {
+	at, ok := cursorTime(us)
+	if err1 != nil || err2 != nil || id < 0 || !ok {
 		return Position{}, false
 	}
-	return Position{At: time.UnixMicro(us).UTC(), ID: id}, true
+	return Position{At: at, ID: id}, true
 }
 
 // ceilMicro rounds t up to the next microsecond, the precision every stored

@@ -107,7 +107,7 @@ func decodeKeyCursor(c string) (ResourceKey, bool) {
 		return ResourceKey{}, false
 	}
 	var parts []string
-	if err := json.Unmarshal(b, &parts); err != nil || len(parts) != 4 || parts[0] != "r1" {
+	if err := json.Unmarshal(b, &parts); err != nil || len(parts) != 4 || parts[0] != "r1" || !cursorText(parts[1:]...) {
 		return ResourceKey{}, false
 	}
 	return ResourceKey{Cloud: parts[1], ResourceType: parts[2], ResourceID: parts[3]}, true

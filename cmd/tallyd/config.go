@@ -27,6 +27,7 @@ type config struct {
 	DBMaxConns           int
 	DBConnectTimeout     time.Duration
 	DBStatementTimeout   time.Duration
+	DBIdleInTxTimeout    time.Duration
 	DBAcquireTimeout     time.Duration
 	CredentialsFile      string
 	Dev                  bool
@@ -53,6 +54,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"db-max-conns", "TALLY_DB_MAX_CONNS"},
 	{"db-connect-timeout", "TALLY_DB_CONNECT_TIMEOUT"},
 	{"db-statement-timeout", "TALLY_DB_STATEMENT_TIMEOUT"},
+	{"db-idle-in-transaction-timeout", "TALLY_DB_IDLE_IN_TRANSACTION_TIMEOUT"},
 	{"db-acquire-timeout", "TALLY_DB_ACQUIRE_TIMEOUT"},
 	{"credentials-file", "TALLY_CREDENTIALS_FILE"},
 	{"dev", "TALLY_DEV"},
@@ -112,6 +114,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", 0, usage("PostgreSQL connections per process at most, shared by every route; 0: the URL's pool_max_conns, else 16", "db-max-conns"))
 	fs.DurationVar(&c.DBConnectTimeout, "db-connect-timeout", 0, usage("how long making one PostgreSQL connection may take (start fails after it); 0: the URL's connect_timeout, else 5s", "db-connect-timeout"))
 	fs.DurationVar(&c.DBStatementTimeout, "db-statement-timeout", 0, usage("PostgreSQL statement_timeout: a statement waiting or running longer is cancelled and its request answered 503; 0: the URL's statement_timeout, else 10s; negative: none", "db-statement-timeout"))
+	fs.DurationVar(&c.DBIdleInTxTimeout, "db-idle-in-transaction-timeout", 0, usage("PostgreSQL idle_in_transaction_session_timeout: a session idle inside an open transaction longer (a stopped or hung replica) is ended by the server and its locks released; 0: the URL's idle_in_transaction_session_timeout, else "+pgstore.DefaultIdleInTransactionTimeout.String()+"; negative: none", "db-idle-in-transaction-timeout"))
 	fs.DurationVar(&c.DBAcquireTimeout, "db-acquire-timeout", 0, usage("how long a request waits for a free PostgreSQL connection of the pool before it is answered 503; 0: "+pgstore.DefaultAcquireTimeout.String()+"; negative: as long as the request lasts", "db-acquire-timeout"))
 	fs.StringVar(&c.CredentialsFile, "credentials-file", "", usage("JSON credentials file (see README); required unless --dev", "credentials-file"))
 	fs.BoolVar(&c.Dev, "dev", false, usage("without a credentials file, create one token with every role, print it once; for local use only", "dev"))
@@ -216,10 +219,11 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 // leave the URL's own parameters, else pgstore's defaults, in force.
 func (c config) dbOptions() pgstore.Options {
 	return pgstore.Options{
-		MaxConns:         int32(c.DBMaxConns),
-		ConnectTimeout:   c.DBConnectTimeout,
-		StatementTimeout: c.DBStatementTimeout,
-		AcquireTimeout:   c.DBAcquireTimeout,
+		MaxConns:                 int32(c.DBMaxConns),
+		ConnectTimeout:           c.DBConnectTimeout,
+		StatementTimeout:         c.DBStatementTimeout,
+		IdleInTransactionTimeout: c.DBIdleInTxTimeout,
+		AcquireTimeout:           c.DBAcquireTimeout,
 	}
 }
 

@@ -53,7 +53,9 @@ func TestConfigPrecedence(t *testing.T) {
 			// Issue 12, The pool and Timeouts: each database setting has its
 			// environment fallback.
 			"TALLY_DB_MAX_CONNS": "32", "TALLY_DB_CONNECT_TIMEOUT": "3s", "TALLY_DB_STATEMENT_TIMEOUT": "20s",
+			"TALLY_DB_IDLE_IN_TRANSACTION_TIMEOUT": "45s",
 		}, func(c *config) {
+			c.DBIdleInTxTimeout = 45 * time.Second
 			c.LegacyCreate200 = true
 			c.IdempotencyRetention = 72 * time.Hour
 			c.DBAcquireTimeout = 2 * time.Second
@@ -71,16 +73,18 @@ func TestConfigPrecedence(t *testing.T) {
 			"--max-body-bytes", "2048", "--cors-allowed-origins", "https://c.example", "--log-level", "warn",
 			"--events-legacy-create-200", "--db-acquire-timeout", "-1s", "--metrics-refresh-interval", "5s",
 			"--db-max-conns", "8", "--db-connect-timeout", "1s", "--db-statement-timeout", "-1s",
-			"--idempotency-retention", "24h",
+			"--idempotency-retention", "24h", "--db-idle-in-transaction-timeout", "2s",
 		}, map[string]string{
-			"TALLY_IDEMPOTENCY_RETENTION": "72h",
-			"TALLY_DB_MAX_CONNS":          "32", "TALLY_DB_CONNECT_TIMEOUT": "3s", "TALLY_DB_STATEMENT_TIMEOUT": "20s",
+			"TALLY_DB_IDLE_IN_TRANSACTION_TIMEOUT": "45s",
+			"TALLY_IDEMPOTENCY_RETENTION":          "72h",
+			"TALLY_DB_MAX_CONNS":                   "32", "TALLY_DB_CONNECT_TIMEOUT": "3s", "TALLY_DB_STATEMENT_TIMEOUT": "20s",
 			"TALLY_METRICS_REFRESH_INTERVAL": "1m",
 			"TALLY_LISTEN":                   "127.0.0.1:9000", "TALLY_DATABASE_URL": "postgres://env", "TALLY_INGEST_REQUIRE_SIZE_SCHEMA": "true",
 			"TALLY_MAX_BODY_BYTES": "1024", "TALLY_CORS_ALLOWED_ORIGINS": "https://a.example", "TALLY_LOG_LEVEL": "debug",
 			"TALLY_DB_ACQUIRE_TIMEOUT": "2s",
 		}, func(c *config) {
 			c.DBAcquireTimeout = -time.Second
+			c.DBIdleInTxTimeout = 2 * time.Second
 			c.DBMaxConns, c.DBConnectTimeout, c.DBStatementTimeout = 8, time.Second, -time.Second
 			c.Listen, c.DatabaseURL, c.MaxBodyBytes = "127.0.0.1:7000", "postgres://flag", 2048
 			c.CORSAllowedOrigins, c.LogLevel = []string{"https://c.example"}, slog.LevelWarn

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,14 +37,32 @@ func TestPoolSetsTCPUserTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got int
+	type opts struct{ UserTimeoutMS, KeepAlive, KeepIdleS, KeepIntvlS, KeepCnt int }
+	var got opts
 	var gerr error
 	if err := raw.Control(func(fd uintptr) {
-		got, gerr = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT)
+		get := func(level, opt int) int {
+			v, err := unix.GetsockoptInt(int(fd), level, opt)
+			if err != nil {
+				gerr = err
+			}
+			return v
+		}
+		got = opts{
+			get(unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT),
+			get(unix.SOL_SOCKET, unix.SO_KEEPALIVE),
+			get(unix.IPPROTO_TCP, unix.TCP_KEEPIDLE),
+			get(unix.IPPROTO_TCP, unix.TCP_KEEPINTVL),
+			get(unix.IPPROTO_TCP, unix.TCP_KEEPCNT),
+		}
 	}); err != nil || gerr != nil {
 		t.Fatal(err, gerr)
 	}
-	if want := int(tcpUserTimeout.Milliseconds()); got != want {
-		t.Errorf("TCP_USER_TIMEOUT = %d ms, want %d", got, want)
+	// The keepalives bound how long a vanished peer holds the session
+	// ("A host that vanishes without closing its connections keeps that
+	// session and its locks until TCP keepalive notices").
+	want := opts{int(tcpUserTimeout.Milliseconds()), 1, 30, 10, 3}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("socket options (-want +got):\n%s", diff)
 	}
 }

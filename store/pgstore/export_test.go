@@ -3,6 +3,8 @@ package pgstore
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/tallyhq/tally/ingest"
 )
 
@@ -12,3 +14,6 @@ import (
 func CommitInMode(ctx context.Context, s *Ingest, b ingest.Batch, mode int) (ingest.Committed, error) {
 	return commitOnce(ctx, s.conn, b, utcMicro(s.now()), insertMode(mode))
 }
+
+// PoolOf is the pool db's stores use.
+func PoolOf(db *DB) *pgxpool.Pool { return db.conn.pool }

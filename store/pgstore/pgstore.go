@@ -209,6 +209,15 @@ type Options struct {
 	// statement_timeout parameter, else [DefaultStatementTimeout];
 	// negative means none. Migrations are exempt (see [DB.Migrate]).
 	StatementTimeout time.Duration
+	// IdleInTransactionTimeout is PostgreSQL's
+	// idle_in_transaction_session_timeout on each connection: a session
+	// idle inside an open transaction for longer (its process stopped or
+	// hung mid-transaction) is ended by the server, which rolls the
+	// transaction back and releases its locks, so other writers proceed.
+	// PostgreSQL keeps milliseconds. Zero means the URL's
+	// idle_in_transaction_session_timeout parameter, else
+	// [DefaultIdleInTransactionTimeout]; negative means none.
+	IdleInTransactionTimeout time.Duration
 	// AcquireTimeout bounds how long a store call waits for a connection
 	// of the pool when every connection is in use (the operations rules, Timeouts):
 	// past it the call fails with store.ErrUnavailable, having sent no
@@ -226,7 +235,9 @@ type Options struct {
 // key=value string as pgx accepts it; a search_path parameter selects the
 // schema), checks that it answers, and returns a DB that owns the pool it
 // made ([DB.Close] closes it). The pool follows opts over the URL's own
-// parameters (MaxConns, ConnectTimeout, StatementTimeout), bounds the wait
+// parameters (MaxConns, ConnectTimeout, StatementTimeout,
+// IdleInTransactionTimeout), sets TCP keepalives on every connection
+// (idle 30 s, interval 10 s, 3 probes), bounds the wait
 // for one of its connections (AcquireTimeout), checks each connection as it
 // is taken from the pool (a non-blocking peek at its socket, and a ping after
 // a second idle: a connection broken by a PostgreSQL restart is replaced
@@ -278,8 +289,8 @@ func New(pool *pgxpool.Pool, opts Options) (*DB, error) {
 	if pool == nil {
 		errs = append(errs, errors.New("pgstore: a pool is required"))
 	}
-	if opts.MaxConns != 0 || opts.ConnectTimeout != 0 || opts.StatementTimeout != 0 {
-		errs = append(errs, errors.New("pgstore: MaxConns, ConnectTimeout and StatementTimeout configure the pool Open makes; New takes a configured pool"))
+	if opts.MaxConns != 0 || opts.ConnectTimeout != 0 || opts.StatementTimeout != 0 || opts.IdleInTransactionTimeout != 0 {
+		errs = append(errs, errors.New("pgstore: MaxConns, ConnectTimeout, StatementTimeout and IdleInTransactionTimeout configure the pool Open makes; New takes a configured pool"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

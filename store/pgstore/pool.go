@@ -53,6 +53,17 @@ const (
 	// and keeps wait plus one statement (10 s) within a collector's
 	// typical 30 s request timeout.
 	DefaultAcquireTimeout = 5 * time.Second
+	// DefaultIdleInTransactionTimeout is PostgreSQL's
+	// idle_in_transaction_session_timeout on every connection of the
+	// pool (Options.IdleInTransactionTimeout): a session that sits inside
+	// an open transaction sending nothing for longer (its process was
+	// stopped with SIGSTOP, or hung between two statements) is ended by
+	// the server, its transaction rolled back and its row locks released,
+	// so other replicas' writes to the same rows proceed. tally sends a
+	// transaction's statements back to back; 30 s is far longer than any
+	// gap between them and bounds how long one stuck replica blocks the
+	// others to a few statement timeouts.
+	DefaultIdleInTransactionTimeout = 30 * time.Second
 	// probeTimeout bounds one readiness ping on the probe connection.
 	probeTimeout = 2 * time.Second
 )
@@ -91,6 +102,19 @@ func poolConfig(rawURL string, o Options) (*pgxpool.Config, error) {
 	case cfg.ConnConfig.RuntimeParams["statement_timeout"] == "":
 		cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(DefaultStatementTimeout.Milliseconds(), 10)
 	}
+	const idleTx = "idle_in_transaction_session_timeout"
+	switch {
+	case o.IdleInTransactionTimeout < 0:
+		delete(cfg.ConnConfig.RuntimeParams, idleTx)
+	case o.IdleInTransactionTimeout > 0:
+		ms := o.IdleInTransactionTimeout.Milliseconds()
+		if ms == 0 {
+			ms = 1 // 0 would mean none to PostgreSQL
+		}
+		cfg.ConnConfig.RuntimeParams[idleTx] = strconv.FormatInt(ms, 10)
+	case cfg.ConnConfig.RuntimeParams[idleTx] == "":
+		cfg.ConnConfig.RuntimeParams[idleTx] = strconv.FormatInt(DefaultIdleInTransactionTimeout.Milliseconds(), 10)
+	}
 	// The operations rules, Stale connections: after a PostgreSQL restart every pooled
 	// connection is broken, and under load none is idle long enough for
 	// pgxpool's default check (a ping after 1 s idle). checkOnAcquire finds
@@ -103,10 +127,21 @@ func poolConfig(rawURL string, o Options) (*pgxpool.Config, error) {
 	// socket, which checkOnAcquire hands out; TCP_USER_TIMEOUT fails the
 	// statement sent on it within tcpUserTimeout, answered 503 like any
 	// connection failure, instead of after TCP's retransmissions.
-	d := &net.Dialer{Timeout: cfg.ConnConfig.ConnectTimeout, Control: setUserTimeout}
+	// A client host that vanishes (its replica's machine lost power) would
+	// leave the server holding its session, and any locks, until the
+	// server's own keepalives notice (about 2 h 11 min with the defaults);
+	// keepalives from this side, keepAlive, keep intermediaries from
+	// dropping a quiet connection and find a dead server within about a
+	// minute.
+	d := &net.Dialer{Timeout: cfg.ConnConfig.ConnectTimeout, Control: setUserTimeout, KeepAliveConfig: keepAlive}
 	cfg.ConnConfig.DialFunc = d.DialContext
 	return cfg, nil
 }
+
+// keepAlive is the TCP keepalive of every connection the pool dials: the
+// first probe after 30 s without traffic, then every 10 s, the connection
+// failing after 3 unanswered probes (about 60 s in all).
+var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interval: 10 * time.Second, Count: 3}
 
 // tcpUserTimeout is how long data sent to the server may stay
 // unacknowledged by its host before the connection fails (Linux). A live

@@ -248,3 +248,54 @@ func storedIDs(ctx context.Context, t *testing.T, db *pgstore.DB) []string {
 	}
 	return ids
 }
+
+// "A replica that stops inside its transaction blocks every other
+// replica's writes to the same rows": every session of the pool carries
+// idle_in_transaction_session_timeout, so the server ends a transaction
+// left idle (its process stopped) and the other writer proceeds.
+func TestIdleInTransactionTimeout(t *testing.T) {
+	u := pgtest.URL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	show := func(db *pgstore.DB) string {
+		t.Helper()
+		var v string
+		if err := pgstore.PoolOf(db).QueryRow(ctx, "SHOW idle_in_transaction_session_timeout").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	tests := []struct {
+		name string
+		opts pgstore.Options
+		want string
+	}{
+		{"default", pgstore.Options{}, "30s"},
+		{"option", pgstore.Options{IdleInTransactionTimeout: 300 * time.Millisecond}, "300ms"},
+		{"none", pgstore.Options{IdleInTransactionTimeout: -1}, "0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, show(pgtest.Open(t, u, tc.opts))); diff != "" {
+				t.Errorf("SHOW idle_in_transaction_session_timeout (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	stuck := pgtest.Open(t, u, pgstore.Options{IdleInTransactionTimeout: 300 * time.Millisecond})
+	tx, err := pgstore.PoolOf(stuck).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "LOCK TABLE resource_types IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	// The transaction now sits idle, as in a stopped replica; another
+	// replica's statement waits for its lock only until the server ends it
+	// (well within that replica's 5 s statement timeout).
+	other := pgtest.Open(t, u, pgstore.Options{StatementTimeout: 5 * time.Second})
+	if _, err := other.Ingest().ResourceTypes(ctx); err != nil {
+		t.Fatalf("the other writer did not proceed: %v", err)
+	}
+}

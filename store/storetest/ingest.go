@@ -164,6 +164,7 @@ var ingestCases = []ingestCase{
 	{"Delivery/a batch lands whole or not at all", testFaultCancelledCommit},
 	{"Delivery/dead letters paged oldest first", testDeadLetterPaging},
 	{"Delivery/audit rows paged by action", testAuditPaging},
+	{"Delivery/a cursor tally did not issue is refused as /cursor", testTamperedCursors},
 	{"Delivery/dead letters paged by bytes as well as by count", testDeadLetterPageBytes},
 	{"Delivery/observer counts the batch", testObserver},
 	{"Delivery/concurrent overlapping batches store every event once", testConcurrent},
