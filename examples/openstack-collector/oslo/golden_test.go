@@ -17,9 +17,8 @@ import (
 	"github.com/tallyhq/tally/examples/openstack-collector/oslo"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files under examples/openstack-collector/testdata")
+var update = flag.Bool("update", false, "rewrite the golden file testdata/openstack/notifications.golden.json")
 
-const goldenPath = "../testdata/notifications.golden.json"
 
 // corpusPath finds testdata/openstack/notifications.jsonl below the
 // repository root (the directory holding go.mod). The corpus is part of the
@@ -103,8 +102,10 @@ func mapCorpus(t *testing.T) []goldenEntry {
 }
 
 // TestGolden maps the 30 real notifications and pins the canonical events
-// in testdata/notifications.golden.json (go test -update rewrites it; review
-// the diff by hand against testdata/openstack/README.md).
+// in testdata/openstack/notifications.golden.json below the repository root
+// (go test -update rewrites it; review the diff by hand against
+// testdata/openstack/README.md). The end-to-end tests of cmd/tallyd read
+// the mapped events from that file, not from this package.
 func TestGolden(t *testing.T) {
 	entries := mapCorpus(t)
 	// Mapping is a pure function of the input: a second pass agrees.
@@ -119,6 +120,7 @@ func TestGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = append(got, '\n')
+	goldenPath := filepath.Join(filepath.Dir(corpusPath(t)), "notifications.golden.json")
 	if *update {
 		if err := os.WriteFile(goldenPath, got, 0o644); err != nil {
 			t.Fatal(err)
