@@ -1,5 +1,5 @@
 -- +goose Up
--- Issue 14: no statement of the product reads events by project_id or by
+-- No statement of the product reads events by project_id or by
 -- event_type (listings and histories select by cloud, resource_type and
 -- resource_id, which idx_events_resource serves), yet every ingested event
 -- paid for two more b-tree entries. The bounds on event_type and project_id

@@ -1,6 +1,6 @@
 -- +goose NO TRANSACTION
 -- +goose Up
--- Issue 14: every Commit updates most of the projection rows it touches,
+-- Every Commit updates most of the projection rows it touches,
 -- and most updates change state. While state is in an index, no such update
 -- is HOT: each one adds an entry to every index of current_resources, and
 -- the upsert cost about as much database CPU as the events COPY. Without
