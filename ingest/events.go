@@ -11,6 +11,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/internal/page"
 )
 
 // MaxHistory bounds the events [Service.ResourceEvents] answers at once, as
@@ -65,28 +66,28 @@ type EventPage struct {
 // of f (a text filter that is not valid UTF-8 or holds a NUL, /source not
 // collector or reconciliation, /limit, /cursor), or nil.
 func (f EventFilter) Validate() error {
-	var ps params
+	var ps page.Params
 	f.check(&ps)
-	return ps.err()
+	return ps.Err()
 }
 
-func (f EventFilter) check(ps *params) (limit int, after *EventPosition) {
+func (f EventFilter) check(ps *page.Params) (limit int, after *EventPosition) {
 	for _, t := range [...]struct{ name, v string }{
 		{"cloud", f.Cloud}, {"platform", f.Platform}, {"project_id", f.ProjectID},
 		{"resource_type", f.ResourceType}, {"resource_id", f.ResourceID}, {"event_type", f.EventType},
 	} {
-		ps.text(t.name, t.v)
+		ps.Text(t.name, t.v)
 	}
 	switch f.Source {
 	case "", event.SourceCollector, event.SourceReconciliation:
 	default:
 		*ps = append(*ps, event.Problem{Member: "/source", Rule: event.RuleEnum, Message: "must be collector or reconciliation"})
 	}
-	limit = ps.limit(f.Limit)
+	limit = ps.Limit(f.Limit)
 	if f.Cursor != "" {
 		p, ok := decodeEventCursor(f.Cursor)
 		if !ok {
-			ps.badCursor()
+			ps.BadCursor()
 		}
 		after = &p
 	}
@@ -117,8 +118,8 @@ func decodeEventCursor(c string) (EventPosition, bool) {
 		json.Unmarshal(raw[1], &parts.us) != nil || json.Unmarshal(raw[2], &parts.id) != nil {
 		return EventPosition{}, false
 	}
-	at, ok := cursorTime(parts.us)
-	if !ok || !cursorText(parts.id) {
+	at, ok := page.CursorTime(parts.us)
+	if !ok || !page.CursorText(parts.id) {
 		return EventPosition{}, false
 	}
 	return EventPosition{Timestamp: at, EventID: parts.id}, true
@@ -130,9 +131,9 @@ func decodeEventCursor(c string) (EventPosition, bool) {
 // [*event.ValidationError] listing every bad parameter, or the store's
 // error wrapped.
 func (s *Service) Events(ctx context.Context, f EventFilter) (EventPage, error) {
-	var ps params
+	var ps page.Params
 	limit, after := f.check(&ps)
-	if err := ps.err(); err != nil {
+	if err := ps.Err(); err != nil {
 		return EventPage{}, err
 	}
 	items, err := s.store.Events(ctx, EventQuery{
@@ -144,7 +145,7 @@ func (s *Service) Events(ctx context.Context, f EventFilter) (EventPage, error) 
 		return EventPage{}, fmt.Errorf("ingest: list events: %w", err)
 	}
 	out := EventPage{}
-	out.Items, out.NextCursor = paginate(items, limit, StoredEventBytes, storedEventCursor)
+	out.Items, out.NextCursor = page.Paginate(items, limit, StoredEventBytes, storedEventCursor)
 	return out, nil
 }
 
@@ -164,7 +165,7 @@ func storedEventCursor(e StoredEvent) string {
 // than [MaxHistory] events within the byte budget is [ErrHistoryTooLong],
 // and [Service.Events] pages such a history.
 func (s *Service) ResourceEvents(ctx context.Context, k ResourceKey) (EventPage, error) {
-	if err := checkText("cloud", k.Cloud, "resource_type", k.ResourceType, "resource_id", k.ResourceID); err != nil {
+	if err := page.CheckText("cloud", k.Cloud, "resource_type", k.ResourceType, "resource_id", k.ResourceID); err != nil {
 		return EventPage{}, err
 	}
 	items, err := s.store.Events(ctx, EventQuery{
@@ -173,10 +174,10 @@ func (s *Service) ResourceEvents(ctx context.Context, k ResourceKey) (EventPage,
 	if err != nil {
 		return EventPage{}, fmt.Errorf("ingest: get resource events: %w", err)
 	}
-	if cut(items, MaxHistory+1, StoredEventBytes) > MaxHistory {
+	if page.Cut(items, MaxHistory+1, StoredEventBytes) > MaxHistory {
 		return EventPage{}, ErrHistoryTooLong
 	}
 	out := EventPage{}
-	out.Items, out.NextCursor = paginate(items, MaxHistory, StoredEventBytes, storedEventCursor)
+	out.Items, out.NextCursor = page.Paginate(items, MaxHistory, StoredEventBytes, storedEventCursor)
 	return out, nil
 }

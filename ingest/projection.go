@@ -237,9 +237,8 @@ type ResourceQuery struct {
 	AliveAt time.Time
 	After   *ResourceKey
 	Limit   int
-	// MaxBytes, when positive, lets the store stop reading once a
-	// [ByteBudget] of MaxBytes is full (the items it holds total more, and
-	// there are at least two); the Service passes [MaxPageBytes].
+	// MaxBytes, when positive, lets the store stop reading once the items
+	// it holds (at least two) total more; the Service passes [MaxPageBytes].
 	MaxBytes int
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/go-json-experiment/json"
 
 	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/internal/page"
 )
 
 // ResourceFilter selects one page of the projection of current resources.
@@ -63,30 +64,30 @@ type ResourceDetail struct {
 // /cursor), or nil. [Service.Resources] calls it; an HTTP adapter calls it
 // to list these problems beside its own.
 func (f ResourceFilter) Validate() error {
-	var ps params
+	var ps page.Params
 	f.check(&ps)
-	return ps.err()
+	return ps.Err()
 }
 
 // check adds a problem to ps for each bad parameter of f, and returns the
 // limit and the position after which to list.
-func (f ResourceFilter) check(ps *params) (limit int, after *ResourceKey) {
+func (f ResourceFilter) check(ps *page.Params) (limit int, after *ResourceKey) {
 	for _, t := range [...]struct{ name, v string }{
 		{"cloud", f.Cloud}, {"platform", f.Platform}, {"resource_type", f.ResourceType},
 		{"project_id", f.ProjectID}, {"state", f.State},
 	} {
-		ps.text(t.name, t.v)
+		ps.Text(t.name, t.v)
 	}
 	switch f.Status {
 	case "", StatusActive, StatusDeleted, StatusAll:
 	default:
 		*ps = append(*ps, event.Problem{Member: "/status", Rule: event.RuleEnum, Message: "must be active, deleted or all"})
 	}
-	limit = ps.limit(f.Limit)
+	limit = ps.Limit(f.Limit)
 	if f.Cursor != "" {
 		k, ok := decodeKeyCursor(f.Cursor)
 		if !ok {
-			ps.badCursor()
+			ps.BadCursor()
 		}
 		after = &k
 	}
@@ -107,7 +108,7 @@ func decodeKeyCursor(c string) (ResourceKey, bool) {
 		return ResourceKey{}, false
 	}
 	var parts []string
-	if err := json.Unmarshal(b, &parts); err != nil || len(parts) != 4 || parts[0] != "r1" || !cursorText(parts[1:]...) {
+	if err := json.Unmarshal(b, &parts); err != nil || len(parts) != 4 || parts[0] != "r1" || !page.CursorText(parts[1:]...) {
 		return ResourceKey{}, false
 	}
 	return ResourceKey{Cloud: parts[1], ResourceType: parts[2], ResourceID: parts[3]}, true
@@ -119,9 +120,9 @@ func decodeKeyCursor(c string) (ResourceKey, bool) {
 // bad parameter (a filter that is not valid UTF-8 or holds a NUL, /limit,
 // /cursor), or the store's error wrapped.
 func (s *Service) Resources(ctx context.Context, f ResourceFilter) (ResourcePage, error) {
-	var ps params
+	var ps page.Params
 	limit, after := f.check(&ps)
-	if err := ps.err(); err != nil {
+	if err := ps.Err(); err != nil {
 		return ResourcePage{}, err
 	}
 	q := ResourceQuery{
@@ -133,14 +134,14 @@ func (s *Service) Resources(ctx context.Context, f ResourceFilter) (ResourcePage
 		return ResourcePage{}, fmt.Errorf("ingest: list resources: %w", err)
 	}
 	out := ResourcePage{}
-	out.Items, out.NextCursor = paginate(items, limit, ResourceBytes, func(r Resource) string { return encodeKeyCursor(r.ResourceKey) })
+	out.Items, out.NextCursor = page.Paginate(items, limit, ResourceBytes, func(r Resource) string { return encodeKeyCursor(r.ResourceKey) })
 	return out, nil
 }
 
 // Resource returns one resource's row and its event history, or an error
 // matching store.ErrNotFound when the projection has no such resource.
 func (s *Service) Resource(ctx context.Context, k ResourceKey) (ResourceDetail, error) {
-	if err := checkText("cloud", k.Cloud, "resource_type", k.ResourceType, "resource_id", k.ResourceID); err != nil {
+	if err := page.CheckText("cloud", k.Cloud, "resource_type", k.ResourceType, "resource_id", k.ResourceID); err != nil {
 		return ResourceDetail{}, err
 	}
 	r, err := s.store.Resource(ctx, k)
@@ -153,10 +154,10 @@ func (s *Service) Resource(ctx context.Context, k ResourceKey) (ResourceDetail, 
 	if err != nil {
 		return ResourceDetail{}, fmt.Errorf("ingest: get resource history: %w", err)
 	}
-	page, next := paginate(items, MaxLimit, StoredEventBytes, storedEventCursor)
-	h := make([]event.Event, len(page))
-	for i := range page {
-		h[i] = page[i].Event
+	hp, next := page.Paginate(items, MaxLimit, StoredEventBytes, storedEventCursor)
+	h := make([]event.Event, len(hp))
+	for i := range hp {
+		h[i] = hp[i].Event
 	}
 	slices.SortStableFunc(h, func(a, b event.Event) int { return Compare(&a, &b) })
 	return ResourceDetail{Resource: r, Events: h, EventsNextCursor: next}, nil
@@ -168,7 +169,7 @@ func (s *Service) Resource(ctx context.Context, k ResourceKey) (ResourceDetail, 
 // rebuilt. The result equals the incremental projection, and a rebuild is
 // idempotent, so it is safe to run beside live ingestion and to repeat.
 func (s *Service) RebuildResources(ctx context.Context, q RebuildQuery, progress func(done int)) (int, error) {
-	if err := checkText("cloud", q.Cloud, "resource_type", q.ResourceType); err != nil {
+	if err := page.CheckText("cloud", q.Cloud, "resource_type", q.ResourceType); err != nil {
 		return 0, err
 	}
 	n, err := s.store.RebuildResources(ctx, q, progress)

@@ -173,9 +173,8 @@ type DeadLetterQuery struct {
 	From, To time.Time
 	After    *Position
 	Limit    int
-	// MaxBytes, when positive, lets the store stop reading once a
-	// [ByteBudget] of MaxBytes is full (the items it holds total more, and
-	// there are at least two); the Service passes [MaxPageBytes].
+	// MaxBytes, when positive, lets the store stop reading once the items
+	// it holds (at least two) total more; the Service passes [MaxPageBytes].
 	MaxBytes int
 }
 
@@ -187,9 +186,8 @@ type AuditQuery struct {
 	From, To time.Time
 	After    *Position
 	Limit    int
-	// MaxBytes, when positive, lets the store stop reading once a
-	// [ByteBudget] of MaxBytes is full (the items it holds total more, and
-	// there are at least two); the Service passes [MaxPageBytes].
+	// MaxBytes, when positive, lets the store stop reading once the items
+	// it holds (at least two) total more; the Service passes [MaxPageBytes].
 	MaxBytes int
 }
 
@@ -221,8 +219,7 @@ type EventQuery struct {
 	From, To                                                        time.Time
 	After                                                           *EventPosition
 	Limit                                                           int
-	// MaxBytes, when positive, lets the store stop reading once a
-	// [ByteBudget] of MaxBytes is full (the items it holds total more, and
-	// there are at least two); the Service passes [MaxPageBytes].
+	// MaxBytes, when positive, lets the store stop reading once the items
+	// it holds (at least two) total more; the Service passes [MaxPageBytes].
 	MaxBytes int
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/internal/page"
 	"github.com/tallyhq/tally/sizenames"
 	"github.com/tallyhq/tally/store"
 )
@@ -368,10 +369,10 @@ func (s *Ingest) Events(ctx context.Context, q ingest.EventQuery) ([]ingest.Stor
 		keys = keys[:q.Limit]
 	}
 	// Only the events returned are copied, up to the byte budget
-	// (ingest.ByteBudget).
+	// (page.ByteBudget).
 	var (
 		out    []ingest.StoredEvent
-		budget = ingest.NewByteBudget(q.MaxBytes)
+		budget = page.NewByteBudget(q.MaxBytes)
 	)
 	for _, k := range keys {
 		out = append(out, ingest.StoredEvent{Event: cloneEvent(s.ingest.events[k]), ReceivedAt: s.ingest.receivedAt[k]})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/internal/page"
 	"github.com/tallyhq/tally/store"
 )
 
@@ -52,7 +53,7 @@ func (s *Ingest) Resources(ctx context.Context, q ingest.ResourceQuery) ([]inges
 	if limit := max(q.Limit, 1); len(out) > limit {
 		out = out[:limit]
 	}
-	budget := ingest.NewByteBudget(q.MaxBytes)
+	budget := page.NewByteBudget(q.MaxBytes)
 	for i, r := range out {
 		if budget.Add(ingest.ResourceBytes(r)) {
 			return out[:i+1], nil

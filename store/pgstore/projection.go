@@ -12,6 +12,7 @@ import (
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/internal/page"
 )
 
 var _ ingest.ProjectionStore = (*Ingest)(nil)
@@ -114,7 +115,7 @@ func (s *Ingest) Resources(ctx context.Context, q ingest.ResourceQuery) ([]inges
 	}
 	query += " ORDER BY cloud, resource_type, resource_id LIMIT " + arg(max(q.Limit, 1))
 	// Rows are read one at a time, so a page stops at the byte budget
-	// (ingest.ByteBudget) without holding the rows past it.
+	// (page.ByteBudget) without holding the rows past it.
 	rows, err := s.db.QueryxContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: list resources: %w", interpretError(err))
@@ -122,7 +123,7 @@ func (s *Ingest) Resources(ctx context.Context, q ingest.ResourceQuery) ([]inges
 	defer rows.Close()
 	var (
 		out    []ingest.Resource
-		budget = ingest.NewByteBudget(q.MaxBytes)
+		budget = page.NewByteBudget(q.MaxBytes)
 	)
 	for rows.Next() {
 		var r resourceRow
