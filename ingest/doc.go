@@ -60,28 +60,12 @@
 //
 // # The projection of current resources
 //
-// The events are the single source of truth; the projection of current
-// resources is derived from them and rebuildable. Each [Store.Commit] folds
-// the events it newly stored into one [Resource] row per (cloud,
-// resource_type, resource_id), inside the same transaction ([FoldBatch]);
-// duplicates and refusals never touch it. The fold ([Apply], [Fold]):
-//
-//   - every event sets platform and project_id (the owner at or after the
-//     event) and the last_event_* members;
-//   - a create sets created_at, clears deleted_at, and applies payload.state
-//     and payload.size;
-//   - an update applies payload.state and payload.size as it carries them
-//     (absent size means unchanged), unless the resource is deleted: only a
-//     create revives a deleted resource;
-//   - a delete sets deleted_at and forces state "deleted", keeping the size.
-//
-// The row is what folding the resource's whole history in [Compare] order
-// gives, whatever order the events arrived in: by timestamp, then create <
-// update < delete for equal timestamps, then event_id. A late event (older
-// than the row's last event) replays the resource's history, counted by
-// [Observer].ProjectionReplays. [Service.RebuildResources] recomputes rows from the events
-// in bounded transactions; [Service.Resources] and [Service.Resource] read
-// them.
+// Each [Store.Commit] folds the events it newly stored into the projection
+// of current resources in the same transaction, with
+// [projection.FoldBatch]; duplicates and refusals never touch it. Package
+// [github.com/tallyhq/tally/ingest/projection] holds the fold, the rows'
+// store and the service that reads and rebuilds them; a late event's
+// replay is counted by [Observer].ProjectionReplays.
 //
 // # Stores
 //

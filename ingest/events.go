@@ -11,6 +11,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/internal/page"
 )
 
@@ -164,7 +165,7 @@ func storedEventCursor(e StoredEvent) string {
 // rest; otherwise NextCursor is nil and Items is the whole history. More
 // than [MaxHistory] events within the byte budget is [ErrHistoryTooLong],
 // and [Service.Events] pages such a history.
-func (s *Service) ResourceEvents(ctx context.Context, k ResourceKey) (EventPage, error) {
+func (s *Service) ResourceEvents(ctx context.Context, k projection.Key) (EventPage, error) {
 	if err := page.CheckText("cloud", k.Cloud, "resource_type", k.ResourceType, "resource_id", k.ResourceID); err != nil {
 		return EventPage{}, err
 	}
@@ -180,4 +181,25 @@ func (s *Service) ResourceEvents(ctx context.Context, k ResourceKey) (EventPage,
 	out := EventPage{}
 	out.Items, out.NextCursor = page.Paginate(items, MaxHistory, StoredEventBytes, storedEventCursor)
 	return out, nil
+}
+
+// ResourceHistory returns the first stored events of one resource by
+// (timestamp, event_id), at most [MaxLimit] of them and at most
+// [MaxPageBytes] of item bytes (at least one), and, when the history has
+// more, the cursor of [Service.Events] (filtered on this resource) that
+// lists the rest: what [projection.Service.Get] embeds in a resource's read.
+// The key is not checked (Get checks it).
+func (s *Service) ResourceHistory(ctx context.Context, k projection.Key) ([]event.Event, *string, error) {
+	items, err := s.store.Events(ctx, EventQuery{
+		Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID, Limit: MaxLimit + 1, MaxBytes: MaxPageBytes,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("ingest: get resource history: %w", err)
+	}
+	items, next := page.Paginate(items, MaxLimit, StoredEventBytes, storedEventCursor)
+	h := make([]event.Event, len(items))
+	for i := range items {
+		h[i] = items[i].Event
+	}
+	return h, next, nil
 }

@@ -31,12 +31,6 @@ func eventBytes(e event.Event) int {
 		len(e.Payload.State.String()) + len(e.Payload.Size) + len(e.Payload.Provider) + len(e.Payload.Unknown)
 }
 
-// ResourceBytes is the size of r counted against [MaxPageBytes], in bytes.
-func ResourceBytes(r Resource) int {
-	return page.ItemOverhead + len(r.Cloud) + len(r.ResourceType) + len(r.ResourceID) + len(r.Platform) +
-		len(r.ProjectID) + len(r.State) + len(r.Size) + len(r.LastEventType) + len(r.LastEventID)
-}
-
 // deadLetterBytes is the size of d counted against [MaxPageBytes], in
 // bytes; its raw bytes count 4/3 over, as an answer may carry them in
 // base64.

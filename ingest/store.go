@@ -11,11 +11,10 @@ import (
 )
 
 // Store is what the pipeline reads and writes: the events, dead letters and
-// audit rows of [Store.Commit], the size-schema registry, the size names it
-// resolves and the projection of current resources. The implementations
-// are the Ingest stores of store/memstore and store/pgstore (DB.Ingest);
-// store/storetest.Run holds the suite both pass. Every method is safe for
-// concurrent use.
+// audit rows of [Store.Commit], the size-schema registry and the size names
+// it resolves. The implementations are the Ingest stores of store/memstore
+// and store/pgstore (DB.Ingest); store/storetest.Run holds the suite both
+// pass. Every method is safe for concurrent use.
 type Store interface {
 	// SizeNames returns the size-name rows of one (cloud, resource_type).
 	SizeNames(ctx context.Context, cloud, resourceType string) ([]sizenames.Row, error)
@@ -36,7 +35,7 @@ type Store interface {
 	// ([Collides]) the event is a conflict: reported in
 	// Committed.Conflicted, with entry i of b.Conflicts written when given. It
 	// folds the newly stored events into the projection of current
-	// resources with [FoldBatch], writes every dead letter and audit row,
+	// resources with [projection.FoldBatch], writes every dead letter and audit row,
 	// and reports, parallel to b.Events, whether each event was newly
 	// stored. On any error nothing of the batch is written. A dead letter's
 	// ReceivedAt and an audit row's At are stored as given; the store stamps
@@ -51,11 +50,8 @@ type Store interface {
 	// most q.Limit.
 	Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error)
 	// Events lists the stored events q selects with when each was
-	// received, each event as [ProjectionStore.History] returns it.
+	// received, each event as [projection.Store.History] returns it.
 	Events(ctx context.Context, q EventQuery) ([]StoredEvent, error)
-
-	// ProjectionStore reads and rebuilds the projection Commit keeps.
-	ProjectionStore
 }
 
 // Committed is what [Store.Commit] reports.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/internal/page"
 	"github.com/tallyhq/tally/sizenames"
 	"github.com/tallyhq/tally/store"
@@ -31,7 +32,7 @@ type rtKey struct{ platform, resourceType string }
 type ingestData struct {
 	events        map[eventKey]event.Event
 	receivedAt    map[eventKey]time.Time
-	byResource    map[ingest.ResourceKey][]eventKey // the events of each resource
+	byResource    map[projection.Key][]eventKey // the events of each resource
 	resourceTypes map[rtKey]ingest.ResourceType
 	sizeNames     map[string][]sizenames.Row // by cloud
 	deadLetters   []ingest.DeadLetter        // in ID order
@@ -43,7 +44,7 @@ type ingestData struct {
 func (d *ingestData) init() {
 	d.events = make(map[eventKey]event.Event)
 	d.receivedAt = make(map[eventKey]time.Time)
-	d.byResource = make(map[ingest.ResourceKey][]eventKey)
+	d.byResource = make(map[projection.Key][]eventKey)
 	d.resourceTypes = make(map[rtKey]ingest.ResourceType)
 	d.sizeNames = make(map[string][]sizenames.Row)
 }
@@ -220,14 +221,14 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 			k := eventKey{ev.EventID, ev.Timestamp.UnixMicro()}
 			s.ingest.events[k] = ev
 			s.ingest.receivedAt[k] = now
-			rk := ingest.Key(&ev)
+			rk := projection.KeyOf(&ev)
 			s.ingest.byResource[rk] = append(s.ingest.byResource[rk], k)
 			stored = append(stored, ev)
 		}
 	}
 	// The projection folds the newly stored events in the same unit of work
 	// (nothing below can fail, so the commit stays all-or-nothing).
-	rows, replays, _ := ingest.FoldBatch(stored, s.projection.current, func(k ingest.ResourceKey) ([]event.Event, error) {
+	rows, replays, _ := projection.FoldBatch(stored, s.projection.current, func(k projection.Key) ([]event.Event, error) {
 		return s.history(k), nil
 	})
 	s.projection.install(rows)
@@ -327,7 +328,7 @@ func (s *Ingest) Audit(ctx context.Context, q ingest.AuditQuery) ([]ingest.Audit
 
 // history returns every stored event of one resource, in no order.
 // Callers hold s.mu.
-func (s *state) history(k ingest.ResourceKey) []event.Event {
+func (s *state) history(k projection.Key) []event.Event {
 	keys := s.ingest.byResource[k]
 	out := make([]event.Event, len(keys))
 	for i, ek := range keys {

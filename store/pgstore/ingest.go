@@ -12,6 +12,7 @@ import (
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/sizenames"
 )
 
@@ -167,7 +168,7 @@ type eventRow struct {
 // same bytes. It uses the (cloud, resource_type, resource_id, timestamp)
 // index. Errors: a stored payload that no longer decodes (only possible if
 // the table was written by something else).
-func selectEvents(ctx context.Context, db querier, k ingest.ResourceKey) ([]event.Event, error) {
+func selectEvents(ctx context.Context, db querier, k projection.Key) ([]event.Event, error) {
 	conds := []string{"cloud = $1", "resource_type = $2", "resource_id = $3"}
 	args := []any{k.Cloud, k.ResourceType, k.ResourceID}
 	var rows []eventRow

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/sizenames"
 	"github.com/tallyhq/tally/store"
 )
@@ -628,7 +629,7 @@ func testNamesExample(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	if res := e.ingest(collector, it.bytes()); res.Accepted != 1 {
 		t.Fatalf("%+v", res)
 	}
-	evs, err := e.st.History(context.Background(), ingest.ResourceKey{Cloud: "c1", ResourceType: "volume", ResourceID: "vol-e1"})
+	evs, err := e.st.Projection().History(context.Background(), projection.Key{Cloud: "c1", ResourceType: "volume", ResourceID: "vol-e1"})
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("History: %v, %d events", err, len(evs))
 	}
@@ -675,7 +676,7 @@ func testNamesRepeated(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	}
 	got := map[string][2]string{}
 	for id := range want {
-		evs, err := e.st.History(context.Background(), ingest.ResourceKey{Cloud: "c1", ResourceType: "volume", ResourceID: "vol-" + id})
+		evs, err := e.st.Projection().History(context.Background(), projection.Key{Cloud: "c1", ResourceType: "volume", ResourceID: "vol-" + id})
 		if err != nil || len(evs) != 1 {
 			t.Fatalf("History of %s: %v, %d events", id, err, len(evs))
 		}
@@ -1286,7 +1287,7 @@ func testProjectTransfer(t *testing.T, newStore func(t *testing.T) ingestStore) 
 	transfer := volumeCreate("b", t0.Add(time.Hour)).set("event_type", "volume.transfer.accept.end").set("project_id", "p2").set("payload.size", nil)
 	transfer["resource_id"] = create["resource_id"]
 	e.ingest(collector, transfer.bytes(), create.bytes())
-	d, err := e.svc.Resource(context.Background(), ingest.ResourceKey{Cloud: "c1", ResourceType: "volume", ResourceID: "vol-a"})
+	d, err := projService(t, e.st, e.svc).Get(context.Background(), projection.Key{Cloud: "c1", ResourceType: "volume", ResourceID: "vol-a"})
 	if err != nil {
 		t.Fatal(err)
 	}
