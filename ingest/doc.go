@@ -26,37 +26,19 @@
 // "/" + the parameter's name as the HTTP API spells it (/limit, /cursor,
 // /cloud).
 //
-// # Hostile input
+// # Hostile input and the registry
 //
 // One item's cost is bounded by its bytes and one item never sinks its
-// batch (the hostile-input rules): every number of a size must lie in the range the
-// validator judges, at most [MaxNumberDigits] digits and an exponent of at
-// most [MaxNumberExponent] either way (refusal "size_schema: <pointer>: numberRange: …"
-// per item; a size schema with such a number is refused naming the
-// keyword); an element nested deeper than [event.MaxDepth] is refused as its
-// item ([SplitBatch] counts depth without a limit); a panic inside one
-// item's checks refuses that item, naming the stage, and is logged with its
-// stack. payload.size (apart from the values size names replace),
-// payload.provider and the unknown payload members are stored byte for byte
-// as sent.
-//
-// # The size-schema registry
-//
-// Size schemas are JSON Schema documents kept per (platform, resource_type)
-// in the store ([ResourceType]); five are seeded ([SeedResourceTypes]). They
-// are compiled with github.com/santhosh-tekuri/jsonschema/v6, format
-// assertions on and external references refused ([CompileSizeSchema]), and
-// cached by pair and Version: each batch reads the row of each pair it meets
-// once and recompiles only when the Version changed, so a schema put through
-// any process sharing the store is in force at the next batch.
-// [Service.PutResourceType] refuses a document that does not compile with an
-// [*event.ValidationError] naming each offending keyword by its JSON Pointer.
-//
-// # Reading back
-//
-// [Service.DeadLetters] and [Service.Audit] page oldest first with an opaque
-// cursor ([EncodeCursor]); [Service.ResourceTypes] and [Service.ResourceType]
-// read the registry.
+// batch: numbers of a size outside [MaxNumberDigits] and
+// [MaxNumberExponent], elements deeper than [event.MaxDepth] and a panic in
+// one item's checks refuse that item alone (docs/http-api.md, Hostile
+// input). Size schemas are kept per (platform, resource_type) in the store
+// ([ResourceType]), compiled with github.com/santhosh-tekuri/jsonschema/v6
+// and cached by Version, so a schema put through any process sharing the
+// store is in force at the next batch; [Service.PutResourceType] refuses
+// one that does not compile or costs too much (docs/http-api.md, Size
+// schemas: bounded cost). [Service.DeadLetters], [Service.Audit] and
+// [Service.Events] page oldest first with an opaque cursor.
 //
 // # The projection of current resources
 //

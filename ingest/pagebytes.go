@@ -17,7 +17,7 @@ const (
 // limit or the item that would take the items' sizes (such as
 // [StoredEventBytes]) past 8 MiB, and always holds at least one item. A
 // page cut short by bytes carries a NextCursor like one cut short by its
-// limit (docs/http-api.md, Answer budgets).
+// limit (docs/http-api.md, Answer bounds).
 const MaxPageBytes = page.MaxBytes
 
 // StoredEventBytes is the size of e counted against [MaxPageBytes], in

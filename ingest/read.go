@@ -40,16 +40,16 @@ type AuditPage struct {
 	NextCursor *string `json:"next_cursor"`
 }
 
-// EncodeCursor returns the opaque cursor that continues a listing after p.
-func EncodeCursor(p Position) string {
+// encodeCursor returns the opaque cursor that continues a listing after p.
+func encodeCursor(p Position) string {
 	s := strconv.FormatInt(p.At.UnixMicro(), 10) + "." + strconv.FormatInt(p.ID, 10)
 	return base64.RawURLEncoding.EncodeToString([]byte("v1." + s))
 }
 
-// DecodeCursor reads a cursor made by [EncodeCursor], or returns an
+// decodePageCursor reads a cursor made by encodeCursor, or returns an
 // [*event.ValidationError] naming /cursor, rule format (matching
 // [event.ErrInvalid]).
-func DecodeCursor(c string) (Position, error) {
+func decodePageCursor(c string) (Position, error) {
 	pos, ok := decodeCursor(c)
 	if !ok {
 		var ps page.Params
@@ -147,7 +147,7 @@ func (s *Service) DeadLetters(ctx context.Context, p Page) (DeadLetterPage, erro
 	}
 	out := DeadLetterPage{}
 	out.Items, out.NextCursor = page.Paginate(items, limit, deadLetterBytes, func(d DeadLetter) string {
-		return EncodeCursor(Position{At: d.ReceivedAt, ID: d.ID})
+		return encodeCursor(Position{At: d.ReceivedAt, ID: d.ID})
 	})
 	return out, nil
 }
@@ -169,7 +169,7 @@ func (s *Service) Audit(ctx context.Context, action string, p Page) (AuditPage, 
 	}
 	out := AuditPage{}
 	out.Items, out.NextCursor = page.Paginate(items, limit, auditBytes, func(a AuditEntry) string {
-		return EncodeCursor(Position{At: a.At, ID: a.ID})
+		return encodeCursor(Position{At: a.At, ID: a.ID})
 	})
 	return out, nil
 }
@@ -211,7 +211,7 @@ func (s *Service) ResourceType(ctx context.Context, platform, resourceType strin
 // other body is the schema. The schema is kept as exact JSON, byte for
 // byte as sent.
 //
-// The schema must compile as [CompileSizeSchema] compiles it. Otherwise,
+// The schema must compile as compileSizeSchema compiles it. Otherwise,
 // or when the wrapper holds another member, or platform or resourceType is
 // empty, longer than 512 bytes, not UTF-8 or holds a NUL, it returns an
 // [*event.ValidationError] (matching [event.ErrInvalid]) listing every
@@ -243,7 +243,7 @@ func (s *Service) PutResourceType(ctx context.Context, platform, resourceType st
 	if err != nil {
 		return ResourceType{}, err
 	}
-	if _, err := CompileSizeSchema(sizeSchema); err != nil {
+	if _, err := compileSizeSchema(sizeSchema); err != nil {
 		var ve *event.ValidationError
 		if errors.As(err, &ve) {
 			for i := range ve.Problems {

@@ -13,7 +13,7 @@ import (
 	"github.com/tallyhq/tally/event"
 )
 
-// Bounds on the cost of a size schema, checked by [CompileSizeSchema] so
+// Bounds on the cost of a size schema, checked by compileSizeSchema so
 // that validating one size costs bounded time and memory whatever an admin
 // registers.
 const (

@@ -70,7 +70,7 @@ const (
 	KindScope Kind = "scope"
 	// KindConflict refuses an item whose (event_id, timestamp) is stored,
 	// or came earlier in the batch, as an event of another platform, cloud,
-	// resource_type or resource_id ([Collides]): not the spec's duplicate
+	// resource_type or resource_id ([event.Collides]): not the spec's duplicate
 	// (a replay of one event) but a collision or an attack, which must not
 	// make the stored event or the newcomer disappear. It is kept as a dead
 	// letter with an audit row of action [ActionConflict].
@@ -595,14 +595,14 @@ func (r *run) accept(sp pair, size jsontext.Value) {
 // admit is stage 5: the caller's pipeline as source, then the survivor is
 // kept unless an earlier survivor of the batch has its (event_id,
 // timestamp): a duplicate when that one names the same resource, a
-// conflict ([KindConflict]) when it names another ([Collides]). A kept
+// conflict ([KindConflict]) when it names another ([event.Collides]). A kept
 // survivor carries the dead letter and audit row that [Store.Commit] writes
 // should a stored event of another resource hold its key.
 func (r *run) admit(i int, raw []byte, id string, ev event.Event, unvalidated *pair) {
 	ev.Source = r.source
 	dk := dupKey{ev.EventID, ev.Timestamp.UnixMicro()}
 	if j, ok := r.seen[dk]; ok {
-		if Collides(&r.batch.Events[j], &ev) {
+		if event.Collides(&r.batch.Events[j], &ev) {
 			r.conflict(i, raw, id, ev)
 			return
 		}

@@ -32,7 +32,7 @@ type Store interface {
 	// Commit writes one batch in one transaction: it inserts each event
 	// unless one with the same (event_id, timestamp) is stored already
 	// (or comes earlier in b.Events); when that one names another resource
-	// ([Collides]) the event is a conflict: reported in
+	// ([event.Collides]) the event is a conflict: reported in
 	// Committed.Conflicted, with entry i of b.Conflicts written when given. It
 	// folds the newly stored events into the projection of current
 	// resources with [projection.FoldBatch], writes every dead letter and audit row,
@@ -62,7 +62,7 @@ type Committed struct {
 	Inserted []bool
 	// Conflicted, when not nil, is parallel to Batch.Events: true when an
 	// event with its (event_id, timestamp) is stored (or came earlier in
-	// the batch) for another resource ([Collides]); the event was not
+	// the batch) for another resource ([event.Collides]); the event was not
 	// stored (Inserted false) and Commit wrote entry i of Batch.Conflicts instead.
 	// A store leaves it nil when no event of the batch conflicts.
 	Conflicted []bool
@@ -83,7 +83,7 @@ type Batch struct {
 	// Conflicts, when not nil, is parallel to Events: the dead letter and
 	// audit row Commit writes, in the same transaction, for an event it
 	// does not store because its (event_id, timestamp) is stored for
-	// another resource ([Collides]; docs/decisions.md, Same (event_id,
+	// another resource ([event.Collides]; docs/decisions.md, Same (event_id,
 	// timestamp) stored for another resource). A DeadLetter's Raw may
 	// reference the caller's bytes: a store copies what it keeps.
 	Conflicts []Conflict
@@ -95,15 +95,6 @@ type Batch struct {
 type Conflict struct {
 	DeadLetter DeadLetter
 	Audit      AuditEntry
-}
-
-// Collides reports whether a and b, two events with one (event_id,
-// timestamp), name another platform, cloud, resource_type or resource_id:
-// then the later one is not a duplicate of the earlier but a conflict
-// ([KindConflict]). Two events of one resource with one key are the spec's
-// duplicate (canonical-event.md, Rules), whatever else they carry.
-func Collides(a, b *event.Event) bool {
-	return a.Platform != b.Platform || a.Cloud != b.Cloud || a.ResourceType != b.ResourceType || a.ResourceID != b.ResourceID
 }
 
 // ResourceType is one row of the size-schema registry (canonical-event.md,

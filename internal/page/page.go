@@ -24,7 +24,7 @@ const (
 )
 
 // MaxBytes bounds one page of every listing by the bytes of its items (see
-// ingest.MaxPageBytes and docs/http-api.md, Answer budgets).
+// ingest.MaxPageBytes and docs/http-api.md, Answer bounds).
 const MaxBytes = 8 << 20
 
 // ItemOverhead is the allowance per item for member names, times, ids and

@@ -12,6 +12,7 @@ import (
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/internal/page"
+	"github.com/tallyhq/tally/internal/seed"
 	"github.com/tallyhq/tally/sizenames"
 	"github.com/tallyhq/tally/store"
 )
@@ -51,7 +52,7 @@ func (d *ingestData) init() {
 
 // seed loads the seeded size schemas, stamped at now.
 func (d *ingestData) seed(now time.Time) {
-	for _, rt := range ingest.SeedResourceTypes() {
+	for _, rt := range seed.ResourceTypes() {
 		rt.UpdatedAt = now
 		d.resourceTypes[rtKey{rt.Platform, rt.ResourceType}] = rt
 	}
@@ -193,7 +194,7 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 			held, ok = b.Events[j], true
 		}
 		if ok {
-			if ingest.Collides(&held, &ev) {
+			if event.Collides(&held, &ev) {
 				if conflicted == nil {
 					conflicted = make([]bool, len(b.Events))
 				}

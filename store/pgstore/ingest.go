@@ -117,7 +117,7 @@ func stamp(t, now time.Time) time.Time {
 // false when an event with the same (event_id, timestamp) was stored already
 // or came earlier in b.Events (Rules: "A duplicate is the same (event_id,
 // timestamp) pair"). When that event names another platform, cloud,
-// resource_type or resource_id ([ingest.Collides]) the event is reported in
+// resource_type or resource_id ([event.Collides]) the event is reported in
 // Conflicted instead and entry i of b.Conflicts is written with the batch; this is
 // decided on every path of the write (the probe, the COPY and its redo with
 // ON CONFLICT, which reads the holder of each key it skipped once the

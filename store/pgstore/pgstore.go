@@ -62,7 +62,7 @@
 //   - resource_types: the size-schema registry, primary key (platform,
 //     resource_type); size_schema is json so a schema reads back as the exact
 //     bytes put; version grows by one per put. Seeded with the five openstack
-//     schemas of ingest.SeedResourceTypes.
+//     schemas of internal/seed.ResourceTypes.
 //   - size_names: primary key (cloud, resource_type, member, value) and name.
 //
 // [Ingest.Commit] writes a batch in one pgx transaction with a fixed number

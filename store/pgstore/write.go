@@ -84,7 +84,7 @@ func commitBatch(ctx context.Context, c *conn, b ingest.Batch, now time.Time) (r
 
 // resourceOf is what an events row names besides its key: an event with a
 // stored key is a duplicate when these agree, a conflict when not
-// (ingest.Collides).
+// (event.Collides).
 type resourceOf struct {
 	platform, cloud, resourceType, resourceID string
 }

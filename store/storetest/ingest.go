@@ -18,6 +18,7 @@ import (
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/internal/seed"
 	"github.com/tallyhq/tally/sizenames"
 	"github.com/tallyhq/tally/store"
 )
@@ -389,7 +390,7 @@ func testSizeRepeatedInBatch(t *testing.T, newStore func(t *testing.T) ingestSto
 
 // "Five pairs ride the migration chain, so every database the chain reaches
 // knows them without an operator registering anything." The stored
-// documents are ingest.SeedResourceTypes byte for byte.
+// documents are seed.ResourceTypes byte for byte.
 func testSeeds(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	got, err := e.svc.ResourceTypes(context.Background())
@@ -401,7 +402,7 @@ func testSeeds(t *testing.T, newStore func(t *testing.T) ingestStore) {
 		Version                            int64
 	}
 	var wantRows, gotRows []row
-	for _, rt := range ingest.SeedResourceTypes() {
+	for _, rt := range seed.ResourceTypes() {
 		wantRows = append(wantRows, row{rt.Platform, rt.ResourceType, string(rt.SizeSchema), 1})
 	}
 	for _, rt := range got {
