@@ -5,16 +5,10 @@
 //
 // # The pipeline
 //
-// [Service.Ingest] takes up to [MaxBatch] raw items and judges each, in this
-// order: strict decoding and validation ([event.Decode], [event.Validate];
-// refusal "schema: …"), the caller's scope (refusal "scope: …", an audit
-// row, no dead letter), size names ([sizenames.Resolve], with
-// payload.provider.size_as_reported recording what was replaced), the size
-// schema of its (platform, resource_type) (refusal "size_schema: …"), and the
-// stored source (the caller's pipeline). It then commits the survivors, the
-// dead letters and the audit rows in one [Store.Commit], and answers a
-// [Result]. [SplitBatch] turns a request body into raw items without
-// decoding them.
+// [Service.Ingest] takes up to [MaxBatch] raw items ([SplitBatch] splits a
+// request body), judges each in the order its documentation gives, commits
+// the survivors, the dead letters and the audit rows in one [Store.Commit],
+// and answers a [Result].
 //
 // # Refusals and errors
 //

@@ -155,16 +155,12 @@ func storedEventCursor(e StoredEvent) string {
 	return encodeEventCursor(EventPosition{Timestamp: e.Event.Timestamp, EventID: e.Event.EventID})
 }
 
-// ResourceEvents returns the stored history of one resource, ordered by
-// (timestamp, event_id), each event with when it was received (the
-// Reporting API's GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events).
-// Items is never nil: a resource with no stored event has an empty
-// history. The answer holds at most [MaxPageBytes] of item bytes (at least
-// one event): a longer history comes back cut there with NextCursor set, a
-// cursor of [Service.Events] (filtered on this resource) that lists the
-// rest; otherwise NextCursor is nil and Items is the whole history. More
-// than [MaxHistory] events within the byte budget is [ErrHistoryTooLong],
-// and [Service.Events] pages such a history.
+// ResourceEvents returns the stored history of one resource by
+// (timestamp, event_id), each event with when it was received (GET
+// /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events); Items is
+// never nil. A history over [MaxPageBytes] of item bytes comes back cut
+// there, NextCursor a cursor of [Service.Events] that lists the rest; more
+// than [MaxHistory] events within the budget is [ErrHistoryTooLong].
 func (s *Service) ResourceEvents(ctx context.Context, k projection.Key) (EventPage, error) {
 	if err := page.CheckText("cloud", k.Cloud, "resource_type", k.ResourceType, "resource_id", k.ResourceID); err != nil {
 		return EventPage{}, err

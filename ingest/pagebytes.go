@@ -12,12 +12,9 @@ const (
 	MaxLimit     = page.MaxLimit
 )
 
-// MaxPageBytes bounds one page of every listing by the bytes of its items
-// as well as by their number: a page stops at whichever comes first, its
-// limit or the item that would take the items' sizes (such as
-// [StoredEventBytes]) past 8 MiB, and always holds at least one item. A
-// page cut short by bytes carries a NextCursor like one cut short by its
-// limit (docs/http-api.md, Answer bounds).
+// MaxPageBytes bounds the item bytes of one page of every listing (such as
+// [StoredEventBytes]); a page holds at least one item and, cut short, a
+// NextCursor (docs/http-api.md, Answer bounds).
 const MaxPageBytes = page.MaxBytes
 
 // StoredEventBytes is the size of e counted against [MaxPageBytes], in

@@ -204,25 +204,16 @@ func (s *Service) ResourceType(ctx context.Context, platform, resourceType strin
 // (platform, resourceType), replacing any schema the pair had
 // (canonical-event.md, Size schemas). body is the body of PUT
 // /api/v1/resource-types/{platform}/{resource_type}: the wrapper
-// {"size_schema": <schema>} (Tally's RegisterResourceType, the existing-clients rules), or the
-// bare JSON Schema document. A JSON object with a top-level member
-// "size_schema" (not a JSON Schema keyword, so a bare schema never needs
-// one at its top level) is the wrapper, and may hold no other member; any
-// other body is the schema. The schema is kept as exact JSON, byte for
-// byte as sent.
+// {"size_schema": <schema>}, which may hold no other member, or the bare
+// JSON Schema document, kept byte for byte as sent.
 //
-// The schema must compile as compileSizeSchema compiles it. Otherwise,
-// or when the wrapper holds another member, or platform or resourceType is
-// empty, longer than 512 bytes, not UTF-8 or holds a NUL, it returns an
-// [*event.ValidationError] (matching [event.ErrInvalid]) listing every
-// problem, and nothing is written. A problem of the body names its member
-// by a JSON Pointer into body, so a keyword of the wrapped schema reads
-// "/size_schema/properties/gb/minimum"; a problem of a name is
-// "/platform" or "/resource_type", as the path parameters are named.
-//
-// On success it returns the row as stored (Version incremented) and drops
-// the pair's compiled schema from this Service's cache; other processes
-// see the new Version at their next batch.
+// A schema that does not compile or costs too much, another member in the
+// wrapper, or a platform or resourceType that is empty, longer than 512
+// bytes, not UTF-8 or holds a NUL is an [*event.ValidationError] listing
+// every problem (a keyword named by its JSON Pointer into body, such as
+// "/size_schema/properties/gb/minimum"), and nothing is written. On success
+// it returns the row as stored (Version incremented); every process sees
+// the new Version at its next batch.
 func (s *Service) PutResourceType(ctx context.Context, platform, resourceType string, body jsontext.Value) (ResourceType, error) {
 	var ps page.Params
 	for _, n := range [][2]string{{"platform", platform}, {"resource_type", resourceType}} {

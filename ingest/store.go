@@ -29,25 +29,19 @@ type Store interface {
 	// stored (UpdatedAt set by the store, Version incremented).
 	PutResourceType(ctx context.Context, rt ResourceType) (ResourceType, error)
 
-	// Commit writes one batch in one transaction: it inserts each event
-	// unless one with the same (event_id, timestamp) is stored already
-	// (or comes earlier in b.Events); when that one names another resource
-	// ([event.Collides]) the event is a conflict: reported in
-	// Committed.Conflicted, with entry i of b.Conflicts written when given. It
-	// folds the newly stored events into the projection of current
-	// resources with [projection.FoldBatch], writes every dead letter and audit row,
-	// and reports, parallel to b.Events, whether each event was newly
-	// stored. On any error nothing of the batch is written. A dead letter's
-	// ReceivedAt and an audit row's At are stored as given; the store stamps
-	// its own clock only when one is zero. IDs are assigned by the store.
+	// Commit writes one batch in one transaction: each event unless one
+	// with its (event_id, timestamp) is stored or comes earlier (a conflict
+	// when that one names another resource, [event.Collides]: entry i of
+	// b.Conflicts is written instead), the fold of the newly stored events
+	// into the projection ([projection.FoldBatch]), every dead letter and
+	// audit row (stamped with the store's clock only when their time is
+	// zero; IDs assigned by the store). On any error nothing is written.
 	Commit(ctx context.Context, b Batch) (Committed, error)
 
-	// DeadLetters lists dead letters received in [q.From, q.To), oldest
-	// first by (ReceivedAt, ID), after q.After when set, at most q.Limit.
+	// DeadLetters lists the dead letters q selects, oldest first by
+	// (ReceivedAt, ID).
 	DeadLetters(ctx context.Context, q DeadLetterQuery) ([]DeadLetter, error)
-	// Audit lists audit rows with q.Action (all actions when ""), at in
-	// [q.From, q.To), oldest first by (At, ID), after q.After when set, at
-	// most q.Limit.
+	// Audit lists the audit rows q selects, oldest first by (At, ID).
 	Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error)
 	// Events lists the stored events q selects with when each was
 	// received, each event as [projection.Store.History] returns it.
@@ -57,14 +51,11 @@ type Store interface {
 // Committed is what [Store.Commit] reports.
 type Committed struct {
 	// Inserted is parallel to Batch.Events: true when the event was newly
-	// stored, false when an event with its (event_id, timestamp) was stored
-	// already.
+	// stored.
 	Inserted []bool
-	// Conflicted, when not nil, is parallel to Batch.Events: true when an
-	// event with its (event_id, timestamp) is stored (or came earlier in
-	// the batch) for another resource ([event.Collides]); the event was not
-	// stored (Inserted false) and Commit wrote entry i of Batch.Conflicts instead.
-	// A store leaves it nil when no event of the batch conflicts.
+	// Conflicted, nil when no event conflicts, is parallel to Batch.Events:
+	// true when the event was not stored because its (event_id, timestamp)
+	// names another resource ([event.Collides]).
 	Conflicted []bool
 	// Replays counts, by cloud, the late events that made a resource replay
 	// its history in the projection (tally_projection_replays_total).
@@ -80,12 +71,10 @@ type Batch struct {
 	DeadLetters []DeadLetter
 	// Audit holds the scope violations of the batch.
 	Audit []AuditEntry
-	// Conflicts, when not nil, is parallel to Events: the dead letter and
-	// audit row Commit writes, in the same transaction, for an event it
-	// does not store because its (event_id, timestamp) is stored for
-	// another resource ([event.Collides]; docs/decisions.md, Same (event_id,
-	// timestamp) stored for another resource). A DeadLetter's Raw may
-	// reference the caller's bytes: a store copies what it keeps.
+	// Conflicts, when not nil, is parallel to Events: what Commit writes
+	// instead of an event that conflicts (docs/decisions.md, Same
+	// (event_id, timestamp) stored for another resource). A store copies
+	// the Raw bytes it keeps.
 	Conflicts []Conflict
 }
 
