@@ -47,7 +47,7 @@ import (
 // the later one's guard sees the earlier one's committed row. The guard
 // compares timestamps only, so a delta whose oldest event has the stored
 // row's timestamp goes through step 5 too, which then decides exactly as
-// ingest.FoldBatch does.
+// projection.FoldBatch does.
 
 // sampleSize is how many of a batch's keys the duplicate probe looks up
 // before deciding whether the full probe is needed.
@@ -442,7 +442,7 @@ ORDER BY c, t, i
 ON CONFLICT (cloud, resource_type, resource_id) DO UPDATE SET cloud = cr.cloud`
 
 // rebuildBatch recomputes the rows of keys from their stored events with
-// ingest.Fold, in one transaction holding their row locks (on a connection
+// projection.Fold, in one transaction holding their row locks (on a connection
 // taken within the acquire timeout).
 func rebuildBatch(ctx context.Context, c *conn, keys []projection.Key) error {
 	pc, err := c.acquireConn(ctx)

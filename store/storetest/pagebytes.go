@@ -163,7 +163,7 @@ func testDeadLetterPageBytes(t *testing.T, newStore func(t *testing.T) ingestSto
 	}
 }
 
-// testResourceHistoryBytes: a resource read (Service.Resource) embeds its
+// testResourceHistoryBytes: a resource read (projection.Service.Get) embeds its
 // events up to ingest.MaxPageBytes and the per-resource read
 // (Service.ResourceEvents) answers up to the same budget; both hand a
 // cursor of Service.Events, filtered on the resource, for the rest.

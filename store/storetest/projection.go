@@ -416,7 +416,7 @@ func testProjectionRebuild(t *testing.T, st ingestStore) {
 	var progress []int
 	n, err := st.Projection().Rebuild(context.Background(), projection.RebuildQuery{BatchSize: 5}, func(done int) { progress = append(progress, done) })
 	if err != nil {
-		t.Fatalf("RebuildResources: %v", err)
+		t.Fatalf("Rebuild: %v", err)
 	}
 	if n != 12 {
 		t.Errorf("rebuilt %d resources, want 12", n)
@@ -429,7 +429,7 @@ func testProjectionRebuild(t *testing.T, st ingestStore) {
 		t.Errorf("rebuild differs from incremental (-incremental +rebuilt):\n%s", diff)
 	}
 	if _, err := st.Projection().Rebuild(context.Background(), projection.RebuildQuery{Cloud: "c1", ResourceType: "volume"}, nil); err != nil {
-		t.Fatalf("second RebuildResources: %v", err)
+		t.Fatalf("second Rebuild: %v", err)
 	}
 	if diff := cmp.Diff(rebuilt, allResources(t, st, projection.Query{}), cmpJSONBytes); diff != "" {
 		t.Errorf("rebuild is not idempotent (-first +second):\n%s", diff)
@@ -597,17 +597,17 @@ func runWindows(t *testing.T, newStore func(t *testing.T) ingestStore) {
 }
 
 // testProjectionCounts: the existing-clients rules, /metrics, "a current-resources gauge by
-// platform, cloud, resource type and state": CountResources groups the
+// platform, cloud, resource type and state": Count groups the
 // projection by those four, in byte order, a deleted resource counted in
 // state "deleted", and an empty projection has no group.
 func testProjectionCounts(t *testing.T, st ingestStore) {
 	ctx := context.Background()
 	got, err := st.Projection().Count(ctx)
 	if err != nil {
-		t.Fatalf("CountResources: %v", err)
+		t.Fatalf("Count: %v", err)
 	}
 	if len(got) != 0 {
-		t.Errorf("CountResources of an empty projection = %+v, want none", got)
+		t.Errorf("Count of an empty projection = %+v, want none", got)
 	}
 	svc := newService(t, st, nil)
 	res, err := svc.Ingest(ctx, ingest.Caller{Credential: "test"}, items(
@@ -622,7 +622,7 @@ func testProjectionCounts(t *testing.T, st ingestStore) {
 	}
 	got, err = projService(t, st, svc).Count(ctx)
 	if err != nil {
-		t.Fatalf("CountResources: %v", err)
+		t.Fatalf("Count: %v", err)
 	}
 	want := []projection.Count{
 		{Platform: "openstack", Cloud: "C0", ResourceType: "volume", State: "available", N: 1},
@@ -633,6 +633,6 @@ func testProjectionCounts(t *testing.T, st ingestStore) {
 		{Platform: "openstack", Cloud: "c2", ResourceType: "volume", State: "available", N: 1},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("CountResources (-want +got):\n%s", diff)
+		t.Errorf("Count (-want +got):\n%s", diff)
 	}
 }
