@@ -179,7 +179,7 @@ func (s *Service) Get(ctx context.Context, k Key) (Detail, error) {
 	}
 	h, next, err := s.events.ResourceHistory(ctx, k)
 	if err != nil {
-		return Detail{}, fmt.Errorf("projection: get resource history: %w", err)
+		return Detail{}, err // ResourceHistory's own error names what failed
 	}
 	if h == nil {
 		h = []event.Event{}
