@@ -6,6 +6,7 @@ import (
 
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/store/memstore"
 )
 
@@ -20,7 +21,8 @@ func Example() {
 	res, _ := ingestion.Ingest(ctx, ingest.Caller{Credential: "example"}, [][]byte{
 		[]byte(`{"event_id":"e1","timestamp":"2026-03-01T12:00:00Z","event_type":"compute.instance.create.end","platform":"openstack","cloud":"os-demo","resource_type":"instance","resource_id":"vm-1","project_id":"p1","payload":{"state":"active","size":{"vcpus":2,"ram_gb":4,"disk_gb":20,"flavor":"m1.small"}}}`),
 	})
-	page, _ := ingestion.Resources(ctx, ingest.ResourceFilter{})
+	resources, _ := projection.New(db.Projection(), ingestion)
+	page, _ := resources.List(ctx, projection.Filter{})
 	fmt.Println("accepted", res.Accepted, "→", page.Items[0].ResourceID, page.Items[0].State)
 
 	correlation, _ := correlate.New(db.Correlate(), correlate.Options{})

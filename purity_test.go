@@ -22,6 +22,7 @@ import (
 var purePackages = []string{
 	"github.com/tallyhq/tally/event",
 	"github.com/tallyhq/tally/ingest",
+	"github.com/tallyhq/tally/ingest/projection",
 	"github.com/tallyhq/tally/correlate",
 	"github.com/tallyhq/tally/sizenames",
 }

@@ -231,3 +231,12 @@ func (p *PayloadEnvelope) UnmarshalJSON(b []byte) error {
 	*p = PayloadEnvelope(w)
 	return nil
 }
+
+// Collides reports whether a and b, two events with one (event_id,
+// timestamp), name another platform, cloud, resource_type or resource_id:
+// then the later one is not a duplicate of the earlier but a conflict
+// (ingest.KindConflict). Two events of one resource with one key are the spec's
+// duplicate (canonical-event.md, Rules), whatever else they carry.
+func Collides(a, b *Event) bool {
+	return a.Platform != b.Platform || a.Cloud != b.Cloud || a.ResourceType != b.ResourceType || a.ResourceID != b.ResourceID
+}

@@ -5,16 +5,10 @@
 //
 // # The pipeline
 //
-// [Service.Ingest] takes up to [MaxBatch] raw items and judges each, in this
-// order: strict decoding and validation ([event.Decode], [event.Validate];
-// refusal "schema: …"), the caller's scope (refusal "scope: …", an audit
-// row, no dead letter), size names ([sizenames.Resolve], with
-// payload.provider.size_as_reported recording what was replaced), the size
-// schema of its (platform, resource_type) (refusal "size_schema: …"), and the
-// stored source (the caller's pipeline). It then commits the survivors, the
-// dead letters and the audit rows in one [Store.Commit], and answers a
-// [Result]. [SplitBatch] turns a request body into raw items without
-// decoding them.
+// [Service.Ingest] takes up to [MaxBatch] raw items ([SplitBatch] splits a
+// request body), judges each in the order its documentation gives, commits
+// the survivors, the dead letters and the audit rows in one [Store.Commit],
+// and answers a [Result].
 //
 // # Refusals and errors
 //
@@ -26,62 +20,28 @@
 // "/" + the parameter's name as the HTTP API spells it (/limit, /cursor,
 // /cloud).
 //
-// # Hostile input
+// # Hostile input and the registry
 //
 // One item's cost is bounded by its bytes and one item never sinks its
-// batch (the hostile-input rules): every number of a size must lie in the range the
-// validator judges, at most [MaxNumberDigits] digits and an exponent of at
-// most [MaxNumberExponent] either way (refusal "size_schema: <pointer>: numberRange: …"
-// per item; a size schema with such a number is refused naming the
-// keyword); an element nested deeper than [event.MaxDepth] is refused as its
-// item ([SplitBatch] counts depth without a limit); a panic inside one
-// item's checks refuses that item, naming the stage, and is logged with its
-// stack. payload.size (apart from the values size names replace),
-// payload.provider and the unknown payload members are stored byte for byte
-// as sent.
-//
-// # The size-schema registry
-//
-// Size schemas are JSON Schema documents kept per (platform, resource_type)
-// in the store ([ResourceType]); five are seeded ([SeedResourceTypes]). They
-// are compiled with github.com/santhosh-tekuri/jsonschema/v6, format
-// assertions on and external references refused ([CompileSizeSchema]), and
-// cached by pair and Version: each batch reads the row of each pair it meets
-// once and recompiles only when the Version changed, so a schema put through
-// any process sharing the store is in force at the next batch.
-// [Service.PutResourceType] refuses a document that does not compile with an
-// [*event.ValidationError] naming each offending keyword by its JSON Pointer.
-//
-// # Reading back
-//
-// [Service.DeadLetters] and [Service.Audit] page oldest first with an opaque
-// cursor ([EncodeCursor]); [Service.ResourceTypes] and [Service.ResourceType]
-// read the registry.
+// batch: numbers of a size outside [MaxNumberDigits] and
+// [MaxNumberExponent], elements deeper than [event.MaxDepth] and a panic in
+// one item's checks refuse that item alone (docs/http-api.md, Hostile
+// input). Size schemas are kept per (platform, resource_type) in the store
+// ([ResourceType]), compiled with github.com/santhosh-tekuri/jsonschema/v6
+// and cached by Version, so a schema put through any process sharing the
+// store is in force at the next batch; [Service.PutResourceType] refuses
+// one that does not compile or costs too much (docs/http-api.md, Size
+// schemas: bounded cost). [Service.DeadLetters], [Service.Audit] and
+// [Service.Events] page oldest first with an opaque cursor.
 //
 // # The projection of current resources
 //
-// The events are the single source of truth; the projection of current
-// resources is derived from them and rebuildable. Each [Store.Commit] folds
-// the events it newly stored into one [Resource] row per (cloud,
-// resource_type, resource_id), inside the same transaction ([FoldBatch]);
-// duplicates and refusals never touch it. The fold ([Apply], [Fold]):
-//
-//   - every event sets platform and project_id (the owner at or after the
-//     event) and the last_event_* members;
-//   - a create sets created_at, clears deleted_at, and applies payload.state
-//     and payload.size;
-//   - an update applies payload.state and payload.size as it carries them
-//     (absent size means unchanged), unless the resource is deleted: only a
-//     create revives a deleted resource;
-//   - a delete sets deleted_at and forces state "deleted", keeping the size.
-//
-// The row is what folding the resource's whole history in [Compare] order
-// gives, whatever order the events arrived in: by timestamp, then create <
-// update < delete for equal timestamps, then event_id. A late event (older
-// than the row's last event) replays the resource's history, counted by
-// [Observer].ProjectionReplays. [Service.RebuildResources] recomputes rows from the events
-// in bounded transactions; [Service.Resources] and [Service.Resource] read
-// them.
+// Each [Store.Commit] folds the events it newly stored into the projection
+// of current resources in the same transaction, with
+// [projection.FoldBatch]; duplicates and refusals never touch it. Package
+// [github.com/tallyhq/tally/ingest/projection] holds the fold, the rows'
+// store and the service that reads and rebuilds them; a late event's
+// replay is counted by [Observer].ProjectionReplays.
 //
 // # Stores
 //

@@ -11,6 +11,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/internal/page"
 )
 
 // MaxHistory bounds the events [Service.ResourceEvents] answers at once, as
@@ -65,28 +67,28 @@ type EventPage struct {
 // of f (a text filter that is not valid UTF-8 or holds a NUL, /source not
 // collector or reconciliation, /limit, /cursor), or nil.
 func (f EventFilter) Validate() error {
-	var ps params
+	var ps page.Params
 	f.check(&ps)
-	return ps.err()
+	return ps.Err()
 }
 
-func (f EventFilter) check(ps *params) (limit int, after *EventPosition) {
+func (f EventFilter) check(ps *page.Params) (limit int, after *EventPosition) {
 	for _, t := range [...]struct{ name, v string }{
 		{"cloud", f.Cloud}, {"platform", f.Platform}, {"project_id", f.ProjectID},
 		{"resource_type", f.ResourceType}, {"resource_id", f.ResourceID}, {"event_type", f.EventType},
 	} {
-		ps.text(t.name, t.v)
+		ps.Text(t.name, t.v)
 	}
 	switch f.Source {
 	case "", event.SourceCollector, event.SourceReconciliation:
 	default:
 		*ps = append(*ps, event.Problem{Member: "/source", Rule: event.RuleEnum, Message: "must be collector or reconciliation"})
 	}
-	limit = ps.limit(f.Limit)
+	limit = ps.Limit(f.Limit)
 	if f.Cursor != "" {
 		p, ok := decodeEventCursor(f.Cursor)
 		if !ok {
-			ps.badCursor()
+			ps.BadCursor()
 		}
 		after = &p
 	}
@@ -117,8 +119,8 @@ func decodeEventCursor(c string) (EventPosition, bool) {
 		json.Unmarshal(raw[1], &parts.us) != nil || json.Unmarshal(raw[2], &parts.id) != nil {
 		return EventPosition{}, false
 	}
-	at, ok := cursorTime(parts.us)
-	if !ok || !cursorText(parts.id) {
+	at, ok := page.CursorTime(parts.us)
+	if !ok || !page.CursorText(parts.id) {
 		return EventPosition{}, false
 	}
 	return EventPosition{Timestamp: at, EventID: parts.id}, true
@@ -130,9 +132,9 @@ func decodeEventCursor(c string) (EventPosition, bool) {
 // [*event.ValidationError] listing every bad parameter, or the store's
 // error wrapped.
 func (s *Service) Events(ctx context.Context, f EventFilter) (EventPage, error) {
-	var ps params
+	var ps page.Params
 	limit, after := f.check(&ps)
-	if err := ps.err(); err != nil {
+	if err := ps.Err(); err != nil {
 		return EventPage{}, err
 	}
 	items, err := s.store.Events(ctx, EventQuery{
@@ -144,7 +146,7 @@ func (s *Service) Events(ctx context.Context, f EventFilter) (EventPage, error) 
 		return EventPage{}, fmt.Errorf("ingest: list events: %w", err)
 	}
 	out := EventPage{}
-	out.Items, out.NextCursor = paginate(items, limit, StoredEventBytes, storedEventCursor)
+	out.Items, out.NextCursor = page.Paginate(items, limit, StoredEventBytes, storedEventCursor)
 	return out, nil
 }
 
@@ -153,18 +155,14 @@ func storedEventCursor(e StoredEvent) string {
 	return encodeEventCursor(EventPosition{Timestamp: e.Event.Timestamp, EventID: e.Event.EventID})
 }
 
-// ResourceEvents returns the stored history of one resource, ordered by
-// (timestamp, event_id), each event with when it was received (the
-// Reporting API's GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events).
-// Items is never nil: a resource with no stored event has an empty
-// history. The answer holds at most [MaxPageBytes] of item bytes (at least
-// one event): a longer history comes back cut there with NextCursor set, a
-// cursor of [Service.Events] (filtered on this resource) that lists the
-// rest; otherwise NextCursor is nil and Items is the whole history. More
-// than [MaxHistory] events within the byte budget is [ErrHistoryTooLong],
-// and [Service.Events] pages such a history.
-func (s *Service) ResourceEvents(ctx context.Context, k ResourceKey) (EventPage, error) {
-	if err := checkText("cloud", k.Cloud, "resource_type", k.ResourceType, "resource_id", k.ResourceID); err != nil {
+// ResourceEvents returns the stored history of one resource by
+// (timestamp, event_id), each event with when it was received (GET
+// /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events); Items is
+// never nil. A history over [MaxPageBytes] of item bytes comes back cut
+// there, NextCursor a cursor of [Service.Events] that lists the rest; more
+// than [MaxHistory] events within the budget is [ErrHistoryTooLong].
+func (s *Service) ResourceEvents(ctx context.Context, k projection.Key) (EventPage, error) {
+	if err := page.CheckText("cloud", k.Cloud, "resource_type", k.ResourceType, "resource_id", k.ResourceID); err != nil {
 		return EventPage{}, err
 	}
 	items, err := s.store.Events(ctx, EventQuery{
@@ -173,10 +171,31 @@ func (s *Service) ResourceEvents(ctx context.Context, k ResourceKey) (EventPage,
 	if err != nil {
 		return EventPage{}, fmt.Errorf("ingest: get resource events: %w", err)
 	}
-	if cut(items, MaxHistory+1, StoredEventBytes) > MaxHistory {
+	if page.Cut(items, MaxHistory+1, StoredEventBytes) > MaxHistory {
 		return EventPage{}, ErrHistoryTooLong
 	}
 	out := EventPage{}
-	out.Items, out.NextCursor = paginate(items, MaxHistory, StoredEventBytes, storedEventCursor)
+	out.Items, out.NextCursor = page.Paginate(items, MaxHistory, StoredEventBytes, storedEventCursor)
 	return out, nil
+}
+
+// ResourceHistory returns the first stored events of one resource by
+// (timestamp, event_id), at most [MaxLimit] of them and at most
+// [MaxPageBytes] of item bytes (at least one), and, when the history has
+// more, the cursor of [Service.Events] (filtered on this resource) that
+// lists the rest: what [projection.Service.Get] embeds in a resource's read.
+// The key is not checked (Get checks it).
+func (s *Service) ResourceHistory(ctx context.Context, k projection.Key) ([]event.Event, *string, error) {
+	items, err := s.store.Events(ctx, EventQuery{
+		Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID, Limit: MaxLimit + 1, MaxBytes: MaxPageBytes,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("ingest: get resource history: %w", err)
+	}
+	items, next := page.Paginate(items, MaxLimit, StoredEventBytes, storedEventCursor)
+	h := make([]event.Event, len(items))
+	for i := range items {
+		h[i] = items[i].Event
+	}
+	return h, next, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/sizenames"
 	"github.com/tallyhq/tally/store/memstore"
 )
@@ -46,8 +47,8 @@ func Example() {
 	for _, r := range res.Rejected {
 		fmt.Printf("item %d (%q): %s\n", r.Index, r.EventID, r.Reason)
 	}
-	v1, _ := svc.Resource(ctx, ingest.ResourceKey{Cloud: "c1", ResourceType: "volume", ResourceID: "v1"})
-	fmt.Printf("stored size %s, provider %s\n", v1.Events[0].Payload.Size, v1.Events[0].Payload.Provider)
+	v1, _ := svc.ResourceEvents(ctx, projection.Key{Cloud: "c1", ResourceType: "volume", ResourceID: "v1"})
+	fmt.Printf("stored size %s, provider %s\n", v1.Items[0].Event.Payload.Size, v1.Items[0].Event.Payload.Provider)
 	// Output:
 	// accepted 1 duplicates 1
 	// item 2 ("e2"): size_schema: /payload/size/size_gb: exclusiveMinimum: must be greater than 0, is 0

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/internal/seed"
 	"github.com/tallyhq/tally/store"
 	"github.com/tallyhq/tally/store/memstore"
 )
@@ -28,14 +29,14 @@ func TestNewValidatesOptions(t *testing.T) {
 	}
 }
 
-// The seeded documents are the files under ingest/schemas, which the
+// The seeded documents are the files under internal/seed/schemas, which the
 // PostgreSQL migration must insert byte for byte, and each compiles.
 func TestSeedResourceTypesAreTheFiles(t *testing.T) {
-	seeds := ingest.SeedResourceTypes()
+	seeds := seed.ResourceTypes()
 	var names []string
 	for _, rt := range seeds {
 		names = append(names, rt.ResourceType)
-		b, err := os.ReadFile(filepath.Join("schemas", rt.ResourceType+".json"))
+		b, err := os.ReadFile(filepath.Join("..", "internal", "seed", "schemas", rt.ResourceType+".json"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +53,7 @@ func TestSeedResourceTypesAreTheFiles(t *testing.T) {
 	if diff := cmp.Diff([]string{"floating_ip", "image", "instance", "loadbalancer", "volume"}, names); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	files, _ := filepath.Glob("schemas/*.json")
+	files, _ := filepath.Glob("../internal/seed/schemas/*.json")
 	if len(files) != len(seeds) {
 		t.Errorf("%d schema files, %d seeds", len(files), len(seeds))
 	}

@@ -10,25 +10,13 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// The range of numbers the size-schema validator judges (docs/decisions.md,
-// Numbers the validator cannot judge). The validator compares exact
-// rationals, whose cost grows with the digits and the exponent of a number
-// literal, and which math/big cannot build at all for an exponent such as
-// 1e1000001 (santhosh-tekuri/jsonschema issues #77 and #248). So every number
-// in payload.size, and every number in a size schema, must be written with
-//
-//   - at most [MaxNumberDigits] digits before its exponent (integer and
-//     fraction digits together, leading zeros included), and
-//   - an exponent, when it has one, from -[MaxNumberExponent] to
-//     [MaxNumberExponent].
-//
-// Every such number is 0 or has a magnitude between 10^-(MaxNumberDigits+
-// MaxNumberExponent) and 10^(MaxNumberDigits+MaxNumberExponent); sizes in
-// practice (vcpus, ram_mb, disk_gb) are far inside it. A size with a number
-// outside the range is refused "size_schema: <pointer>: numberRange: …", a
-// size schema with one is refused by [Service.PutResourceType] naming the
-// keyword; numbers elsewhere in an event (payload.provider, say) are kept
-// exactly as sent and never judged.
+// The range of numbers the size-schema validator judges: at most
+// MaxNumberDigits digits before the exponent (leading zeros included) and
+// an exponent from -MaxNumberExponent to MaxNumberExponent. A size with a
+// number outside it is refused "size_schema: <pointer>: numberRange: …", a
+// size schema with one by [Service.PutResourceType]; numbers elsewhere in
+// an event are never judged (docs/decisions.md, Numbers the validator
+// cannot judge).
 const (
 	MaxNumberDigits   = 100
 	MaxNumberExponent = 400

@@ -12,12 +12,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/tallyhq/tally/event"
-)
-
-// Paging bounds of the read operations (dead letters, audit).
-const (
-	DefaultLimit = 100
-	MaxLimit     = 1000
+	"github.com/tallyhq/tally/internal/page"
 )
 
 // Page selects one page of a listing ordered by (time, id), oldest first.
@@ -45,21 +40,21 @@ type AuditPage struct {
 	NextCursor *string `json:"next_cursor"`
 }
 
-// EncodeCursor returns the opaque cursor that continues a listing after p.
-func EncodeCursor(p Position) string {
+// encodeCursor returns the opaque cursor that continues a listing after p.
+func encodeCursor(p Position) string {
 	s := strconv.FormatInt(p.At.UnixMicro(), 10) + "." + strconv.FormatInt(p.ID, 10)
 	return base64.RawURLEncoding.EncodeToString([]byte("v1." + s))
 }
 
-// DecodeCursor reads a cursor made by [EncodeCursor], or returns an
+// decodePageCursor reads a cursor made by encodeCursor, or returns an
 // [*event.ValidationError] naming /cursor, rule format (matching
 // [event.ErrInvalid]).
-func DecodeCursor(c string) (Position, error) {
+func decodePageCursor(c string) (Position, error) {
 	pos, ok := decodeCursor(c)
 	if !ok {
-		var ps params
-		ps.badCursor()
-		return Position{}, ps.err()
+		var ps page.Params
+		ps.BadCursor()
+		return Position{}, ps.Err()
 	}
 	return pos, nil
 }
@@ -75,7 +70,7 @@ func decodeCursor(c string) (Position, bool) {
 	}
 	us, err1 := strconv.ParseInt(parts[1], 10, 64)
 	id, err2 := strconv.ParseInt(parts[2], 10, 64)
-	at, ok := cursorTime(us)
+	at, ok := page.CursorTime(us)
 	if err1 != nil || err2 != nil || id < 0 || !ok {
 		return Position{}, false
 	}
@@ -101,7 +96,7 @@ func ceilMicro(t time.Time) time.Time {
 // paginate cuts items, read with limit+1, to one page: the first limit
 // items (never nil) and, when there were more, the cursor after the last.
 func paginate[T any](items []T, limit int, size func(T) int, cursor func(T) string) ([]T, *string) {
-	if n := cut(items, limit, size); n < len(items) {
+	if n := page.Cut(items, limit, size); n < len(items) {
 		c := cursor(items[n-1])
 		return items[:n], &c
 	}
@@ -116,19 +111,19 @@ func paginate[T any](items []T, limit int, size func(T) int, cursor func(T) stri
 // nil. [Service.DeadLetters] and [Service.Audit] call it; an HTTP adapter
 // calls it to list these problems beside its own.
 func (p Page) Validate() error {
-	var ps params
+	var ps page.Params
 	p.resolve(&ps)
-	return ps.err()
+	return ps.Err()
 }
 
 // resolve reads the page's limit and cursor, adding a problem to ps for
 // each bad one.
-func (p Page) resolve(ps *params) (limit int, after *Position) {
-	limit = ps.limit(p.Limit)
+func (p Page) resolve(ps *page.Params) (limit int, after *Position) {
+	limit = ps.Limit(p.Limit)
 	if p.Cursor != "" {
 		pos, ok := decodeCursor(p.Cursor)
 		if !ok {
-			ps.badCursor()
+			ps.BadCursor()
 		}
 		after = &pos
 	}
@@ -141,9 +136,9 @@ func (p Page) resolve(ps *params) (limit int, after *Position) {
 // [*event.ValidationError] listing every bad parameter (/limit, /cursor),
 // or the store's error wrapped.
 func (s *Service) DeadLetters(ctx context.Context, p Page) (DeadLetterPage, error) {
-	var ps params
+	var ps page.Params
 	limit, after := p.resolve(&ps)
-	if err := ps.err(); err != nil {
+	if err := ps.Err(); err != nil {
 		return DeadLetterPage{}, err
 	}
 	items, err := s.store.DeadLetters(ctx, DeadLetterQuery{From: ceilMicro(p.From), To: ceilMicro(p.To), After: after, Limit: limit + 1, MaxBytes: MaxPageBytes})
@@ -151,8 +146,8 @@ func (s *Service) DeadLetters(ctx context.Context, p Page) (DeadLetterPage, erro
 		return DeadLetterPage{}, fmt.Errorf("ingest: list dead letters: %w", err)
 	}
 	out := DeadLetterPage{}
-	out.Items, out.NextCursor = paginate(items, limit, DeadLetterBytes, func(d DeadLetter) string {
-		return EncodeCursor(Position{At: d.ReceivedAt, ID: d.ID})
+	out.Items, out.NextCursor = page.Paginate(items, limit, deadLetterBytes, func(d DeadLetter) string {
+		return encodeCursor(Position{At: d.ReceivedAt, ID: d.ID})
 	})
 	return out, nil
 }
@@ -162,10 +157,10 @@ func (s *Service) DeadLetters(ctx context.Context, p Page) (DeadLetterPage, erro
 // [*event.ValidationError] listing every bad parameter (/action, /limit,
 // /cursor), or the store's error wrapped.
 func (s *Service) Audit(ctx context.Context, action string, p Page) (AuditPage, error) {
-	var ps params
-	ps.text("action", action)
+	var ps page.Params
+	ps.Text("action", action)
 	limit, after := p.resolve(&ps)
-	if err := ps.err(); err != nil {
+	if err := ps.Err(); err != nil {
 		return AuditPage{}, err
 	}
 	items, err := s.store.Audit(ctx, AuditQuery{Action: action, From: ceilMicro(p.From), To: ceilMicro(p.To), After: after, Limit: limit + 1, MaxBytes: MaxPageBytes})
@@ -173,8 +168,8 @@ func (s *Service) Audit(ctx context.Context, action string, p Page) (AuditPage, 
 		return AuditPage{}, fmt.Errorf("ingest: list audit rows: %w", err)
 	}
 	out := AuditPage{}
-	out.Items, out.NextCursor = paginate(items, limit, AuditBytes, func(a AuditEntry) string {
-		return EncodeCursor(Position{At: a.At, ID: a.ID})
+	out.Items, out.NextCursor = page.Paginate(items, limit, auditBytes, func(a AuditEntry) string {
+		return encodeCursor(Position{At: a.At, ID: a.ID})
 	})
 	return out, nil
 }
@@ -195,7 +190,7 @@ func (s *Service) ResourceTypes(ctx context.Context) ([]ResourceType, error) {
 // ResourceType returns the registry row of (platform, resourceType), or an
 // error matching store.ErrNotFound when there is none.
 func (s *Service) ResourceType(ctx context.Context, platform, resourceType string) (ResourceType, error) {
-	if err := checkText("platform", platform, "resource_type", resourceType); err != nil {
+	if err := page.CheckText("platform", platform, "resource_type", resourceType); err != nil {
 		return ResourceType{}, err
 	}
 	rt, err := s.store.ResourceType(ctx, platform, resourceType)
@@ -209,27 +204,18 @@ func (s *Service) ResourceType(ctx context.Context, platform, resourceType strin
 // (platform, resourceType), replacing any schema the pair had
 // (canonical-event.md, Size schemas). body is the body of PUT
 // /api/v1/resource-types/{platform}/{resource_type}: the wrapper
-// {"size_schema": <schema>} (Tally's RegisterResourceType, the existing-clients rules), or the
-// bare JSON Schema document. A JSON object with a top-level member
-// "size_schema" (not a JSON Schema keyword, so a bare schema never needs
-// one at its top level) is the wrapper, and may hold no other member; any
-// other body is the schema. The schema is kept as exact JSON, byte for
-// byte as sent.
+// {"size_schema": <schema>}, which may hold no other member, or the bare
+// JSON Schema document, kept byte for byte as sent.
 //
-// The schema must compile as [CompileSizeSchema] compiles it. Otherwise,
-// or when the wrapper holds another member, or platform or resourceType is
-// empty, longer than 512 bytes, not UTF-8 or holds a NUL, it returns an
-// [*event.ValidationError] (matching [event.ErrInvalid]) listing every
-// problem, and nothing is written. A problem of the body names its member
-// by a JSON Pointer into body, so a keyword of the wrapped schema reads
-// "/size_schema/properties/gb/minimum"; a problem of a name is
-// "/platform" or "/resource_type", as the path parameters are named.
-//
-// On success it returns the row as stored (Version incremented) and drops
-// the pair's compiled schema from this Service's cache; other processes
-// see the new Version at their next batch.
+// A schema that does not compile or costs too much, another member in the
+// wrapper, or a platform or resourceType that is empty, longer than 512
+// bytes, not UTF-8 or holds a NUL is an [*event.ValidationError] listing
+// every problem (a keyword named by its JSON Pointer into body, such as
+// "/size_schema/properties/gb/minimum"), and nothing is written. On success
+// it returns the row as stored (Version incremented); every process sees
+// the new Version at its next batch.
 func (s *Service) PutResourceType(ctx context.Context, platform, resourceType string, body jsontext.Value) (ResourceType, error) {
-	var ps params
+	var ps page.Params
 	for _, n := range [][2]string{{"platform", platform}, {"resource_type", resourceType}} {
 		switch {
 		case n[1] == "":
@@ -238,17 +224,17 @@ func (s *Service) PutResourceType(ctx context.Context, platform, resourceType st
 			ps = append(ps, event.Problem{Member: "/" + n[0], Rule: event.RuleMaxLength,
 				Message: fmt.Sprintf("must be at most %d bytes, has %d", event.IdentifierMaxLen, len(n[1]))})
 		default:
-			ps.text(n[0], n[1])
+			ps.Text(n[0], n[1])
 		}
 	}
-	if err := ps.err(); err != nil {
+	if err := ps.Err(); err != nil {
 		return ResourceType{}, err
 	}
 	sizeSchema, at, err := unwrapSizeSchema(body)
 	if err != nil {
 		return ResourceType{}, err
 	}
-	if _, err := CompileSizeSchema(sizeSchema); err != nil {
+	if _, err := compileSizeSchema(sizeSchema); err != nil {
 		var ve *event.ValidationError
 		if errors.As(err, &ve) {
 			for i := range ve.Problems {

@@ -31,7 +31,7 @@ func (noLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("external reference %s is not allowed in a size schema", url)
 }
 
-// CompileSizeSchema compiles doc as a JSON Schema the way the registry does:
+// compileSizeSchema compiles doc as a JSON Schema the way the registry does:
 // draft 2020-12 unless doc names another with $schema, format assertions on,
 // and no external reference ($ref to a URL or file) resolved. It is safe for
 // concurrent use.
@@ -65,8 +65,8 @@ func (noLoader) Load(url string) (any, error) {
 // whose pattern is longer than [MaxRegexLength] bytes. In a size, a string
 // of format "regex" longer than [MaxRegexLength] bytes is refused
 // (rule format) rather than compiled.
-func CompileSizeSchema(doc jsontext.Value) (*jsonschema.Schema, error) {
-	sch, costErr, err := compileSizeSchema(doc)
+func compileSizeSchema(doc jsontext.Value) (*jsonschema.Schema, error) {
+	sch, costErr, err := compileSizeSchemaCost(doc)
 	if err != nil {
 		return nil, err
 	}
@@ -76,10 +76,10 @@ func CompileSizeSchema(doc jsontext.Value) (*jsonschema.Schema, error) {
 	return sch, nil
 }
 
-// compileSizeSchema is [CompileSizeSchema] returning the refusal by the
+// compileSizeSchemaCost is compileSizeSchema returning the refusal by the
 // bounds on evaluation cost (checkSchemaCost) apart, with the compiled
 // schema, so that a row stored before those bounds still loads.
-func compileSizeSchema(doc jsontext.Value) (_ *jsonschema.Schema, costErr, err error) {
+func compileSizeSchemaCost(doc jsontext.Value) (_ *jsonschema.Schema, costErr, err error) {
 	if err := checkStrictJSON(doc); err != nil {
 		return nil, nil, err
 	}
@@ -181,7 +181,7 @@ func (r *registry) schema(rt ResourceType) (*jsonschema.Schema, *verdicts, error
 	if ok && c.version == rt.Version && bytes.Equal(c.doc, rt.SizeSchema) {
 		return c.schema, c.accepted, nil
 	}
-	sch, costErr, err := compileSizeSchema(rt.SizeSchema)
+	sch, costErr, err := compileSizeSchemaCost(rt.SizeSchema)
 	if err != nil {
 		return nil, nil, err
 	}

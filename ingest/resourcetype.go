@@ -23,7 +23,7 @@ const WrapperMember = "size_schema"
 // [*event.ValidationError] naming each (rule additionalProperties), so a
 // misspelt or half-wrapped body is never stored as a schema that accepts
 // everything. Bytes that are not strict JSON are returned as given, for
-// [CompileSizeSchema] to refuse.
+// compileSizeSchema to refuse.
 func unwrapSizeSchema(body jsontext.Value) (schema jsontext.Value, at string, err error) {
 	dec := jsontext.NewDecoder(bytes.NewReader(body))
 	if dec.PeekKind() != '{' {

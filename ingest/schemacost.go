@@ -13,30 +13,18 @@ import (
 	"github.com/tallyhq/tally/event"
 )
 
-// Bounds on the cost of a size schema, checked by [CompileSizeSchema] so
-// that validating one size costs bounded time and memory whatever an admin
-// registers.
+// Bounds on the cost of a size schema, so that validating one size costs
+// bounded time and memory whatever an admin registers (docs/http-api.md,
+// Size schemas: bounded cost).
 const (
-	// MaxSchemaDepth is the deepest nesting of subschemas (allOf, anyOf,
-	// properties, …, and each $ref followed) a size schema may have, the
-	// document itself at depth 0. Deeper is refused with rule
-	// [event.RuleDepth].
+	// MaxSchemaDepth is the deepest nesting of subschemas (each $ref
+	// followed), the document at depth 0; deeper is rule [event.RuleDepth].
 	MaxSchemaDepth = 32
-
 	// MaxSchemaCost is the most subschemas a size schema may hold once
-	// every $ref is replaced by the schema it names (each $ref counts the
-	// whole of its target, every time it occurs): an upper bound of the
-	// subschemas one instance location is evaluated against, as anyOf and
-	// oneOf evaluate every branch. More is refused with rule
-	// [event.RuleSchema]: nested anyOf of two $refs to one definition
-	// doubles it at each level.
+	// every $ref is unfolded; more is rule [event.RuleSchema].
 	MaxSchemaCost = 10000
-
-	// MaxRegexLength is the longest regular expression, in bytes, a size
-	// schema's pattern or patternProperties may hold and the longest
-	// string format "regex" accepts in a size: compiling a regular
-	// expression costs time in its length, so a longer one is refused
-	// (rule [event.RuleSchema] at PUT, format in a size) rather than read.
+	// MaxRegexLength is the longest regular expression, in bytes, of a
+	// pattern, patternProperties or a string of format "regex" in a size.
 	MaxRegexLength = 1024
 )
 

@@ -70,7 +70,7 @@ const (
 	KindScope Kind = "scope"
 	// KindConflict refuses an item whose (event_id, timestamp) is stored,
 	// or came earlier in the batch, as an event of another platform, cloud,
-	// resource_type or resource_id ([Collides]): not the spec's duplicate
+	// resource_type or resource_id ([event.Collides]): not the spec's duplicate
 	// (a replay of one event) but a collision or an attack, which must not
 	// make the stored event or the newcomer disappear. It is kept as a dead
 	// letter with an audit row of action [ActionConflict].
@@ -80,23 +80,19 @@ const (
 // Kinds lists every [Kind].
 func Kinds() []Kind { return []Kind{KindSchema, KindSizeSchema, KindScope, KindConflict} }
 
-// Observer receives the counters of ingestion, to be backed by a metrics
-// library (the server uses Prometheus). It is called after a batch has been
-// committed, only then, once per call with the batch's counts (a count of 0
-// is not reported). Implementations must be safe for concurrent use.
+// Observer receives the counters of ingestion (the server backs them with
+// Prometheus), after a batch is committed and only then; a count of 0 is
+// not reported. Implementations must be safe for concurrent use.
 type Observer interface {
 	// Ingested counts n events of cloud newly stored by the pipeline
-	// source (tally_events_ingested_total{cloud,source}); a batch reports
-	// once per cloud. cloud is the events' cloud, which is the caller's
-	// scope when it has one (the scope check refuses any other).
+	// source (tally_events_ingested_total{cloud,source}), once per cloud.
 	Ingested(cloud string, source event.Source, n int)
 	// Duplicates counts n items that were already stored or came earlier in
 	// the same batch.
 	Duplicates(n int)
 	// Rejected counts n refused items of one kind sent by a caller whose
-	// scope is cloud ("" for a caller without scope), whatever cloud the
-	// items name (tally_events_rejected_total{cloud,reason}): the label
-	// stays bounded by the credentials' scopes.
+	// scope is cloud ("" without scope), whatever cloud the items name
+	// (tally_events_rejected_total{cloud,reason}).
 	Rejected(cloud string, kind Kind, n int)
 	// UnvalidatedSize counts n newly stored events of (platform,
 	// resourceType) whose size was taken unvalidated because no size schema
@@ -236,51 +232,32 @@ func New(s Store, opts Options) (*Service, error) {
 
 // Ingest runs one batch through the pipeline (canonical-event.md, Size
 // schemas, Size names, Delivery, Rules) and commits it in one
-// [Store.Commit]. Each item is taken, in this order:
+// [Store.Commit]. Each item is, in this order:
 //
-//  1. strictly decoded and validated ([event.DecodeValidate]: [event.Decode],
-//     then [event.Validate]);
-//     a failure refuses it "schema: <every problem, joined by "; ">";
-//  2. checked against the caller's scope, when it has one: platform and
-//     cloud must both match, else it is refused "scope: /cloud: scope:
-//     cloud "os-demo" is outside this credential's openstack/os-dev" (one
-//     such problem per member outside the scope), an audit row of
-//     action [ActionScopeViolation] is written and no dead letter;
-//  3. when it carries payload.size (an object): the size names of its
-//     (cloud, resource_type), read once per pair and batch, are applied
-//     ([sizenames.Resolve]); when a member was replaced,
-//     payload.provider.size_as_reported is set to the replaced members with
-//     the values they arrived with, overriding any the item brought (the
-//     provider object is created when absent);
-//  4. every number of the size (after replacement) must lie in the range
-//     the validator judges ([MaxNumberDigits], [MaxNumberExponent]), else it
-//     is refused "size_schema: /payload/size/gb: numberRange: …", so one
-//     item's cost stays bounded by its bytes; then the size is validated
-//     against the size schema of
-//     its (platform, resource_type), read once per pair and batch; a failure
-//     refuses it "size_schema: <problems>", each problem naming the member
-//     (/payload/size/vcpus) and the rule. A pair with no schema is accepted
-//     and counted ([Observer].UnvalidatedSize), or, with
-//     RequireSizeSchema, refused "size_schema: /payload/size: schema: no size schema is registered for
-//     (<platform>, <resource_type>)";
-//  5. given the caller's pipeline as source, whatever it claimed.
+//  1. decoded and validated ([event.DecodeValidate]), else refused
+//     "schema: …";
+//  2. checked against the caller's scope, else refused "scope: …" with an
+//     audit row of action [ActionScopeViolation] and no dead letter;
+//  3. given the size names of its (cloud, resource_type)
+//     ([sizenames.Resolve]), the replaced values recorded in
+//     payload.provider.size_as_reported;
+//  4. refused "size_schema: …" when a number of its size is out of range
+//     ([MaxNumberDigits]) or the size fails the schema of its (platform,
+//     resource_type); a pair with no schema is accepted and counted
+//     ([Observer].UnvalidatedSize), or refused with RequireSizeSchema;
+//  5. given the caller's pipeline as source.
 //
-// A survivor with the (event_id, timestamp) of an earlier survivor of the
-// batch is a duplicate. The survivors, a dead letter for every refused item
-// except scope refusals (its raw bytes exactly as given, up to
-// MaxDeadLetterBytes) and the audit rows are then committed at once, even
-// when every item was refused.
+// A survivor with the (event_id, timestamp) of an earlier one is a
+// duplicate. The survivors, a dead letter per refused item (except scope
+// refusals) and the audit rows are committed at once.
 //
-// It returns [ErrBatchTooLarge] before anything else for more than
-// [MaxBatch] items, [ErrInvalidCaller] for an invalid caller, the store's
-// error (wrapped) when a read or the commit fails, and an error when a
-// registered size schema no longer compiles (only a row written around
-// [Service.PutResourceType] can); in every case nothing of the batch is
-// stored, and the caller may retry the whole batch. An item is never an error: it is a
-// Rejection. A panic inside one item's checks (a validator's bug) refuses
-// that item, its reason naming the stage ("size_schema: /payload/size:
-// internal: the size_schema stage failed…"), is logged at ERROR with its
-// stack, and the rest of the batch goes on.
+// It returns [ErrBatchTooLarge] for more than [MaxBatch] items,
+// [ErrInvalidCaller] for an invalid caller, the store's error (wrapped), or
+// an error when a registered size schema no longer compiles; then nothing
+// of the batch is stored and the caller may retry it whole. An item is
+// never an error but a [Rejection]; a panic in one item's checks refuses
+// that item alone, naming the stage, and is logged at ERROR
+// (docs/http-api.md, Hostile input).
 func (s *Service) Ingest(ctx context.Context, caller Caller, items [][]byte) (Result, error) {
 	source, err := checkCall(caller, len(items))
 	if err != nil {
@@ -595,14 +572,14 @@ func (r *run) accept(sp pair, size jsontext.Value) {
 // admit is stage 5: the caller's pipeline as source, then the survivor is
 // kept unless an earlier survivor of the batch has its (event_id,
 // timestamp): a duplicate when that one names the same resource, a
-// conflict ([KindConflict]) when it names another ([Collides]). A kept
+// conflict ([KindConflict]) when it names another ([event.Collides]). A kept
 // survivor carries the dead letter and audit row that [Store.Commit] writes
 // should a stored event of another resource hold its key.
 func (r *run) admit(i int, raw []byte, id string, ev event.Event, unvalidated *pair) {
 	ev.Source = r.source
 	dk := dupKey{ev.EventID, ev.Timestamp.UnixMicro()}
 	if j, ok := r.seen[dk]; ok {
-		if Collides(&r.batch.Events[j], &ev) {
+		if event.Collides(&r.batch.Events[j], &ev) {
 			r.conflict(i, raw, id, ev)
 			return
 		}

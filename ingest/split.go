@@ -12,29 +12,14 @@ import (
 var ErrNotJSON = errors.New("ingest: the body must be one JSON object or an array of them")
 
 // SplitBatch splits a request body of POST /api/v1/events into raw items
-// without decoding them (canonical-event.md, Delivery: "one event or an
-// array of at most 1000 of them"), so each item is judged, and kept if
-// refused, exactly as it arrived:
-//
-//   - a body whose first non-space byte is '{' is one item: all of it, as
-//     it is, even when it is not valid JSON (the pipeline then refuses it
-//     "schema: invalid JSON…" and keeps it as a dead letter);
-//   - a body whose first non-space byte is '[' is an array whose elements,
-//     each with its exact bytes (invalid UTF-8, NUL, member names given
-//     twice and any nesting depth included), are the items; an element that
-//     is not an object, or not valid JSON inside its brackets, or nested
-//     deeper than the decoder's limit ([event.MaxDepth]), is still an item,
-//     refused by the pipeline as that item and dead-lettered, while its
-//     siblings proceed. After 1000 elements, a further one fails with
-//     [ErrBatchTooLarge] without reading the rest;
-//   - anything else, an array whose structure is broken (brackets that do
-//     not match outside strings, a missing or extra comma, a body that ends
-//     inside the array), or data after the array fails with an error
-//     matching [ErrNotJSON].
-//
-// The items are copies (exact size) of their bytes in body: the pipeline
-// and the stores may keep them without keeping the body. The cost is one
-// pass over body and one copy of each element; the body itself can be
+// without decoding them (canonical-event.md, Delivery), so each item is
+// judged, and kept if refused, exactly as it arrived: a body starting with
+// '{' is one item, all of it; a body starting with '[' is an array whose
+// elements, each with its exact bytes, are the items (an element that is
+// not a valid object is still an item, refused alone). More than 1000
+// elements fail with [ErrBatchTooLarge] without reading the rest; anything
+// else, a broken array structure or data after the array fail with an
+// error matching [ErrNotJSON]. The items are copies: the body can be
 // dropped once SplitBatch returns.
 func SplitBatch(body []byte) ([][]byte, error) {
 	i := 0

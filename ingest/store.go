@@ -11,11 +11,10 @@ import (
 )
 
 // Store is what the pipeline reads and writes: the events, dead letters and
-// audit rows of [Store.Commit], the size-schema registry, the size names it
-// resolves and the projection of current resources. The implementations
-// are the Ingest stores of store/memstore and store/pgstore (DB.Ingest);
-// store/storetest.Run holds the suite both pass. Every method is safe for
-// concurrent use.
+// audit rows of [Store.Commit], the size-schema registry and the size names
+// it resolves. The implementations are the Ingest stores of store/memstore
+// and store/pgstore (DB.Ingest); store/storetest.Run holds the suite both
+// pass. Every method is safe for concurrent use.
 type Store interface {
 	// SizeNames returns the size-name rows of one (cloud, resource_type).
 	SizeNames(ctx context.Context, cloud, resourceType string) ([]sizenames.Row, error)
@@ -30,45 +29,33 @@ type Store interface {
 	// stored (UpdatedAt set by the store, Version incremented).
 	PutResourceType(ctx context.Context, rt ResourceType) (ResourceType, error)
 
-	// Commit writes one batch in one transaction: it inserts each event
-	// unless one with the same (event_id, timestamp) is stored already
-	// (or comes earlier in b.Events); when that one names another resource
-	// ([Collides]) the event is a conflict: reported in
-	// Committed.Conflicted, with entry i of b.Conflicts written when given. It
-	// folds the newly stored events into the projection of current
-	// resources with [FoldBatch], writes every dead letter and audit row,
-	// and reports, parallel to b.Events, whether each event was newly
-	// stored. On any error nothing of the batch is written. A dead letter's
-	// ReceivedAt and an audit row's At are stored as given; the store stamps
-	// its own clock only when one is zero. IDs are assigned by the store.
+	// Commit writes one batch in one transaction: each event unless one
+	// with its (event_id, timestamp) is stored or comes earlier (a conflict
+	// when that one names another resource, [event.Collides]: entry i of
+	// b.Conflicts is written instead), the fold of the newly stored events
+	// into the projection ([projection.FoldBatch]), every dead letter and
+	// audit row (stamped with the store's clock only when their time is
+	// zero; IDs assigned by the store). On any error nothing is written.
 	Commit(ctx context.Context, b Batch) (Committed, error)
 
-	// DeadLetters lists dead letters received in [q.From, q.To), oldest
-	// first by (ReceivedAt, ID), after q.After when set, at most q.Limit.
+	// DeadLetters lists the dead letters q selects, oldest first by
+	// (ReceivedAt, ID).
 	DeadLetters(ctx context.Context, q DeadLetterQuery) ([]DeadLetter, error)
-	// Audit lists audit rows with q.Action (all actions when ""), at in
-	// [q.From, q.To), oldest first by (At, ID), after q.After when set, at
-	// most q.Limit.
+	// Audit lists the audit rows q selects, oldest first by (At, ID).
 	Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error)
 	// Events lists the stored events q selects with when each was
-	// received, each event as [ProjectionStore.History] returns it.
+	// received, each event as [projection.Store.History] returns it.
 	Events(ctx context.Context, q EventQuery) ([]StoredEvent, error)
-
-	// ProjectionStore reads and rebuilds the projection Commit keeps.
-	ProjectionStore
 }
 
 // Committed is what [Store.Commit] reports.
 type Committed struct {
 	// Inserted is parallel to Batch.Events: true when the event was newly
-	// stored, false when an event with its (event_id, timestamp) was stored
-	// already.
+	// stored.
 	Inserted []bool
-	// Conflicted, when not nil, is parallel to Batch.Events: true when an
-	// event with its (event_id, timestamp) is stored (or came earlier in
-	// the batch) for another resource ([Collides]); the event was not
-	// stored (Inserted false) and Commit wrote entry i of Batch.Conflicts instead.
-	// A store leaves it nil when no event of the batch conflicts.
+	// Conflicted, nil when no event conflicts, is parallel to Batch.Events:
+	// true when the event was not stored because its (event_id, timestamp)
+	// names another resource ([event.Collides]).
 	Conflicted []bool
 	// Replays counts, by cloud, the late events that made a resource replay
 	// its history in the projection (tally_projection_replays_total).
@@ -84,12 +71,10 @@ type Batch struct {
 	DeadLetters []DeadLetter
 	// Audit holds the scope violations of the batch.
 	Audit []AuditEntry
-	// Conflicts, when not nil, is parallel to Events: the dead letter and
-	// audit row Commit writes, in the same transaction, for an event it
-	// does not store because its (event_id, timestamp) is stored for
-	// another resource ([Collides]; docs/decisions.md, Same (event_id,
-	// timestamp) stored for another resource). A DeadLetter's Raw may
-	// reference the caller's bytes: a store copies what it keeps.
+	// Conflicts, when not nil, is parallel to Events: what Commit writes
+	// instead of an event that conflicts (docs/decisions.md, Same
+	// (event_id, timestamp) stored for another resource). A store copies
+	// the Raw bytes it keeps.
 	Conflicts []Conflict
 }
 
@@ -99,15 +84,6 @@ type Batch struct {
 type Conflict struct {
 	DeadLetter DeadLetter
 	Audit      AuditEntry
-}
-
-// Collides reports whether a and b, two events with one (event_id,
-// timestamp), name another platform, cloud, resource_type or resource_id:
-// then the later one is not a duplicate of the earlier but a conflict
-// ([KindConflict]). Two events of one resource with one key are the spec's
-// duplicate (canonical-event.md, Rules), whatever else they carry.
-func Collides(a, b *event.Event) bool {
-	return a.Platform != b.Platform || a.Cloud != b.Cloud || a.ResourceType != b.ResourceType || a.ResourceID != b.ResourceID
 }
 
 // ResourceType is one row of the size-schema registry (canonical-event.md,
@@ -173,9 +149,8 @@ type DeadLetterQuery struct {
 	From, To time.Time
 	After    *Position
 	Limit    int
-	// MaxBytes, when positive, lets the store stop reading once a
-	// [ByteBudget] of MaxBytes is full (the items it holds total more, and
-	// there are at least two); the Service passes [MaxPageBytes].
+	// MaxBytes, when positive, lets the store stop reading once the items
+	// it holds (at least two) total more; the Service passes [MaxPageBytes].
 	MaxBytes int
 }
 
@@ -187,9 +162,8 @@ type AuditQuery struct {
 	From, To time.Time
 	After    *Position
 	Limit    int
-	// MaxBytes, when positive, lets the store stop reading once a
-	// [ByteBudget] of MaxBytes is full (the items it holds total more, and
-	// there are at least two); the Service passes [MaxPageBytes].
+	// MaxBytes, when positive, lets the store stop reading once the items
+	// it holds (at least two) total more; the Service passes [MaxPageBytes].
 	MaxBytes int
 }
 
@@ -221,8 +195,7 @@ type EventQuery struct {
 	From, To                                                        time.Time
 	After                                                           *EventPosition
 	Limit                                                           int
-	// MaxBytes, when positive, lets the store stop reading once a
-	// [ByteBudget] of MaxBytes is full (the items it holds total more, and
-	// there are at least two); the Service passes [MaxPageBytes].
+	// MaxBytes, when positive, lets the store stop reading once the items
+	// it holds (at least two) total more; the Service passes [MaxPageBytes].
 	MaxBytes int
 }

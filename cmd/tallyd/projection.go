@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/store/pgstore"
 )
 
@@ -23,8 +24,8 @@ lives in the serving process only.
 Flags (a flag on the command line > its TALLY_* environment variable > the default):
 `
 
-// projection runs `tallyd projection rebuild`.
-func projection(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+// projectionCmd runs `tallyd projection rebuild`.
+func projectionCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "rebuild" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			fmt.Fprint(stdout, projectionUsage)
@@ -61,12 +62,16 @@ func projection(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer db.Close()
-	svc, err := ingest.New(db.Ingest(), ingest.Options{})
+	isvc, err := ingest.New(db.Ingest(), ingest.Options{})
+	if err != nil {
+		return err
+	}
+	svc, err := projection.New(db.Projection(), isvc)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	n, err := svc.RebuildResources(ctx, ingest.RebuildQuery{Cloud: *cloud, ResourceType: *resourceType, BatchSize: *batch},
+	n, err := svc.Rebuild(ctx, projection.RebuildQuery{Cloud: *cloud, ResourceType: *resourceType, BatchSize: *batch},
 		func(done int) { fmt.Fprintf(stdout, "rebuilt %d resources\n", done) })
 	if err != nil {
 		return err

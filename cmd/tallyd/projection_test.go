@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/internal/pgtest"
 	"github.com/tallyhq/tally/store/pgstore"
 )
@@ -37,7 +38,11 @@ func TestProjectionRebuild(t *testing.T) {
 	if res, err := svc.Ingest(ctx, ingest.Caller{Credential: "test"}, items); err != nil || res.Accepted != 5 {
 		t.Fatalf("ingest: %+v, %v", res, err)
 	}
-	before, err := svc.Resources(ctx, ingest.ResourceFilter{})
+	proj, err := projection.New(st.Projection(), svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := proj.List(ctx, projection.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +60,7 @@ func TestProjectionRebuild(t *testing.T) {
 	if !strings.HasPrefix(lines[len(lines)-1], "projection rebuilt: 5 resources in ") {
 		t.Errorf("last line %q", lines[len(lines)-1])
 	}
-	after, err := svc.Resources(ctx, ingest.ResourceFilter{})
+	after, err := proj.List(ctx, projection.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return printToken(stdout)
 	case "projection":
-		return projection(ctx, args, getenv, stdout)
+		return projectionCmd(ctx, args, getenv, stdout)
 	case "migrate":
 		c, err := parseConfig("tallyd migrate", args, getenv, stdout)
 		if err != nil {
@@ -146,7 +146,7 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store
 		if err != nil {
 			return server.Store{}, nil, err
 		}
-		return server.Store{Ingest: db.Ingest(), Correlate: db.Correlate()}, func() {}, nil
+		return server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate()}, func() {}, nil
 	}
 	db, err := openDatabase(ctx, c)
 	if err != nil {
@@ -158,7 +158,7 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store
 		return server.Store{}, nil, err
 	}
 	log.Info("store: PostgreSQL", "migrations_applied", applied)
-	return server.Store{Ingest: db.Ingest(), Correlate: db.Correlate(), Ping: db.Ping}, db.Close, nil
+	return server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate(), Ping: db.Ping}, db.Close, nil
 }
 
 func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {

@@ -13,6 +13,7 @@ import (
 	"os"
 
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/store/memstore"
 )
 
@@ -52,7 +53,11 @@ func run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "result: %s\n", b)
-	page, err := svc.Resources(ctx, ingest.ResourceFilter{}) // the first page: 100 rows at most
+	proj, err := projection.New(db.Projection(), svc)
+	if err != nil {
+		return err
+	}
+	page, err := proj.List(ctx, projection.Filter{}) // the first page: 100 rows at most
 	if err != nil {
 		return err
 	}

@@ -25,9 +25,15 @@ import (
 )
 
 // bothStores runs f on a fresh ingestion store of each backend.
-func bothStores(t *testing.T, f func(t *testing.T, st ingest.Store)) {
+func bothStores(t *testing.T, f func(t *testing.T, st stores)) {
 	t.Run("memstore", func(t *testing.T) { f(t, memIngest(t)) })
-	t.Run("pgstore", func(t *testing.T) { f(t, pgtest.DB(t, pgstore.Options{}).Ingest()) })
+	t.Run("pgstore", func(t *testing.T) { f(t, pgBackend(t)) })
+}
+
+// pgBackend returns the stores of a fresh PostgreSQL schema.
+func pgBackend(t testing.TB) backend {
+	db := pgtest.DB(t, pgstore.Options{})
+	return backend{db.Ingest(), db.Projection()}
 }
 
 // recorded is one request a proxy in front of the server saw.
@@ -114,7 +120,7 @@ func statuses(res ingesthttp.Result) map[ingesthttp.ItemStatus]int {
 // per-item result"; every valid item is stored once, each mapped back to
 // the caller's index.
 func TestClientBatchesAndMapsItems(t *testing.T) {
-	bothStores(t, func(t *testing.T, st ingest.Store) {
+	bothStores(t, func(t *testing.T, st stores) {
 		s := newServer(t, st, 0)
 		p := &proxy{next: s.Config.Handler}
 		srv := httptest.NewServer(p)
@@ -164,7 +170,7 @@ func TestClientBatchesAndMapsItems(t *testing.T) {
 // a request whose answer was lost after it was stored comes back as
 // duplicates, stored once.
 func TestClientRetries(t *testing.T) {
-	bothStores(t, func(t *testing.T, st ingest.Store) {
+	bothStores(t, func(t *testing.T, st stores) {
 		s := newServer(t, st, 0)
 		p := &proxy{next: s.Config.Handler}
 		p.fail = func(n int, w http.ResponseWriter, r *http.Request) bool {
@@ -216,7 +222,7 @@ func TestClientRetries(t *testing.T) {
 // issue 13: "halves a batch on 413"; an item still 413 alone is reported
 // too large, the others stored.
 func TestClientHalvesOn413(t *testing.T) {
-	bothStores(t, func(t *testing.T, st ingest.Store) {
+	bothStores(t, func(t *testing.T, st stores) {
 		s := newServer(t, st, 2048) // about six events per body
 		p := &proxy{next: s.Config.Handler}
 		srv := httptest.NewServer(p)

@@ -10,7 +10,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tallyhq/tally/event"
-	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/internal/problem"
 )
 
@@ -30,7 +29,7 @@ func TestTamperedCursorHTTP(t *testing.T) {
 		{"audit, before 4713 BC", "/api/v1/audit?cursor=" + b64("v1.-210895056000000000.0")},
 		{"audit, minimum time", "/api/v1/audit?cursor=" + b64("v1.-9223372036854775808.0")},
 	}
-	bothStores(t, func(t *testing.T, st ingest.Store) {
+	bothStores(t, func(t *testing.T, st stores) {
 		s := newServer(t, st, 0)
 		if code, _, body := s.do(t, "POST", "/api/v1/events", "["+volume("a", "c1")+"]", true); code != 200 {
 			t.Fatalf("ingest: %d %s", code, body)

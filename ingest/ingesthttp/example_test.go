@@ -10,6 +10,7 @@ import (
 
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/ingesthttp"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/route"
 	"github.com/tallyhq/tally/store/memstore"
 )
@@ -26,7 +27,11 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	h, err := ingesthttp.New(svc, ingesthttp.Options{
+	proj, err := projection.New(db.Projection(), svc)
+	if err != nil {
+		panic(err)
+	}
+	h, err := ingesthttp.New(svc, proj, ingesthttp.Options{
 		CallerFrom: func(r *http.Request) (ingest.Caller, bool) {
 			if r.Header.Get("Authorization") != "Bearer s3cret" {
 				return ingest.Caller{}, false
@@ -71,7 +76,11 @@ func ExampleClient() {
 	if err != nil {
 		panic(err)
 	}
-	h, err := ingesthttp.New(svc, ingesthttp.Options{
+	proj, err := projection.New(db.Projection(), svc)
+	if err != nil {
+		panic(err)
+	}
+	h, err := ingesthttp.New(svc, proj, ingesthttp.Options{
 		CallerFrom: func(r *http.Request) (ingest.Caller, bool) {
 			return ingest.Caller{Credential: "collector", Platform: "openstack", Cloud: "os-demo"}, r.Header.Get("Authorization") == "Bearer s3cret"
 		},

@@ -8,7 +8,7 @@
 // [Handler.Routes] returns, each with the roles that may call it, behind its
 // own authentication (see [github.com/tallyhq/tally/route]):
 //
-//	h, err := ingesthttp.New(svc, ingesthttp.Options{CallerFrom: callerFrom, Logger: logger})
+//	h, err := ingesthttp.New(svc, proj, ingesthttp.Options{CallerFrom: callerFrom, Logger: logger})
 //	route.Mount(mux, h.Routes(), func(rt route.Route) http.Handler { return myAuth(rt.Roles, rt.Handler) })
 //
 // cmd/tallyd/server mounts them so; its package documentation lists every
@@ -33,6 +33,7 @@ import (
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/internal/httpbody"
 	"github.com/tallyhq/tally/internal/problem"
 	"github.com/tallyhq/tally/route"
@@ -58,16 +59,22 @@ type Options struct {
 // Handler serves the ingestion routes. It is safe for concurrent use.
 type Handler struct {
 	svc  *ingest.Service
+	proj *projection.Service
 	opts Options
 	log  *slog.Logger
 }
 
-// New returns a Handler over svc. It returns an error (every problem joined)
-// when svc or opts.CallerFrom is nil or opts.MaxBodyBytes is negative.
-func New(svc *ingest.Service, opts Options) (*Handler, error) {
+// New returns a Handler over svc and proj, the projection service over
+// the same store (the /api/v1/resources routes). It returns an error (every
+// problem joined) when svc, proj or opts.CallerFrom is nil or
+// opts.MaxBodyBytes is negative.
+func New(svc *ingest.Service, proj *projection.Service, opts Options) (*Handler, error) {
 	var errs []error
 	if svc == nil {
 		errs = append(errs, errors.New("ingesthttp: a service is required"))
+	}
+	if proj == nil {
+		errs = append(errs, errors.New("ingesthttp: a projection service is required"))
 	}
 	if opts.CallerFrom == nil {
 		errs = append(errs, errors.New("ingesthttp: CallerFrom is required"))
@@ -81,7 +88,7 @@ func New(svc *ingest.Service, opts Options) (*Handler, error) {
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = route.DefaultMaxBodyBytes
 	}
-	h := &Handler{svc: svc, opts: opts, log: opts.Logger}
+	h := &Handler{svc: svc, proj: proj, opts: opts, log: opts.Logger}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -340,21 +347,21 @@ func (h *Handler) listResources(w http.ResponseWriter, r *http.Request) error {
 	var ps params
 	limit, cursor := ps.limitCursor(r)
 	q := r.URL.Query()
-	f := ingest.ResourceFilter{
+	f := projection.Filter{
 		Cloud: q.Get("cloud"), Platform: q.Get("platform"), ResourceType: q.Get("resource_type"),
-		ProjectID: q.Get("project_id"), State: q.Get("state"), Status: ingest.Status(q.Get("status")), Limit: limit, Cursor: cursor,
+		ProjectID: q.Get("project_id"), State: q.Get("state"), Status: projection.Status(q.Get("status")), Limit: limit, Cursor: cursor,
 		AliveAt: ps.time(r, "alive_at"),
 	}
 	switch v, has := q["status"]; {
 	case !has:
-		f.Status = ingest.StatusActive
+		f.Status = projection.StatusActive
 	case v[0] == "":
 		ps.add("status", event.RuleEnum, "must be active, deleted or all")
 	}
 	if err := ps.err(f.Validate(), r, resourceParams...); err != nil {
 		return err
 	}
-	p, err := h.svc.Resources(r.Context(), f)
+	p, err := h.proj.List(r.Context(), f)
 	if err != nil {
 		return err
 	}
@@ -366,13 +373,13 @@ func (h *Handler) listResources(w http.ResponseWriter, r *http.Request) error {
 // {"resource":Resource,"events":[Event…],"events_next_cursor":null|"…"}
 // with the first events (at most ingest.MaxLimit and ingest.MaxPageBytes)
 // in fold order, events_next_cursor continuing them with GET
-// /api/v1/events filtered on the resource ([ingest.ResourceDetail]), or 404
+// /api/v1/events filtered on the resource ([projection.Detail]), or 404
 // when the projection has no such resource.
 func (h *Handler) getResource(w http.ResponseWriter, r *http.Request) error {
 	if err := noParams(r); err != nil {
 		return err
 	}
-	d, err := h.svc.Resource(r.Context(), ingest.ResourceKey{
+	d, err := h.proj.Get(r.Context(), projection.Key{
 		Cloud: r.PathValue("cloud"), ResourceType: r.PathValue("resource_type"), ResourceID: r.PathValue("resource_id"),
 	})
 	if err != nil {
@@ -427,8 +434,8 @@ func (h *Handler) getResourceEvents(w http.ResponseWriter, r *http.Request) erro
 	if err := noParams(r); err != nil {
 		return err
 	}
-	k := ingest.ResourceKey{Cloud: r.PathValue("cloud"), ResourceType: r.PathValue("resource_type"), ResourceID: r.PathValue("resource_id")}
-	if _, err := h.svc.Resource(r.Context(), k); err != nil {
+	k := projection.Key{Cloud: r.PathValue("cloud"), ResourceType: r.PathValue("resource_type"), ResourceID: r.PathValue("resource_id")}
+	if _, err := h.proj.Get(r.Context(), k); err != nil {
 		return err
 	}
 	p, err := h.svc.ResourceEvents(r.Context(), k)
@@ -484,7 +491,7 @@ func (ps *params) time(r *http.Request, name string) time.Time {
 }
 
 // limitCursor reads limit and cursor; the library judges their range and
-// form ([ingest.Page.Validate], [ingest.ResourceFilter.Validate]).
+// form ([ingest.Page.Validate], [projection.Filter.Validate]).
 func (ps *params) limitCursor(r *http.Request) (limit int, cursor string) {
 	q := r.URL.Query()
 	msg := fmt.Sprintf("must be an integer from 1 to %d", ingest.MaxLimit)

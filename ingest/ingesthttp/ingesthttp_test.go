@@ -21,11 +21,10 @@ import (
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/ingesthttp"
-	"github.com/tallyhq/tally/internal/pgtest"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/internal/problem"
 	"github.com/tallyhq/tally/route"
 	"github.com/tallyhq/tally/store/memstore"
-	"github.com/tallyhq/tally/store/pgstore"
 	"github.com/tallyhq/tally/store/storetest"
 )
 
@@ -33,32 +32,49 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 type server struct {
 	*httptest.Server
-	store *memstore.Ingest
+	store ingest.Store
 	roles []string
 	logs  *bytes.Buffer
 }
 
-// memIngest returns the ingestion store of a new in-memory database.
-func memIngest(t testing.TB) *memstore.Ingest {
+// stores is one database's ingestion store and the projection it keeps.
+type stores interface {
+	ingest.Store
+	projection() projection.Store
+}
+
+// backend is a [stores] of one backend's DB.
+type backend struct {
+	ingest.Store
+	proj projection.Store
+}
+
+func (b backend) projection() projection.Store { return b.proj }
+
+// memIngest returns the stores of a new in-memory database.
+func memIngest(t testing.TB) backend {
 	db, err := memstore.New(memstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return db.Ingest()
+	return backend{db.Ingest(), db.Projection()}
 }
 
 // newServer mounts the handlers on a mux. The wrap function stands in for
 // the server's authentication: a request with "Authorization: Bearer ok" is
 // the caller scoped to (openstack, c1).
-func newServer(t *testing.T, st ingest.Store, maxBody int64) *server {
+func newServer(t *testing.T, st stores, maxBody int64) *server {
 	t.Helper()
-	ms, _ := st.(*memstore.Ingest)
 	svc, err := ingest.New(st, ingest.Options{Now: func() time.Time { return t0 }})
 	if err != nil {
 		t.Fatal(err)
 	}
+	proj, err := projection.New(st.projection(), svc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	logs := &bytes.Buffer{}
-	h, err := ingesthttp.New(svc, ingesthttp.Options{
+	h, err := ingesthttp.New(svc, proj, ingesthttp.Options{
 		CallerFrom: func(r *http.Request) (ingest.Caller, bool) {
 			if r.Header.Get("Authorization") != "Bearer ok" {
 				return ingest.Caller{}, false
@@ -71,7 +87,7 @@ func newServer(t *testing.T, st ingest.Store, maxBody int64) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &server{store: ms, logs: logs}
+	s := &server{store: st, logs: logs}
 	mux := http.NewServeMux()
 	route.Mount(mux, h.Routes(), func(rt route.Route) http.Handler {
 		s.roles = append(s.roles, rt.Pattern()+": "+rt.Access())
@@ -172,7 +188,7 @@ func TestPostEventsStoresCollectorSource(t *testing.T) {
 }
 
 // failingStore fails every commit.
-type failingStore struct{ *memstore.Ingest }
+type failingStore struct{ backend }
 
 func (failingStore) Commit(context.Context, ingest.Batch) (ingest.Committed, error) {
 	return ingest.Committed{}, errors.New("disk on fire")
@@ -389,7 +405,7 @@ func TestAudit(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	_, err := ingesthttp.New(nil, ingesthttp.Options{MaxBodyBytes: -1})
+	_, err := ingesthttp.New(nil, nil, ingesthttp.Options{MaxBodyBytes: -1})
 	if err == nil || !strings.Contains(err.Error(), "service") || !strings.Contains(err.Error(), "CallerFrom") || !strings.Contains(err.Error(), "MaxBodyBytes") {
 		t.Errorf("New: %v, want every problem", err)
 	}
@@ -399,10 +415,10 @@ func TestNewValidates(t *testing.T) {
 // adapters: no 5xx, no answer, logged below ERROR.
 func TestClientGoneGetsNoAnswer(t *testing.T) {
 	t.Run("memstore", func(t *testing.T) { testClientGone(t, memIngest(t)) })
-	t.Run("pgstore", func(t *testing.T) { testClientGone(t, pgtest.DB(t, pgstore.Options{}).Ingest()) })
+	t.Run("pgstore", func(t *testing.T) { testClientGone(t, pgBackend(t)) })
 }
 
-func testClientGone(t *testing.T, st ingest.Store) {
+func testClientGone(t *testing.T, st stores) {
 	s := newServer(t, st, 0)
 	for _, tt := range []struct{ method, path, body string }{
 		{"POST", "/api/v1/events", volume("a", "c1")},

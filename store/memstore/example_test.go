@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/store"
 	"github.com/tallyhq/tally/store/memstore"
 )
 
 // One in-memory database hands out the store of each area of the library
-// (Ingest, Correlate, SizeNames); it starts with the five seeded size
+// (Ingest, Projection, Correlate, SizeNames); it starts with the five seeded size
 // schemas.
 func Example() {
 	db, err := memstore.New(memstore.Options{})
@@ -24,7 +24,7 @@ func Example() {
 	for _, rt := range rts {
 		fmt.Println(rt.Platform, rt.ResourceType)
 	}
-	_, err = st.Resource(ctx, ingest.ResourceKey{Cloud: "c", ResourceType: "volume", ResourceID: "v"})
+	_, err = db.Projection().Get(ctx, projection.Key{Cloud: "c", ResourceType: "volume", ResourceID: "v"})
 	fmt.Println(errors.Is(err, store.ErrNotFound))
 	// Output:
 	// openstack floating_ip

@@ -10,6 +10,9 @@ import (
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/internal/page"
+	"github.com/tallyhq/tally/internal/seed"
 	"github.com/tallyhq/tally/sizenames"
 	"github.com/tallyhq/tally/store"
 )
@@ -30,7 +33,7 @@ type rtKey struct{ platform, resourceType string }
 type ingestData struct {
 	events        map[eventKey]event.Event
 	receivedAt    map[eventKey]time.Time
-	byResource    map[ingest.ResourceKey][]eventKey // the events of each resource
+	byResource    map[projection.Key][]eventKey // the events of each resource
 	resourceTypes map[rtKey]ingest.ResourceType
 	sizeNames     map[string][]sizenames.Row // by cloud
 	deadLetters   []ingest.DeadLetter        // in ID order
@@ -42,14 +45,14 @@ type ingestData struct {
 func (d *ingestData) init() {
 	d.events = make(map[eventKey]event.Event)
 	d.receivedAt = make(map[eventKey]time.Time)
-	d.byResource = make(map[ingest.ResourceKey][]eventKey)
+	d.byResource = make(map[projection.Key][]eventKey)
 	d.resourceTypes = make(map[rtKey]ingest.ResourceType)
 	d.sizeNames = make(map[string][]sizenames.Row)
 }
 
 // seed loads the seeded size schemas, stamped at now.
 func (d *ingestData) seed(now time.Time) {
-	for _, rt := range ingest.SeedResourceTypes() {
+	for _, rt := range seed.ResourceTypes() {
 		rt.UpdatedAt = now
 		d.resourceTypes[rtKey{rt.Platform, rt.ResourceType}] = rt
 	}
@@ -191,7 +194,7 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 			held, ok = b.Events[j], true
 		}
 		if ok {
-			if ingest.Collides(&held, &ev) {
+			if event.Collides(&held, &ev) {
 				if conflicted == nil {
 					conflicted = make([]bool, len(b.Events))
 				}
@@ -219,14 +222,14 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 			k := eventKey{ev.EventID, ev.Timestamp.UnixMicro()}
 			s.ingest.events[k] = ev
 			s.ingest.receivedAt[k] = now
-			rk := ingest.Key(&ev)
+			rk := projection.KeyOf(&ev)
 			s.ingest.byResource[rk] = append(s.ingest.byResource[rk], k)
 			stored = append(stored, ev)
 		}
 	}
 	// The projection folds the newly stored events in the same unit of work
 	// (nothing below can fail, so the commit stays all-or-nothing).
-	rows, replays, _ := ingest.FoldBatch(stored, s.projection.current, func(k ingest.ResourceKey) ([]event.Event, error) {
+	rows, replays, _ := projection.FoldBatch(stored, s.projection.current, func(k projection.Key) ([]event.Event, error) {
 		return s.history(k), nil
 	})
 	s.projection.install(rows)
@@ -326,7 +329,7 @@ func (s *Ingest) Audit(ctx context.Context, q ingest.AuditQuery) ([]ingest.Audit
 
 // history returns every stored event of one resource, in no order.
 // Callers hold s.mu.
-func (s *state) history(k ingest.ResourceKey) []event.Event {
+func (s *state) history(k projection.Key) []event.Event {
 	keys := s.ingest.byResource[k]
 	out := make([]event.Event, len(keys))
 	for i, ek := range keys {
@@ -368,10 +371,10 @@ func (s *Ingest) Events(ctx context.Context, q ingest.EventQuery) ([]ingest.Stor
 		keys = keys[:q.Limit]
 	}
 	// Only the events returned are copied, up to the byte budget
-	// (ingest.ByteBudget).
+	// (page.ByteBudget).
 	var (
 		out    []ingest.StoredEvent
-		budget = ingest.NewByteBudget(q.MaxBytes)
+		budget = page.NewByteBudget(q.MaxBytes)
 	)
 	for _, k := range keys {
 		out = append(out, ingest.StoredEvent{Event: cloneEvent(s.ingest.events[k]), ReceivedAt: s.ingest.receivedAt[k]})

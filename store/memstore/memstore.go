@@ -5,7 +5,9 @@
 // the library, as a database handle hands out services:
 //
 //   - [DB.Ingest] returns the [Ingest] store (ingest.Store: events, dead
-//     letters, audit rows, the size-schema registry, the projection);
+//     letters, audit rows, the size-schema registry);
+//   - [DB.Projection] returns the [Projection] store (projection.Store: the
+//     projection of current resources Ingest keeps);
 //   - [DB.Correlate] returns the [Correlate] store (correlate.Store: the
 //     correlated events and their idempotency keys);
 //   - [DB.SizeNames] returns the [SizeNames] store (sizenames.Store).
@@ -27,9 +29,10 @@ import (
 // DB keeps every table in memory and hands out the store of each area. The
 // zero value is not usable; call [New]. It is safe for concurrent use.
 type DB struct {
-	ingest    Ingest
-	correlate Correlate
-	sizeNames SizeNames
+	ingest     Ingest
+	projection Projection
+	correlate  Correlate
+	sizeNames  SizeNames
 }
 
 // state is the tables every area store of one DB shares.
@@ -45,10 +48,15 @@ type state struct {
 }
 
 // Ingest is the store of lifecycle ingestion: it implements ingest.Store
-// (and ingest.ProjectionStore) over the tables of the [DB] it came from.
-// Get it from [DB.Ingest]; the zero value is not usable. Safe for
-// concurrent use.
+// over the tables of the [DB] it came from. Get it from [DB.Ingest]; the
+// zero value is not usable. Safe for concurrent use.
 type Ingest struct{ *state }
+
+// Projection is the store of the projection of current resources: it
+// implements projection.Store over the rows [Ingest] keeps in the [DB] it
+// came from. Get it from [DB.Projection]; the zero value is not usable.
+// Safe for concurrent use.
+type Projection struct{ *state }
 
 // Correlate is the store of event correlation: it implements
 // correlate.Store over the tables of the [DB] it came from. Get it from
@@ -82,12 +90,16 @@ func New(opts Options) (*DB, error) {
 	s.ingest.seed(s.stamp())
 	s.correlation.init()
 	s.projection.init()
-	return &DB{ingest: Ingest{s}, correlate: Correlate{s}, sizeNames: SizeNames{s}}, nil
+	return &DB{ingest: Ingest{s}, projection: Projection{s}, correlate: Correlate{s}, sizeNames: SizeNames{s}}, nil
 }
 
 // Ingest returns the ingestion store of db. Every call returns the same
 // store.
 func (db *DB) Ingest() *Ingest { return &db.ingest }
+
+// Projection returns the projection store of db. Every call returns the
+// same store.
+func (db *DB) Projection() *Projection { return &db.projection }
 
 // Correlate returns the correlation store of db. Every call returns the
 // same store.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/internal/page"
 )
 
 // storedEventRow is an events row with its received_at, as sqlx scans it.
@@ -54,7 +55,7 @@ ORDER BY timestamp, event_id COLLATE "C"`
 		query += " LIMIT " + arg(q.Limit)
 	}
 	// Rows are read one at a time, so a page stops at the byte budget
-	// (ingest.ByteBudget) without holding the rows past it.
+	// (page.ByteBudget) without holding the rows past it.
 	rows, err := s.db.QueryxContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: list events: %w", interpretError(err))
@@ -62,7 +63,7 @@ ORDER BY timestamp, event_id COLLATE "C"`
 	defer rows.Close()
 	var (
 		out    []ingest.StoredEvent
-		budget = ingest.NewByteBudget(q.MaxBytes)
+		budget = page.NewByteBudget(q.MaxBytes)
 	)
 	for rows.Next() {
 		var r storedEventRow

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/sizenames"
 )
 
@@ -116,7 +117,7 @@ func stamp(t, now time.Time) time.Time {
 // false when an event with the same (event_id, timestamp) was stored already
 // or came earlier in b.Events (Rules: "A duplicate is the same (event_id,
 // timestamp) pair"). When that event names another platform, cloud,
-// resource_type or resource_id ([ingest.Collides]) the event is reported in
+// resource_type or resource_id ([event.Collides]) the event is reported in
 // Conflicted instead and entry i of b.Conflicts is written with the batch; this is
 // decided on every path of the write (the probe, the COPY and its redo with
 // ON CONFLICT, which reads the holder of each key it skipped once the
@@ -167,7 +168,7 @@ type eventRow struct {
 // same bytes. It uses the (cloud, resource_type, resource_id, timestamp)
 // index. Errors: a stored payload that no longer decodes (only possible if
 // the table was written by something else).
-func selectEvents(ctx context.Context, db querier, k ingest.ResourceKey) ([]event.Event, error) {
+func selectEvents(ctx context.Context, db querier, k projection.Key) ([]event.Event, error) {
 	conds := []string{"cloud = $1", "resource_type = $2", "resource_id = $3"}
 	args := []any{k.Cloud, k.ResourceType, k.ResourceID}
 	var rows []eventRow

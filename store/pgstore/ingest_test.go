@@ -20,6 +20,7 @@ import (
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/internal/pgtest"
+	"github.com/tallyhq/tally/internal/seed"
 	"github.com/tallyhq/tally/sizenames"
 	"github.com/tallyhq/tally/store"
 	"github.com/tallyhq/tally/store/pgstore"
@@ -30,7 +31,7 @@ import (
 // the suite's concurrency cases.
 func stores(db *pgstore.DB, url string) storetest.Stores {
 	return storetest.Stores{
-		Ingest: db.Ingest(), SizeNames: db.SizeNames(), Correlate: db.Correlate(),
+		Ingest: db.Ingest(), Projection: db.Projection(), SizeNames: db.SizeNames(), Correlate: db.Correlate(),
 		Reopen: func(tb testing.TB) storetest.Stores { return stores(pgtest.Open(tb, url, pgstore.Options{}), url) },
 	}
 }
@@ -863,7 +864,7 @@ FOR EACH ROW EXECUTE FUNCTION fail_dead_letter();`); err != nil {
 
 // "Five pairs ride the migration chain, so every database the chain reaches
 // knows them without an operator registering anything" (canonical-event.md,
-// Size schemas): the seeded rows are ingest.SeedResourceTypes, byte for byte.
+// Size schemas): the seeded rows are seed.ResourceTypes, byte for byte.
 func TestSeededResourceTypes(t *testing.T) {
 	s, _ := open(t, pgstore.Options{})
 	got, err := s.ResourceTypes(context.Background())
@@ -876,9 +877,9 @@ func TestSeededResourceTypes(t *testing.T) {
 		}
 		got[i].UpdatedAt = time.Time{}
 	}
-	want := ingest.SeedResourceTypes()
+	want := seed.ResourceTypes()
 	if len(want) != 5 {
-		t.Fatalf("ingest.SeedResourceTypes returns %d rows, want 5", len(want))
+		t.Fatalf("seed.ResourceTypes returns %d rows, want 5", len(want))
 	}
 	// Compare the schemas as strings so that a difference shows as text.
 	str := cmp.Transformer("string", func(v jsontext.Value) string { return string(v) })
@@ -917,7 +918,7 @@ func TestMigrationsDownAndUpAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rts) != len(ingest.SeedResourceTypes()) {
-		t.Errorf("after down and up: %d resource types, want the %d seeds", len(rts), len(ingest.SeedResourceTypes()))
+	if len(rts) != len(seed.ResourceTypes()) {
+		t.Errorf("after down and up: %d resource types, want the %d seeds", len(rts), len(seed.ResourceTypes()))
 	}
 }

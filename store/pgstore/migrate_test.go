@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
-	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/internal/pgtest"
+	"github.com/tallyhq/tally/internal/seed"
 	"github.com/tallyhq/tally/store/pgstore"
 )
 
@@ -231,8 +231,8 @@ func TestMigrateUpgradesFromEachRelease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(rts) != len(ingest.SeedResourceTypes()) {
-				t.Errorf("after the upgrade: %d resource types, want the %d seeds", len(rts), len(ingest.SeedResourceTypes()))
+			if len(rts) != len(seed.ResourceTypes()) {
+				t.Errorf("after the upgrade: %d resource types, want the %d seeds", len(rts), len(seed.ResourceTypes()))
 			}
 		})
 	}

@@ -3,7 +3,7 @@
 //
 // A [DB] wraps a pgx v5 connection pool and hands out one store per area
 // of the library, all on that pool. The two hot write paths (Ingest.Commit
-// and Correlate.Create) and Ingest.RebuildResources run on pgx directly;
+// and Correlate.Create) and Projection.Rebuild run on pgx directly;
 // the reads and the rarer writes go through sqlx over database/sql (pgx's
 // stdlib adapter) on the same pool:
 //
@@ -12,12 +12,14 @@
 //	defer db.Close()
 //	if _, err := db.Migrate(ctx); err != nil { … }
 //	ingestSvc, err := ingest.New(db.Ingest(), ingest.Options{})
+//	projSvc, err := projection.New(db.Projection(), ingestSvc)
 //	correlateSvc, err := correlate.New(db.Correlate(), correlate.Options{})
 //	err = sizenames.ReplaceCloud(ctx, db.SizeNames(), cloud, rows)
 //
-// [DB.Ingest] returns the [Ingest] store (ingest.Store), [DB.Correlate]
-// the [Correlate] store (correlate.Store) and [DB.SizeNames] the
-// [SizeNames] store (sizenames.Store). The schema is created and upgraded
+// [DB.Ingest] returns the [Ingest] store (ingest.Store), [DB.Projection]
+// the [Projection] store (projection.Store), [DB.Correlate] the
+// [Correlate] store (correlate.Store) and [DB.SizeNames] the [SizeNames]
+// store (sizenames.Store). The schema is created and upgraded
 // by goose migrations embedded in the binary ([DB.Migrate]); [Open] does not
 // apply them, so an operator decides when a schema changes (tallyd applies
 // them on start, and `tallyd migrate` applies them alone).
@@ -60,7 +62,7 @@
 //   - resource_types: the size-schema registry, primary key (platform,
 //     resource_type); size_schema is json so a schema reads back as the exact
 //     bytes put; version grows by one per put. Seeded with the five openstack
-//     schemas of ingest.SeedResourceTypes.
+//     schemas of internal/seed.ResourceTypes.
 //   - size_names: primary key (cloud, resource_type, member, value) and name.
 //
 // [Ingest.Commit] writes a batch in one pgx transaction with a fixed number
@@ -82,7 +84,7 @@
 // Migration 00008 holds current_resources, one row per (cloud,
 // resource_type, resource_id), kept by Commit in the same transaction as
 // the events (write.go): the events it newly stored are folded in Go, per
-// resource and from the empty row (ingest.Apply in ingest.Compare order),
+// resource and from the empty row (projection.Apply in projection.Compare order),
 // into one delta row each, and one INSERT … ON CONFLICT DO UPDATE merges
 // the deltas in key order, its CASE rules combining each delta with the
 // stored row, guarded by stored.last_event_at < the delta's oldest event.
@@ -93,7 +95,7 @@
 // and replayed. No advisory lock: the upsert's row locks, taken in key
 // order, serialise batches on one resource without deadlocks, and the later
 // batch's guard sees the earlier one's committed row.
-// [Ingest.RebuildResources] row-locks its keys in the same order (inserting a
+// [Projection.Rebuild] row-locks its keys in the same order (inserting a
 // placeholder for a key without a row) before reading their events.
 // Besides its primary key, current_resources has one index, on project_id:
 // migration 00010 dropped the two that held state, so that an update which
@@ -149,11 +151,12 @@ var migrations embed.FS
 // or many) may share one database: every guarantee the pure packages ask
 // for is enforced by the database, not by the process.
 type DB struct {
-	conn      *conn
-	ownsPool  bool
-	ingest    Ingest
-	correlate Correlate
-	sizeNames SizeNames
+	conn       *conn
+	ownsPool   bool
+	ingest     Ingest
+	projection Projection
+	correlate  Correlate
+	sizeNames  SizeNames
 }
 
 // conn is what every area store of one DB shares.
@@ -170,10 +173,15 @@ type conn struct {
 }
 
 // Ingest is the store of lifecycle ingestion: it implements ingest.Store
-// (and ingest.ProjectionStore) on the tables events, dead_letters,
-// audit_log, resource_types, size_names and current_resources. Get it from
+// on the tables events, dead_letters, audit_log, resource_types,
+// size_names and current_resources (which Commit keeps). Get it from
 // [DB.Ingest]; the zero value is not usable. Safe for concurrent use.
 type Ingest struct{ *conn }
+
+// Projection is the store of the projection of current resources: it
+// implements projection.Store on current_resources and events. Get it from
+// [DB.Projection]; the zero value is not usable. Safe for concurrent use.
+type Projection struct{ *conn }
 
 // Correlate is the store of event correlation: it implements
 // correlate.Store on the correlated events and their idempotency keys. Get
@@ -300,12 +308,16 @@ func New(pool *pgxpool.Pool, opts Options) (*DB, error) {
 		c.now = time.Now
 	}
 	c.db = sqlx.NewDb(c.openDB(), "pgx")
-	return &DB{conn: c, ingest: Ingest{c}, correlate: Correlate{c}, sizeNames: SizeNames{c}}, nil
+	return &DB{conn: c, ingest: Ingest{c}, projection: Projection{c}, correlate: Correlate{c}, sizeNames: SizeNames{c}}, nil
 }
 
 // Ingest returns the ingestion store of db. Every call returns the same
 // store.
 func (db *DB) Ingest() *Ingest { return &db.ingest }
+
+// Projection returns the projection store of db. Every call returns the
+// same store.
+func (db *DB) Projection() *Projection { return &db.projection }
 
 // Correlate returns the correlation store of db. Every call returns the
 // same store.

@@ -239,7 +239,7 @@ func boundAcquire[T any](ctx context.Context, d time.Duration, acquire func(cont
 }
 
 // acquireConn takes a connection of the pool for the pgx-direct paths
-// (Commit's and RebuildResources' transactions), waiting at most the
+// (Commit's and Projection.Rebuild's transactions), waiting at most the
 // acquire timeout. The caller releases it.
 func (c *conn) acquireConn(ctx context.Context) (*pgxpool.Conn, error) {
 	return boundAcquire(ctx, c.acquire, c.pool.Acquire)

@@ -11,12 +11,13 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/tallyhq/tally/event"
-	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/internal/page"
 )
 
-var _ ingest.ProjectionStore = (*Ingest)(nil)
+var _ projection.Store = (*Projection)(nil)
 
-func splitKeys(keys []ingest.ResourceKey) (clouds, types, ids []string) {
+func splitKeys(keys []projection.Key) (clouds, types, ids []string) {
 	clouds = make([]string, len(keys))
 	types = make([]string, len(keys))
 	ids = make([]string, len(keys))
@@ -54,10 +55,10 @@ func nullTime(t sql.NullTime) *time.Time {
 	return &u
 }
 
-func (r *resourceRow) resource() ingest.Resource {
-	out := ingest.Resource{
-		ResourceKey: ingest.ResourceKey{Cloud: r.Cloud, ResourceType: r.ResourceType, ResourceID: r.ResourceID},
-		Platform:    r.Platform, ProjectID: r.ProjectID, State: r.State,
+func (r *resourceRow) resource() projection.Resource {
+	out := projection.Resource{
+		Key:      projection.Key{Cloud: r.Cloud, ResourceType: r.ResourceType, ResourceID: r.ResourceID},
+		Platform: r.Platform, ProjectID: r.ProjectID, State: r.State,
 		CreatedAt: nullTime(r.CreatedAt), DeletedAt: nullTime(r.DeletedAt),
 		FirstEventAt: r.FirstEventAt.UTC(), LastEventAt: r.LastEventAt.UTC(),
 		LastEventType: r.LastEventType, LastEventID: r.LastEventID,
@@ -69,19 +70,19 @@ func (r *resourceRow) resource() ingest.Resource {
 }
 
 // history returns every stored event of one resource, in fold order
-// (ingest.Compare), reading through q (the ingest transaction, which sees
+// (projection.Compare), reading through q (the ingest transaction, which sees
 // its own inserts).
-func history(ctx context.Context, q querier, k ingest.ResourceKey) ([]event.Event, error) {
+func history(ctx context.Context, q querier, k projection.Key) ([]event.Event, error) {
 	out, err := selectEvents(ctx, q, k)
 	if err != nil {
 		return nil, fmt.Errorf("read history: %w", err)
 	}
-	slices.SortStableFunc(out, func(a, b event.Event) int { return ingest.Compare(&a, &b) })
+	slices.SortStableFunc(out, func(a, b event.Event) int { return projection.Compare(&a, &b) })
 	return out, nil
 }
 
-// Resources lists projection rows (ingest.ProjectionStore).
-func (s *Ingest) Resources(ctx context.Context, q ingest.ResourceQuery) ([]ingest.Resource, error) {
+// List implements [projection.Store].
+func (s *Projection) List(ctx context.Context, q projection.Query) ([]projection.Resource, error) {
 	var (
 		where []string
 		args  []any
@@ -96,10 +97,10 @@ func (s *Ingest) Resources(ctx context.Context, q ingest.ResourceQuery) ([]inges
 		}
 	}
 	switch q.Status {
-	case ingest.StatusActive:
-		where = append(where, "state <> "+arg(ingest.StateDeleted))
-	case ingest.StatusDeleted:
-		where = append(where, "state = "+arg(ingest.StateDeleted))
+	case projection.StatusActive:
+		where = append(where, "state <> "+arg(projection.StateDeleted))
+	case projection.StatusDeleted:
+		where = append(where, "state = "+arg(projection.StateDeleted))
 	}
 	if !q.AliveAt.IsZero() {
 		at := arg(q.AliveAt)
@@ -114,15 +115,15 @@ func (s *Ingest) Resources(ctx context.Context, q ingest.ResourceQuery) ([]inges
 	}
 	query += " ORDER BY cloud, resource_type, resource_id LIMIT " + arg(max(q.Limit, 1))
 	// Rows are read one at a time, so a page stops at the byte budget
-	// (ingest.ByteBudget) without holding the rows past it.
+	// (page.ByteBudget) without holding the rows past it.
 	rows, err := s.db.QueryxContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: list resources: %w", interpretError(err))
 	}
 	defer rows.Close()
 	var (
-		out    []ingest.Resource
-		budget = ingest.NewByteBudget(q.MaxBytes)
+		out    []projection.Resource
+		budget = page.NewByteBudget(q.MaxBytes)
 	)
 	for rows.Next() {
 		var r resourceRow
@@ -130,7 +131,7 @@ func (s *Ingest) Resources(ctx context.Context, q ingest.ResourceQuery) ([]inges
 			return nil, fmt.Errorf("pgstore: list resources: %w", interpretError(err))
 		}
 		out = append(out, r.resource())
-		if budget.Add(ingest.ResourceBytes(out[len(out)-1])) {
+		if budget.Add(out[len(out)-1].Bytes()) {
 			break
 		}
 	}
@@ -140,10 +141,9 @@ func (s *Ingest) Resources(ctx context.Context, q ingest.ResourceQuery) ([]inges
 	return out, nil
 }
 
-// CountResources counts projection rows by (platform, cloud,
-// resource_type, state), in that order, byte by byte
-// (ingest.ProjectionStore): one GROUP BY.
-func (s *Ingest) CountResources(ctx context.Context) ([]ingest.ResourceCount, error) {
+// Count implements [projection.Store]: the rows by (platform, cloud,
+// resource_type, state), in that order, byte by byte; one GROUP BY.
+func (s *Projection) Count(ctx context.Context) ([]projection.Count, error) {
 	var rows []struct {
 		Platform     string `db:"platform"`
 		Cloud        string `db:"cloud"`
@@ -158,28 +158,28 @@ ORDER BY platform COLLATE "C", cloud COLLATE "C", resource_type COLLATE "C", sta
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: count resources: %w", interpretError(err))
 	}
-	out := make([]ingest.ResourceCount, len(rows))
+	out := make([]projection.Count, len(rows))
 	for i, r := range rows {
-		out[i] = ingest.ResourceCount{Platform: r.Platform, Cloud: r.Cloud, ResourceType: r.ResourceType, State: r.State, Count: r.Count}
+		out[i] = projection.Count{Platform: r.Platform, Cloud: r.Cloud, ResourceType: r.ResourceType, State: r.State, N: r.Count}
 	}
 	return out, nil
 }
 
-// Resource returns one projection row (ingest.ProjectionStore); the error
-// wraps store.ErrNotFound when there is none.
-func (s *Ingest) Resource(ctx context.Context, k ingest.ResourceKey) (ingest.Resource, error) {
+// Get implements [projection.Store]; the error wraps store.ErrNotFound
+// when there is no such row.
+func (s *Projection) Get(ctx context.Context, k projection.Key) (projection.Resource, error) {
 	var row resourceRow
 	err := s.db.GetContext(ctx, &row, `SELECT `+resourceColumns+` FROM current_resources
 WHERE cloud = $1 AND resource_type = $2 AND resource_id = $3`, k.Cloud, k.ResourceType, k.ResourceID)
 	if err != nil {
-		return ingest.Resource{}, fmt.Errorf("pgstore: get resource: %w", interpretError(err))
+		return projection.Resource{}, fmt.Errorf("pgstore: get resource: %w", interpretError(err))
 	}
 	return row.resource(), nil
 }
 
-// History returns the stored events of one resource in fold order
-// (ingest.ProjectionStore).
-func (s *Ingest) History(ctx context.Context, k ingest.ResourceKey) ([]event.Event, error) {
+// History implements [projection.Store]: the stored events of one
+// resource in fold order.
+func (s *Projection) History(ctx context.Context, k projection.Key) ([]event.Event, error) {
 	h, err := history(ctx, s.db, k)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", interpretError(err))
@@ -187,17 +187,17 @@ func (s *Ingest) History(ctx context.Context, k ingest.ResourceKey) ([]event.Eve
 	return h, nil
 }
 
-// RebuildResources recomputes projection rows from the events, q.BatchSize
-// resources per transaction (ingest.ProjectionStore). Each transaction
+// Rebuild implements [projection.Store], q.BatchSize resources per
+// transaction. Each transaction
 // row-locks its resources in key order before reading their events, as a
 // Commit's upsert does, so a rebuild may run beside live ingestion.
-func (s *Ingest) RebuildResources(ctx context.Context, q ingest.RebuildQuery, progress func(done int)) (int, error) {
+func (s *Projection) Rebuild(ctx context.Context, q projection.RebuildQuery, progress func(done int)) (int, error) {
 	size := q.BatchSize
 	if size <= 0 {
 		size = 500
 	}
 	done := 0
-	var after *ingest.ResourceKey
+	var after *projection.Key
 	for {
 		keys, err := s.rebuildKeys(ctx, q, after, size)
 		if err != nil {
@@ -219,7 +219,7 @@ func (s *Ingest) RebuildResources(ctx context.Context, q ingest.RebuildQuery, pr
 	}
 }
 
-func (s *Ingest) rebuildKeys(ctx context.Context, q ingest.RebuildQuery, after *ingest.ResourceKey, limit int) ([]ingest.ResourceKey, error) {
+func (s *Projection) rebuildKeys(ctx context.Context, q projection.RebuildQuery, after *projection.Key, limit int) ([]projection.Key, error) {
 	var rows []struct {
 		Cloud        string `db:"cloud"`
 		ResourceType string `db:"resource_type"`
@@ -239,9 +239,9 @@ LIMIT $7`, q.Cloud, q.ResourceType, hasAfter, afterC, afterT, afterI, limit)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: rebuild resources: list keys: %w", interpretError(err))
 	}
-	keys := make([]ingest.ResourceKey, len(rows))
+	keys := make([]projection.Key, len(rows))
 	for i, r := range rows {
-		keys[i] = ingest.ResourceKey{Cloud: r.Cloud, ResourceType: r.ResourceType, ResourceID: r.ResourceID}
+		keys[i] = projection.Key{Cloud: r.Cloud, ResourceType: r.ResourceType, ResourceID: r.ResourceID}
 	}
 	return keys, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 )
 
 // The write path of Commit (the performance rules), on pgx directly:
@@ -30,7 +31,7 @@ import (
 //     probe and the COPY. A batch that started with the full probe goes
 //     straight to the latter.
 //  3. The new events folded in Go per resource, from the empty row, into one
-//     delta row per resource (ingest.Apply in ingest.Compare order).
+//     delta row per resource (projection.Apply in projection.Compare order).
 //  4. One merge-upsert of the delta rows into current_resources, in key
 //     order, whose CASE rules combine each delta with the stored row, guarded
 //     by stored.last_event_at < the delta's oldest new event. It returns the
@@ -46,7 +47,7 @@ import (
 // the later one's guard sees the earlier one's committed row. The guard
 // compares timestamps only, so a delta whose oldest event has the stored
 // row's timestamp goes through step 5 too, which then decides exactly as
-// ingest.FoldBatch does.
+// projection.FoldBatch does.
 
 // sampleSize is how many of a batch's keys the duplicate probe looks up
 // before deciding whether the full probe is needed.
@@ -83,7 +84,7 @@ func commitBatch(ctx context.Context, c *conn, b ingest.Batch, now time.Time) (r
 
 // resourceOf is what an events row names besides its key: an event with a
 // stored key is a duplicate when these agree, a conflict when not
-// (ingest.Collides).
+// (event.Collides).
 type resourceOf struct {
 	platform, cloud, resourceType, resourceID string
 }
@@ -373,9 +374,9 @@ func eventRows(evs []*event.Event, receivedAt time.Time) ([][]any, error) {
 
 // delta is the fold of one resource's new events from the empty row.
 type delta struct {
-	row    ingest.Resource
+	row    projection.Resource
 	oldest *event.Event
-	events []*event.Event // in ingest.Compare order
+	events []*event.Event // in projection.Compare order
 	// odd marks a history the CASE rules do not cover (an update without a
 	// state, a create without a size object: never valid events, but a Go
 	// caller may commit them); it goes through step 5.
@@ -385,10 +386,10 @@ type delta struct {
 // deltas folds evs per resource, in key order.
 func deltas(evs []*event.Event) []delta {
 	sorted := slices.Clone(evs)
-	slices.SortFunc(sorted, func(a, b *event.Event) int { return ingest.CompareKeyed(a, b) })
+	slices.SortFunc(sorted, func(a, b *event.Event) int { return projection.CompareKeyed(a, b) })
 	var out []delta
 	for _, e := range sorted {
-		if n := len(out); n == 0 || out[n-1].row.ResourceKey != ingest.Key(e) {
+		if n := len(out); n == 0 || out[n-1].row.Key != projection.KeyOf(e) {
 			out = append(out, delta{oldest: e})
 		}
 		d := &out[len(out)-1]
@@ -398,7 +399,7 @@ func deltas(evs []*event.Event) []delta {
 		case event.CategoryUpdate:
 			d.odd = d.odd || e.Payload.State.Missing()
 		}
-		ingest.Apply(&d.row, e)
+		projection.Apply(&d.row, e)
 		d.events = append(d.events, e)
 	}
 	return out
@@ -441,9 +442,9 @@ ORDER BY c, t, i
 ON CONFLICT (cloud, resource_type, resource_id) DO UPDATE SET cloud = cr.cloud`
 
 // rebuildBatch recomputes the rows of keys from their stored events with
-// ingest.Fold, in one transaction holding their row locks (on a connection
+// projection.Fold, in one transaction holding their row locks (on a connection
 // taken within the acquire timeout).
-func rebuildBatch(ctx context.Context, c *conn, keys []ingest.ResourceKey) error {
+func rebuildBatch(ctx context.Context, c *conn, keys []projection.Key) error {
 	pc, err := c.acquireConn(ctx)
 	if err != nil {
 		return fmt.Errorf("acquire: %w", err)
@@ -458,17 +459,17 @@ func rebuildBatch(ctx context.Context, c *conn, keys []ingest.ResourceKey) error
 		if err != nil {
 			return err
 		}
-		rows := make([]ingest.Resource, 0, len(keys))
-		var gone []ingest.ResourceKey
+		rows := make([]projection.Resource, 0, len(keys))
+		var gone []projection.Key
 		for _, k := range keys {
 			h := hs[k]
 			if len(h) == 0 {
 				gone = append(gone, k)
 				continue
 			}
-			rows = append(rows, ingest.Fold(h))
+			rows = append(rows, projection.Fold(h))
 		}
-		slices.SortFunc(rows, func(a, b ingest.Resource) int { return a.ResourceKey.Compare(b.ResourceKey) })
+		slices.SortFunc(rows, func(a, b projection.Resource) int { return a.Key.Compare(b.Key) })
 		if _, err := tx.Exec(ctx, upsertSQL, resourceArgs(rows)...); err != nil {
 			return fmt.Errorf("upsert resources: %w", err)
 		}
@@ -516,7 +517,7 @@ func mergeResources(ctx context.Context, tx pgx.Tx, evs []*event.Event) (map[str
 		return nil, nil
 	}
 	ds := deltas(evs)
-	var merge, odd []ingest.Resource
+	var merge, odd []projection.Resource
 	for i := range ds {
 		r := ds[i].row
 		r.FirstEventAt = ds[i].oldest.Timestamp
@@ -526,8 +527,8 @@ func mergeResources(ctx context.Context, tx pgx.Tx, evs []*event.Event) (map[str
 			merge = append(merge, r)
 		}
 	}
-	written := make(map[ingest.ResourceKey]bool, len(ds))
-	write := func(query string, rs []ingest.Resource) error {
+	written := make(map[projection.Key]bool, len(ds))
+	write := func(query string, rs []projection.Resource) error {
 		if len(rs) == 0 {
 			return nil
 		}
@@ -535,7 +536,7 @@ func mergeResources(ctx context.Context, tx pgx.Tx, evs []*event.Event) (map[str
 		if err != nil {
 			return fmt.Errorf("merge resources: %w", err)
 		}
-		var k ingest.ResourceKey
+		var k projection.Key
 		_, err = pgx.ForEachRow(rows, []any{&k.Cloud, &k.ResourceType, &k.ResourceID}, func() error {
 			written[k] = true
 			return nil
@@ -555,7 +556,7 @@ func mergeResources(ctx context.Context, tx pgx.Tx, evs []*event.Event) (map[str
 	}
 	var rest []*delta
 	for i := range ds {
-		if !written[ds[i].row.ResourceKey] {
+		if !written[ds[i].row.Key] {
 			rest = append(rest, &ds[i])
 		}
 	}
@@ -568,9 +569,9 @@ func mergeResources(ctx context.Context, tx pgx.Tx, evs []*event.Event) (map[str
 // settle is step 5: the deltas the guard refused (or that were odd), against
 // the stored rows, which the merge has locked (odd ones are locked here).
 func settle(ctx context.Context, tx pgx.Tx, rest []*delta) (map[string]int, error) {
-	keys := make([]ingest.ResourceKey, len(rest))
+	keys := make([]projection.Key, len(rest))
 	for i, d := range rest {
-		keys[i] = d.row.ResourceKey
+		keys[i] = d.row.Key
 	}
 	clouds, types, ids := splitKeys(keys)
 	rows, err := tx.Query(ctx, `SELECT `+resourceColumns+` FROM current_resources
@@ -579,12 +580,12 @@ ORDER BY cloud, resource_type, resource_id FOR UPDATE`, clouds, types, ids)
 	if err != nil {
 		return nil, fmt.Errorf("load resources: %w", err)
 	}
-	current := make(map[ingest.ResourceKey]ingest.Resource, len(rest))
+	current := make(map[projection.Key]projection.Resource, len(rest))
 	var r resourceRow
 	_, err = pgx.ForEachRow(rows, []any{&r.Cloud, &r.ResourceType, &r.ResourceID, &r.Platform, &r.ProjectID, &r.State, &r.Size,
 		&r.CreatedAt, &r.DeletedAt, &r.FirstEventAt, &r.LastEventAt, &r.LastEventType, &r.LastEventID}, func() error {
 		res := r.resource()
-		current[res.ResourceKey] = res
+		current[res.Key] = res
 		return nil
 	})
 	if err != nil {
@@ -592,19 +593,19 @@ ORDER BY cloud, resource_type, resource_id FOR UPDATE`, clouds, types, ids)
 	}
 	var (
 		replays map[string]int
-		late    []ingest.ResourceKey
+		late    []projection.Key
 	)
-	out := make([]ingest.Resource, 0, len(rest))
+	out := make([]projection.Resource, 0, len(rest))
 	for _, d := range rest {
-		row, ok := current[d.row.ResourceKey]
+		row, ok := current[d.row.Key]
 		if !ok || row.After(d.oldest) {
 			for _, e := range d.events {
-				ingest.Apply(&row, e)
+				projection.Apply(&row, e)
 			}
 			out = append(out, row)
 			continue
 		}
-		late = append(late, d.row.ResourceKey)
+		late = append(late, d.row.Key)
 	}
 	if len(late) > 0 {
 		hs, err := historiesTx(ctx, tx, late)
@@ -614,10 +615,10 @@ ORDER BY cloud, resource_type, resource_id FOR UPDATE`, clouds, types, ids)
 		replays = make(map[string]int)
 		for _, k := range late {
 			replays[k.Cloud]++
-			out = append(out, ingest.Fold(hs[k]))
+			out = append(out, projection.Fold(hs[k]))
 		}
 	}
-	slices.SortFunc(out, func(a, b ingest.Resource) int { return a.ResourceKey.Compare(b.ResourceKey) })
+	slices.SortFunc(out, func(a, b projection.Resource) int { return a.Key.Compare(b.Key) })
 	if _, err := tx.Exec(ctx, upsertSQL, resourceArgs(out)...); err != nil {
 		return nil, fmt.Errorf("upsert resources: %w", err)
 	}
@@ -626,7 +627,7 @@ ORDER BY cloud, resource_type, resource_id FOR UPDATE`, clouds, types, ids)
 
 // resourceArgs are the 13 column arrays of rows, in the order of mergeSQL
 // and upsertSQL.
-func resourceArgs(rows []ingest.Resource) []any {
+func resourceArgs(rows []projection.Resource) []any {
 	n := len(rows)
 	var (
 		clouds, types, ids, platforms, projects, states = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -653,7 +654,7 @@ func resourceArgs(rows []ingest.Resource) []any {
 // historiesTx is every stored event of each resource of keys, in fold
 // order, by key (a key without events is absent), read through tx (which
 // sees its own inserts) in one statement, not one per key (the performance rules).
-func historiesTx(ctx context.Context, tx pgx.Tx, keys []ingest.ResourceKey) (map[ingest.ResourceKey][]event.Event, error) {
+func historiesTx(ctx context.Context, tx pgx.Tx, keys []projection.Key) (map[projection.Key][]event.Event, error) {
 	clouds, types, ids := splitKeys(keys)
 	rows, err := tx.Query(ctx, `SELECT event_id, timestamp, event_type, platform, cloud, resource_type, resource_id,
        project_id, source, payload::text FROM events
@@ -662,7 +663,7 @@ WHERE (cloud, resource_type, resource_id) IN (SELECT * FROM unnest($1::text[], $
 		return nil, fmt.Errorf("read history: %w", err)
 	}
 	var (
-		out     = make(map[ingest.ResourceKey][]event.Event, len(keys))
+		out     = make(map[projection.Key][]event.Event, len(keys))
 		e       event.Event
 		source  string
 		payload []byte
@@ -676,7 +677,7 @@ WHERE (cloud, resource_type, resource_id) IN (SELECT * FROM unnest($1::text[], $
 		if err := x.Payload.UnmarshalJSON(jsontext.Value(payload).Clone()); err != nil {
 			return fmt.Errorf("payload of %q: %w", x.EventID, err)
 		}
-		k := ingest.Key(&x)
+		k := projection.KeyOf(&x)
 		out[k] = append(out[k], x)
 		return nil
 	})
@@ -686,7 +687,7 @@ WHERE (cloud, resource_type, resource_id) IN (SELECT * FROM unnest($1::text[], $
 	for _, h := range out {
 		// Compare is 0 only for one (event_id, timestamp): the order the
 		// rows came in does not matter.
-		slices.SortFunc(h, func(a, b event.Event) int { return ingest.Compare(&a, &b) })
+		slices.SortFunc(h, func(a, b event.Event) int { return projection.Compare(&a, &b) })
 	}
 	return out, nil
 }

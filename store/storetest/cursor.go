@@ -13,6 +13,7 @@ import (
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 )
 
 // Tampered listing cursors: "a cursor with a NUL or a time before 4713 BC
@@ -45,7 +46,7 @@ func testTamperedCursors(t *testing.T, newStore func(t *testing.T) ingestStore) 
 			return len(p.Items), err
 		}},
 		{"resources", func(c string) (int, error) {
-			p, err := e.svc.Resources(ctx, ingest.ResourceFilter{Cursor: c})
+			p, err := projService(t, e.st, e.svc).List(ctx, projection.Filter{Cursor: c})
 			return len(p.Items), err
 		}},
 		{"rejected-events", func(c string) (int, error) {

@@ -62,7 +62,7 @@ func testStoredEvents(t *testing.T, st ingestStore) {
 		})
 	}
 	t.Run("events as History returns them", func(t *testing.T) {
-		h, err := st.History(ctx, volumeKey("v-1"))
+		h, err := st.Projection().History(ctx, volumeKey("v-1"))
 		if err != nil {
 			t.Fatal(err)
 		}

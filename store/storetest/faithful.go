@@ -8,6 +8,7 @@ import (
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 )
 
 // faithfulItem is a create of (openstack, disk), a pair with no size
@@ -29,7 +30,7 @@ func faithfulItem(id, size, provider string) []byte {
 // vol-id, read through History (ingest.Store's only read of stored events).
 func storedPayload(t *testing.T, st ingestStore, id string) event.PayloadEnvelope {
 	t.Helper()
-	hist, err := st.History(context.Background(), ingest.ResourceKey{Cloud: "c1", ResourceType: "volume", ResourceID: "vol-" + id})
+	hist, err := st.Projection().History(context.Background(), projection.Key{Cloud: "c1", ResourceType: "volume", ResourceID: "vol-" + id})
 	if err != nil || len(hist) != 1 {
 		t.Fatalf("History: %v, %d events", err, len(hist))
 	}

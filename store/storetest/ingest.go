@@ -17,6 +17,8 @@ import (
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/internal/seed"
 	"github.com/tallyhq/tally/sizenames"
 	"github.com/tallyhq/tally/store"
 )
@@ -388,7 +390,7 @@ func testSizeRepeatedInBatch(t *testing.T, newStore func(t *testing.T) ingestSto
 
 // "Five pairs ride the migration chain, so every database the chain reaches
 // knows them without an operator registering anything." The stored
-// documents are ingest.SeedResourceTypes byte for byte.
+// documents are seed.ResourceTypes byte for byte.
 func testSeeds(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	e := newEnv(t, newStore, ingest.Options{})
 	got, err := e.svc.ResourceTypes(context.Background())
@@ -400,7 +402,7 @@ func testSeeds(t *testing.T, newStore func(t *testing.T) ingestStore) {
 		Version                            int64
 	}
 	var wantRows, gotRows []row
-	for _, rt := range ingest.SeedResourceTypes() {
+	for _, rt := range seed.ResourceTypes() {
 		wantRows = append(wantRows, row{rt.Platform, rt.ResourceType, string(rt.SizeSchema), 1})
 	}
 	for _, rt := range got {
@@ -628,7 +630,7 @@ func testNamesExample(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	if res := e.ingest(collector, it.bytes()); res.Accepted != 1 {
 		t.Fatalf("%+v", res)
 	}
-	evs, err := e.st.History(context.Background(), ingest.ResourceKey{Cloud: "c1", ResourceType: "volume", ResourceID: "vol-e1"})
+	evs, err := e.st.Projection().History(context.Background(), projection.Key{Cloud: "c1", ResourceType: "volume", ResourceID: "vol-e1"})
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("History: %v, %d events", err, len(evs))
 	}
@@ -675,7 +677,7 @@ func testNamesRepeated(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	}
 	got := map[string][2]string{}
 	for id := range want {
-		evs, err := e.st.History(context.Background(), ingest.ResourceKey{Cloud: "c1", ResourceType: "volume", ResourceID: "vol-" + id})
+		evs, err := e.st.Projection().History(context.Background(), projection.Key{Cloud: "c1", ResourceType: "volume", ResourceID: "vol-" + id})
 		if err != nil || len(evs) != 1 {
 			t.Fatalf("History of %s: %v, %d events", id, err, len(evs))
 		}
@@ -1286,7 +1288,7 @@ func testProjectTransfer(t *testing.T, newStore func(t *testing.T) ingestStore) 
 	transfer := volumeCreate("b", t0.Add(time.Hour)).set("event_type", "volume.transfer.accept.end").set("project_id", "p2").set("payload.size", nil)
 	transfer["resource_id"] = create["resource_id"]
 	e.ingest(collector, transfer.bytes(), create.bytes())
-	d, err := e.svc.Resource(context.Background(), ingest.ResourceKey{Cloud: "c1", ResourceType: "volume", ResourceID: "vol-a"})
+	d, err := projService(t, e.st, e.svc).Get(context.Background(), projection.Key{Cloud: "c1", ResourceType: "volume", ResourceID: "vol-a"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/big"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/sizenames"
 )
 
@@ -27,6 +27,8 @@ import (
 type ingestStore interface {
 	ingest.Store
 	sizenames.Store
+	// Projection is the projection store of the same database.
+	Projection() projection.Store
 }
 
 // ingestPair joins a backend's ingest and size-name stores into one
@@ -35,6 +37,20 @@ type ingestStore interface {
 type ingestPair struct {
 	ingest.Store
 	names sizenames.Store
+	proj  projection.Store
+}
+
+func (p ingestPair) Projection() projection.Store { return p.proj }
+
+// projService returns the projection service over st's projection,
+// reading histories through svc.
+func projService(t testing.TB, st ingestStore, svc *ingest.Service) *projection.Service {
+	t.Helper()
+	ps, err := projection.New(st.Projection(), svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
 }
 
 func (p ingestPair) ReplaceSizeNames(ctx context.Context, cloud string, rows []sizenames.Row) error {
@@ -336,40 +352,18 @@ func storedEvents(t *testing.T, st ingest.Store) []eventForm {
 }
 
 // Events returns every event stored in st, ordered by (timestamp,
-// event_id), read through the projection: the history
-// ([ingest.ProjectionStore.History]) of every resource it lists. Every
-// stored event is folded into its resource's row by the Commit that stored
-// it, so none is missed. It is the suite's read of the events table, which
-// ingest.Store does not offer (the service never lists raw events); tests
+// event_id), each as stored: one unbounded [ingest.Store.Events]. Tests
 // outside this package may use it too. It fails t on any error.
 func Events(t testing.TB, st ingest.Store) []event.Event {
 	t.Helper()
-	ctx := context.Background()
-	var out []event.Event
-	q := ingest.ResourceQuery{Limit: 1000}
-	for {
-		rows, err := st.Resources(ctx, q)
-		if err != nil {
-			t.Fatalf("storetest: list resources: %v", err)
-		}
-		for _, r := range rows {
-			h, err := st.History(ctx, r.ResourceKey)
-			if err != nil {
-				t.Fatalf("storetest: history of %v: %v", r.ResourceKey, err)
-			}
-			out = append(out, h...)
-		}
-		if len(rows) < q.Limit {
-			break
-		}
-		q.After = &rows[len(rows)-1].ResourceKey
+	items, err := st.Events(context.Background(), ingest.EventQuery{})
+	if err != nil {
+		t.Fatalf("storetest: list events: %v", err)
 	}
-	slices.SortStableFunc(out, func(a, b event.Event) int {
-		if c := a.Timestamp.Compare(b.Timestamp); c != 0 {
-			return c
-		}
-		return strings.Compare(a.EventID, b.EventID)
-	})
+	out := make([]event.Event, len(items))
+	for i := range items {
+		out[i] = items[i].Event
+	}
 	return out
 }
 

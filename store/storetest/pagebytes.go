@@ -11,6 +11,7 @@ import (
 
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 )
 
 // bigVolume is the create of volume id at t0+i minutes whose size carries a
@@ -72,9 +73,9 @@ func testPageBytes(t *testing.T, st ingestStore) {
 		})
 		t.Run(fmt.Sprintf("resources, limit %d", limit), func(t *testing.T) {
 			var got [][]string
-			f := ingest.ResourceFilter{Limit: limit, Status: ingest.StatusAll}
+			f := projection.Filter{Limit: limit, Status: projection.StatusAll}
 			for range 10 {
-				p, err := svc.Resources(ctx, f)
+				p, err := projService(t, st, svc).List(ctx, f)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -116,7 +117,7 @@ func testPageBytes(t *testing.T, st ingestStore) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rs, err := st.Resources(ctx, ingest.ResourceQuery{Limit: 1001, Status: ingest.StatusAll, MaxBytes: tt.maxBytes})
+			rs, err := st.Projection().List(ctx, projection.Query{Limit: 1001, Status: projection.StatusAll, MaxBytes: tt.maxBytes})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,7 +163,7 @@ func testDeadLetterPageBytes(t *testing.T, newStore func(t *testing.T) ingestSto
 	}
 }
 
-// testResourceHistoryBytes: a resource read (Service.Resource) embeds its
+// testResourceHistoryBytes: a resource read (projection.Service.Get) embeds its
 // events up to ingest.MaxPageBytes and the per-resource read
 // (Service.ResourceEvents) answers up to the same budget; both hand a
 // cursor of Service.Events, filtered on the resource, for the rest.
@@ -202,7 +203,7 @@ func testResourceHistoryBytes(t *testing.T, st ingestStore) {
 		return ids
 	}
 	t.Run("resource read embeds events up to the budget", func(t *testing.T) {
-		d, err := svc.Resource(ctx, k)
+		d, err := projService(t, st, svc).Get(ctx, k)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,7 +236,7 @@ func testResourceHistoryBytes(t *testing.T, st ingestStore) {
 	})
 	t.Run("a short history is whole, without a cursor", func(t *testing.T) {
 		ingestOne(t, svc, projEvent{"s0", "volume.create.end", "v-s", "p1", "available", 0, 1})
-		d, err := svc.Resource(ctx, volumeKey("v-s"))
+		d, err := projService(t, st, svc).Get(ctx, volumeKey("v-s"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/store"
 )
 
@@ -21,7 +22,7 @@ import (
 // resources (canonical-event.md, Event: "The events table is the system's
 // single source of truth; everything else is derived from it and
 // rebuildable"; the projection rules). Every case drives the public ingest.Service and
-// reads the rows back through ingest.ProjectionStore.
+// reads the rows back through projection.Store.
 func runProjection(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	t.Run("every arrival order of a five-event history gives the same row", func(t *testing.T) {
 		t.Parallel()
@@ -125,26 +126,26 @@ func newService(t *testing.T, st ingestStore, obs ingest.Observer) *ingest.Servi
 	return svc
 }
 
-func volumeKey(id string) ingest.ResourceKey {
-	return ingest.ResourceKey{Cloud: "c1", ResourceType: "volume", ResourceID: id}
+func volumeKey(id string) projection.Key {
+	return projection.Key{Cloud: "c1", ResourceType: "volume", ResourceID: id}
 }
 
 // wantRow is the in-order fold of the resource's stored history.
-func wantRow(t *testing.T, st ingestStore, k ingest.ResourceKey) ingest.Resource {
+func wantRow(t *testing.T, st ingestStore, k projection.Key) projection.Resource {
 	t.Helper()
-	h, err := st.History(context.Background(), k)
+	h, err := st.Projection().History(context.Background(), k)
 	if err != nil {
 		t.Fatalf("History: %v", err)
 	}
 	if len(h) == 0 {
 		t.Fatalf("History of %v is empty", k)
 	}
-	return ingest.Fold(h)
+	return projection.Fold(h)
 }
 
-func gotRow(t *testing.T, st ingestStore, k ingest.ResourceKey) ingest.Resource {
+func gotRow(t *testing.T, st ingestStore, k projection.Key) projection.Resource {
 	t.Helper()
-	r, err := st.Resource(context.Background(), k)
+	r, err := st.Projection().Get(context.Background(), k)
 	if err != nil {
 		t.Fatalf("Resource(%v): %v", k, err)
 	}
@@ -178,7 +179,7 @@ func permutations(n int) [][]int {
 func testProjectionPermutations(t *testing.T, st ingestStore) {
 	svc := newService(t, st, nil)
 	// The reference row: the history folded in timestamp order.
-	var want ingest.Resource
+	var want projection.Resource
 	{
 		var h []event.Event
 		for _, p := range fiveEvents("v-ref") {
@@ -189,7 +190,7 @@ func testProjectionPermutations(t *testing.T, st ingestStore) {
 			e.Source = event.SourceCollector
 			h = append(h, e)
 		}
-		want = ingest.Fold(h)
+		want = projection.Fold(h)
 	}
 	orders := permutations(5)
 	if len(orders) != 120 {
@@ -241,7 +242,7 @@ func randomHistory(r *rand.Rand, resource string, n int) []projEvent {
 func testProjectionProperty(t *testing.T, st ingestStore, rounds int) {
 	svc := newService(t, st, nil)
 	r := rand.New(rand.NewPCG(7, 11))
-	var keys []ingest.ResourceKey
+	var keys []projection.Key
 	for round := range rounds {
 		var all []projEvent
 		for res := range 1 + r.IntN(4) {
@@ -295,8 +296,8 @@ func testProjectionLateUpdate(t *testing.T, st ingestStore) {
 	ingestOne(t, svc, projEvent{"u", "volume.resize.end", "v-late", "p1", "available", time.Minute, 20})
 	got := gotRow(t, st, volumeKey("v-late"))
 	del := t0.Add(2 * time.Minute)
-	want := ingest.Resource{
-		ResourceKey: volumeKey("v-late"), Platform: "openstack", ProjectID: "p1", State: "deleted",
+	want := projection.Resource{
+		Key: volumeKey("v-late"), Platform: "openstack", ProjectID: "p1", State: "deleted",
 		Size:      []byte(`{"size_gb":20,"type":"ssd"}`),
 		CreatedAt: &t0, DeletedAt: &del, FirstEventAt: t0, LastEventAt: del,
 		LastEventType: "volume.delete.end", LastEventID: "d",
@@ -375,17 +376,17 @@ func testProjectionDuplicates(t *testing.T, st ingestStore) {
 	if _, err := svc.Ingest(context.Background(), ingest.Caller{Credential: "test"}, [][]byte{other.bytes()}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Resource(context.Background(), volumeKey("v-none")); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.Projection().Get(context.Background(), volumeKey("v-none")); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Resource of a never-stored resource: %v, want store.ErrNotFound", err)
 	}
 }
 
-func allResources(t *testing.T, st ingestStore, q ingest.ResourceQuery) []ingest.Resource {
+func allResources(t *testing.T, st ingestStore, q projection.Query) []projection.Resource {
 	t.Helper()
 	q.Limit = 1000
-	var out []ingest.Resource
+	var out []projection.Resource
 	for {
-		page, err := st.Resources(context.Background(), q)
+		page, err := st.Projection().List(context.Background(), q)
 		if err != nil {
 			t.Fatalf("Resources: %v", err)
 		}
@@ -393,7 +394,7 @@ func allResources(t *testing.T, st ingestStore, q ingest.ResourceQuery) []ingest
 		if len(page) < q.Limit {
 			return out
 		}
-		last := page[len(page)-1].ResourceKey
+		last := page[len(page)-1].Key
 		q.After = &last
 	}
 }
@@ -411,11 +412,11 @@ func testProjectionRebuild(t *testing.T, st ingestStore) {
 		ingestOne(t, svc, all[:n]...)
 		all = all[n:]
 	}
-	incremental := allResources(t, st, ingest.ResourceQuery{})
+	incremental := allResources(t, st, projection.Query{})
 	var progress []int
-	n, err := st.RebuildResources(context.Background(), ingest.RebuildQuery{BatchSize: 5}, func(done int) { progress = append(progress, done) })
+	n, err := st.Projection().Rebuild(context.Background(), projection.RebuildQuery{BatchSize: 5}, func(done int) { progress = append(progress, done) })
 	if err != nil {
-		t.Fatalf("RebuildResources: %v", err)
+		t.Fatalf("Rebuild: %v", err)
 	}
 	if n != 12 {
 		t.Errorf("rebuilt %d resources, want 12", n)
@@ -423,17 +424,17 @@ func testProjectionRebuild(t *testing.T, st ingestStore) {
 	if diff := cmp.Diff([]int{5, 10, 12}, progress); diff != "" {
 		t.Errorf("progress in bounded steps of 5 (-want +got):\n%s", diff)
 	}
-	rebuilt := allResources(t, st, ingest.ResourceQuery{})
+	rebuilt := allResources(t, st, projection.Query{})
 	if diff := cmp.Diff(incremental, rebuilt, cmpJSONBytes); diff != "" {
 		t.Errorf("rebuild differs from incremental (-incremental +rebuilt):\n%s", diff)
 	}
-	if _, err := st.RebuildResources(context.Background(), ingest.RebuildQuery{Cloud: "c1", ResourceType: "volume"}, nil); err != nil {
-		t.Fatalf("second RebuildResources: %v", err)
+	if _, err := st.Projection().Rebuild(context.Background(), projection.RebuildQuery{Cloud: "c1", ResourceType: "volume"}, nil); err != nil {
+		t.Fatalf("second Rebuild: %v", err)
 	}
-	if diff := cmp.Diff(rebuilt, allResources(t, st, ingest.ResourceQuery{}), cmpJSONBytes); diff != "" {
+	if diff := cmp.Diff(rebuilt, allResources(t, st, projection.Query{}), cmpJSONBytes); diff != "" {
 		t.Errorf("rebuild is not idempotent (-first +second):\n%s", diff)
 	}
-	if n, err := st.RebuildResources(context.Background(), ingest.RebuildQuery{Cloud: "elsewhere"}, nil); err != nil || n != 0 {
+	if n, err := st.Projection().Rebuild(context.Background(), projection.RebuildQuery{Cloud: "elsewhere"}, nil); err != nil || n != 0 {
 		t.Errorf("rebuild of a cloud with no events: %d, %v; want 0, nil", n, err)
 	}
 }
@@ -446,7 +447,7 @@ func testProjectionQueries(t *testing.T, st ingestStore) {
 		projEvent{"q3", "volume.create.end", "q-c", "p1", "available", 2 * time.Minute, 1},
 		projEvent{"q4", "volume.delete.end", "q-c", "p1", "", 3 * time.Minute, 0},
 	)
-	ids := func(rs []ingest.Resource) []string {
+	ids := func(rs []projection.Resource) []string {
 		out := []string{}
 		for _, r := range rs {
 			out = append(out, r.ResourceID)
@@ -455,27 +456,27 @@ func testProjectionQueries(t *testing.T, st ingestStore) {
 	}
 	tests := []struct {
 		name string
-		q    ingest.ResourceQuery
+		q    projection.Query
 		want []string
 	}{
-		{"all, ordered by key", ingest.ResourceQuery{}, []string{"q-a", "q-b", "q-c"}},
-		{"by cloud", ingest.ResourceQuery{Cloud: "c1"}, []string{"q-a", "q-b", "q-c"}},
-		{"by another cloud", ingest.ResourceQuery{Cloud: "c2"}, []string{}},
-		{"by platform and type", ingest.ResourceQuery{Platform: "openstack", ResourceType: "volume"}, []string{"q-a", "q-b", "q-c"}},
-		{"by project", ingest.ResourceQuery{ProjectID: "p1"}, []string{"q-a", "q-c"}},
-		{"by state", ingest.ResourceQuery{State: "deleted"}, []string{"q-c"}},
+		{"all, ordered by key", projection.Query{}, []string{"q-a", "q-b", "q-c"}},
+		{"by cloud", projection.Query{Cloud: "c1"}, []string{"q-a", "q-b", "q-c"}},
+		{"by another cloud", projection.Query{Cloud: "c2"}, []string{}},
+		{"by platform and type", projection.Query{Platform: "openstack", ResourceType: "volume"}, []string{"q-a", "q-b", "q-c"}},
+		{"by project", projection.Query{ProjectID: "p1"}, []string{"q-a", "q-c"}},
+		{"by state", projection.Query{State: "deleted"}, []string{"q-c"}},
 		// The Reporting API's status filter (the existing-clients rules): active is every row
 		// whose state is not deleted, deleted those alone, all both; it and
 		// state are independent filters.
-		{"status active", ingest.ResourceQuery{Status: ingest.StatusActive}, []string{"q-a", "q-b"}},
-		{"status deleted", ingest.ResourceQuery{Status: ingest.StatusDeleted}, []string{"q-c"}},
-		{"status all", ingest.ResourceQuery{Status: ingest.StatusAll}, []string{"q-a", "q-b", "q-c"}},
-		{"status active of project p1", ingest.ResourceQuery{Status: ingest.StatusActive, ProjectID: "p1"}, []string{"q-a"}},
-		{"state contradicting status", ingest.ResourceQuery{State: "available", Status: ingest.StatusDeleted}, []string{}},
-		{"alive before any create", ingest.ResourceQuery{AliveAt: t0.Add(-time.Second)}, []string{}},
-		{"alive at the first create", ingest.ResourceQuery{AliveAt: t0}, []string{"q-a"}},
-		{"alive while q-c lived", ingest.ResourceQuery{AliveAt: t0.Add(150 * time.Second)}, []string{"q-a", "q-b", "q-c"}},
-		{"alive at q-c's delete", ingest.ResourceQuery{AliveAt: t0.Add(3 * time.Minute)}, []string{"q-a", "q-b"}},
+		{"status active", projection.Query{Status: projection.StatusActive}, []string{"q-a", "q-b"}},
+		{"status deleted", projection.Query{Status: projection.StatusDeleted}, []string{"q-c"}},
+		{"status all", projection.Query{Status: projection.StatusAll}, []string{"q-a", "q-b", "q-c"}},
+		{"status active of project p1", projection.Query{Status: projection.StatusActive, ProjectID: "p1"}, []string{"q-a"}},
+		{"state contradicting status", projection.Query{State: "available", Status: projection.StatusDeleted}, []string{}},
+		{"alive before any create", projection.Query{AliveAt: t0.Add(-time.Second)}, []string{}},
+		{"alive at the first create", projection.Query{AliveAt: t0}, []string{"q-a"}},
+		{"alive while q-c lived", projection.Query{AliveAt: t0.Add(150 * time.Second)}, []string{"q-a", "q-b", "q-c"}},
+		{"alive at q-c's delete", projection.Query{AliveAt: t0.Add(3 * time.Minute)}, []string{"q-a", "q-b"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -486,9 +487,9 @@ func testProjectionQueries(t *testing.T, st ingestStore) {
 	}
 	t.Run("pages of one", func(t *testing.T) {
 		var got []string
-		q := ingest.ResourceQuery{Limit: 1}
+		q := projection.Query{Limit: 1}
 		for range 5 {
-			page, err := st.Resources(context.Background(), q)
+			page, err := st.Projection().List(context.Background(), q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -496,14 +497,14 @@ func testProjectionQueries(t *testing.T, st ingestStore) {
 				break
 			}
 			got = append(got, ids(page)...)
-			q.After = &page[0].ResourceKey
+			q.After = &page[0].Key
 		}
 		if diff := cmp.Diff([]string{"q-a", "q-b", "q-c"}, got); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)
 		}
 	})
 	t.Run("history in fold order", func(t *testing.T) {
-		h, err := st.History(context.Background(), volumeKey("q-c"))
+		h, err := st.Projection().History(context.Background(), volumeKey("q-c"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -524,7 +525,7 @@ func testProjectionConcurrent(t *testing.T, st ingestStore, resources, goroutine
 	svc := newService(t, st, nil)
 	r := rand.New(rand.NewPCG(9, 9))
 	var all []projEvent
-	var keys []ingest.ResourceKey
+	var keys []projection.Key
 	for res := range resources {
 		id := fmt.Sprintf("cc-%02d", res)
 		keys = append(keys, volumeKey(id))
@@ -596,17 +597,17 @@ func runWindows(t *testing.T, newStore func(t *testing.T) ingestStore) {
 }
 
 // testProjectionCounts: the existing-clients rules, /metrics, "a current-resources gauge by
-// platform, cloud, resource type and state": CountResources groups the
+// platform, cloud, resource type and state": Count groups the
 // projection by those four, in byte order, a deleted resource counted in
 // state "deleted", and an empty projection has no group.
 func testProjectionCounts(t *testing.T, st ingestStore) {
 	ctx := context.Background()
-	got, err := st.CountResources(ctx)
+	got, err := st.Projection().Count(ctx)
 	if err != nil {
-		t.Fatalf("CountResources: %v", err)
+		t.Fatalf("Count: %v", err)
 	}
 	if len(got) != 0 {
-		t.Errorf("CountResources of an empty projection = %+v, want none", got)
+		t.Errorf("Count of an empty projection = %+v, want none", got)
 	}
 	svc := newService(t, st, nil)
 	res, err := svc.Ingest(ctx, ingest.Caller{Credential: "test"}, items(
@@ -619,19 +620,19 @@ func testProjectionCounts(t *testing.T, st ingestStore) {
 	if err != nil || len(res.Rejected) > 0 {
 		t.Fatalf("Ingest: %+v %v", res, err)
 	}
-	got, err = svc.CountResources(ctx)
+	got, err = projService(t, st, svc).Count(ctx)
 	if err != nil {
-		t.Fatalf("CountResources: %v", err)
+		t.Fatalf("Count: %v", err)
 	}
-	want := []ingest.ResourceCount{
-		{Platform: "openstack", Cloud: "C0", ResourceType: "volume", State: "available", Count: 1},
-		{Platform: "openstack", Cloud: "c1", ResourceType: "instance", State: "active", Count: 2},
-		{Platform: "openstack", Cloud: "c1", ResourceType: "volume", State: "available", Count: 1},
-		{Platform: "openstack", Cloud: "c1", ResourceType: "volume", State: "deleted", Count: 1},
-		{Platform: "openstack", Cloud: "c1", ResourceType: "volume", State: "in-use", Count: 1},
-		{Platform: "openstack", Cloud: "c2", ResourceType: "volume", State: "available", Count: 1},
+	want := []projection.Count{
+		{Platform: "openstack", Cloud: "C0", ResourceType: "volume", State: "available", N: 1},
+		{Platform: "openstack", Cloud: "c1", ResourceType: "instance", State: "active", N: 2},
+		{Platform: "openstack", Cloud: "c1", ResourceType: "volume", State: "available", N: 1},
+		{Platform: "openstack", Cloud: "c1", ResourceType: "volume", State: "deleted", N: 1},
+		{Platform: "openstack", Cloud: "c1", ResourceType: "volume", State: "in-use", N: 1},
+		{Platform: "openstack", Cloud: "c2", ResourceType: "volume", State: "available", N: 1},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("CountResources (-want +got):\n%s", diff)
+		t.Errorf("Count (-want +got):\n%s", diff)
 	}
 }

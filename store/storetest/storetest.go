@@ -21,14 +21,19 @@ import (
 
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/sizenames"
 )
 
 // Stores is one database's store of each area, as a backend's DB hands
-// them out (memstore.DB and pgstore.DB: Ingest, SizeNames, Correlate).
+// them out (memstore.DB and pgstore.DB: Ingest, Projection, SizeNames,
+// Correlate).
 type Stores struct {
 	// Ingest is the ingestion store. Required.
 	Ingest ingest.Store
+	// Projection is the projection store; its rows are the ones Ingest
+	// keeps. Required.
+	Projection projection.Store
 	// SizeNames is the size-name store; its rows are the ones Ingest
 	// resolves. Required.
 	SizeNames sizenames.Store
@@ -42,8 +47,11 @@ type Stores struct {
 	Reopen func(tb testing.TB) Stores
 }
 
-// ingest returns the two ingestion contracts as one value.
-func (s Stores) ingest() ingestStore { return ingestPair{Store: s.Ingest, names: s.SizeNames} }
+// ingest returns the ingestion contracts (with the projection Commit
+// keeps) as one value.
+func (s Stores) ingest() ingestStore {
+	return ingestPair{Store: s.Ingest, names: s.SizeNames, proj: s.Projection}
+}
 
 // Run runs the whole conformance suite. open returns the stores of a fresh,
 // empty database (empty but for the seeded size schemas of

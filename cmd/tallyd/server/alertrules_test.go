@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/internal/pgtest"
 	"github.com/tallyhq/tally/store/pgstore"
 )
@@ -210,10 +210,10 @@ func TestRefreshResources(t *testing.T) {
 		t.Errorf("refresh without a handler: %v, want errNoResourceSource", err)
 	}
 	var (
-		counts []ingest.ResourceCount
+		counts []projection.Count
 		fail   error
 	)
-	m.countResourcesWith(func(context.Context) ([]ingest.ResourceCount, error) { return counts, fail })
+	m.countResourcesWith(func(context.Context) ([]projection.Count, error) { return counts, fail })
 	gauge := func() map[string]float64 {
 		fams, err := m.Registry().Gather()
 		if err != nil {
@@ -230,9 +230,9 @@ func TestRefreshResources(t *testing.T) {
 		return got
 	}
 
-	counts = []ingest.ResourceCount{
-		{Platform: "openstack", Cloud: "c1", ResourceType: "volume", State: "available", Count: 2},
-		{Platform: "openstack", Cloud: "c1", ResourceType: "volume", State: "deleted", Count: 1},
+	counts = []projection.Count{
+		{Platform: "openstack", Cloud: "c1", ResourceType: "volume", State: "available", N: 2},
+		{Platform: "openstack", Cloud: "c1", ResourceType: "volume", State: "deleted", N: 1},
 	}
 	if err := m.RefreshResources(ctx); err != nil {
 		t.Fatal(err)
@@ -254,7 +254,7 @@ func TestRefreshResources(t *testing.T) {
 
 	fail, counts = nil, nil
 	for i := range MaxLabelValues + 50 {
-		counts = append(counts, ingest.ResourceCount{Platform: "openstack", Cloud: "c1", ResourceType: fmt.Sprintf("rt-%03d", i), State: "active", Count: 1})
+		counts = append(counts, projection.Count{Platform: "openstack", Cloud: "c1", ResourceType: fmt.Sprintf("rt-%03d", i), State: "active", N: 1})
 	}
 	if err := m.RefreshResources(ctx); err != nil {
 		t.Fatal(err)
@@ -277,7 +277,7 @@ func TestRefreshResources(t *testing.T) {
 	counts = counts[:1]
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	m.countResourcesWith(func(context.Context) ([]ingest.ResourceCount, error) { cancel(); return counts, nil })
+	m.countResourcesWith(func(context.Context) ([]projection.Count, error) { cancel(); return counts, nil })
 	go func() { defer close(done); m.RunResourcesRefresh(rctx, time.Hour, nil) }()
 	<-done
 	if len(gauge()) != 1 {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 )
 
 // DefaultResourcesRefreshInterval is how often tallyd recomputes the gauge
@@ -29,7 +29,7 @@ type resourcesGauge struct {
 	desc *prometheus.Desc
 
 	mu      sync.Mutex
-	count   func(context.Context) ([]ingest.ResourceCount, error)
+	count   func(context.Context) ([]projection.Count, error)
 	samples map[[4]string]float64
 }
 
@@ -55,14 +55,14 @@ var errNoResourceSource = errors.New("server: no handler counts resources for th
 
 // countResourcesWith sets where the gauge reads its counts: the ingest
 // service of the handler (NewHandler). The last handler built wins.
-func (m *Metrics) countResourcesWith(count func(context.Context) ([]ingest.ResourceCount, error)) {
+func (m *Metrics) countResourcesWith(count func(context.Context) ([]projection.Count, error)) {
 	m.resources.mu.Lock()
 	m.resources.count = count
 	m.resources.mu.Unlock()
 }
 
 // RefreshResources recomputes tally_current_resources once from the
-// projection (ingest.Service.CountResources: one GROUP BY on PostgreSQL).
+// projection (projection.Service.Count: one GROUP BY on PostgreSQL).
 // Label values are bounded as every label from input is ([MaxLabelValues]
 // each, then [OtherLabelValue]); groups that collapse into one are summed.
 // On error the gauge keeps the last counts, so a database that is briefly
@@ -84,7 +84,7 @@ func (m *Metrics) RefreshResources(ctx context.Context) error {
 		samples[[4]string{
 			m.platformLabel.value(c.Platform), m.cloudLabel.value(c.Cloud),
 			m.resourceTypeLabel.value(c.ResourceType), m.stateLabel.value(c.State),
-		}] += float64(c.Count)
+		}] += float64(c.N)
 	}
 	m.resources.mu.Lock()
 	m.resources.samples = samples

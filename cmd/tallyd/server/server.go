@@ -16,6 +16,7 @@ import (
 
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/internal/httpbody"
 	"github.com/tallyhq/tally/internal/problem"
 	"github.com/tallyhq/tally/route"
@@ -36,6 +37,9 @@ const DefaultBodyBudgetWait = 5 * time.Second
 type Store struct {
 	// Ingest serves the ingestion routes. Required.
 	Ingest ingest.Store
+	// Projection serves the /api/v1/resources routes and the gauge
+	// tally_current_resources; the rows Ingest keeps. Required.
+	Projection projection.Store
 	// Correlate serves the correlation routes. Required.
 	Correlate correlate.Store
 	// Ping, when not nil, tells /readyz whether the database answers
@@ -181,7 +185,8 @@ func (h *Handler) RunIdempotencyPurge(ctx context.Context, retention time.Durati
 // body budget (503 with Retry-After), and answers a client's failure to
 // send its body 400 or 408, or not at all when the client is gone.
 //
-// Errors (joined): a missing st.Ingest, st.Correlate or Authenticator, a negative
+// Errors (joined): a missing st.Ingest, st.Projection, st.Correlate or
+// Authenticator, a negative
 // MaxBodyBytes, BodyBudgetBytes or BodyBudgetWait, a BodyBudgetBytes below
 // MaxBodyBytes, or a library constructor's error.
 func New(st Store, opts Options) (*Handler, error) {
@@ -189,6 +194,9 @@ func New(st Store, opts Options) (*Handler, error) {
 	var errs []error
 	if st.Ingest == nil {
 		errs = append(errs, errors.New("server: Store.Ingest is required"))
+	}
+	if st.Projection == nil {
+		errs = append(errs, errors.New("server: Store.Projection is required"))
 	}
 	if st.Correlate == nil {
 		errs = append(errs, errors.New("server: Store.Correlate is required"))

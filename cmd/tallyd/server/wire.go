@@ -8,6 +8,7 @@ import (
 	"github.com/tallyhq/tally/correlate/correlatehttp"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/ingesthttp"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/internal/problem"
 	"github.com/tallyhq/tally/route"
 )
@@ -26,8 +27,12 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, *correlate.Service, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg.Metrics.countResourcesWith(isvc.CountResources)
-	ih, err := ingesthttp.New(isvc, ingesthttp.Options{
+	psvc, err := projection.New(st.Projection, isvc)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.Metrics.countResourcesWith(psvc.Count)
+	ih, err := ingesthttp.New(isvc, psvc, ingesthttp.Options{
 		CallerFrom:   ingestCaller,
 		Logger:       cfg.Logger,
 		MaxBodyBytes: cfg.MaxBodyBytes,

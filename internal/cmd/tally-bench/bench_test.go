@@ -13,6 +13,7 @@ import (
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 )
 
 func testConfig() genConfig {
@@ -199,7 +200,7 @@ func TestFoldModel(t *testing.T) {
 	}
 }
 
-// The bench's fold and the product's ingest.Fold, written independently,
+// The bench's fold and the product's projection.Fold, written independently,
 // agree on every resource of a generated workload.
 func TestFoldModelAgreesWithIngestFold(t *testing.T) {
 	w := generate(testConfig())
@@ -219,7 +220,7 @@ func TestFoldModelAgreesWithIngestFold(t *testing.T) {
 	}
 	got := map[resKey]row{}
 	for k, h := range by {
-		r := ingest.Fold(h)
+		r := projection.Fold(h)
 		got[k] = row{Platform: r.Platform, ProjectID: r.ProjectID, State: r.State, Size: r.Size, CreatedAt: r.CreatedAt, DeletedAt: r.DeletedAt,
 			FirstEventAt: r.FirstEventAt, LastEventAt: r.LastEventAt, LastEventType: r.LastEventType, LastEventID: r.LastEventID}
 	}

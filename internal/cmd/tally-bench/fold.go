@@ -35,7 +35,7 @@ func catRank(c category) int {
 }
 
 // foldModel is the bench's own fold of the distinct valid events it sent,
-// written from the README's rules and independent of ingest.Fold: each
+// written from the README's rules and independent of projection.Fold: each
 // resource's events in the order (timestamp; create < update < delete;
 // event_id);
 //   - every event sets platform, project_id and the last event;

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/sizenames"
 )
 
@@ -71,14 +72,14 @@ func (r storeReader) eventCount(ctx context.Context) (int, error) {
 	// histories of the rows (ingest.Store lists no raw events).
 	n := 0
 	for _, c := range r.clouds {
-		var after *ingest.ResourceKey
+		var after *projection.Key
 		for {
-			rs, err := r.st.Resources(ctx, ingest.ResourceQuery{Cloud: c, After: after, Limit: 1000})
+			rs, err := r.st.Projection().List(ctx, projection.Query{Cloud: c, After: after, Limit: 1000})
 			if err != nil {
 				return 0, err
 			}
 			for _, x := range rs {
-				h, err := r.st.History(ctx, x.ResourceKey)
+				h, err := r.st.Projection().History(ctx, x.Key)
 				if err != nil {
 					return 0, err
 				}
@@ -87,7 +88,7 @@ func (r storeReader) eventCount(ctx context.Context) (int, error) {
 			if len(rs) < 1000 {
 				break
 			}
-			k := rs[len(rs)-1].ResourceKey
+			k := rs[len(rs)-1].Key
 			after = &k
 		}
 	}
@@ -102,9 +103,9 @@ func (r storeReader) deadLetterCount(ctx context.Context) (int, error) {
 func (r storeReader) resources(ctx context.Context) (map[resKey]row, error) {
 	out := map[resKey]row{}
 	for _, c := range r.clouds {
-		var after *ingest.ResourceKey
+		var after *projection.Key
 		for {
-			rs, err := r.st.Resources(ctx, ingest.ResourceQuery{Cloud: c, After: after, Limit: 1000})
+			rs, err := r.st.Projection().List(ctx, projection.Query{Cloud: c, After: after, Limit: 1000})
 			if err != nil {
 				return nil, err
 			}
@@ -116,7 +117,7 @@ func (r storeReader) resources(ctx context.Context) (map[resKey]row, error) {
 			if len(rs) < 1000 {
 				break
 			}
-			k := rs[len(rs)-1].ResourceKey
+			k := rs[len(rs)-1].Key
 			after = &k
 		}
 	}

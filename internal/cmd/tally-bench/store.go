@@ -7,6 +7,7 @@ import (
 	"context"
 
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/sizenames"
 	"github.com/tallyhq/tally/store/memstore"
 	"github.com/tallyhq/tally/store/pgstore"
@@ -16,14 +17,19 @@ import (
 type benchStore interface {
 	ingest.Store
 	sizenames.Store
+	// Projection is the projection store of the same database.
+	Projection() projection.Store
 }
 
-// stores joins one database's ingest and size-name stores into a
-// benchStore (both read its one size_names table).
+// stores joins one database's ingest, size-name and projection stores into
+// a benchStore (the first two read its one size_names table).
 type stores struct {
 	ingest.Store
 	names sizenames.Store
+	proj  projection.Store
 }
+
+func (s stores) Projection() projection.Store { return s.proj }
 
 func (s stores) ReplaceSizeNames(ctx context.Context, cloud string, rows []sizenames.Row) error {
 	return s.names.ReplaceSizeNames(ctx, cloud, rows)
@@ -46,7 +52,7 @@ func openPG(ctx context.Context, url string) (benchStore, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return stores{db.Ingest(), db.SizeNames()}, db.Close, nil
+	return stores{db.Ingest(), db.SizeNames(), db.Projection()}, db.Close, nil
 }
 
 // newMemory returns a fresh in-memory store.
@@ -55,5 +61,5 @@ func newMemory() benchStore {
 	if err != nil {
 		panic(err) // never: memstore.New refuses no Options today
 	}
-	return stores{db.Ingest(), db.SizeNames()}
+	return stores{db.Ingest(), db.SizeNames(), db.Projection()}
 }

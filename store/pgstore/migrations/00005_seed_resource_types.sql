@@ -2,8 +2,8 @@
 -- The five size schemas every database knows without an operator registering
 -- anything (canonical-event.md, Size schemas), all under platform openstack,
 -- all admitting further members. Each text is byte-identical to
--- ingest/schemas/<resource_type>.json with surrounding whitespace trimmed,
--- which is what ingest.SeedResourceTypes returns (a test in store/pgstore
+-- internal/seed/schemas/<resource_type>.json with surrounding whitespace trimmed,
+-- which is what internal/seed.ResourceTypes returns (a test in store/pgstore
 -- compares them): the column is json, so these bytes are what reads back.
 INSERT INTO resource_types (platform, resource_type, size_schema, version, updated_at) VALUES
 ('openstack', 'floating_ip', '{

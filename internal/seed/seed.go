@@ -1,10 +1,16 @@
-package ingest
+// Package seed holds the five size schemas every store holds from the
+// start (canonical-event.md, Size schemas): the files under
+// internal/seed/schemas, which store/memstore loads and the PostgreSQL
+// migration 00005 inserts byte for byte.
+package seed
 
 import (
 	"bytes"
 	"embed"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/tallyhq/tally/ingest"
 )
 
 // seedFS holds the five seeded size schemas, one file per resource type of
@@ -14,14 +20,14 @@ import (
 //go:embed schemas/*.json
 var seedFS embed.FS
 
-// SeedPlatform is the platform every seeded resource type is registered
+// Platform is the platform every seeded resource type is registered
 // under.
-const SeedPlatform = "openstack"
+const Platform = "openstack"
 
 // seedTypes lists the seeded resource types in registry order (by name).
 var seedTypes = []string{"floating_ip", "image", "instance", "loadbalancer", "volume"}
 
-// SeedResourceTypes returns the five size schemas every store holds from the
+// ResourceTypes returns the five size schemas every store holds from the
 // start (canonical-event.md, Size schemas), ordered by resource_type, each
 // with Platform "openstack", Version 1 and a zero UpdatedAt (a store stamps
 // it when it loads them):
@@ -34,18 +40,18 @@ var seedTypes = []string{"floating_ip", "image", "instance", "loadbalancer", "vo
 //   - loadbalancer: listeners integer ≥ 0, pools integer ≥ 0; both required.
 //
 // Every schema admits further members. SizeSchema is the content of
-// ingest/schemas/<resource_type>.json with surrounding whitespace trimmed;
+// internal/seed/schemas/<resource_type>.json with surrounding whitespace trimmed;
 // the PostgreSQL migration must insert exactly these bytes. The result is a
 // fresh copy on each call; it is safe for concurrent use.
-func SeedResourceTypes() []ResourceType {
-	out := make([]ResourceType, 0, len(seedTypes))
+func ResourceTypes() []ingest.ResourceType {
+	out := make([]ingest.ResourceType, 0, len(seedTypes))
 	for _, name := range seedTypes {
 		b, err := seedFS.ReadFile("schemas/" + name + ".json")
 		if err != nil {
-			panic("ingest: embedded seed schema missing: " + err.Error()) // a build defect
+			panic("seed: embedded seed schema missing: " + err.Error()) // a build defect
 		}
-		out = append(out, ResourceType{
-			Platform:     SeedPlatform,
+		out = append(out, ingest.ResourceType{
+			Platform:     Platform,
 			ResourceType: name,
 			SizeSchema:   jsontext.Value(bytes.TrimSpace(b)),
 			Version:      1,

@@ -1,4 +1,4 @@
-package ingest_test
+package projection_test
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tallyhq/tally/event"
-	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -33,18 +33,18 @@ func ev(id, typ string, at time.Duration, project, state, size string) event.Eve
 func ptr(t time.Time) *time.Time { return &t }
 
 func TestFoldRules(t *testing.T) {
-	key := ingest.ResourceKey{Cloud: "c1", ResourceType: "volume", ResourceID: "v-1"}
+	key := projection.Key{Cloud: "c1", ResourceType: "volume", ResourceID: "v-1"}
 	tests := []struct {
 		name    string
 		history []event.Event
-		want    ingest.Resource
+		want    projection.Resource
 	}{
 		{
 			// "A create sets created_at to the event's timestamp and requires
 			// payload.size beside payload.state."
 			name:    "create sets created_at, state and size",
 			history: []event.Event{ev("e1", "volume.create.end", 0, "p1", "available", `{"size_gb":1}`)},
-			want: ingest.Resource{ResourceKey: key, Platform: "openstack", ProjectID: "p1", State: "available",
+			want: projection.Resource{Key: key, Platform: "openstack", ProjectID: "p1", State: "available",
 				Size: jsontext.Value(`{"size_gb":1}`), CreatedAt: ptr(t0), FirstEventAt: t0, LastEventAt: t0,
 				LastEventType: "volume.create.end", LastEventID: "e1"},
 		},
@@ -57,7 +57,7 @@ func TestFoldRules(t *testing.T) {
 				ev("e1", "volume.create.end", 0, "p1", "available", `{"size_gb":1}`),
 				ev("e2", "volume.attach.end", time.Minute, "p2", "in-use", ""),
 			},
-			want: ingest.Resource{ResourceKey: key, Platform: "openstack", ProjectID: "p2", State: "in-use",
+			want: projection.Resource{Key: key, Platform: "openstack", ProjectID: "p2", State: "in-use",
 				Size: jsontext.Value(`{"size_gb":1}`), CreatedAt: ptr(t0), FirstEventAt: t0, LastEventAt: t0.Add(time.Minute),
 				LastEventType: "volume.attach.end", LastEventID: "e2"},
 		},
@@ -68,7 +68,7 @@ func TestFoldRules(t *testing.T) {
 				ev("e1", "volume.create.end", 0, "p1", "available", `{"size_gb":1}`),
 				ev("e2", "volume.delete.end", time.Minute, "p1", "deleting", ""),
 			},
-			want: ingest.Resource{ResourceKey: key, Platform: "openstack", ProjectID: "p1", State: "deleted",
+			want: projection.Resource{Key: key, Platform: "openstack", ProjectID: "p1", State: "deleted",
 				Size: jsontext.Value(`{"size_gb":1}`), CreatedAt: ptr(t0), DeletedAt: ptr(t0.Add(time.Minute)),
 				FirstEventAt: t0, LastEventAt: t0.Add(time.Minute), LastEventType: "volume.delete.end", LastEventID: "e2"},
 		},
@@ -79,7 +79,7 @@ func TestFoldRules(t *testing.T) {
 				ev("e1", "volume.create.end", 0, "p1", "available", `{"size_gb":1}`),
 				ev("e2", "volume.resize.end", time.Minute, "p1", "available", `{"size_gb":5}`),
 			},
-			want: ingest.Resource{ResourceKey: key, Platform: "openstack", ProjectID: "p1", State: "deleted",
+			want: projection.Resource{Key: key, Platform: "openstack", ProjectID: "p1", State: "deleted",
 				Size: jsontext.Value(`{"size_gb":5}`), CreatedAt: ptr(t0), DeletedAt: ptr(t0.Add(2 * time.Minute)),
 				FirstEventAt: t0, LastEventAt: t0.Add(2 * time.Minute), LastEventType: "volume.delete.end", LastEventID: "e3"},
 		},
@@ -91,7 +91,7 @@ func TestFoldRules(t *testing.T) {
 				ev("e3", "volume.update", 2*time.Minute, "p1", "available", `{"size_gb":9}`),
 				ev("e4", "volume.create.end", 3*time.Minute, "p3", "creating", `{"size_gb":2}`),
 			},
-			want: ingest.Resource{ResourceKey: key, Platform: "openstack", ProjectID: "p3", State: "creating",
+			want: projection.Resource{Key: key, Platform: "openstack", ProjectID: "p3", State: "creating",
 				Size: jsontext.Value(`{"size_gb":2}`), CreatedAt: ptr(t0.Add(3 * time.Minute)),
 				FirstEventAt: t0, LastEventAt: t0.Add(3 * time.Minute), LastEventType: "volume.create.end", LastEventID: "e4"},
 		},
@@ -103,14 +103,14 @@ func TestFoldRules(t *testing.T) {
 				ev("y", "volume.update", 0, "p1", "error", ""),
 				ev("m", "volume.create.end", 0, "p1", "available", `{"size_gb":1}`),
 			},
-			want: ingest.Resource{ResourceKey: key, Platform: "openstack", ProjectID: "p1", State: "deleted",
+			want: projection.Resource{Key: key, Platform: "openstack", ProjectID: "p1", State: "deleted",
 				Size: jsontext.Value(`{"size_gb":1}`), CreatedAt: ptr(t0), DeletedAt: ptr(t0),
 				FirstEventAt: t0, LastEventAt: t0, LastEventType: "volume.delete.end", LastEventID: "a"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, ingest.Fold(tt.history)); diff != "" {
+			if diff := cmp.Diff(tt.want, projection.Fold(tt.history)); diff != "" {
 				t.Errorf("Fold (-want +got):\n%s", diff)
 			}
 		})
@@ -119,19 +119,19 @@ func TestFoldRules(t *testing.T) {
 
 // incremental folds events in arrival order the way a store does: Apply
 // when the event sorts after the row's last event, else replay the history.
-func incremental(arrivals []event.Event) (ingest.Resource, int) {
-	var r ingest.Resource
+func incremental(arrivals []event.Event) (projection.Resource, int) {
+	var r projection.Resource
 	var seen []event.Event
 	replays := 0
 	for i := range arrivals {
 		e := arrivals[i]
 		seen = append(seen, e)
 		if len(seen) == 1 || r.After(&e) {
-			ingest.Apply(&r, &e)
+			projection.Apply(&r, &e)
 			continue
 		}
 		replays++
-		r = ingest.Fold(seen)
+		r = projection.Fold(seen)
 	}
 	return r, replays
 }
@@ -158,7 +158,7 @@ func TestFoldEveryArrivalOrderOfAFiveEventHistory(t *testing.T) {
 		ev("e4", "volume.delete.end", 3*time.Minute, "p2", "", ""),
 		ev("e5", "volume.create.end", 4*time.Minute, "p3", "creating", `{"size_gb":2}`),
 	}
-	want := ingest.Fold(history)
+	want := projection.Fold(history)
 	orders := permutations(len(history))
 	if len(orders) != 120 {
 		t.Fatalf("got %d orders, want 120", len(orders))
@@ -197,7 +197,7 @@ func TestFoldPropertyIncrementalEqualsInOrder(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range 2000 {
 		h := randomHistory(r, 1+r.IntN(12))
-		want := ingest.Fold(h)
+		want := projection.Fold(h)
 		r.Shuffle(len(h), func(i, j int) { h[i], h[j] = h[j], h[i] })
 		got, _ := incremental(h)
 		if diff := cmp.Diff(want, got); diff != "" {
@@ -223,18 +223,18 @@ func TestFoldBatchRandomBatching(t *testing.T) {
 		}
 		r.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 
-		stored := map[ingest.ResourceKey][]event.Event{}
-		rows := map[ingest.ResourceKey]ingest.Resource{}
+		stored := map[projection.Key][]event.Event{}
+		rows := map[projection.Key]projection.Resource{}
 		for len(all) > 0 {
 			n := 1 + r.IntN(len(all))
 			batch := all[:n]
 			all = all[n:]
 			for _, e := range batch {
-				stored[ingest.Key(&e)] = append(stored[ingest.Key(&e)], e)
+				stored[projection.KeyOf(&e)] = append(stored[projection.KeyOf(&e)], e)
 			}
-			got, _, err := ingest.FoldBatch(batch,
-				func(k ingest.ResourceKey) (ingest.Resource, bool) { row, ok := rows[k]; return row, ok },
-				func(k ingest.ResourceKey) ([]event.Event, error) { return stored[k], nil })
+			got, _, err := projection.FoldBatch(batch,
+				func(k projection.Key) (projection.Resource, bool) { row, ok := rows[k]; return row, ok },
+				func(k projection.Key) ([]event.Event, error) { return stored[k], nil })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,7 +243,7 @@ func TestFoldBatchRandomBatching(t *testing.T) {
 			}
 		}
 		for k, h := range stored {
-			if diff := cmp.Diff(ingest.Fold(h), rows[k]); diff != "" {
+			if diff := cmp.Diff(projection.Fold(h), rows[k]); diff != "" {
 				t.Fatalf("round %d, %v (-want +got):\n%s", round, k, diff)
 			}
 		}
@@ -253,10 +253,10 @@ func TestFoldBatchRandomBatching(t *testing.T) {
 func TestFoldBatchCountsReplaysOfLateEvents(t *testing.T) {
 	early := ev("e1", "volume.create.end", 0, "p1", "available", `{"size_gb":1}`)
 	late := ev("e2", "volume.attach.end", time.Minute, "p1", "in-use", "")
-	row := ingest.Fold([]event.Event{late})
-	_, replays, err := ingest.FoldBatch([]event.Event{early},
-		func(ingest.ResourceKey) (ingest.Resource, bool) { return row, true },
-		func(ingest.ResourceKey) ([]event.Event, error) { return []event.Event{early, late}, nil })
+	row := projection.Fold([]event.Event{late})
+	_, replays, err := projection.FoldBatch([]event.Event{early},
+		func(projection.Key) (projection.Resource, bool) { return row, true },
+		func(projection.Key) ([]event.Event, error) { return []event.Event{early, late}, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
