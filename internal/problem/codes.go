@@ -80,7 +80,7 @@ var codes = []codeInfo{
 	{CodeUnauthorized, http.StatusUnauthorized, "Unauthorized",
 		"No bearer token, or one the credentials file does not hold; the answer carries `WWW-Authenticate`."},
 	{CodeForbidden, http.StatusForbidden, "Forbidden",
-		"The credential may not call the route, or the request is outside its scope."},
+		"The credential lacks the role the route needs, or (on the correlation routes) has no organization."},
 	{CodeNotFound, http.StatusNotFound, "Not found",
 		"Nothing is stored under the path, or no route matches it."},
 	{CodeMethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed",
