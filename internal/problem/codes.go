@@ -68,7 +68,7 @@ var codes = []codeInfo{
 	{CodeInvalidEvent, http.StatusBadRequest, "Invalid event",
 		"A correlation request body (createEvent, a status update, a bulk body) breaks the rules listed in `errors`; nothing was stored."},
 	{CodeInvalidSizeSchema, http.StatusBadRequest, "Invalid size schema",
-		"A size schema (or size-name rows) breaks the rules listed in `errors`; nothing was stored."},
+		"A size schema breaks the rules listed in `errors`; nothing was stored."},
 	{CodeInvalidBody, http.StatusBadRequest, "Body is not JSON",
 		"An ingestion body is neither one JSON object nor an array of them."},
 	{CodeInvalidBodyFraming, http.StatusBadRequest, "Invalid body framing",
