@@ -12,6 +12,11 @@
 // into the request body, or "/" + the name of a query or path parameter),
 // rule (an event.Rule* constant) and message; it is present only when there
 // are member problems.
+//
+// Every code is a [Code] declared once in this package and listed by
+// [Codes], each with its one status; [Fail] is the one mapper from a
+// handler's error to its answer, shared by both HTTP adapters and the
+// server, each adding only its own cases.
 package problem
 
 import (
