@@ -28,7 +28,7 @@ const (
 
 	// tally's own rules, where JSON Schema has no keyword.
 	RuleSyntax          = "syntax"          // not valid JSON
-	RuleDuplicateMember = "duplicateMember" // a member given twice in one object, at any depth
+	RuleDuplicateMember = "duplicateMember" // a member given twice in one object, at any depth (or a size-name row whose key an earlier row holds)
 	RuleUTF8            = "utf8"            // a name or string is not valid UTF-8
 	RuleNUL             = "nul"             // a NUL character, raw or \u0000
 	RuleDepth           = "depth"           // nesting deeper than MaxDepth

@@ -6,14 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
+	"strconv"
 
 	"github.com/go-json-experiment/json/jsontext"
-)
 
-// ErrInvalid is matched (errors.Is) by the error [ReplaceCloud] returns when
-// the rows it is given break a rule; nothing is written then.
-var ErrInvalid = errors.New("sizenames: invalid rows")
+	"github.com/tallyhq/tally/event"
+)
 
 // Resolve applies the size-name rule (canonical-event.md, Size names) to one
 // size object with the rows of its event's (cloud, resource_type): a member
@@ -119,40 +117,48 @@ func unquote(v jsontext.Value) (string, error) {
 // transaction"). It is what a reconciliation run calls; an empty rows clears
 // the cloud.
 //
-// Before writing it checks the rows and, if any rule is broken, returns an
-// error matching [ErrInvalid] listing every problem and writes nothing:
-// cloud must be non-empty, every row's Cloud must equal cloud, ResourceType,
-// Member, Value and Name must be non-empty, and no two rows may share the
-// primary key (cloud, resource_type, member, value). Otherwise it returns
-// the error of s.ReplaceSizeNames, wrapped. It is safe for concurrent use
-// when s is.
+// Before writing it checks cloud and the rows and, if any rule is broken,
+// returns an [*event.ValidationError] (errors.Is(err, event.ErrInvalid))
+// listing every problem and writes nothing. Each problem's member is a JSON
+// Pointer into {"cloud": cloud, "rows": rows}, the rows as [Row]'s JSON
+// names them: cloud must be non-empty ("/cloud", rule required); every
+// row's cloud must equal cloud ("/rows/3/cloud", rule const); its
+// resource_type, member, value and name must be non-empty ("/rows/3/name",
+// rule required); and no two rows may share the primary key (cloud,
+// resource_type, member, value) ("/rows/3", rule duplicateMember, naming
+// the earlier row). The problems come row by row, in that order. Otherwise
+// it returns the error of s.ReplaceSizeNames, wrapped. It is safe for
+// concurrent use when s is.
 func ReplaceCloud(ctx context.Context, s Store, cloud string, rows []Row) error {
-	var problems []string
+	var problems []event.Problem
 	if cloud == "" {
-		problems = append(problems, "cloud is required")
+		problems = append(problems, event.Problem{Member: "/cloud", Rule: event.RuleRequired, Message: "is required"})
 	}
 	type pk struct{ rt, member, value string }
 	seen := make(map[pk]int, len(rows))
 	for i, r := range rows {
+		row := "/rows/" + strconv.Itoa(i)
 		if r.Cloud != cloud {
-			problems = append(problems, fmt.Sprintf("row %d: cloud %q is not %q", i, r.Cloud, cloud))
+			problems = append(problems, event.Problem{Member: row + "/cloud", Rule: event.RuleConst,
+				Message: fmt.Sprintf("is %q; every row must name the cloud replaced, %q", r.Cloud, cloud)})
 		}
 		for _, f := range [...]struct{ name, v string }{
 			{"resource_type", r.ResourceType}, {"member", r.Member}, {"value", r.Value}, {"name", r.Name},
 		} {
 			if f.v == "" {
-				problems = append(problems, fmt.Sprintf("row %d: %s is required", i, f.name))
+				problems = append(problems, event.Problem{Member: row + "/" + f.name, Rule: event.RuleRequired, Message: "is required"})
 			}
 		}
 		k := pk{r.ResourceType, r.Member, r.Value}
 		if j, dup := seen[k]; dup {
-			problems = append(problems, fmt.Sprintf("row %d: same (cloud, resource_type, member, value) as row %d", i, j))
+			problems = append(problems, event.Problem{Member: row, Rule: event.RuleDuplicateMember,
+				Message: fmt.Sprintf("has the same (cloud, resource_type, member, value) as row %d", j)})
 		} else {
 			seen[k] = i
 		}
 	}
 	if problems != nil {
-		return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(problems, "; "))
+		return &event.ValidationError{Problems: problems}
 	}
 	if err := s.ReplaceSizeNames(ctx, cloud, rows); err != nil {
 		return fmt.Errorf("sizenames: replace rows of cloud %q: %w", cloud, err)

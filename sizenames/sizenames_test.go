@@ -10,6 +10,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/sizenames"
 )
 
@@ -182,27 +183,50 @@ func (s *recordingStore) ReplaceSizeNames(_ context.Context, _ string, rows []si
 	return nil
 }
 
+// ReplaceCloud refuses rows that break a rule as an *event.ValidationError
+// listing every problem, each naming its member in {"cloud", "rows"} and
+// its rule, and writes nothing.
 func TestReplaceCloudRefusesInvalidRows(t *testing.T) {
 	ok := sizenames.Row{Cloud: "c1", ResourceType: "volume", Member: "type", Value: "v", Name: "n"}
+	req := func(member string) event.Problem {
+		return event.Problem{Member: member, Rule: event.RuleRequired, Message: "is required"}
+	}
 	tests := []struct {
 		name  string
 		cloud string
 		rows  []sizenames.Row
+		want  []event.Problem
 	}{
-		{"empty cloud", "", nil},
-		{"row of another cloud", "c1", []sizenames.Row{{Cloud: "c2", ResourceType: "volume", Member: "type", Value: "v", Name: "n"}}},
-		{"empty resource_type", "c1", []sizenames.Row{{Cloud: "c1", Member: "type", Value: "v", Name: "n"}}},
-		{"empty member", "c1", []sizenames.Row{{Cloud: "c1", ResourceType: "volume", Value: "v", Name: "n"}}},
-		{"empty value", "c1", []sizenames.Row{{Cloud: "c1", ResourceType: "volume", Member: "type", Name: "n"}}},
-		{"empty name", "c1", []sizenames.Row{{Cloud: "c1", ResourceType: "volume", Member: "type", Value: "v"}}},
-		{"duplicate primary key", "c1", []sizenames.Row{ok, {Cloud: "c1", ResourceType: "volume", Member: "type", Value: "v", Name: "other"}}},
+		{"empty cloud", "", nil, []event.Problem{req("/cloud")}},
+		{"row of another cloud", "c1", []sizenames.Row{ok, {Cloud: "c2", ResourceType: "volume", Member: "type", Value: "w", Name: "n"}},
+			[]event.Problem{{Member: "/rows/1/cloud", Rule: event.RuleConst, Message: `is "c2"; every row must name the cloud replaced, "c1"`}}},
+		{"empty resource_type", "c1", []sizenames.Row{{Cloud: "c1", Member: "type", Value: "v", Name: "n"}}, []event.Problem{req("/rows/0/resource_type")}},
+		{"empty member", "c1", []sizenames.Row{{Cloud: "c1", ResourceType: "volume", Value: "v", Name: "n"}}, []event.Problem{req("/rows/0/member")}},
+		{"empty value", "c1", []sizenames.Row{{Cloud: "c1", ResourceType: "volume", Member: "type", Name: "n"}}, []event.Problem{req("/rows/0/value")}},
+		{"empty name", "c1", []sizenames.Row{{Cloud: "c1", ResourceType: "volume", Member: "type", Value: "v"}}, []event.Problem{req("/rows/0/name")}},
+		{"duplicate primary key", "c1", []sizenames.Row{ok, ok, {Cloud: "c1", ResourceType: "volume", Member: "type", Value: "v", Name: "other"}},
+			[]event.Problem{
+				{Member: "/rows/1", Rule: event.RuleDuplicateMember, Message: "has the same (cloud, resource_type, member, value) as row 0"},
+				{Member: "/rows/2", Rule: event.RuleDuplicateMember, Message: "has the same (cloud, resource_type, member, value) as row 0"},
+			}},
+		{"every problem at once, row by row", "c1", []sizenames.Row{ok, {Cloud: "c9"}, {Cloud: "c1", ResourceType: "volume", Member: "type", Value: "v"}},
+			[]event.Problem{
+				{Member: "/rows/1/cloud", Rule: event.RuleConst, Message: `is "c9"; every row must name the cloud replaced, "c1"`},
+				req("/rows/1/resource_type"), req("/rows/1/member"), req("/rows/1/value"), req("/rows/1/name"),
+				req("/rows/2/name"),
+				{Member: "/rows/2", Rule: event.RuleDuplicateMember, Message: "has the same (cloud, resource_type, member, value) as row 0"},
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &recordingStore{}
 			err := sizenames.ReplaceCloud(context.Background(), s, tt.cloud, tt.rows)
-			if !errors.Is(err, sizenames.ErrInvalid) {
-				t.Fatalf("err = %v, want ErrInvalid", err)
+			var ve *event.ValidationError
+			if !errors.As(err, &ve) || !errors.Is(err, event.ErrInvalid) {
+				t.Fatalf("err = %v, want an *event.ValidationError matching event.ErrInvalid", err)
+			}
+			if diff := cmp.Diff(tt.want, ve.Problems); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
 			}
 			if s.calls != 0 {
 				t.Errorf("store called %d times, want 0", s.calls)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/internal/problem"
 )
 
 // CloudEventsJSON is the media type of a CloudEvent in structured mode
@@ -76,10 +77,9 @@ func decodeCreate(r *http.Request, body []byte) (correlate.Payload, *cloudEvent,
 	}
 	switch {
 	case mt == "application/cloudevents-batch+json":
-		return correlate.Payload{}, nil, nil, &requestError{status: http.StatusUnsupportedMediaType,
-			code: "unsupported_media_type", title: "Unsupported media type",
-			detail:  "createEvent takes one CloudEvent: send each event of a batch in its own request.",
-			members: []event.Problem{{Rule: event.RuleContentMediaType, Message: "a CloudEvents batch is not accepted; send application/cloudevents+json or binary mode"}}}
+		return correlate.Payload{}, nil, nil, &problem.Error{Details: problem.New(problem.CodeUnsupportedMediaType,
+			"createEvent takes one CloudEvent: send each event of a batch in its own request.",
+			event.Problem{Rule: event.RuleContentMediaType, Message: "a CloudEvents batch is not accepted; send application/cloudevents+json or binary mode"})}
 	case mt == CloudEventsJSON:
 		p, ce, ps := decodeStructured(r, body, binary)
 		return p, ce, ps, nil

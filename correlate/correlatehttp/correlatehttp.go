@@ -135,85 +135,53 @@ func (h *Handler) handle(fn func(w http.ResponseWriter, r *http.Request) error) 
 	})
 }
 
-// errNoCaller is the error of a request CallerFrom finds no caller for.
-var errNoCaller = errors.New("correlatehttp: no authenticated caller")
-
-// caller is the request's caller, or errNoCaller.
+// caller is the request's caller, or [problem.ErrNoCaller].
 func (h *Handler) caller(r *http.Request) (correlate.Caller, error) {
 	c, ok := h.opts.CallerFrom(r)
 	if !ok {
-		return correlate.Caller{}, errNoCaller
+		return correlate.Caller{}, problem.ErrNoCaller
 	}
 	return c, nil
 }
 
-// requestError is a problem of the request itself, with its status and
-// code, and the member problems when there are any.
-type requestError struct {
-	status  int
-	code    string
-	title   string
-	detail  string
-	members []event.Problem
-}
-
-func (e *requestError) Error() string { return e.code + ": " + e.detail }
-
-func invalid(code, title string, ps []event.Problem) *requestError {
-	return &requestError{status: http.StatusBadRequest, code: code, title: title,
-		detail: "The request breaks the rules listed in errors.", members: ps}
+// invalid is the error of a request body that breaks the rules listed in
+// ps: 400 invalid_event, with title (the operation's: "Invalid event",
+// "Invalid status update", …).
+func invalid(title string, ps []event.Problem) *problem.Error {
+	d := problem.New(problem.CodeInvalidEvent, "The request breaks the rules listed in errors.", ps...)
+	d.Title = title
+	return &problem.Error{Details: d}
 }
 
 // invalidQuery is the error of malformed getEvents parameters, answered
 // as every bad parameter is (problem.InvalidParameter).
-func invalidQuery(ps []event.Problem) *requestError {
-	d := problem.InvalidParameter()
-	e := invalid(d.Code, d.Title, ps)
-	e.detail = d.Detail
-	return e
+func invalidQuery(ps []event.Problem) *problem.Error {
+	return &problem.Error{Details: problem.InvalidParameter(ps...)}
 }
 
-// fail is the one place errors become answers: a request problem keeps its
-// status, a validation error is 400 with every problem, a missing or
-// out-of-scope event is 404, a client that went away gets nothing, and
-// anything else is logged and answered 500 with generic text.
+// fail is the one place errors become answers. The cases every handler
+// shares (a client gone, a refused request or body, no caller, the store
+// unavailable, anything else logged and answered 500 with generic text)
+// are [problem.Fail]'s; only correlation's own are here: a validation
+// error is 400 with every problem, a missing or out-of-scope event 404.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var (
-		re *requestError
-		ve *event.ValidationError
-	)
-	if httpbody.Answer(w, r, h.log, err) {
-		return
-	}
-	switch {
-	case problem.ClientGone(r, err):
-		h.log.DebugContext(r.Context(), "correlatehttp: client gone", "method", r.Method, "path", r.URL.Path, "err", err)
-		// Writing nothing would let net/http send an implicit 200 for a
-		// request that stored nothing; the connection is closed instead
-		// (docs/decisions.md, A 2xx answer).
-		panic(http.ErrAbortHandler)
-	case errors.Is(err, errNoCaller):
-		problem.Write(w, problem.Unauthorized())
-	case errors.As(err, &re):
-		problem.Write(w, problem.New(re.status, re.code, re.title, re.detail, re.members...))
-	case errors.As(err, &ve):
-		e := invalid("invalid_event", "Invalid event", ve.Problems)
-		switch r.Method {
-		case http.MethodGet:
-			e = invalidQuery(ve.Problems)
-		case http.MethodPut:
-			e.title = "Invalid status update"
+	problem.Fail(w, r, h.log, "correlatehttp", err, func(err error) (problem.Details, bool) {
+		var ve *event.ValidationError
+		switch {
+		case errors.As(err, &ve):
+			e := invalid("Invalid event", ve.Problems)
+			switch r.Method {
+			case http.MethodGet:
+				e = invalidQuery(ve.Problems)
+			case http.MethodPut:
+				e.Details.Title = "Invalid status update"
+			}
+			return e.Details, true
+		case errors.Is(err, store.ErrNotFound):
+			return problem.NotFound("No such event."), true
 		}
-		problem.Write(w, problem.New(e.status, e.code, e.title, e.detail, e.members...))
-	case errors.Is(err, store.ErrNotFound):
-		problem.Write(w, problem.NotFound("No such event."))
-	case problem.Unavailable(err):
-		h.log.WarnContext(r.Context(), "correlatehttp: store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
-		problem.WriteUnavailable(w)
-	default:
-		h.log.ErrorContext(r.Context(), "correlatehttp: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		problem.Write(w, problem.Internal())
-	}
+		return problem.Details{}, false
+	})
 }
 
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
@@ -284,7 +252,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if len(ps) > 0 {
-		return invalid("invalid_event", "Invalid event", ps)
+		return invalid("Invalid event", ps)
 	}
 	e, d, err := h.svc.Create(r.Context(), caller, p)
 	if err != nil {
@@ -545,11 +513,11 @@ func (h *Handler) setStatus(w http.ResponseWriter, r *http.Request) error {
 		Status *correlate.Status `json:"status"`
 	}
 	if err := json.Unmarshal(body, &in, json.RejectUnknownMembers(true)); err != nil {
-		return invalid("invalid_event", "Invalid status update", []event.Problem{{
+		return invalid("Invalid status update", []event.Problem{{
 			Rule: event.RuleSyntax, Message: `the body must be {"status":"read"} or {"status":"unread"}`}})
 	}
 	if in.Status == nil {
-		return invalid("invalid_event", "Invalid status update", []event.Problem{{
+		return invalid("Invalid status update", []event.Problem{{
 			Member: "/status", Rule: event.RuleRequired, Message: "is required"}})
 	}
 	e, err := h.svc.SetStatus(r.Context(), caller, r.PathValue("id"), *in.Status)
@@ -584,7 +552,7 @@ func (h *Handler) readIDs(w http.ResponseWriter, r *http.Request, withStatus boo
 	}
 	var raw map[string]jsontext.Value
 	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, "", invalid("invalid_event", title, []event.Problem{{Rule: event.RuleSyntax, Message: "the body must be " + shape}})
+		return nil, "", invalid(title, []event.Problem{{Rule: event.RuleSyntax, Message: "the body must be " + shape}})
 	}
 	var (
 		ps     []event.Problem
@@ -613,7 +581,7 @@ func (h *Handler) readIDs(w http.ResponseWriter, r *http.Request, withStatus boo
 		ps = append(ps, event.Problem{Member: "/status", Rule: event.RuleRequired, Message: "is required"})
 	}
 	if len(ps) > 0 {
-		return nil, "", invalid("invalid_event", title, ps)
+		return nil, "", invalid(title, ps)
 	}
 	return ids, status, nil
 }

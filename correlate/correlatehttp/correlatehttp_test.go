@@ -245,7 +245,7 @@ func TestCreateProblems(t *testing.T) {
 					t.Errorf("member %q without message", m.Member)
 				}
 			}
-			if p.Code != tt.code || p.Status != tt.status {
+			if string(p.Code) != tt.code || p.Status != tt.status {
 				t.Errorf("problem %+v, want code %s status %d", p, tt.code, tt.status)
 			}
 			if diff := cmp.Diff(tt.members, members); diff != "" {
@@ -509,7 +509,7 @@ func TestCreateRefusesQueryParameters(t *testing.T) {
 				wantRules[i] = event.RuleAdditionalProperties
 			}
 			want := answer{400, "invalid_parameter", tt.members, wantRules}
-			got := answer{res.status, p.Code, members, rules}
+			got := answer{res.status, string(p.Code), members, rules}
 			if d := cmp.Diff(want, got); d != "" {
 				t.Errorf("POST /api/events%s (-want +got):\n%s\n%s", tt.query, d, res.body)
 			}

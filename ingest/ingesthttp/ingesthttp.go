@@ -155,9 +155,6 @@ func noParams(r *http.Request) error {
 	return ps.err(nil, r)
 }
 
-// errNoCaller is the error of a request CallerFrom finds no caller for.
-var errNoCaller = errors.New("ingesthttp: no authenticated caller")
-
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return httpbody.Read(w, r, h.opts.MaxBodyBytes)
 }
@@ -174,7 +171,7 @@ func (h *Handler) postEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 	caller, ok := h.opts.CallerFrom(r)
 	if !ok {
-		return errNoCaller
+		return problem.ErrNoCaller
 	}
 	caller.Source = event.SourceCollector
 	body, err := h.readBody(w, r)
@@ -524,45 +521,33 @@ func parsePage(r *http.Request, known []string) (ingest.Page, error) {
 	return p, ps.err(p.Validate(), r, known...)
 }
 
-// fail maps an error of the library to its answer; the one place that does.
+// fail maps an error of the library to its answer; the one place that
+// does. The cases every handler shares (a client gone, a refused body, no
+// caller, the store unavailable, anything else) are [problem.Fail]'s; only
+// ingestion's own are here.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	if httpbody.Answer(w, r, h.log, err) {
-		return
-	}
-	var (
-		schema  *sizeSchemaError
-		invalid *event.ValidationError
-	)
-	switch {
-	case problem.ClientGone(r, err):
-		h.log.DebugContext(r.Context(), "ingesthttp: client gone", "method", r.Method, "path", r.URL.Path, "err", err)
-		// Writing nothing would let net/http send an implicit 200 for a
-		// request that stored nothing; the connection is closed instead
-		// (docs/decisions.md, A 2xx answer).
-		panic(http.ErrAbortHandler)
-	case errors.Is(err, errNoCaller):
-		problem.Write(w, problem.Unauthorized())
-	case errors.As(err, &schema):
-		problem.Write(w, problem.New(http.StatusBadRequest, "invalid_size_schema", "Invalid size schema",
-			"The size schema breaks the rules listed in errors; nothing was stored.", schema.Problems...))
-	case errors.As(err, &invalid):
-		problem.Write(w, problem.InvalidParameter(invalid.Problems...))
-	case errors.Is(err, ingest.ErrBatchTooLarge):
-		problem.Write(w, problem.New(http.StatusRequestEntityTooLarge, "batch_too_large", "Batch too large",
-			fmt.Sprintf("A batch holds at most %d events; nothing was stored.", ingest.MaxBatch)))
-	case errors.Is(err, ingest.ErrHistoryTooLong):
-		problem.Write(w, problem.New(http.StatusUnprocessableEntity, "history_too_long", "History too long",
-			fmt.Sprintf("The resource has more than %d stored events; page them with GET /api/v1/events.", ingest.MaxHistory)))
-	case errors.Is(err, ingest.ErrNotJSON):
-		problem.Write(w, problem.New(http.StatusBadRequest, "invalid_body", "Body is not JSON",
-			"The body must be one JSON object or an array of them."))
-	case errors.Is(err, store.ErrNotFound):
-		problem.Write(w, problem.NotFound("Nothing is stored under "+r.URL.Path+"."))
-	case problem.Unavailable(err):
-		h.log.WarnContext(r.Context(), "ingesthttp: store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
-		problem.WriteUnavailable(w)
-	default:
-		h.log.ErrorContext(r.Context(), "ingesthttp: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		problem.Write(w, problem.Internal())
-	}
+	problem.Fail(w, r, h.log, "ingesthttp", err, func(err error) (problem.Details, bool) {
+		var (
+			schema  *sizeSchemaError
+			invalid *event.ValidationError
+		)
+		switch {
+		case errors.As(err, &schema):
+			return problem.New(problem.CodeInvalidSizeSchema,
+				"The size schema breaks the rules listed in errors; nothing was stored.", schema.Problems...), true
+		case errors.As(err, &invalid):
+			return problem.InvalidParameter(invalid.Problems...), true
+		case errors.Is(err, ingest.ErrBatchTooLarge):
+			return problem.New(problem.CodeBatchTooLarge,
+				fmt.Sprintf("A batch holds at most %d events; nothing was stored.", ingest.MaxBatch)), true
+		case errors.Is(err, ingest.ErrHistoryTooLong):
+			return problem.New(problem.CodeHistoryTooLong,
+				fmt.Sprintf("The resource has more than %d stored events; page them with GET /api/v1/events.", ingest.MaxHistory)), true
+		case errors.Is(err, ingest.ErrNotJSON):
+			return problem.New(problem.CodeInvalidBody, "The body must be one JSON object or an array of them."), true
+		case errors.Is(err, store.ErrNotFound):
+			return problem.NotFound("Nothing is stored under " + r.URL.Path + "."), true
+		}
+		return problem.Details{}, false
+	})
 }

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
+
+	"github.com/tallyhq/tally/internal/problem"
 )
 
 // initialBuffer is the first buffer [Read] gives a body of unknown decoded
@@ -26,7 +29,7 @@ const retryAfterSeconds = 1
 // trickle) cannot hold the budget from the others; what a request was charged is given back when
 // the handler [Budget.Handler] wraps returns, since the decoded items live
 // as long as the request. A charge that does not fit waits up to the
-// budget's wait, then fails with a 503 [*Error] (Retry-After: 1).
+// budget's wait, then fails with a 503 [*problem.Error] (busy, Retry-After: 1).
 //
 // Bodies cost more than their bytes while a request runs (the items split
 // from them, the decoded events); the budget counts the body bytes only, so
@@ -102,10 +105,11 @@ func (a *account) charge(ctx context.Context, n int64) error {
 		defer cancel()
 		if err := a.b.sem.Acquire(wctx, n); err != nil {
 			if ctx.Err() != nil {
-				return fmt.Errorf("%w: %w", ErrClientGone, ctx.Err())
+				return fmt.Errorf("httpbody: %w while waiting for the body budget: %w", problem.ErrClientGone, ctx.Err())
 			}
-			return &Error{Status: http.StatusServiceUnavailable, Code: "busy", Title: "Server busy",
-				Detail: fmt.Sprintf("the server holds as many request bytes as it allows (%d); retry after %d s", a.b.size, retryAfterSeconds)}
+			return &problem.Error{Details: problem.New(problem.CodeBusy,
+				fmt.Sprintf("the server holds as many request bytes as it allows (%d); retry after %d s", a.b.size, retryAfterSeconds)),
+				Header: http.Header{"Retry-After": {strconv.Itoa(retryAfterSeconds)}}}
 		}
 	}
 	a.held += n

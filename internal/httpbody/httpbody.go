@@ -12,7 +12,10 @@
 // A failure of the client (a malformed chunk length, a body that ends
 // early, a body that trickles past the server's read timeout, a
 // connection reset) is never an internal error: it is a 400 or a 408, or,
-// for a client that is gone, no answer at all ([Answer]).
+// for a client that is gone, no answer at all. Every refusal is a
+// [*problem.Error] carrying its whole answer (headers included), and a
+// client that is gone is an error matching [problem.ErrClientGone]; the
+// handler answers both with [problem.Fail].
 //
 // A [Budget] bounds the decoded body bytes that all requests hold at once;
 // Read charges the request's share as it reads, and a request that cannot
@@ -26,10 +29,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -51,48 +52,21 @@ const AcceptEncoding = "gzip, deflate, zstd"
 // window is held while the body is decoded, beside the body itself.
 const MaxZstdWindow = 8 << 20
 
-// Error is a request body that cannot be read, as the answer the client
-// gets: Status 400 (malformed framing or coding, a body that ended early),
-// 408 (the body did not arrive within the server's read timeout), 413
-// (over the cap, on the wire or decoded), 415 (a content coding [Read] does
-// not decode) or 503 (the [Budget] is spent). None is a server error.
-type Error struct {
-	// Status is the HTTP status of the answer.
-	Status int
-	// Code is the problem's stable code: invalid_body_framing,
-	// body_incomplete, invalid_content_encoding, body_timeout,
-	// body_too_large, unsupported_content_encoding or busy.
-	Code string
-	// Title and Detail are the problem's title and detail.
-	Title, Detail string
-	// Err is the underlying error, for logs; nil when there is none.
-	Err error
-}
-
-// Error renders "httpbody: <detail>", followed by ": <Err>" when Err is set.
-func (e *Error) Error() string {
-	if e.Err != nil {
-		return "httpbody: " + e.Detail + ": " + e.Err.Error()
-	}
-	return "httpbody: " + e.Detail
-}
-
-// Unwrap returns Err, so errors.Is finds the underlying error.
-func (e *Error) Unwrap() error { return e.Err }
-
-// ErrClientGone is returned (wrapped) by [Read] when the connection broke
-// while the body was read (reset by the peer, or closed): nobody is left to
-// read an answer. [Answer] answers nothing.
-var ErrClientGone = errors.New("httpbody: the client went away while sending the body")
-
 // Read returns the decoded body of r, at most max bytes both as sent and as
 // decoded (max must be positive). An empty body is an empty slice. The
 // bytes are the caller's. It charges the [Budget] of r's context, if any,
 // for the decoded bytes it holds; they are given back when the budget's
 // handler returns.
 //
-// Errors: an [*Error] (see its Status) or an error wrapping
-// [ErrClientGone]. w is used only to tell net/http to close the connection
+// Errors: a [*problem.Error], whose Details.Status is 400 (malformed
+// framing or coding, a body that ended early: codes invalid_body_framing,
+// invalid_content_encoding, body_incomplete), 408 (the body did not arrive
+// within the server's read timeout: body_timeout, with Connection: close),
+// 413 (over the cap, on the wire or decoded: body_too_large), 415 (a
+// content coding Read does not decode: unsupported_content_encoding, with
+// Accept-Encoding) or 503 (the [Budget] is spent: busy, with Retry-After),
+// none a server error; or an error wrapping [problem.ErrClientGone] (the
+// connection broke while the body was read). w is used only to tell net/http to close the connection
 // after a body over the cap ([http.MaxBytesReader]).
 func Read(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
 	coding, err := Coding(r.Header)
@@ -214,7 +188,8 @@ func Read(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
 // Coding returns the content coding of a request's headers: "" for none
 // (or identity), else "gzip", "deflate" or "zstd". x-gzip is gzip (RFC
 // 9110, section 8.4.1.3); tokens are case-insensitive. More than one coding
-// other than identity, or any other coding, is an [*Error] with status 415.
+// other than identity, or any other coding, is a [*problem.Error] with
+// status 415 (unsupported_content_encoding, Accept-Encoding set).
 func Coding(h http.Header) (string, error) {
 	var coding string
 	for _, v := range h.Values("Content-Encoding") {
@@ -254,49 +229,13 @@ func Check(r *http.Request, max int64) error {
 	return nil
 }
 
-// Answer answers err when it comes from [Read] or [Check] and reports
-// whether it did; any other error is left to the caller. An [*Error] is
-// answered as its problem, with Accept-Encoding on a 415, Retry-After on a
-// 503 and Connection: close on a 408; it is logged on log (nil: not
-// logged) at level Info, since the client, not the server, failed. For
-// [ErrClientGone] nothing is answered: Answer logs at Info and aborts the
-// handler with panic(http.ErrAbortHandler), the way net/http closes a
-// connection without an answer or a server-error log; middleware therefore
-// records no status for it.
-func Answer(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) bool {
-	if errors.Is(err, ErrClientGone) {
-		if log != nil {
-			log.InfoContext(r.Context(), "request body: the client went away; no answer", "method", r.Method, "path", r.URL.Path, "err", err)
-		}
-		panic(http.ErrAbortHandler)
-	}
-	var e *Error
-	if !errors.As(err, &e) {
-		return false
-	}
-	if log != nil {
-		log.InfoContext(r.Context(), "request body refused", "method", r.Method, "path", r.URL.Path, "status", e.Status, "err", err)
-	}
-	switch e.Status {
-	case http.StatusUnsupportedMediaType:
-		w.Header().Set("Accept-Encoding", AcceptEncoding)
-	case http.StatusServiceUnavailable:
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
-	case http.StatusRequestTimeout:
-		w.Header().Set("Connection", "close")
-	}
-	problem.Write(w, problem.New(e.Status, e.Code, e.Title, e.Detail))
-	return true
+func tooLarge(max int64, err error) *problem.Error {
+	return &problem.Error{Details: problem.BodyTooLarge(max), Err: err} // the shared case
 }
 
-func tooLarge(max int64, err error) *Error {
-	d := problem.BodyTooLarge(max) // the shared case
-	return &Error{Status: d.Status, Code: d.Code, Title: d.Title, Detail: d.Detail, Err: err}
-}
-
-func unsupported(detail string) *Error {
-	return &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_content_encoding",
-		Title: "Unsupported content encoding", Detail: detail}
+func unsupported(detail string) *problem.Error {
+	return &problem.Error{Details: problem.New(problem.CodeUnsupportedContentEncoding, detail),
+		Header: http.Header{"Accept-Encoding": {AcceptEncoding}}}
 }
 
 // readError classifies a failed read: wireErr is the first error the
@@ -317,29 +256,30 @@ func readError(max int64, wireErr, err error, coding string) error {
 	}
 	if wireErr == nil {
 		// The bytes arrived; the decoder refused them.
-		return &Error{Status: http.StatusBadRequest, Code: "invalid_content_encoding", Title: "Invalid content encoding",
-			Detail: fmt.Sprintf("the body is not valid %s: %v", coding, err), Err: err}
+		return &problem.Error{Details: problem.New(problem.CodeInvalidContentEncoding,
+			fmt.Sprintf("the body is not valid %s: %v", coding, err)), Err: err}
 	}
 	var ne net.Error
 	switch {
 	case errors.As(wireErr, &mb):
 		return tooLarge(mb.Limit, wireErr)
 	case errors.As(wireErr, &ne) && ne.Timeout():
-		return &Error{Status: http.StatusRequestTimeout, Code: "body_timeout", Title: "Body timeout",
-			Detail: "the body did not arrive within the server's read timeout; nothing was stored", Err: wireErr}
+		return &problem.Error{Details: problem.New(problem.CodeBodyTimeout,
+			"the body did not arrive within the server's read timeout; nothing was stored"),
+			Header: http.Header{"Connection": {"close"}}, Err: wireErr}
 	case errors.Is(wireErr, io.ErrUnexpectedEOF):
 		// The client closed its side early; it may still read the answer
 		// (a half-close), and if it is gone the write fails unseen.
-		return &Error{Status: http.StatusBadRequest, Code: "body_incomplete", Title: "Body incomplete",
-			Detail: "the body ended before its declared length or its last chunk; nothing was stored", Err: wireErr}
+		return &problem.Error{Details: problem.New(problem.CodeBodyIncomplete,
+			"the body ended before its declared length or its last chunk; nothing was stored"), Err: wireErr}
 	case errors.Is(wireErr, syscall.ECONNRESET), errors.Is(wireErr, syscall.EPIPE), errors.Is(wireErr, net.ErrClosed),
 		errors.Is(wireErr, context.Canceled):
-		return fmt.Errorf("%w: %w", ErrClientGone, wireErr)
+		return fmt.Errorf("httpbody: %w while sending the body: %w", problem.ErrClientGone, wireErr)
 	default:
 		// Whatever else the connection's body reader says (a malformed
 		// chunk length, a bad trailer) is the client's framing.
-		return &Error{Status: http.StatusBadRequest, Code: "invalid_body_framing", Title: "Invalid body framing",
-			Detail: "the body's framing is malformed (" + wireErr.Error() + "); nothing was stored", Err: wireErr}
+		return &problem.Error{Details: problem.New(problem.CodeInvalidBodyFraming,
+			"the body's framing is malformed ("+wireErr.Error()+"); nothing was stored"), Err: wireErr}
 	}
 }
 

@@ -21,12 +21,13 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/tallyhq/tally/internal/httpbody"
+	"github.com/tallyhq/tally/internal/problem"
 )
 
 const testMax = 64 << 10
 
 // echo reads the body with httpbody.Read and answers its length and
-// first bytes; a failure is answered by httpbody.Answer. Every error Read
+// first bytes; a failure is answered by problem.Fail. Every error Read
 // returned is sent on errs when errs is not nil.
 func echo(errs chan<- error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -35,9 +36,12 @@ func echo(errs chan<- error) http.Handler {
 			errs <- err
 		}
 		if err != nil {
-			if !httpbody.Answer(w, r, nil, err) {
-				w.WriteHeader(599) // never: every Read error is answered
+			var pe *problem.Error
+			if !errors.As(err, &pe) && !errors.Is(err, problem.ErrClientGone) {
+				w.WriteHeader(599) // never: every Read error is a refusal or a client gone
+				return
 			}
+			problem.Fail(w, r, nil, "httpbody", err, nil)
 			return
 		}
 		fmt.Fprintf(w, "%d:%s", len(b), b[:min(len(b), 16)])
@@ -243,7 +247,7 @@ func TestReadClientGone(t *testing.T) {
 	_ = c.Close()
 	select {
 	case err := <-errs:
-		if !errors.Is(err, httpbody.ErrClientGone) {
+		if !errors.Is(err, problem.ErrClientGone) {
 			t.Errorf("Read: %v, want ErrClientGone", err)
 		}
 	case <-time.After(10 * time.Second):
@@ -262,7 +266,8 @@ func TestBudget(t *testing.T) {
 	hold, release := make(chan struct{}), make(chan struct{})
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := httpbody.Read(w, r, 100)
-		if httpbody.Answer(w, r, nil, err) {
+		if err != nil {
+			problem.Fail(w, r, nil, "httpbody", err, nil)
 			return
 		}
 		if string(body) == "hold" {

@@ -12,6 +12,11 @@
 // into the request body, or "/" + the name of a query or path parameter),
 // rule (an event.Rule* constant) and message; it is present only when there
 // are member problems.
+//
+// Every code is a [Code] declared once in this package and listed by
+// [Codes], each with its one status; [Fail] is the one mapper from a
+// handler's error to its answer, shared by both HTTP adapters and the
+// server, each adding only its own cases.
 package problem
 
 import (
@@ -41,16 +46,17 @@ type Details struct {
 	Title  string          `json:"title"`
 	Status int             `json:"status"`
 	Detail string          `json:"detail,omitempty"`
-	Code   string          `json:"code"`
+	Code   Code            `json:"code"`
 	Errors []event.Problem `json:"errors,omitempty"`
 }
 
-// New builds a problem with the given status, stable code, title and detail.
-func New(status int, code, title, detail string, members ...event.Problem) Details {
+// New builds a problem of code, with its status and title ([Code.Status],
+// [Code.Title]), the given detail and member problems.
+func New(code Code, detail string, members ...event.Problem) Details {
 	return Details{
-		Type:   "urn:tally:problem:" + code,
-		Title:  title,
-		Status: status,
+		Type:   "urn:tally:problem:" + string(code),
+		Title:  code.Title(),
+		Status: code.Status(),
 		Detail: detail,
 		Code:   code,
 		Errors: members,
@@ -161,20 +167,20 @@ const Challenge = `Bearer realm="tally"`
 // Unauthorized is the answer to a request with no or an unknown bearer
 // token: 401, code unauthorized (Write adds the challenge).
 func Unauthorized() Details {
-	return New(http.StatusUnauthorized, "unauthorized", "Unauthorized",
+	return New(CodeUnauthorized,
 		"This route needs a bearer token from the credentials file (Authorization: Bearer <token>).")
 }
 
 // Forbidden is the answer to a known credential that may not call the
 // route: 403, code forbidden; detail says why.
 func Forbidden(detail string) Details {
-	return New(http.StatusForbidden, "forbidden", "Forbidden", detail)
+	return New(CodeForbidden, detail)
 }
 
 // BodyTooLarge is the answer to a body over the cap of limit bytes: 413,
 // code body_too_large. Nothing was stored.
 func BodyTooLarge(limit int64) Details {
-	return New(http.StatusRequestEntityTooLarge, "body_too_large", "Body too large",
+	return New(CodeBodyTooLarge,
 		fmt.Sprintf("The body is larger than %d bytes (as sent or decoded), this server's cap; nothing was stored.", limit))
 }
 
@@ -182,7 +188,7 @@ func BodyTooLarge(limit int64) Details {
 // JSON: 415, code unsupported_media_type, one problem of the body as a whole
 // (member "") with rule contentMediaType.
 func UnsupportedMediaType() Details {
-	return New(http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type",
+	return New(CodeUnsupportedMediaType,
 		"The body must be JSON: send Content-Type: application/json, or none.",
 		event.Problem{Member: "", Rule: event.RuleContentMediaType, Message: "the body's Content-Type must be application/json (or a +json type)"})
 }
@@ -190,19 +196,19 @@ func UnsupportedMediaType() Details {
 // NotFound is the answer when nothing is stored under the request's path,
 // or no route matches it: 404, code not_found; detail says which.
 func NotFound(detail string) Details {
-	return New(http.StatusNotFound, "not_found", "Not found", detail)
+	return New(CodeNotFound, detail)
 }
 
 // MethodNotAllowed is the answer to a method a path does not serve: 405,
 // code method_not_allowed; the caller sets Allow.
 func MethodNotAllowed(detail string) Details {
-	return New(http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed", detail)
+	return New(CodeMethodNotAllowed, detail)
 }
 
 // InvalidParameter is the answer to malformed query or path parameters:
 // 400, code invalid_parameter, listing every problem.
 func InvalidParameter(members ...event.Problem) Details {
-	return New(http.StatusBadRequest, "invalid_parameter", "Invalid parameter",
+	return New(CodeInvalidParameter,
 		"The request's parameters break the rules listed in errors.", members...)
 }
 
@@ -296,7 +302,7 @@ func RepeatedParameters(q url.Values, single []string) []event.Problem {
 // Internal is the answer to a failure of the server (the store, a bug):
 // 500, code internal, with generic text; the handler logs the error itself.
 func Internal() Details {
-	return New(http.StatusInternalServerError, "internal", "Internal server error",
+	return New(CodeInternal,
 		"The server could not complete the request; the error is logged.")
 }
 

@@ -19,7 +19,7 @@ import (
 
 func TestWrite(t *testing.T) {
 	w := httptest.NewRecorder()
-	problem.Write(w, problem.New(400, "invalid_parameter", "Invalid parameter", "limit: too big",
+	problem.Write(w, problem.New(problem.CodeInvalidParameter, "limit: too big",
 		event.Problem{Member: "/limit", Rule: event.RuleMaximum, Message: "too big"}))
 	if w.Code != 400 || w.Header().Get("Content-Type") != problem.ContentType {
 		t.Fatalf("status %d, content type %q", w.Code, w.Header().Get("Content-Type"))
@@ -38,7 +38,7 @@ func TestWrite(t *testing.T) {
 	}
 	// Without member problems, there is no errors member at all.
 	w = httptest.NewRecorder()
-	problem.Write(w, problem.New(404, "not_found", "Not found", ""))
+	problem.Write(w, problem.New(problem.CodeNotFound, ""))
 	if b := w.Body.String(); b != `{"type":"urn:tally:problem:not_found","title":"Not found","status":404,"code":"not_found"}`+"\n" {
 		t.Errorf("body %s", b)
 	}

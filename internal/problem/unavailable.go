@@ -27,6 +27,6 @@ func Unavailable(err error) bool {
 // should send it again later (the operations rules, Timeouts and Stale connections).
 func WriteUnavailable(w http.ResponseWriter) {
 	w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
-	Write(w, New(http.StatusServiceUnavailable, "store_unavailable", "Store unavailable",
+	Write(w, New(CodeStoreUnavailable,
 		"The store could not be reached or did not answer in time; send the request again after Retry-After seconds."))
 }

@@ -807,8 +807,8 @@ func testReplaceCloud(t *testing.T, newStore func(t *testing.T) ingestStore) {
 		t.Errorf("c2 untouched (-want +got):\n%s", diff)
 	}
 	err := sizenames.ReplaceCloud(ctx, e.st, "c2", []sizenames.Row{volumeTypeRow("c2", "x", "a"), volumeTypeRow("c2", "x", "b")})
-	if !errors.Is(err, sizenames.ErrInvalid) {
-		t.Errorf("duplicate key: %v, want ErrInvalid", err)
+	if !errors.Is(err, event.ErrInvalid) {
+		t.Errorf("duplicate key: %v, want an *event.ValidationError", err)
 	}
 	if diff := cmp.Diff([]sizenames.Row{volumeTypeRow("c2", "id1", "gold")}, read("c2", "volume")); diff != "" {
 		t.Errorf("c2 after a refused replace (-want +got):\n%s", diff)

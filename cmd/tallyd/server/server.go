@@ -319,7 +319,7 @@ func requireJSON(next http.Handler) http.Handler {
 func checkBody(log *slog.Logger, max int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := httpbody.Check(r, max); err != nil {
-			httpbody.Answer(w, r, log, err)
+			problem.Fail(w, r, log, "tallyd", err, nil)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -92,6 +92,78 @@ func (e DeadLetterPageItemsRawEncoding) Valid() bool {
 	}
 }
 
+// Defines values for ProblemCode.
+const (
+	ProblemCodeBatchTooLarge              ProblemCode = "batch_too_large"
+	ProblemCodeBodyIncomplete             ProblemCode = "body_incomplete"
+	ProblemCodeBodyTimeout                ProblemCode = "body_timeout"
+	ProblemCodeBodyTooLarge               ProblemCode = "body_too_large"
+	ProblemCodeBusy                       ProblemCode = "busy"
+	ProblemCodeForbidden                  ProblemCode = "forbidden"
+	ProblemCodeHistoryTooLong             ProblemCode = "history_too_long"
+	ProblemCodeInternal                   ProblemCode = "internal"
+	ProblemCodeInvalidBody                ProblemCode = "invalid_body"
+	ProblemCodeInvalidBodyFraming         ProblemCode = "invalid_body_framing"
+	ProblemCodeInvalidContentEncoding     ProblemCode = "invalid_content_encoding"
+	ProblemCodeInvalidEvent               ProblemCode = "invalid_event"
+	ProblemCodeInvalidParameter           ProblemCode = "invalid_parameter"
+	ProblemCodeInvalidSizeSchema          ProblemCode = "invalid_size_schema"
+	ProblemCodeMethodNotAllowed           ProblemCode = "method_not_allowed"
+	ProblemCodeNotFound                   ProblemCode = "not_found"
+	ProblemCodeStoreUnavailable           ProblemCode = "store_unavailable"
+	ProblemCodeUnauthorized               ProblemCode = "unauthorized"
+	ProblemCodeUnsupportedContentEncoding ProblemCode = "unsupported_content_encoding"
+	ProblemCodeUnsupportedMediaType       ProblemCode = "unsupported_media_type"
+)
+
+// Valid indicates whether the value is a known member of the ProblemCode enum.
+func (e ProblemCode) Valid() bool {
+	switch e {
+	case ProblemCodeBatchTooLarge:
+		return true
+	case ProblemCodeBodyIncomplete:
+		return true
+	case ProblemCodeBodyTimeout:
+		return true
+	case ProblemCodeBodyTooLarge:
+		return true
+	case ProblemCodeBusy:
+		return true
+	case ProblemCodeForbidden:
+		return true
+	case ProblemCodeHistoryTooLong:
+		return true
+	case ProblemCodeInternal:
+		return true
+	case ProblemCodeInvalidBody:
+		return true
+	case ProblemCodeInvalidBodyFraming:
+		return true
+	case ProblemCodeInvalidContentEncoding:
+		return true
+	case ProblemCodeInvalidEvent:
+		return true
+	case ProblemCodeInvalidParameter:
+		return true
+	case ProblemCodeInvalidSizeSchema:
+		return true
+	case ProblemCodeMethodNotAllowed:
+		return true
+	case ProblemCodeNotFound:
+		return true
+	case ProblemCodeStoreUnavailable:
+		return true
+	case ProblemCodeUnauthorized:
+		return true
+	case ProblemCodeUnsupportedContentEncoding:
+		return true
+	case ProblemCodeUnsupportedMediaType:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Severity.
 const (
 	Alert         Severity = "alert"
@@ -522,9 +594,9 @@ type IngestResult struct {
 
 // Problem RFC 9457 problem details.
 type Problem struct {
-	// Code The stable, machine-readable problem code.
-	Code   string  `json:"code"`
-	Detail *string `json:"detail,omitempty"`
+	// Code The stable, machine-readable problem code; docs/http-api.md (Problem codes) gives each one's status and meaning. The list is internal/problem's Codes(), which a test compares with this enum.
+	Code   ProblemCode `json:"code"`
+	Detail *string     `json:"detail,omitempty"`
 	Errors *[]struct {
 		// Member A JSON Pointer (RFC 6901) into the body ("" for the body as a whole), or, for a query or path parameter, "/" + the parameter's name (/limit, /cursor, /resource_type).
 		Member  string `json:"member"`
@@ -537,6 +609,9 @@ type Problem struct {
 	Title  string `json:"title"`
 	Type   string `json:"type"`
 }
+
+// ProblemCode The stable, machine-readable problem code; docs/http-api.md (Problem codes) gives each one's status and meaning. The list is internal/problem's Codes(), which a test compares with this enum.
+type ProblemCode string
 
 // Resource One row of the projection of current resources (the fold of the resource's events).
 type Resource struct {
