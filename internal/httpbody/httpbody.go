@@ -10,8 +10,8 @@
 // with 415 and an Accept-Encoding header (RFC 9110, section 12.5.3).
 //
 // A failure of the client (a malformed chunk length, a body that ends
-// early, a body that trickles past the server's read timeout, a
-// connection reset) is never an internal error: it is a 400 or a 408, or,
+// early, a body that trickles past the server's read timeout or stops
+// arriving for the budget's stall timeout, a connection reset) is never an internal error: it is a 400 or a 408, or,
 // for a client that is gone, no answer at all ([Answer]).
 //
 // A [Budget] bounds the decoded body bytes that all requests hold at once;
@@ -53,7 +53,8 @@ const MaxZstdWindow = 8 << 20
 
 // Error is a request body that cannot be read, as the answer the client
 // gets: Status 400 (malformed framing or coding, a body that ended early),
-// 408 (the body did not arrive within the server's read timeout), 413
+// 408 (the body did not arrive within the server's read timeout, or no
+// byte of it arrived for the [Budget]'s stall timeout), 413
 // (over the cap, on the wire or decoded), 415 (a content coding [Read] does
 // not decode) or 503 (the [Budget] is spent). None is a server error.
 type Error struct {
@@ -89,7 +90,8 @@ var ErrClientGone = errors.New("httpbody: the client went away while sending the
 // decoded (max must be positive). An empty body is an empty slice. The
 // bytes are the caller's. It charges the [Budget] of r's context, if any,
 // for the decoded bytes it holds; they are given back when the budget's
-// handler returns.
+// handler returns, or at once when Read fails. A body from which no byte
+// arrives for the budget's stall timeout fails with 408 body_timeout.
 //
 // Errors: an [*Error] (see its Status) or an error wrapping
 // [ErrClientGone]. w is used only to tell net/http to close the connection
@@ -105,10 +107,20 @@ func Read(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
 	if r.ContentLength > max {
 		return nil, tooLarge(max, nil)
 	}
-	wire := &errReader{r: http.MaxBytesReader(w, r.Body, max)}
-	buf := &buffer{ctx: r.Context(), acct: accountFrom(r.Context())}
-	if coding == "" && r.ContentLength > 0 {
-		return readDeclared(wire, buf, r.ContentLength, max)
+	acct := accountFrom(r.Context())
+	wire := &errReader{r: stalling(w, http.MaxBytesReader(w, r.Body, max), acct)}
+	b, err := readBody(wire, &buffer{ctx: r.Context(), acct: acct}, r.ContentLength, max, coding)
+	if err != nil {
+		acct.release() // nothing is kept: the budget is given back at once
+	}
+	return b, err
+}
+
+// readBody reads the body from wire, of declared length (-1: unknown) and
+// coding, into buf.
+func readBody(wire *errReader, buf *buffer, length, max int64, coding string) ([]byte, error) {
+	if coding == "" && length > 0 {
+		return readDeclared(wire, buf, length, max)
 	}
 	src, closeSrc, err := decoder(wire, coding, max)
 	if err != nil {
@@ -324,6 +336,11 @@ func tooLarge(max int64, err error) *Error {
 	return &Error{Status: d.Status, Code: d.Code, Title: d.Title, Detail: d.Detail, Err: err}
 }
 
+func timeout(detail string, err error) *Error {
+	d := problem.BodyTimeout(detail) // the shared case
+	return &Error{Status: d.Status, Code: d.Code, Title: d.Title, Detail: d.Detail, Err: err}
+}
+
 func unsupported(detail string) *Error {
 	return &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_content_encoding",
 		Title: "Unsupported content encoding", Detail: detail}
@@ -351,12 +368,14 @@ func readError(max int64, wireErr, err error, coding string) error {
 			Detail: fmt.Sprintf("the body is not valid %s: %v", coding, err), Err: err}
 	}
 	var ne net.Error
+	var se *stallError
 	switch {
 	case errors.As(wireErr, &mb):
 		return tooLarge(mb.Limit, wireErr)
+	case errors.As(wireErr, &se):
+		return timeout(fmt.Sprintf("no byte of the body arrived for %s, the server's body stall timeout; nothing was stored", se.stall), wireErr)
 	case errors.As(wireErr, &ne) && ne.Timeout():
-		return &Error{Status: http.StatusRequestTimeout, Code: "body_timeout", Title: "Body timeout",
-			Detail: "the body did not arrive within the server's read timeout; nothing was stored", Err: wireErr}
+		return timeout("the body did not arrive within the server's read timeout; nothing was stored", wireErr)
 	case errors.Is(wireErr, io.ErrUnexpectedEOF):
 		// The client closed its side early; it may still read the answer
 		// (a half-close), and if it is gone the write fails unseen.

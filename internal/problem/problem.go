@@ -178,6 +178,14 @@ func BodyTooLarge(limit int64) Details {
 		fmt.Sprintf("The body is larger than %d bytes (as sent or decoded), this server's cap; nothing was stored.", limit))
 }
 
+// BodyTimeout is the answer to a body that did not arrive in time: 408,
+// code body_timeout; detail says which limit passed (the server's read
+// timeout, or its body stall timeout: no byte for that long). Nothing was
+// stored.
+func BodyTimeout(detail string) Details {
+	return New(http.StatusRequestTimeout, "body_timeout", "Body timeout", detail)
+}
+
 // UnsupportedMediaType is the answer to a body whose Content-Type is not
 // JSON: 415, code unsupported_media_type, one problem of the body as a whole
 // (member "") with rule contentMediaType.
