@@ -12,7 +12,7 @@ import (
 // of r arms a timer, and a Read still waiting when it fires is woken by
 // moving the connection's read deadline to now (w's
 // [http.ResponseController]), so that it fails with a timeout, which Read
-// gives back as a [*stallError]. Time between Reads (waiting for the
+// gives back as a *stallError. Time between Reads (waiting for the
 // budget, decoding) is not counted: only the wait for the client's bytes.
 // A Read that brings anything, however little, disarms the timer, so a
 // slow but steady body is never cut off.
@@ -28,7 +28,7 @@ type stallReader struct {
 	stalled bool        // fire moved the read deadline
 }
 
-// stalling wraps wire in a [stallReader] when the request's budget has a
+// stalling wraps wire in a stallReader when the request's budget has a
 // stall timeout, else returns wire.
 func stalling(w http.ResponseWriter, wire io.Reader, acct *account) io.Reader {
 	if acct == nil || acct.b.stall <= 0 {
