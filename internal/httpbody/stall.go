@@ -41,7 +41,8 @@ func (s *stallReader) Read(p []byte) (int, error) {
 	s.mu.Lock()
 	if s.stalled { // the deadline has passed already; r fails at once
 		s.mu.Unlock()
-		return s.r.Read(p)
+		n, err := s.r.Read(p)
+		return n, s.wrap(err)
 	}
 	s.waiting = true
 	if s.timer == nil {
@@ -58,10 +59,19 @@ func (s *stallReader) Read(p []byte) (int, error) {
 	s.timer.Stop()
 	stalled := s.stalled
 	s.mu.Unlock()
-	if err != nil && err != io.EOF && stalled {
-		err = &stallError{stall: s.stall, err: err}
+	if stalled {
+		err = s.wrap(err)
 	}
 	return n, err
+}
+
+// wrap gives the failure of a Read after fire moved the read deadline as a
+// *stallError; nil and io.EOF stay as they are.
+func (s *stallReader) wrap(err error) error {
+	if err == nil || err == io.EOF {
+		return err
+	}
+	return &stallError{stall: s.stall, err: err}
 }
 
 // fire wakes a Read that has waited for stall. Once the request's Read
