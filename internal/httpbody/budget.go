@@ -78,10 +78,6 @@ func (b *Budget) Size() int64 { return b.size }
 // InUse is the number of bytes charged now.
 func (b *Budget) InUse() int64 { return b.inUse.Load() }
 
-// StallTimeout is how long a body may bring no byte before [Read] fails it;
-// zero: no limit.
-func (b *Budget) StallTimeout() time.Duration { return b.stall }
-
 // Stalled is the number of bodies failed so far because no byte of theirs
 // arrived for the stall timeout.
 func (b *Budget) Stalled() int64 { return b.stalled.Load() }
