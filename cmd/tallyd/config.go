@@ -38,6 +38,7 @@ type config struct {
 	MaxBodyBytes         int64
 	BodyBudgetBytes      int64
 	BodyBudgetWait       time.Duration
+	BodyStallTimeout     time.Duration
 	MaxConnections       int
 	IdleTimeout          time.Duration
 	CORSAllowedOrigins   []string
@@ -65,6 +66,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"max-body-bytes", "TALLY_MAX_BODY_BYTES"},
 	{"body-budget-bytes", "TALLY_BODY_BUDGET_BYTES"},
 	{"body-budget-wait", "TALLY_BODY_BUDGET_WAIT"},
+	{"body-stall-timeout", "TALLY_BODY_STALL_TIMEOUT"},
 	{"max-connections", "TALLY_MAX_CONNECTIONS"},
 	{"idle-timeout", "TALLY_IDLE_TIMEOUT"},
 	{"cors-allowed-origins", "TALLY_CORS_ALLOWED_ORIGINS"},
@@ -125,6 +127,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", route.DefaultMaxBodyBytes, usage("largest request body accepted, in bytes, as sent and as decoded (Content-Encoding); larger → 413", "max-body-bytes"))
 	fs.Int64Var(&c.BodyBudgetBytes, "body-budget-bytes", server.DefaultBodyBudgetBytes, usage("request body bytes all requests may hold at once; at least --max-body-bytes; beyond it a request waits --body-budget-wait, then 503", "body-budget-bytes"))
 	fs.DurationVar(&c.BodyBudgetWait, "body-budget-wait", server.DefaultBodyBudgetWait, usage("how long a request body waits for the budget before 503 with Retry-After", "body-budget-wait"))
+	fs.DurationVar(&c.BodyStallTimeout, "body-stall-timeout", server.DefaultBodyStallTimeout, usage("a request body from which no byte arrives for this long is answered 408 body_timeout and its share of the budget given back; a slow body that keeps arriving is not cut off", "body-stall-timeout"))
 	fs.IntVar(&c.MaxConnections, "max-connections", 0, usage("concurrent connections at most; at the cap the longest-idle keep-alive connection is closed to make room; 0 derives it from the descriptor limit (the limit minus one eighth, at least 64 kept back)", "max-connections"))
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", server.DefaultIdleTimeout, usage("how long an idle keep-alive connection is kept open", "idle-timeout"))
 	fs.StringVar(&origins, "cors-allowed-origins", "", usage(`comma-separated origins allowed to call the API from a browser ("*" for any); empty: no CORS`, "cors-allowed-origins"))
@@ -179,6 +182,9 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	}
 	if c.BodyBudgetWait <= 0 {
 		errs = append(errs, fmt.Errorf("--body-budget-wait %s: must be positive", c.BodyBudgetWait))
+	}
+	if c.BodyStallTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--body-stall-timeout %s: must be positive", c.BodyStallTimeout))
 	}
 	if c.MaxConnections < 0 {
 		errs = append(errs, fmt.Errorf("--max-connections %d: must not be negative (0 derives it from the descriptor limit)", c.MaxConnections))

@@ -184,6 +184,7 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 		MaxBodyBytes:         c.MaxBodyBytes,
 		BodyBudgetBytes:      c.BodyBudgetBytes,
 		BodyBudgetWait:       c.BodyBudgetWait,
+		BodyStallTimeout:     c.BodyStallTimeout,
 		RequireSizeSchema:    c.RequireSizeSchema,
 		LegacyCreate200:      c.LegacyCreate200,
 		IdempotencyRetention: c.IdempotencyRetention,

@@ -29,7 +29,7 @@ func env(m map[string]string) func(string) string {
 // "--help states the precedence": flag > env > default.
 func TestConfigPrecedence(t *testing.T) {
 	defaults := config{
-		Listen: "127.0.0.1:8080", DevCloud: "os-dev", MaxBodyBytes: 8 << 20, BodyBudgetBytes: 64 << 20, BodyBudgetWait: 5 * time.Second,
+		Listen: "127.0.0.1:8080", DevCloud: "os-dev", MaxBodyBytes: 8 << 20, BodyBudgetBytes: 64 << 20, BodyBudgetWait: 5 * time.Second, BodyStallTimeout: 10 * time.Second,
 		IdleTimeout: 30 * time.Second,
 		LogFormat:   "text", LogLevel: slog.LevelInfo, ShutdownTimeout: 30 * time.Second,
 		MetricsRefresh: 30 * time.Second,
@@ -46,7 +46,7 @@ func TestConfigPrecedence(t *testing.T) {
 			"TALLY_DEV": "true", "TALLY_DEV_CLOUD": "os-x", "TALLY_INGEST_REQUIRE_SIZE_SCHEMA": "true",
 			"TALLY_MAX_BODY_BYTES": "1024", "TALLY_CORS_ALLOWED_ORIGINS": "https://a.example, https://b.example",
 			"TALLY_LOG_FORMAT": "json", "TALLY_LOG_LEVEL": "debug", "TALLY_SHUTDOWN_TIMEOUT": "5s",
-			"TALLY_BODY_BUDGET_BYTES": "4096", "TALLY_BODY_BUDGET_WAIT": "500ms",
+			"TALLY_BODY_BUDGET_BYTES": "4096", "TALLY_BODY_BUDGET_WAIT": "500ms", "TALLY_BODY_STALL_TIMEOUT": "3s",
 			"TALLY_MAX_CONNECTIONS": "100", "TALLY_IDLE_TIMEOUT": "5s", "TALLY_EVENTS_LEGACY_CREATE_200": "true",
 			"TALLY_DB_ACQUIRE_TIMEOUT": "2s", "TALLY_METRICS_REFRESH_INTERVAL": "1m",
 			"TALLY_IDEMPOTENCY_RETENTION": "72h",
@@ -61,7 +61,7 @@ func TestConfigPrecedence(t *testing.T) {
 			c.DBAcquireTimeout = 2 * time.Second
 			c.DBMaxConns, c.DBConnectTimeout, c.DBStatementTimeout = 32, 3*time.Second, 20*time.Second
 			c.MetricsRefresh = time.Minute
-			c.BodyBudgetBytes, c.BodyBudgetWait = 4096, 500*time.Millisecond
+			c.BodyBudgetBytes, c.BodyBudgetWait, c.BodyStallTimeout = 4096, 500*time.Millisecond, 3*time.Second
 			c.MaxConnections, c.IdleTimeout = 100, 5*time.Second
 			c.Listen, c.DatabaseURL, c.CredentialsFile = "127.0.0.1:9000", "postgres://x", "/c.json"
 			c.Dev, c.DevCloud, c.RequireSizeSchema, c.MaxBodyBytes = true, "os-x", true, 1024
@@ -123,6 +123,7 @@ func TestConfigRefuses(t *testing.T) {
 		{"body cap", []string{"--max-body-bytes", "0"}, nil, "--max-body-bytes 0: must be at least 1"},
 		{"body budget below the cap", []string{"--body-budget-bytes", "1000", "--max-body-bytes", "2000"}, nil, "--body-budget-bytes 1000: must be at least --max-body-bytes (2000)"},
 		{"body budget wait", []string{"--body-budget-wait", "0s"}, nil, "--body-budget-wait 0s: must be positive"},
+		{"body stall timeout", []string{"--body-stall-timeout", "0s"}, nil, "--body-stall-timeout 0s: must be positive"},
 		{"stray argument", []string{"extra"}, nil, `unexpected argument "extra"`},
 		{"negative idempotency retention", []string{"--idempotency-retention", "-1h"}, nil, "--idempotency-retention -1h0m0s: must not be negative"},
 		{"idempotency retention shorter than retries", []string{"--idempotency-retention", "1ns"}, nil, "--idempotency-retention 1ns: must be at least 1h0m0s"},

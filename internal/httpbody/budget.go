@@ -28,23 +28,38 @@ const retryAfterSeconds = 1
 // declares, so uploads that declare the cap and then send nothing (or
 // trickle) cannot hold the budget from the others; what a request was charged is given back when
 // the handler [Budget.Handler] wraps returns, since the decoded items live
-// as long as the request. A charge that does not fit waits up to the
-// budget's wait, then fails with a 503 [*problem.Error] (busy, Retry-After: 1).
+// as long as the request, or at once when Read fails. A charge that does not
+// fit waits up to the budget's wait, then fails with a 503 [*problem.Error]
+// (busy, Retry-After: 1).
+//
+// A body that sends its first bytes (or most of them) and then stops would
+// still hold what it brought until the server's read timeout; so [Read]
+// fails a body from which no byte arrives for the budget's stall timeout
+// with a 408 [*Error] (body_timeout) and gives its share back at once. A
+// body that keeps arriving, however slowly, is never cut off by it; only
+// the server's read timeout bounds its whole.
 //
 // Bodies cost more than their bytes while a request runs (the items split
 // from them, the decoded events); the budget counts the body bytes only, so
 // the memory it bounds is a small multiple of its size (README,
 // Reliability, has the measured figure). Safe for concurrent use.
 type Budget struct {
-	sem   *semaphore.Weighted
-	size  int64
-	wait  time.Duration
-	inUse atomic.Int64
+	sem     *semaphore.Weighted
+	size    int64
+	wait    time.Duration
+	stall   time.Duration
+	inUse   atomic.Int64
+	stalled atomic.Int64
 }
 
 // NewBudget returns a budget of size bytes whose charges wait at most
-// wait. Errors: size < 1 or wait < 0.
-func NewBudget(size int64, wait time.Duration) (*Budget, error) {
+// wait, and whose bodies fail when no byte of theirs arrives for stall
+// (zero: never; the server's read timeout still bounds them). The stall
+// timeout needs the connection's read deadline
+// ([http.ResponseController.SetReadDeadline]); where the ResponseWriter
+// does not offer it, it does not apply. Errors: size < 1, wait < 0 or
+// stall < 0.
+func NewBudget(size int64, wait, stall time.Duration) (*Budget, error) {
 	var errs []error
 	if size < 1 {
 		errs = append(errs, fmt.Errorf("httpbody: a budget must be at least 1 byte, is %d", size))
@@ -52,10 +67,13 @@ func NewBudget(size int64, wait time.Duration) (*Budget, error) {
 	if wait < 0 {
 		errs = append(errs, fmt.Errorf("httpbody: a budget's wait must not be negative, is %s", wait))
 	}
+	if stall < 0 {
+		errs = append(errs, fmt.Errorf("httpbody: a budget's stall timeout must not be negative, is %s", stall))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &Budget{sem: semaphore.NewWeighted(size), size: size, wait: wait}, nil
+	return &Budget{sem: semaphore.NewWeighted(size), size: size, wait: wait, stall: stall}, nil
 }
 
 // Size is the budget in bytes.
@@ -63,6 +81,10 @@ func (b *Budget) Size() int64 { return b.size }
 
 // InUse is the number of bytes charged now.
 func (b *Budget) InUse() int64 { return b.inUse.Load() }
+
+// Stalled is the number of bodies failed so far because no byte of theirs
+// arrived for the stall timeout.
+func (b *Budget) Stalled() int64 { return b.stalled.Load() }
 
 type accountKey struct{}
 
@@ -117,8 +139,10 @@ func (a *account) charge(ctx context.Context, n int64) error {
 	return nil
 }
 
+// release gives back everything the request was charged. A nil account
+// (no budget) has nothing to give back.
 func (a *account) release() {
-	if a.held > 0 {
+	if a != nil && a.held > 0 {
 		a.b.sem.Release(a.held)
 		a.b.inUse.Add(-a.held)
 		a.held = 0

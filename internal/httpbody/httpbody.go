@@ -10,12 +10,12 @@
 // with 415 and an Accept-Encoding header (RFC 9110, section 12.5.3).
 //
 // A failure of the client (a malformed chunk length, a body that ends
-// early, a body that trickles past the server's read timeout, a
-// connection reset) is never an internal error: it is a 400 or a 408, or,
-// for a client that is gone, no answer at all. Every refusal is a
-// [*problem.Error] carrying its whole answer (headers included), and a
-// client that is gone is an error matching [problem.ErrClientGone]; the
-// handler answers both with [problem.Fail].
+// early, a body that trickles past the server's read timeout or stops
+// arriving for the budget's stall timeout, a connection reset) is never an
+// internal error: it is a 400 or a 408, or, for a client that is gone, no
+// answer at all. Every refusal is a [*problem.Error] carrying its whole
+// answer (headers included), and a client that is gone is an error matching
+// [problem.ErrClientGone]; the handler answers both with [problem.Fail].
 //
 // A [Budget] bounds the decoded body bytes that all requests hold at once;
 // Read charges the request's share as it reads, and a request that cannot
@@ -56,12 +56,14 @@ const MaxZstdWindow = 8 << 20
 // decoded (max must be positive). An empty body is an empty slice. The
 // bytes are the caller's. It charges the [Budget] of r's context, if any,
 // for the decoded bytes it holds; they are given back when the budget's
-// handler returns.
+// handler returns, or at once when Read fails. A body from which no byte
+// arrives for the budget's stall timeout fails with 408 body_timeout.
 //
 // Errors: a [*problem.Error], whose Details.Status is 400 (malformed
 // framing or coding, a body that ended early: codes invalid_body_framing,
 // invalid_content_encoding, body_incomplete), 408 (the body did not arrive
-// within the server's read timeout: body_timeout, with Connection: close),
+// within the server's read timeout, or no byte of it for the budget's stall
+// timeout: body_timeout, with Connection: close),
 // 413 (over the cap, on the wire or decoded: body_too_large), 415 (a
 // content coding Read does not decode: unsupported_content_encoding, with
 // Accept-Encoding) or 503 (the [Budget] is spent: busy, with Retry-After),
@@ -79,99 +81,68 @@ func Read(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
 	if r.ContentLength > max {
 		return nil, tooLarge(max, nil)
 	}
-	wire := &errReader{r: http.MaxBytesReader(w, r.Body, max)}
 	acct := accountFrom(r.Context())
-
-	// A declared identity body is read into a buffer that grows (by
-	// doubling, up to the declared length) as its bytes arrive, each growth
-	// charged before it is made: the budget holds what the body has brought
-	// (at most twice that, and 16 KiB to start), not what it declares, so
-	// uploads that declare the cap and send nothing cannot starve the
-	// others of the budget.
-	if coding == "" && r.ContentLength > 0 {
-		want := r.ContentLength
-		size := min(int64(initialBuffer), want)
-		if err := acct.charge(r.Context(), size); err != nil {
-			return nil, err
-		}
-		buf := make([]byte, 0, size)
-		for int64(len(buf)) < want {
-			if len(buf) == cap(buf) {
-				next := min(2*int64(cap(buf)), want)
-				if err := acct.charge(r.Context(), next-int64(cap(buf))); err != nil {
-					return nil, err
-				}
-				nb := make([]byte, len(buf), next)
-				copy(nb, buf)
-				buf = nb
-			}
-			n, err := wire.Read(buf[len(buf):cap(buf)])
-			buf = buf[:len(buf)+n]
-			if err == io.EOF && int64(len(buf)) < want {
-				err = io.ErrUnexpectedEOF
-			}
-			if err != nil && err != io.EOF {
-				return nil, readError(max, wire.err, err, "")
-			}
-		}
-		return buf, nil
+	wire := &errReader{r: stalling(w, http.MaxBytesReader(w, r.Body, max), acct)}
+	b, err := readBody(wire, &buffer{ctx: r.Context(), acct: acct}, r.ContentLength, max, coding)
+	if err != nil {
+		acct.release() // nothing is kept: the budget is given back at once
 	}
+	return b, err
+}
 
-	var src io.Reader = wire
-	switch coding {
-	case "gzip":
-		zr, err := gzip.NewReader(wire)
-		if err != nil {
-			return nil, readError(max, wire.err, err, coding)
-		}
-		zr.Multistream(true)
-		src = zr
-	case "deflate":
-		// RFC 9110 deflate is the zlib format; some clients send raw
-		// deflate, told apart by the zlib header's checksum.
-		br := bufio.NewReader(wire)
-		hdr, _ := br.Peek(2)
-		if len(hdr) == 2 && hdr[0]&0x0f == 8 && (uint16(hdr[0])<<8|uint16(hdr[1]))%31 == 0 {
-			zr, err := zlib.NewReader(br)
-			if err != nil {
-				return nil, readError(max, wire.err, err, coding)
-			}
-			src = zr
-		} else {
-			src = flate.NewReader(br)
-		}
-	case "zstd":
-		zr, err := zstd.NewReader(wire, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
-			zstd.WithDecoderMaxWindow(MaxZstdWindow), zstd.WithDecoderMaxMemory(uint64(max)+1))
-		if err != nil {
-			return nil, readError(max, wire.err, err, coding)
-		}
-		defer zr.Close()
-		src = zr
+// readBody reads the body from wire, of declared length (-1: unknown) and
+// coding, into buf.
+func readBody(wire *errReader, buf *buffer, length, max int64, coding string) ([]byte, error) {
+	if coding == "" && length > 0 {
+		return readDeclared(wire, buf, length, max)
 	}
+	src, closeSrc, err := decoder(wire, coding, max)
+	if err != nil {
+		return nil, readError(max, wire.err, err, coding)
+	}
+	defer closeSrc()
+	return readUnknown(src, wire, buf, max, coding)
+}
 
-	// Unknown size: grow by doubling, charging each growth, and read one
-	// byte past the cap to tell "exactly max" from "more".
-	size := min(int64(initialBuffer), max+1)
-	if err := acct.charge(r.Context(), size); err != nil {
-		return nil, err
-	}
-	buf := make([]byte, 0, size)
-	for {
-		if int64(len(buf)) == int64(cap(buf)) {
-			if int64(len(buf)) > max {
-				return nil, tooLarge(max, nil)
-			}
-			next := min(2*int64(cap(buf)), max+1)
-			if err := acct.charge(r.Context(), next-int64(cap(buf))); err != nil {
+// readDeclared reads an identity body of declared length want (at most
+// max). Its buffer grows by doubling, up to want, as the bytes arrive,
+// each growth charged before it is made: the budget holds what the body
+// has brought (at most twice that, and 16 KiB to start), not what it
+// declares, so uploads that declare the cap and send nothing cannot starve
+// the others of the budget.
+func readDeclared(wire *errReader, buf *buffer, want, max int64) ([]byte, error) {
+	for buf.len() < want {
+		if buf.full() {
+			if err := buf.grow(want); err != nil {
 				return nil, err
 			}
-			nb := make([]byte, len(buf), next)
-			copy(nb, buf)
-			buf = nb
 		}
-		n, err := src.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
+		err := buf.readFrom(wire)
+		if err == io.EOF && buf.len() < want {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil && err != io.EOF {
+			return nil, readError(max, wire.err, err, "")
+		}
+	}
+	return buf.b, nil
+}
+
+// readUnknown reads src, a body of unknown decoded size (chunked, or
+// decoded from coding) to its end. Its buffer grows by doubling, each
+// growth charged, and reads one byte past the cap to tell "exactly max"
+// from "more" (413).
+func readUnknown(src io.Reader, wire *errReader, buf *buffer, max int64, coding string) ([]byte, error) {
+	for {
+		if buf.full() {
+			if buf.len() > max {
+				return nil, tooLarge(max, nil)
+			}
+			if err := buf.grow(max + 1); err != nil {
+				return nil, err
+			}
+		}
+		err := buf.readFrom(src)
 		if err == io.EOF {
 			break
 		}
@@ -179,10 +150,81 @@ func Read(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
 			return nil, readError(max, wire.err, err, coding)
 		}
 	}
-	if int64(len(buf)) > max {
+	if buf.len() > max {
 		return nil, tooLarge(max, nil)
 	}
-	return buf, nil
+	return buf.b, nil
+}
+
+// decoder returns the reader of the decoded body of coding ("" for none)
+// over wire, and what closes it; its error is the decoder's refusal of the
+// body's first bytes, or the failure of wire that it met.
+func decoder(wire io.Reader, coding string, max int64) (io.Reader, func(), error) {
+	switch coding {
+	case "gzip":
+		zr, err := gzip.NewReader(wire)
+		if err != nil {
+			return nil, nil, err
+		}
+		zr.Multistream(true)
+		return zr, func() {}, nil
+	case "deflate":
+		r, err := deflateReader(wire)
+		return r, func() {}, err
+	case "zstd":
+		zr, err := zstd.NewReader(wire, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxWindow(MaxZstdWindow), zstd.WithDecoderMaxMemory(uint64(max)+1))
+		if err != nil {
+			return nil, nil, err
+		}
+		return zr, zr.Close, nil
+	}
+	return wire, func() {}, nil
+}
+
+// deflateReader decodes RFC 9110 deflate, which is the zlib format; some
+// clients send raw deflate, told apart by the zlib header's checksum.
+func deflateReader(wire io.Reader) (io.Reader, error) {
+	br := bufio.NewReader(wire)
+	hdr, _ := br.Peek(2)
+	if len(hdr) == 2 && hdr[0]&0x0f == 8 && (uint16(hdr[0])<<8|uint16(hdr[1]))%31 == 0 {
+		return zlib.NewReader(br)
+	}
+	return flate.NewReader(br), nil
+}
+
+// buffer is the body read so far, whose capacity is charged to acct
+// (nil: no budget) as it grows.
+type buffer struct {
+	ctx  context.Context
+	acct *account
+	b    []byte
+}
+
+func (b *buffer) len() int64 { return int64(len(b.b)) }
+
+func (b *buffer) full() bool { return len(b.b) == cap(b.b) }
+
+// grow doubles the buffer's capacity (16 KiB to start), to at most limit,
+// charging the budget for the growth first: an [*Error] 503 when the
+// budget stays spent, or an error wrapping [ErrClientGone].
+func (b *buffer) grow(limit int64) error {
+	next := min(max(2*int64(cap(b.b)), initialBuffer), limit)
+	if err := b.acct.charge(b.ctx, next-int64(cap(b.b))); err != nil {
+		return err
+	}
+	nb := make([]byte, len(b.b), next)
+	copy(nb, b.b)
+	b.b = nb
+	return nil
+}
+
+// readFrom reads once from r into the buffer's free capacity and returns
+// r's error.
+func (b *buffer) readFrom(r io.Reader) error {
+	n, err := r.Read(b.b[len(b.b):cap(b.b)])
+	b.b = b.b[:len(b.b)+n]
+	return err
 }
 
 // Coding returns the content coding of a request's headers: "" for none
@@ -233,6 +275,11 @@ func tooLarge(max int64, err error) *problem.Error {
 	return &problem.Error{Details: problem.BodyTooLarge(max), Err: err} // the shared case
 }
 
+func timeout(detail string, err error) *problem.Error {
+	return &problem.Error{Details: problem.New(problem.CodeBodyTimeout, detail), // the shared case
+		Header: http.Header{"Connection": {"close"}}, Err: err}
+}
+
 func unsupported(detail string) *problem.Error {
 	return &problem.Error{Details: problem.New(problem.CodeUnsupportedContentEncoding, detail),
 		Header: http.Header{"Accept-Encoding": {AcceptEncoding}}}
@@ -260,13 +307,14 @@ func readError(max int64, wireErr, err error, coding string) error {
 			fmt.Sprintf("the body is not valid %s: %v", coding, err)), Err: err}
 	}
 	var ne net.Error
+	var se *stallError
 	switch {
 	case errors.As(wireErr, &mb):
 		return tooLarge(mb.Limit, wireErr)
+	case errors.As(wireErr, &se):
+		return timeout(fmt.Sprintf("no byte of the body arrived for %s, the server's body stall timeout; nothing was stored", se.stall), wireErr)
 	case errors.As(wireErr, &ne) && ne.Timeout():
-		return &problem.Error{Details: problem.New(problem.CodeBodyTimeout,
-			"the body did not arrive within the server's read timeout; nothing was stored"),
-			Header: http.Header{"Connection": {"close"}}, Err: wireErr}
+		return timeout("the body did not arrive within the server's read timeout; nothing was stored", wireErr)
 	case errors.Is(wireErr, io.ErrUnexpectedEOF):
 		// The client closed its side early; it may still read the answer
 		// (a half-close), and if it is gone the write fails unseen.

@@ -259,7 +259,7 @@ func TestReadClientGone(t *testing.T) {
 // briefly, then gets 503 with Retry-After"; what a request was charged is
 // given back when it ends.
 func TestBudget(t *testing.T) {
-	b, err := httpbody.NewBudget(100, 10*time.Millisecond)
+	b, err := httpbody.NewBudget(100, 10*time.Millisecond, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func TestBudget(t *testing.T) {
 }
 
 func TestNewBudgetErrors(t *testing.T) {
-	if _, err := httpbody.NewBudget(0, -1); err == nil || !strings.Contains(err.Error(), "at least 1 byte") || !strings.Contains(err.Error(), "negative") {
-		t.Errorf("NewBudget(0, -1): %v, want both problems", err)
+	if _, err := httpbody.NewBudget(0, -1, -1); err == nil || !strings.Contains(err.Error(), "at least 1 byte") || !strings.Contains(err.Error(), "wait must not be negative") || !strings.Contains(err.Error(), "stall timeout must not be negative") {
+		t.Errorf("NewBudget(0, -1, -1): %v, want all three problems", err)
 	}
 }

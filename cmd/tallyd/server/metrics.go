@@ -229,7 +229,8 @@ func (m *Metrics) ObserveConns(l *ConnLimiter) error {
 	)
 }
 
-// observeBudget registers the gauges of the request body budget.
+// observeBudget registers the gauges of the request body budget and the
+// counter of the bodies it failed for stalling.
 func (m *Metrics) observeBudget(b *httpbody.Budget) error {
 	return registerAll(m.registry,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -240,6 +241,10 @@ func (m *Metrics) observeBudget(b *httpbody.Budget) error {
 			Name: "tally_http_body_budget_in_use_bytes",
 			Help: "Request body bytes held now.",
 		}, func() float64 { return float64(b.InUse()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tally_http_body_stalled_total",
+			Help: "Request bodies answered 408 because no byte of theirs arrived for the body stall timeout.",
+		}, func() float64 { return float64(b.Stalled()) }),
 	)
 }
 

@@ -31,6 +31,12 @@ const DefaultBodyBudgetBytes = 64 << 20
 // machine (README, Reliability).
 const DefaultBodyBudgetWait = 5 * time.Second
 
+// DefaultBodyStallTimeout is the default of [Options].BodyStallTimeout:
+// 10 s. A client on a poor link that is still sending pauses far less; one
+// that has sent nothing for that long is holding its share of the body
+// budget from the others.
+const DefaultBodyStallTimeout = 10 * time.Second
+
 // Store is what the server needs from storage: the store of every area it
 // serves, as one database hands them out (store/memstore.DB and
 // store/pgstore.DB: Ingest(), Correlate(), and pgstore's Ping).
@@ -71,6 +77,13 @@ type Options struct {
 	// BodyBudgetWait is how long a body waits for the budget. Zero means
 	// [DefaultBodyBudgetWait]; it must not be negative.
 	BodyBudgetWait time.Duration
+	// BodyStallTimeout fails a request body from which no byte arrives for
+	// that long: it is answered 408 body_timeout (Connection: close) and
+	// its share of the body budget is given back at once, so uploads that
+	// stop cannot hold the budget until the read timeout. A body that
+	// keeps arriving, however slowly, is not cut off by it. Zero means
+	// [DefaultBodyStallTimeout]; it must not be negative.
+	BodyStallTimeout time.Duration
 	// RequireSizeSchema refuses an event whose (platform, resource_type)
 	// has no size schema instead of accepting it unvalidated
 	// (canonical-event.md, Size schemas).
@@ -183,11 +196,12 @@ func (h *Handler) RunIdempotencyPurge(ctx context.Context, retention time.Durati
 // Content-Encoding gzip, deflate and zstd (any other coding: 415 with
 // Accept-Encoding), caps the body as sent and as decoded (413), charges the
 // body budget (503 with Retry-After), and answers a client's failure to
-// send its body 400 or 408, or not at all when the client is gone.
+// send its body 400 or 408 (also when no byte of it arrives for
+// BodyStallTimeout), or not at all when the client is gone.
 //
 // Errors (joined): a missing st.Ingest, st.Projection, st.Correlate or
-// Authenticator, a negative
-// MaxBodyBytes, BodyBudgetBytes or BodyBudgetWait, a BodyBudgetBytes below
+// Authenticator, a negative MaxBodyBytes, BodyBudgetBytes, BodyBudgetWait
+// or BodyStallTimeout, a BodyBudgetBytes below
 // MaxBodyBytes, or a library constructor's error.
 func New(st Store, opts Options) (*Handler, error) {
 	cfg := opts
@@ -213,6 +227,9 @@ func New(st Store, opts Options) (*Handler, error) {
 	if cfg.BodyBudgetWait < 0 {
 		errs = append(errs, errors.New("server: BodyBudgetWait is negative"))
 	}
+	if cfg.BodyStallTimeout < 0 {
+		errs = append(errs, errors.New("server: BodyStallTimeout is negative"))
+	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = route.DefaultMaxBodyBytes
 	}
@@ -222,6 +239,9 @@ func New(st Store, opts Options) (*Handler, error) {
 	if cfg.BodyBudgetWait == 0 {
 		cfg.BodyBudgetWait = DefaultBodyBudgetWait
 	}
+	if cfg.BodyStallTimeout == 0 {
+		cfg.BodyStallTimeout = DefaultBodyStallTimeout
+	}
 	if cfg.BodyBudgetBytes > 0 && cfg.BodyBudgetBytes < cfg.MaxBodyBytes {
 		errs = append(errs, fmt.Errorf("server: BodyBudgetBytes (%d) is below MaxBodyBytes (%d): a body of the cap could never be read",
 			cfg.BodyBudgetBytes, cfg.MaxBodyBytes))
@@ -229,7 +249,7 @@ func New(st Store, opts Options) (*Handler, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	budget, err := httpbody.NewBudget(cfg.BodyBudgetBytes, cfg.BodyBudgetWait)
+	budget, err := httpbody.NewBudget(cfg.BodyBudgetBytes, cfg.BodyBudgetWait, cfg.BodyStallTimeout)
 	if err != nil {
 		return nil, err
 	}
