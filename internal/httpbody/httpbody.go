@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"strconv"
@@ -356,4 +357,19 @@ func (e *errReader) Read(p []byte) (int, error) {
 		e.err = err
 	}
 	return n, err
+}
+
+// IsJSON reports whether mediaType, a Content-Type value with or without
+// parameters, names JSON as the CloudEvents JSON event format (section 3.1)
+// counts it: "its media type, when stripped of parameters, has the form
+// */json or */*+json" (application/json, text/json, application/vnd.x+json;
+// case-insensitive). A value that does not parse as a media type is not
+// JSON.
+func IsJSON(mediaType string) bool {
+	mt, _, err := mime.ParseMediaType(mediaType)
+	if err != nil {
+		return false
+	}
+	_, sub, ok := strings.Cut(mt, "/")
+	return ok && (sub == "json" || len(sub) > len("+json") && strings.HasSuffix(sub, "+json"))
 }
