@@ -124,7 +124,7 @@ func errorUnlessInvalid(err error) error {
 }
 
 // decodeBinary reads a binary-mode CloudEvent: attributes from the ce-*
-// headers (each given once, decoded by [headerValue]), the body as the
+// headers (each given once, decoded by headerValue), the body as the
 // payload.
 func decodeBinary(r *http.Request, body []byte) (correlate.Payload, *cloudEvent, []event.Problem) {
 	p, err := correlate.DecodePayload(body)
@@ -241,7 +241,7 @@ func unquote(v string) (string, bool) {
 	return b.String(), true
 }
 
-// unhex is the value of the hex digit at v[i] (either case), or -1.
+// unhex is the value of the hex digit at index i of v (either case), or -1.
 func unhex(v string, i int) int {
 	if i >= len(v) {
 		return -1
