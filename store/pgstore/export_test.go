@@ -17,3 +17,6 @@ func CommitInMode(ctx context.Context, s *Ingest, b ingest.Batch, mode int) (ing
 
 // PoolOf is the pool db's stores use.
 func PoolOf(db *DB) *pgxpool.Pool { return db.conn.pool }
+
+// EventsQuery is the SELECT that Ingest.Events runs for q.
+func EventsQuery(q ingest.EventQuery) (string, []any) { return eventsQuery(q) }
