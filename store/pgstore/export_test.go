@@ -20,3 +20,12 @@ func PoolOf(db *DB) *pgxpool.Pool { return db.conn.pool }
 
 // EventsQuery is the SELECT that Ingest.Events runs for q.
 func EventsQuery(q ingest.EventQuery) (string, []any) { return eventsQuery(q) }
+
+// DeadLettersQuery is the SELECT that Ingest.DeadLetters runs for q.
+func DeadLettersQuery(q ingest.DeadLetterQuery) (string, []any) { return deadLettersQuery(q) }
+
+// AuditQuery is the SELECT that Ingest.Audit runs for q.
+func AuditQuery(q ingest.AuditQuery) (string, []any) { return auditQuery(q) }
+
+// ResourcesQuery is the SELECT that Ingest.Resources runs for q.
+func ResourcesQuery(q ingest.ResourceQuery) (string, []any) { return resourcesQuery(q) }

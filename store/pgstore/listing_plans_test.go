@@ -41,6 +41,25 @@ func indexBound(n planNode) bool {
 	return bound
 }
 
+// checkPlan fails t unless query plans with no sequential scan of table
+// and no sort but of rows an index condition selects.
+func checkPlan(t *testing.T, db *pgstore.DB, table, query string, args ...any) {
+	t.Helper()
+	root, text := explain(t, db, query, args...)
+	var bad []string
+	root.walk(func(n planNode) {
+		switch {
+		case n.NodeType == "Seq Scan" && n.Relation == table:
+			bad = append(bad, "a sequential scan of "+table)
+		case n.NodeType == "Sort" && !indexBound(n):
+			bad = append(bad, fmt.Sprintf("a sort of %.0f rows that no index condition bounds", n.Plans[0].PlanRows))
+		}
+	})
+	if len(bad) > 0 {
+		t.Errorf("plan has %s:\n%s", strings.Join(bad, ", "), text)
+	}
+}
+
 // explain plans query with args (custom plan, the values bound) and
 // returns its root node, and the plan in text form for messages.
 func explain(t *testing.T, db *pgstore.DB, query string, args ...any) (planNode, string) {
@@ -139,20 +158,78 @@ FROM generate_series(1, 200000) AS i`); err != nil {
 			}
 			t.Run(name, func(t *testing.T) {
 				query, args := pgstore.EventsQuery(q)
-				root, text := explain(t, db, query, args...)
-				var bad []string
-				root.walk(func(n planNode) {
-					switch {
-					case n.NodeType == "Seq Scan" && n.Relation == "events":
-						bad = append(bad, "a sequential scan of events")
-					case n.NodeType == "Sort" && !indexBound(n):
-						bad = append(bad, fmt.Sprintf("a sort of %.0f rows that no index condition bounds", n.Plans[0].PlanRows))
-					}
-				})
-				if len(bad) > 0 {
-					t.Errorf("plan has %s:\n%s", strings.Join(bad, ", "), text)
-				}
+				checkPlan(t, db, "events", query, args...)
 			})
 		}
+	}
+}
+
+// The other listings, over 200k rows each: GET /api/v1/rejected-events
+// (from, to, cursor), GET /api/v1/audit (action, from, to, cursor) and GET
+// /api/v1/resources (cloud, platform, resource_type, project_id, state,
+// status, cursor) plan as index scans, with no sequential scan and no sort
+// but of rows an index condition selects.
+func TestOtherListingPlans(t *testing.T) {
+	if testing.Short() {
+		t.Skip("inserts 600k rows")
+	}
+	db := pgtest.DB(t, pgstore.Options{})
+	ctx := context.Background()
+	pool := pgstore.PoolOf(db)
+	for _, stmt := range []string{`
+INSERT INTO dead_letters (raw, raw_size, reason, event_id, received_at)
+SELECT '\x7b7d'::bytea, 2, 'invalid', 'ev-' || i, timestamptz '2026-01-01' + (i * interval '13 seconds')
+FROM generate_series(1, 200000) AS i`, `
+INSERT INTO audit_log (at, action, credential, event_id, platform, cloud)
+SELECT timestamptz '2026-01-01' + (i * interval '13 seconds'),
+       CASE WHEN i % 10 = 0 THEN 'events.conflict' ELSE 'events.scope_violation' END,
+       'collector-' || (i % 4), 'ev-' || i, 'platform-' || (i % 3), 'cloud-' || (i % 4)
+FROM generate_series(1, 200000) AS i`, `
+INSERT INTO current_resources (cloud, resource_type, resource_id, platform, project_id, state,
+                               created_at, deleted_at, first_event_at, last_event_at, last_event_type, last_event_id)
+SELECT 'cloud-' || (i % 4), 'type-' || (i % 5), 'res-' || i, 'platform-' || (i % 3), 'project-' || (i % 50),
+       CASE WHEN i % 1000 = 0 THEN 'error' WHEN i % 10 = 0 THEN 'deleted' ELSE 'active' END,
+       t, CASE WHEN i % 10 = 0 THEN t + interval '1 day' END, t, t, 'compute.instance.create.end', 'ev-' || i
+FROM generate_series(1, 200000) AS i, LATERAL (SELECT timestamptz '2026-01-01' + (i * interval '13 seconds') AS t) AS t`,
+		`ANALYZE dead_letters, audit_log, current_resources`,
+	} {
+		if _, err := pool.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mid := time.Date(2026, 1, 15, 0, 0, 0, 0, time.UTC)
+	const limit = 101
+	pos := &ingest.Position{At: mid, ID: 93046}
+	for name, q := range map[string]ingest.DeadLetterQuery{
+		"no filter": {}, "from": {From: mid}, "from and to": {From: mid, To: mid.Add(24 * time.Hour)}, "cursor": {After: pos},
+	} {
+		t.Run("dead letters: "+name, func(t *testing.T) {
+			q.Limit = limit
+			query, args := pgstore.DeadLettersQuery(q)
+			checkPlan(t, db, "dead_letters", query, args...)
+		})
+	}
+	for name, q := range map[string]ingest.AuditQuery{
+		"no filter": {}, "action": {Action: "events.conflict"}, "from": {From: mid}, "cursor": {After: pos},
+		"action after a cursor": {Action: "events.conflict", After: pos}, "action in a window": {Action: "events.conflict", From: mid, To: mid.Add(24 * time.Hour)},
+	} {
+		t.Run("audit: "+name, func(t *testing.T) {
+			q.Limit = limit
+			query, args := pgstore.AuditQuery(q)
+			checkPlan(t, db, "audit_log", query, args...)
+		})
+	}
+	key := &ingest.ResourceKey{Cloud: "cloud-1", ResourceType: "type-2", ResourceID: "res-5000"}
+	for name, q := range map[string]ingest.ResourceQuery{
+		"no filter": {}, "cloud": {Cloud: "cloud-2"}, "platform": {Platform: "platform-1"},
+		"resource_type": {ResourceType: "type-4"}, "project_id": {ProjectID: "project-3"},
+		"state": {State: "active"}, "status deleted": {Status: ingest.StatusDeleted},
+		"alive_at": {AliveAt: mid}, "cursor": {After: key}, "cloud after a cursor": {Cloud: "cloud-1", After: key},
+	} {
+		t.Run("resources: "+name, func(t *testing.T) {
+			q.Limit = limit
+			query, args := pgstore.ResourcesQuery(q)
+			checkPlan(t, db, "current_resources", query, args...)
+		})
 	}
 }

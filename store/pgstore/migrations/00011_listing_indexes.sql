@@ -21,8 +21,13 @@
 --     idx_events_resource (00001), whose timestamp order leaves only ties
 --     to sort (an incremental sort).
 --
+-- GET /api/v1/audit without an action orders by (at, id), which the
+-- (action, at, id) index of 00003 cannot give: idx_audit_log_at does.
+-- audit_log takes a row per refusal or admin action, not per stored event.
+--
 -- TestEventListingPlans checks every filter of the route with EXPLAIN over
--- 200k rows. The write cost, four more b-tree entries per stored event,
+-- 200k rows, TestOtherListingPlans those of dead letters, audit and
+-- resources. The write cost, four more b-tree entries per stored event,
 -- is measured in docs/operations.md (Storage).
 --
 -- CONCURRENTLY, outside a transaction, as in 00010: a plain CREATE INDEX
@@ -37,8 +42,10 @@ CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_events_time ON events (timestamp, ev
 CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_events_project ON events (project_id, timestamp, event_id COLLATE "C");
 CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_events_type ON events (event_type, timestamp, event_id COLLATE "C");
 CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_events_resource_id ON events (resource_id, timestamp, event_id COLLATE "C");
+CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_audit_log_at ON audit_log (at, id);
 
 -- +goose Down
+DROP INDEX CONCURRENTLY IF EXISTS idx_audit_log_at;
 DROP INDEX CONCURRENTLY IF EXISTS idx_events_resource_id;
 DROP INDEX CONCURRENTLY IF EXISTS idx_events_type;
 DROP INDEX CONCURRENTLY IF EXISTS idx_events_project;
