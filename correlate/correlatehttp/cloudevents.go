@@ -11,12 +11,14 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/internal/httpbody"
 	"github.com/tallyhq/tally/internal/problem"
 )
 
@@ -43,6 +45,10 @@ type cloudEvent struct {
 	// name says where an attribute came from, for messages: "the ce-id
 	// header" in binary mode, "the CloudEvent's id" in structured mode.
 	name func(attr string) string
+	// bad holds the attributes given but refused before their value was
+	// read (a ce-* header that does not decode), so none is also reported
+	// missing.
+	bad map[string]bool
 }
 
 // ceStringAttrs are the CloudEvents context attributes of type String (or
@@ -118,11 +124,13 @@ func errorUnlessInvalid(err error) error {
 }
 
 // decodeBinary reads a binary-mode CloudEvent: attributes from the ce-*
-// headers (each given once), the body as the payload.
+// headers (each given once, decoded by headerValue), the body as the
+// payload.
 func decodeBinary(r *http.Request, body []byte) (correlate.Payload, *cloudEvent, []event.Problem) {
 	p, err := correlate.DecodePayload(body)
 	ps := problemsOf(err)
 	attrs := map[string]jsontext.Value{}
+	ce := &cloudEvent{name: func(a string) string { return "the ce-" + a + " header" }, bad: map[string]bool{}}
 	names := make([]string, 0, len(r.Header))
 	for k := range r.Header {
 		names = append(names, k)
@@ -138,19 +146,116 @@ func decodeBinary(r *http.Request, body []byte) (correlate.Payload, *cloudEvent,
 		if len(values) > 1 {
 			ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleFormat,
 				Message: "the ce-" + name + " header must be given once"})
+			ce.bad[name] = true
 			continue
 		}
-		v, err := jsontext.AppendQuote(nil, values[0])
+		hv, prob := headerValue(values[0])
+		if prob != nil {
+			prob.Member = "/" + name
+			prob.Message = "the ce-" + name + " header " + prob.Message
+			ps = append(ps, *prob)
+			ce.bad[name] = true
+			continue
+		}
+		v, err := jsontext.AppendQuote(nil, hv)
 		if err != nil {
 			ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleUTF8,
 				Message: "the ce-" + name + " header must be valid UTF-8"})
+			ce.bad[name] = true
 			continue
 		}
 		attrs[name] = v
 	}
-	ce := &cloudEvent{name: func(a string) string { return "the ce-" + a + " header" }}
 	ps = applyCloudEvent(&p, ce, attrs, ps, err == nil)
 	return p, ce, ps
+}
+
+// headerValue decodes a ce-* header value as the CloudEvents HTTP binding
+// says (section 3.1.3.2): "any HTTP header value MUST first be unescaped
+// with respect to double-quoted strings, as described in RFC7230, section
+// 3.2.6. A single round of percent-decoding MUST then be performed", where
+// "decoding MUST accept lower-case values", "values that have been
+// unnecessarily percent-encoded MUST be accepted, but encoded byte sequences
+// which are invalid in UTF-8 MUST be rejected".
+//
+// A value that is a whole quoted-string (DQUOTE … DQUOTE, backslash
+// escaping the next character) is unquoted; any other is taken as sent,
+// raw non-ASCII UTF-8 included. A '%' not followed by two hex digits is not
+// an escape and stays a '%' (the way WHATWG URL percent-decoding leaves
+// it): sdk-go v2.16.2 sends its header values raw, so a subject such as
+// "cpu at 100%" is read as meant in both modes rather than refused. Only a
+// result that is not valid UTF-8 (overlong forms and surrogates included)
+// is a problem, whose message completes "the ce-x header …"; the caller
+// sets its member.
+func headerValue(v string) (string, *event.Problem) {
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		if u, ok := unquote(v); ok {
+			v = u
+		}
+	}
+	if !strings.Contains(v, "%") {
+		if !utf8.ValidString(v) {
+			return "", &event.Problem{Rule: event.RuleUTF8, Message: "must be valid UTF-8 (CloudEvents HTTP binding, 3.1.3.2)"}
+		}
+		return v, nil
+	}
+	b := make([]byte, 0, len(v))
+	for i := 0; i < len(v); i++ {
+		if v[i] != '%' {
+			b = append(b, v[i])
+			continue
+		}
+		hi, lo := unhex(v, i+1), unhex(v, i+2)
+		if hi < 0 || lo < 0 {
+			b = append(b, '%') // not an escape: a literal '%'
+			continue
+		}
+		b = append(b, byte(hi<<4|lo))
+		i += 2
+	}
+	if !utf8.Valid(b) {
+		return "", &event.Problem{Rule: event.RuleUTF8, Message: "must percent-decode to valid UTF-8 (CloudEvents HTTP binding, 3.1.3.2: invalid encoded byte sequences MUST be rejected)"}
+	}
+	return string(b), nil
+}
+
+// unquote reads v as an RFC 9110 quoted-string (RFC 7230, section 3.2.6):
+// DQUOTE, then characters or a backslash and the character it escapes,
+// then DQUOTE; false if v is not one (an unescaped DQUOTE inside, a
+// trailing backslash).
+func unquote(v string) (string, bool) {
+	var b strings.Builder
+	for i := 1; i < len(v)-1; i++ {
+		switch c := v[i]; c {
+		case '"':
+			return "", false
+		case '\\':
+			if i+1 >= len(v)-1 {
+				return "", false
+			}
+			i++
+			b.WriteByte(v[i])
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), true
+}
+
+// unhex is the value of the hex digit at index i of v (either case), or -1.
+func unhex(v string, i int) int {
+	if i >= len(v) {
+		return -1
+	}
+	switch c := v[i]; {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
 }
 
 // decodeStructured reads a structured-mode CloudEvent: one JSON object
@@ -236,8 +341,9 @@ func decodeStructured(r *http.Request, body []byte, ceHeaders bool) (correlate.P
 var lowerHex = regexp.MustCompile(`^[0-9a-f]+$`)
 
 // applyCloudEvent fills p from the attributes of a CloudEvent (values as
-// JSON), recording the event's id in ce. When decoded is false p is not filled (its problems are already
-// listed) but the attributes are still checked.
+// JSON), recording the event's id in ce. When decoded is false p is not
+// filled (its problems are already listed) but the attributes are still
+// checked.
 //
 // The rules (docs/decisions.md, CloudEvents HTTP binding):
 //   - specversion, id, source and type are required; specversion is "1.0";
@@ -245,13 +351,32 @@ var lowerHex = regexp.MustCompile(`^[0-9a-f]+$`)
 //     member that disagrees is a problem naming it;
 //   - time (RFC 3339) fills lastSeenAt, the latest time the condition was
 //     seen; a payload lastSeenAt at another instant is a problem;
-//   - datacontenttype, when given, is JSON (application/json or +json);
+//   - datacontenttype, when given, is JSON ([httpbody.IsJSON]: */json or
+//     */*+json, as the CloudEvents JSON event format counts it);
 //   - subject, dataschema and every extension are kept with the event as
 //     members of Payload.Extra under their attribute names (stored, never
 //     returned at the top level); a payload member of that name with another
 //     value is a problem.
 func applyCloudEvent(p *correlate.Payload, ce *cloudEvent, attrs map[string]jsontext.Value, ps []event.Problem, decoded bool) []event.Problem {
-	dataPrefix := ce.dataPrefix
+	str, ps := ceStrings(ce, attrs, ps)
+	ce.id = str["id"]
+	at, ps := ceTime(ce, str, ps)
+	if v, ok := str["datacontenttype"]; ok && !httpbody.IsJSON(v) {
+		ps = append(ps, event.Problem{Member: "/datacontenttype", Rule: event.RuleContentMediaType,
+			Message: fmt.Sprintf("%s must be a JSON media type, */json or */*+json (is %q): the payload is JSON", ce.name("datacontenttype"), v)})
+	}
+	if !decoded {
+		return ps
+	}
+	ps = fillAttributes(p, ce, str, at, ps)
+	return fillExtensions(p, ce, attrs, ps)
+}
+
+// ceStrings returns the string attributes of a CloudEvent (ceStringAttrs)
+// unquoted, with a problem for one that is not a JSON string and for a
+// required one (specversion, id, source, type) that is missing or empty;
+// specversion must be "1.0". An attribute in ce.bad already has its problem.
+func ceStrings(ce *cloudEvent, attrs map[string]jsontext.Value, ps []event.Problem) (map[string]string, []event.Problem) {
 	str := map[string]string{}
 	for _, a := range ceStringAttrs {
 		v, ok := attrs[a]
@@ -266,7 +391,9 @@ func applyCloudEvent(p *correlate.Payload, ce *cloudEvent, attrs map[string]json
 		str[a] = s
 	}
 	for _, a := range []string{"specversion", "id", "source", "type"} {
-		if _, typed := attrs[a]; str[a] == "" && !(typed && attrs[a].Kind() != '"') {
+		// One given as another kind, or refused, has its problem already.
+		v, given := attrs[a]
+		if str[a] == "" && !ce.bad[a] && (!given || v.Kind() == '"') {
 			ps = append(ps, event.Problem{Member: "/" + a, Rule: event.RuleRequired,
 				Message: ce.name(a) + " is required: a CloudEvent has specversion, id, source and type"})
 		}
@@ -275,28 +402,29 @@ func applyCloudEvent(p *correlate.Payload, ce *cloudEvent, attrs map[string]json
 		ps = append(ps, event.Problem{Member: "/specversion", Rule: event.RuleConst,
 			Message: fmt.Sprintf("%s must be 1.0 (is %q)", ce.name("specversion"), v)})
 	}
-	ce.id = str["id"]
-	var at *time.Time
-	if v, ok := str["time"]; ok {
-		t, err := event.ParseTime(v)
-		if err != nil {
-			ps = append(ps, event.Problem{Member: "/time", Rule: event.RuleFormat,
-				Message: ce.name("time") + " " + event.TimeMessage(err)})
-		} else {
-			t = event.Normalize(t)
-			at = &t
-		}
+	return str, ps
+}
+
+// ceTime parses the time attribute (RFC 3339, event.ParseTime), nil when
+// it is not given or malformed (a problem).
+func ceTime(ce *cloudEvent, str map[string]string, ps []event.Problem) (*time.Time, []event.Problem) {
+	v, ok := str["time"]
+	if !ok {
+		return nil, ps
 	}
-	if v, ok := str["datacontenttype"]; ok {
-		mt, _, err := mime.ParseMediaType(v)
-		if err != nil || (mt != "application/json" && mt != "text/json" && !strings.HasSuffix(mt, "+json")) {
-			ps = append(ps, event.Problem{Member: "/datacontenttype", Rule: event.RuleContentMediaType,
-				Message: fmt.Sprintf("%s must be application/json or a +json type (is %q): the payload is JSON", ce.name("datacontenttype"), v)})
-		}
+	t, err := event.ParseTime(v)
+	if err != nil {
+		return nil, append(ps, event.Problem{Member: "/time", Rule: event.RuleFormat,
+			Message: ce.name("time") + " " + event.TimeMessage(err)})
 	}
-	if !decoded {
-		return ps
-	}
+	t = event.Normalize(t)
+	return &t, ps
+}
+
+// fillAttributes fills p's source, type, specversion (when "1.0") and
+// lastSeenAt (from time, at) from the attributes; a payload member already
+// set to another value is a problem naming it.
+func fillAttributes(p *correlate.Payload, ce *cloudEvent, str map[string]string, at *time.Time, ps []event.Problem) []event.Problem {
 	fill := func(a string, field *string) {
 		v, ok := str[a]
 		switch {
@@ -304,7 +432,7 @@ func applyCloudEvent(p *correlate.Payload, ce *cloudEvent, attrs map[string]json
 		case *field == "":
 			*field = v
 		case *field != v:
-			ps = append(ps, event.Problem{Member: dataPrefix + "/" + a, Rule: event.RuleConst,
+			ps = append(ps, event.Problem{Member: ce.dataPrefix + "/" + a, Rule: event.RuleConst,
 				Message: fmt.Sprintf("must equal %s (%q) when both are given", ce.name(a), v)})
 		}
 	}
@@ -318,9 +446,16 @@ func applyCloudEvent(p *correlate.Payload, ce *cloudEvent, attrs map[string]json
 	case p.LastSeenAt == nil:
 		p.LastSeenAt = at
 	case !p.LastSeenAt.Equal(*at):
-		ps = append(ps, event.Problem{Member: dataPrefix + "/lastSeenAt", Rule: event.RuleConst,
+		ps = append(ps, event.Problem{Member: ce.dataPrefix + "/lastSeenAt", Rule: event.RuleConst,
 			Message: fmt.Sprintf("must equal %s (%s) when both are given", ce.name("time"), at.Format(time.RFC3339Nano))})
 	}
+	return ps
+}
+
+// fillExtensions keeps subject, dataschema and every extension attribute
+// in p.Extra under its name, in name order; a payload member of that name
+// with another value is a problem naming it.
+func fillExtensions(p *correlate.Payload, ce *cloudEvent, attrs map[string]jsontext.Value, ps []event.Problem) []event.Problem {
 	names := make([]string, 0, len(attrs))
 	for a := range attrs {
 		if !slices.Contains(ceStringAttrs[:6], a) {
@@ -337,7 +472,7 @@ func applyCloudEvent(p *correlate.Payload, ce *cloudEvent, attrs map[string]json
 			}
 			p.Extra[a] = v
 		case !bytes.Equal(old, v):
-			ps = append(ps, event.Problem{Member: dataPrefix + "/" + a, Rule: event.RuleConst,
+			ps = append(ps, event.Problem{Member: ce.dataPrefix + "/" + a, Rule: event.RuleConst,
 				Message: fmt.Sprintf("must equal %s (%s) when both are given", ce.name(a), v)})
 		}
 	}

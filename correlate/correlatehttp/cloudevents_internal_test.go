@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/tallyhq/tally/event"
 )
 
 // W3C Trace Context Level 1, 3.2 traceparent header: lower-case hex,
@@ -84,4 +86,76 @@ func FuzzDecodeCreate(f *testing.F) {
 			t.Errorf("binary mode: id %q, source %q, lastSeenAt %v", ce.id, p.Source, p.LastSeenAt)
 		}
 	})
+}
+
+// CloudEvents HTTP binding 3.1.3.2: header values are unescaped "with
+// respect to double-quoted strings", then "a single round of
+// percent-decoding"; "decoding MUST accept lower-case values", "values that
+// have been unnecessarily percent-encoded MUST be accepted, but encoded
+// byte sequences which are invalid in UTF-8 MUST be rejected (For example,
+// "%C0%A0" is an overlong encoding of U+0020, and MUST be rejected.)".
+func TestHeaderValue(t *testing.T) {
+	tests := []struct {
+		name, v, want, wantRule string
+	}{
+		{"plain", "prod-1", "prod-1", ""},
+		{"the binding's example", "Euro%20%E2%82%AC%20%F0%9F%98%80", "Euro € 😀", ""},
+		{"lower-case hex", "caf%c3%a9", "café", ""},
+		{"unnecessarily encoded", "%41%62c", "Abc", ""},
+		{"percent", "100%25", "100%", ""},
+		{"a single round", "%2541", "%41", ""},
+		{"quoted-string", `"a b \"c\" \\d"`, `a b "c" \d`, ""},
+		{"quoted then percent-decoded", `"a%20b"`, "a b", ""},
+		{"not a whole quoted-string is as sent", `"a" "b"`, `"a" "b"`, ""},
+		{"raw double-quote inside", `say "hi"!`, `say "hi"!`, ""},
+		{"raw UTF-8, as sdk-go sends it", "café ü", "café ü", ""},
+		{"empty", "", "", ""},
+		{"not hex is a literal percent", "%zz", "%zz", ""},
+		{"one hex digit is a literal percent", "a%2", "a%2", ""},
+		{"trailing percent, as sdk-go sends it", "100%", "100%", ""},
+		{"a literal percent beside an escape", "50% of%20it", "50% of it", ""},
+		{"overlong", "%C0%A0", "", event.RuleUTF8},
+		{"lone continuation byte", "%80", "", event.RuleUTF8},
+		{"surrogate", "%ED%A0%80", "", event.RuleUTF8},
+		{"truncated sequence", "%E2%82", "", event.RuleUTF8},
+		{"raw invalid UTF-8", "\xff", "", event.RuleUTF8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, prob := headerValue(tt.v)
+			rule := ""
+			if prob != nil {
+				rule = prob.Rule
+				if !strings.Contains(prob.Message, "3.1.3.2") {
+					t.Errorf("message %q does not name the rule", prob.Message)
+				}
+			}
+			if diff := cmp.Diff([2]string{tt.want, tt.wantRule}, [2]string{got, rule}); diff != "" {
+				t.Errorf("headerValue(%q) (-want +got):\n%s", tt.v, diff)
+			}
+		})
+	}
+}
+
+// A ce-* header that does not decode is a 400 naming the header, its
+// member and the binding's rule, and is not also reported missing.
+func TestBinaryHeaderRefusal(t *testing.T) {
+	r := httptest.NewRequest("POST", "/api/events", strings.NewReader(`{"category":"c","action":"a"}`))
+	for k, v := range map[string]string{"ce-specversion": "1.0", "ce-id": "ev%FF", "ce-source": "s", "ce-type": "t", "ce-subject": "%C0%A0"} {
+		r.Header.Set(k, v)
+	}
+	_, _, ps, err := decodeCreate(r, []byte(`{"category":"c","action":"a"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type short struct{ Member, Rule, Header string }
+	var got []short
+	for _, p := range ps {
+		h, _, _ := strings.Cut(p.Message, " header")
+		got = append(got, short{p.Member, p.Rule, h})
+	}
+	want := []short{{"/id", event.RuleUTF8, "the ce-id"}, {"/subject", event.RuleUTF8, "the ce-subject"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
 }

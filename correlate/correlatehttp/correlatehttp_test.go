@@ -343,27 +343,7 @@ func TestListStatusDeleteAndScope(t *testing.T) {
 	if page := decode[correlate.Page](t, s.do("GET", "/api/events/list", "org-1/alice", "").body); page.TotalCount != 2 {
 		t.Errorf("alice sees %d events, want her 2", page.TotalCount)
 	}
-	res = s.do("GET", "/api/events/list?page=x&pageSize=1000&order=sideways&resolved=maybe", "org-1/alice", "")
-	p := decode[problem.Details](t, res.body)
-	// Every bad parameter at once, one problem code, a rule each (issue 11).
-	wantPs := []event.Problem{
-		{Member: "/page", Rule: event.RuleType, Message: "must be an integer"},
-		{Member: "/resolved", Rule: event.RuleType, Message: "must be true or false"},
-		{Member: "/pageSize", Rule: event.RuleMaximum, Message: "must be between 1 and 100"},
-		{Member: "/order", Rule: event.RuleEnum, Message: `must be "asc" or "desc"`},
-	}
-	if diff := cmp.Diff(wantPs, p.Errors); res.status != 400 || p.Code != "invalid_parameter" || diff != "" {
-		t.Errorf("bad parameters: %d %s, want 400 invalid_parameter (-want +got):\n%s", res.status, p.Code, diff)
-	}
-	res = s.do("GET", "/api/events/list?pageSize=1000&order=sideways", "org-1/alice", "")
-	if p := decode[problem.Details](t, res.body); res.status != 400 || len(p.Errors) != 2 {
-		t.Errorf("bad values: %d %s, want 400 listing pageSize and order", res.status, res.body)
-	}
-	// pageSize=0 is not "the default": a client asking for no rows is told.
-	res = s.do("GET", "/api/events/list?pageSize=0", "org-1/alice", "")
-	if p := decode[problem.Details](t, res.body); res.status != 400 || len(p.Errors) != 1 || p.Errors[0].Member != "/pageSize" {
-		t.Errorf("pageSize=0: %d %s, want 400 naming pageSize", res.status, res.body)
-	}
+	listRefusals(t, s)
 
 	res = s.do("PUT", "/api/events/"+a.ID+"/status", "org-1/alice", `{"status":"read"}`)
 	if res.status != 200 || decode[correlate.Event](t, res.body).Status != correlate.StatusRead {
@@ -399,6 +379,33 @@ func TestListStatusDeleteAndScope(t *testing.T) {
 	}
 	if page := decode[correlate.Page](t, s.do("GET", "/api/events/list", "org-1/alice", "").body); page.TotalCount != 1 {
 		t.Errorf("after delete alice sees %d events, want 1", page.TotalCount)
+	}
+}
+
+// listRefusals checks that getEvents refuses bad parameters, every one at
+// once, each with its rule.
+func listRefusals(t *testing.T, s *server) {
+	t.Helper()
+	res := s.do("GET", "/api/events/list?page=x&pageSize=1000&order=sideways&resolved=maybe", "org-1/alice", "")
+	p := decode[problem.Details](t, res.body)
+	// Every bad parameter at once, one problem code, a rule each (issue 11).
+	wantPs := []event.Problem{
+		{Member: "/page", Rule: event.RuleType, Message: "must be an integer"},
+		{Member: "/resolved", Rule: event.RuleType, Message: "must be true or false"},
+		{Member: "/pageSize", Rule: event.RuleMaximum, Message: "must be between 1 and 100"},
+		{Member: "/order", Rule: event.RuleEnum, Message: `must be "asc" or "desc"`},
+	}
+	if diff := cmp.Diff(wantPs, p.Errors); res.status != 400 || p.Code != "invalid_parameter" || diff != "" {
+		t.Errorf("bad parameters: %d %s, want 400 invalid_parameter (-want +got):\n%s", res.status, p.Code, diff)
+	}
+	res = s.do("GET", "/api/events/list?pageSize=1000&order=sideways", "org-1/alice", "")
+	if p := decode[problem.Details](t, res.body); res.status != 400 || len(p.Errors) != 2 {
+		t.Errorf("bad values: %d %s, want 400 listing pageSize and order", res.status, res.body)
+	}
+	// pageSize=0 is not "the default": a client asking for no rows is told.
+	res = s.do("GET", "/api/events/list?pageSize=0", "org-1/alice", "")
+	if p := decode[problem.Details](t, res.body); res.status != 400 || len(p.Errors) != 1 || p.Errors[0].Member != "/pageSize" {
+		t.Errorf("pageSize=0: %d %s, want 400 naming pageSize", res.status, res.body)
 	}
 }
 

@@ -92,10 +92,12 @@ func ceResult(t *testing.T, r *http.Request) (ok bool, at time.Time) {
 	return true, *p.LastSeenAt
 }
 
-// The CloudEvents JSON event format counts application/json, text/json
-// and any +json suffix, with parameters, as JSON for datacontenttype.
+// The CloudEvents JSON event format, 3.1: "a datacontenttype declares
+// JSON-formatted content if its media type, when stripped of parameters,
+// has the form */json or */*+json".
 func TestDataContentTypeJSON(t *testing.T) {
-	for _, ct := range []string{"application/json", "text/json", "text/json; charset=utf-8", "application/vnd.x+json", "Application/JSON"} {
+	for _, ct := range []string{"application/json", "text/json", "text/json; charset=utf-8", "application/vnd.x+json",
+		"Application/JSON", "x-custom/json", "text/vnd.y+JSON; v=1"} {
 		r := httptest.NewRequest("POST", "/api/events", strings.NewReader(
 			`{"specversion":"1.0","id":"1","source":"s","type":"t","datacontenttype":"`+ct+`","data":{"category":"c","action":"a"}}`))
 		r.Header.Set("Content-Type", "application/cloudevents+json")
@@ -103,6 +105,16 @@ func TestDataContentTypeJSON(t *testing.T) {
 		_, _, ps, err := decodeCreate(r, body)
 		if err != nil || len(ps) > 0 {
 			t.Errorf("datacontenttype %q: %v %v", ct, err, ps)
+		}
+	}
+	for _, ct := range []string{"text/plain", "application/json-seq", "application/+json", "json", "application/xml"} {
+		r := httptest.NewRequest("POST", "/api/events", strings.NewReader(
+			`{"specversion":"1.0","id":"1","source":"s","type":"t","datacontenttype":"`+ct+`","data":{"category":"c","action":"a"}}`))
+		r.Header.Set("Content-Type", "application/cloudevents+json")
+		body, _ := io.ReadAll(r.Body)
+		_, _, ps, err := decodeCreate(r, body)
+		if err != nil || len(ps) != 1 || ps[0].Member != "/datacontenttype" {
+			t.Errorf("datacontenttype %q: %v %v, want one problem naming /datacontenttype", ct, err, ps)
 		}
 	}
 }

@@ -35,7 +35,7 @@ const retryAfterSeconds = 1
 // A body that sends its first bytes (or most of them) and then stops would
 // still hold what it brought until the server's read timeout; so [Read]
 // fails a body from which no byte arrives for the budget's stall timeout
-// with a 408 [*Error] (body_timeout) and gives its share back at once. A
+// with a 408 [*problem.Error] (body_timeout) and gives its share back at once. A
 // body that keeps arriving, however slowly, is never cut off by it; only
 // the server's read timeout bounds its whole.
 //

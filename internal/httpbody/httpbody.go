@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"strings"
@@ -206,8 +207,8 @@ func (b *buffer) len() int64 { return int64(len(b.b)) }
 func (b *buffer) full() bool { return len(b.b) == cap(b.b) }
 
 // grow doubles the buffer's capacity (16 KiB to start), to at most limit,
-// charging the budget for the growth first: an [*Error] 503 when the
-// budget stays spent, or an error wrapping [ErrClientGone].
+// charging the budget for the growth first: an [*problem.Error] 503 when the
+// budget stays spent, or an error wrapping [problem.ErrClientGone].
 func (b *buffer) grow(limit int64) error {
 	next := min(max(2*int64(cap(b.b)), initialBuffer), limit)
 	if err := b.acct.charge(b.ctx, next-int64(cap(b.b))); err != nil {
@@ -344,4 +345,19 @@ func (e *errReader) Read(p []byte) (int, error) {
 		e.err = err
 	}
 	return n, err
+}
+
+// IsJSON reports whether mediaType, a Content-Type value with or without
+// parameters, names JSON as the CloudEvents JSON event format (section 3.1)
+// counts it: "its media type, when stripped of parameters, has the form
+// */json or */*+json" (application/json, text/json, application/vnd.x+json;
+// case-insensitive). A value that does not parse as a media type is not
+// JSON.
+func IsJSON(mediaType string) bool {
+	mt, _, err := mime.ParseMediaType(mediaType)
+	if err != nil {
+		return false
+	}
+	_, sub, ok := strings.Cut(mt, "/")
+	return ok && (sub == "json" || len(sub) > len("+json") && strings.HasSuffix(sub, "+json"))
 }

@@ -190,7 +190,7 @@ func BodyTooLarge(limit int64) Details {
 func UnsupportedMediaType() Details {
 	return New(CodeUnsupportedMediaType,
 		"The body must be JSON: send Content-Type: application/json, or none.",
-		event.Problem{Member: "", Rule: event.RuleContentMediaType, Message: "the body's Content-Type must be application/json (or a +json type)"})
+		event.Problem{Member: "", Rule: event.RuleContentMediaType, Message: "the body's Content-Type must be JSON: application/json, another */json type, or a +json type"})
 }
 
 // NotFound is the answer when nothing is stored under the request's path,

@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
 )
 
 // CommitInMode runs one Commit transaction in the insert mode given (0 the
@@ -17,3 +18,15 @@ func CommitInMode(ctx context.Context, s *Ingest, b ingest.Batch, mode int) (ing
 
 // PoolOf is the pool db's stores use.
 func PoolOf(db *DB) *pgxpool.Pool { return db.conn.pool }
+
+// EventsQuery is the SELECT that Ingest.Events runs for q.
+func EventsQuery(q ingest.EventQuery) (string, []any) { return eventsQuery(q) }
+
+// DeadLettersQuery is the SELECT that Ingest.DeadLetters runs for q.
+func DeadLettersQuery(q ingest.DeadLetterQuery) (string, []any) { return deadLettersQuery(q) }
+
+// AuditQuery is the SELECT that Ingest.Audit runs for q.
+func AuditQuery(q ingest.AuditQuery) (string, []any) { return auditQuery(q) }
+
+// ResourcesQuery is the SELECT that Projection.List runs for q.
+func ResourcesQuery(q projection.Query) (string, []any) { return resourcesQuery(q) }

@@ -418,12 +418,9 @@ type deadLetterRow struct {
 // (received_at, id) index: paging is a keyset seek, not an offset. Safe for
 // concurrent use.
 func (s *Ingest) DeadLetters(ctx context.Context, q ingest.DeadLetterQuery) ([]ingest.DeadLetter, error) {
-	conds, args := keyset("received_at", q.From, q.To, q.After, nil, nil)
-	limit, args := limitClause(q.Limit, args)
+	query, args := deadLettersQuery(q)
 	var rows []deadLetterRow
-	err := s.db.SelectContext(ctx, &rows, `
-SELECT id, raw, raw_size, reason, event_id, received_at FROM dead_letters`+where(conds)+`
-ORDER BY received_at, id`+limit, args...)
+	err := s.db.SelectContext(ctx, &rows, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: dead letters: %w", interpretError(err))
 	}
@@ -452,22 +449,12 @@ type auditRow struct {
 // [q.From, q.To) (a zero end is open), oldest first by (At, ID), strictly
 // after q.After when set, at most q.Limit when it is positive (no limit
 // otherwise, as for DeadLetters). A listing by action uses the (action, at,
-// id) index. Safe for concurrent use.
+// id) index, any other the (at, id) index (migration 00011). Safe for
+// concurrent use.
 func (s *Ingest) Audit(ctx context.Context, q ingest.AuditQuery) ([]ingest.AuditEntry, error) {
-	var (
-		conds []string
-		args  []any
-	)
-	if q.Action != "" {
-		args = append(args, q.Action)
-		conds = append(conds, "action = $1")
-	}
-	conds, args = keyset("at", q.From, q.To, q.After, conds, args)
-	limit, args := limitClause(q.Limit, args)
+	query, args := auditQuery(q)
 	var rows []auditRow
-	err := s.db.SelectContext(ctx, &rows, `
-SELECT id, at, action, credential, event_id, platform, cloud FROM audit_log`+where(conds)+`
-ORDER BY at, id`+limit, args...)
+	err := s.db.SelectContext(ctx, &rows, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: audit: %w", interpretError(err))
 	}
@@ -479,4 +466,31 @@ ORDER BY at, id`+limit, args...)
 		}
 	}
 	return out, nil
+}
+
+// deadLettersQuery is the SELECT of [Ingest.DeadLetters] for q, with its
+// arguments.
+func deadLettersQuery(q ingest.DeadLetterQuery) (string, []any) {
+	conds, args := keyset("received_at", q.From, q.To, q.After, nil, nil)
+	limit, args := limitClause(q.Limit, args)
+	return `
+SELECT id, raw, raw_size, reason, event_id, received_at FROM dead_letters` + where(conds) + `
+ORDER BY received_at, id` + limit, args
+}
+
+// auditQuery is the SELECT of [Ingest.Audit] for q, with its arguments.
+func auditQuery(q ingest.AuditQuery) (string, []any) {
+	var (
+		conds []string
+		args  []any
+	)
+	if q.Action != "" {
+		args = append(args, q.Action)
+		conds = append(conds, "action = $1")
+	}
+	conds, args = keyset("at", q.From, q.To, q.After, conds, args)
+	limit, args := limitClause(q.Limit, args)
+	return `
+SELECT id, at, action, credential, event_id, platform, cloud FROM audit_log` + where(conds) + `
+ORDER BY at, id` + limit, args
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/pressly/goose/v3/lock"
 )
@@ -15,14 +16,17 @@ import (
 //
 // It is a session-level advisory lock whose key is a hash of the schema the
 // connection's search_path selects, so migrations of two schemas of one
-// database (the test suite's, say) do not wait for each other. Unlike
-// goose's own lock.NewPostgresSessionLocker, which polls
-// pg_try_advisory_lock every few seconds, pg_advisory_lock blocks in the
-// server and returns the moment the holder releases, so replicas that start
-// together wait only as long as the first one migrates. The wait is bounded
-// by the caller's context (pgx cancels the query when it ends), and the
-// server releases the lock when a holder's session ends, a crashed one
-// included.
+// database (the test suite's, say) do not wait for each other. A waiter
+// polls pg_try_advisory_lock, from every 10 ms up to every 200 ms (goose's
+// own lock.NewPostgresSessionLocker polls every few seconds), so replicas
+// that start together wait about as long as the first one migrates. It does
+// not block in pg_advisory_lock: a statement waiting there holds a
+// snapshot, and CREATE INDEX CONCURRENTLY (00011) waits for every older
+// snapshot of the database, so the holder and the waiter would deadlock
+// (PostgreSQL then fails one of them, the index build included). Between
+// two tries the waiter holds none. The wait is bounded by the caller's
+// context, and the server releases the lock when a holder's session ends, a
+// crashed one included.
 type migrationLock struct{}
 
 var _ lock.SessionLocker = migrationLock{}
@@ -38,10 +42,20 @@ func (migrationLock) SessionLock(ctx context.Context, conn *sql.Conn) error {
 	if _, err := conn.ExecContext(ctx, `SET statement_timeout = 0`); err != nil {
 		return fmt.Errorf("pgstore: take the migration lock: %w", err)
 	}
-	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(`+migrationLockKey+`)`); err != nil {
-		return fmt.Errorf("pgstore: take the migration lock: %w", err)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		var locked bool
+		if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock(`+migrationLockKey+`)`).Scan(&locked); err != nil {
+			return fmt.Errorf("pgstore: take the migration lock: %w", err)
+		}
+		if locked {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pgstore: take the migration lock: %w", ctx.Err())
+		case <-time.After(wait):
+		}
 	}
-	return nil
 }
 
 // SessionUnlock implements lock.SessionLocker.

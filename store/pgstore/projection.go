@@ -83,37 +83,7 @@ func history(ctx context.Context, q querier, k projection.Key) ([]event.Event, e
 
 // List implements [projection.Store].
 func (s *Projection) List(ctx context.Context, q projection.Query) ([]projection.Resource, error) {
-	var (
-		where []string
-		args  []any
-	)
-	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
-	for _, f := range []struct{ col, v string }{
-		{"cloud", q.Cloud}, {"platform", q.Platform}, {"resource_type", q.ResourceType},
-		{"project_id", q.ProjectID}, {"state", q.State},
-	} {
-		if f.v != "" {
-			where = append(where, f.col+" = "+arg(f.v))
-		}
-	}
-	switch q.Status {
-	case projection.StatusActive:
-		where = append(where, "state <> "+arg(projection.StateDeleted))
-	case projection.StatusDeleted:
-		where = append(where, "state = "+arg(projection.StateDeleted))
-	}
-	if !q.AliveAt.IsZero() {
-		at := arg(q.AliveAt)
-		where = append(where, "COALESCE(created_at, first_event_at) <= "+at+" AND (deleted_at IS NULL OR deleted_at > "+at+")")
-	}
-	if q.After != nil {
-		where = append(where, "(cloud, resource_type, resource_id) > ("+arg(q.After.Cloud)+", "+arg(q.After.ResourceType)+", "+arg(q.After.ResourceID)+")")
-	}
-	query := `SELECT ` + resourceColumns + ` FROM current_resources`
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	query += " ORDER BY cloud, resource_type, resource_id LIMIT " + arg(max(q.Limit, 1))
+	query, args := resourcesQuery(q)
 	// Rows are read one at a time, so a page stops at the byte budget
 	// (page.ByteBudget) without holding the rows past it.
 	rows, err := s.db.QueryxContext(ctx, query, args...)
@@ -244,4 +214,41 @@ LIMIT $7`, q.Cloud, q.ResourceType, hasAfter, afterC, afterT, afterI, limit)
 		keys[i] = projection.Key{Cloud: r.Cloud, ResourceType: r.ResourceType, ResourceID: r.ResourceID}
 	}
 	return keys, nil
+}
+
+// resourcesQuery is the SELECT of [Projection.List] for q, with its
+// arguments.
+func resourcesQuery(q projection.Query) (string, []any) {
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	for _, f := range []struct{ col, v string }{
+		{"cloud", q.Cloud}, {"platform", q.Platform}, {"resource_type", q.ResourceType},
+		{"project_id", q.ProjectID}, {"state", q.State},
+	} {
+		if f.v != "" {
+			where = append(where, f.col+" = "+arg(f.v))
+		}
+	}
+	switch q.Status {
+	case projection.StatusActive:
+		where = append(where, "state <> "+arg(projection.StateDeleted))
+	case projection.StatusDeleted:
+		where = append(where, "state = "+arg(projection.StateDeleted))
+	}
+	if !q.AliveAt.IsZero() {
+		at := arg(q.AliveAt)
+		where = append(where, "COALESCE(created_at, first_event_at) <= "+at+" AND (deleted_at IS NULL OR deleted_at > "+at+")")
+	}
+	if q.After != nil {
+		where = append(where, "(cloud, resource_type, resource_id) > ("+arg(q.After.Cloud)+", "+arg(q.After.ResourceType)+", "+arg(q.After.ResourceID)+")")
+	}
+	query := `SELECT ` + resourceColumns + ` FROM current_resources`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY cloud, resource_type, resource_id LIMIT " + arg(max(q.Limit, 1))
+	return query, args
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -189,6 +190,122 @@ func TestCloudEventsSDKRefusals(t *testing.T) {
 			}
 			if p.Errors[0].Member != tt.wantMember || !strings.Contains(p.Errors[0].Message, tt.wantMessage) {
 				t.Errorf("problem %+v, want member %s and a message naming %q", p.Errors, tt.wantMember, tt.wantMessage)
+			}
+		})
+	}
+}
+
+// percentEncodeHeaders is the encoding the CloudEvents HTTP binding (section
+// 3.1.3.2) asks of a sender, which sdk-go v2.16.2 leaves out (it writes ce-*
+// header values unencoded): "The following characters MUST be
+// percent-encoded: Space (U+0020), Double-quote (U+0022), Percent (U+0025),
+// Any characters outside the printable ASCII range of U+0021-U+007E
+// inclusive", each byte of the character's UTF-8 as %XY, upper-case hex.
+type percentEncodeHeaders struct{ next http.RoundTripper }
+
+func (p percentEncodeHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, vs := range r.Header {
+		if !strings.HasPrefix(k, "Ce-") {
+			continue
+		}
+		for i, v := range vs {
+			var b strings.Builder
+			for _, c := range []byte(v) {
+				if c <= ' ' || c == '"' || c == '%' || c >= 0x7f {
+					fmt.Fprintf(&b, "%%%02X", c)
+				} else {
+					b.WriteByte(c)
+				}
+			}
+			vs[i] = b.String()
+		}
+	}
+	return p.next.RoundTrip(r)
+}
+
+// CloudEvents HTTP binding 3.1.3.2: "When decoding an HTTP message into a
+// CloudEvent, any HTTP header value MUST first be unescaped with respect to
+// double-quoted strings [...]. A single round of percent-decoding MUST then
+// be performed". One event delivered in binary mode and redelivered in
+// structured mode, its id and subject holding characters the binding
+// percent-encodes, has one idempotency key: the redelivery replays, whether
+// the binary-mode sender percent-encodes its headers (as the binding says)
+// or, like sdk-go v2.16.2, sends them raw (without a '%', the raw value
+// decodes to itself; a raw '%' that starts no escape stays a '%').
+func TestCloudEventsSDKBinaryThenStructuredOneKey(t *testing.T) {
+	tests := []struct {
+		name, id string
+		encode   bool
+		want     []string
+	}{
+		{"percent-encoded by the sender", `ev 1 "50%" ü€😀`, true, []string{"created", "replayed"}},
+		{"raw, as sdk-go sends it", `ev 2 "quoted" ü€😀`, false, []string{"created", "replayed"}},
+		{"raw with a percent, as sdk-go sends it", `ev 3 50% done`, false, []string{"created", "replayed"}},
+	}
+	for name, open := range map[string]func(t *testing.T) Store{
+		"memstore": func(t *testing.T) Store { return memStore(t) },
+		"pgstore":  func(t *testing.T) Store { return pgStore(pgtest.DB(t, pgstore.Options{})) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			h, err := New(open(t), Options{Authenticator: testAuthenticator(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The SDK's result has no headers; keep each answer's
+			// disposition (or problem) to tell a replay from an occurrence.
+			var answers []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, r)
+				a := rec.Header().Get("Event-Disposition")
+				if rec.Code >= 400 {
+					var p struct {
+						Errors []struct{ Member, Rule string }
+					}
+					_ = json.Unmarshal(rec.Body.Bytes(), &p)
+					a = fmt.Sprint(rec.Code, p.Errors)
+				}
+				answers = append(answers, a)
+				w.WriteHeader(rec.Code)
+				_, _ = w.Write(rec.Body.Bytes())
+			}))
+			t.Cleanup(srv.Close)
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					opts := []cehttp.Option{cehttp.WithTarget(srv.URL + "/api/events"),
+						cehttp.WithHeader("Authorization", "Bearer t-events-token-01")}
+					if tt.encode {
+						opts = append(opts, cehttp.WithRoundTripper(percentEncodeHeaders{http.DefaultTransport}))
+					}
+					c, err := cloudevents.NewClientHTTP(opts...)
+					if err != nil {
+						t.Fatal(err)
+					}
+					e := cloudevents.NewEvent()
+					e.SetID(tt.id)
+					e.SetSource("/meshery/prod-1")
+					e.SetType("io.meshery.k8s.unreachable")
+					e.SetSubject(tt.id)
+					e.SetExtension("region", "eu west ü")
+					data := map[string]any{"category": "cluster", "action": "connect", "correlationKey": "k/" + tt.id}
+					if err := e.SetData("text/json", data); err != nil {
+						t.Fatal(err)
+					}
+					answers = nil
+					for _, ctx := range []context.Context{
+						cloudevents.WithEncodingBinary(context.Background()),
+						cloudevents.WithEncodingStructured(context.Background()),
+					} {
+						var hr *cehttp.Result
+						if res := c.Send(ctx, e); !cloudevents.ResultAs(res, &hr) {
+							t.Fatalf("send: %v", res)
+						}
+					}
+					if diff := cmp.Diff(tt.want, answers); diff != "" {
+						t.Errorf("binary then structured: answers (-want +got):\n%s", diff)
+					}
+				})
 			}
 		})
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"mime"
 	"net/http"
 	"slices"
 	"strconv"
@@ -316,14 +315,14 @@ func New(st Store, opts Options) (*Handler, error) {
 }
 
 // requireJSON answers 415 to a request whose Content-Type names a media
-// type other than application/json or a +json type, before anything reads
+// type that is not JSON ([httpbody.IsJSON]: */json or */*+json, the types
+// the CloudEvents JSON event format counts as JSON), before anything reads
 // its body. A request without Content-Type is read as JSON (curl-like
 // clients and the collectors of the reference implementation send none).
 func requireJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ct := r.Header.Get("Content-Type"); ct != "" {
-			mt, _, err := mime.ParseMediaType(ct)
-			if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			if !httpbody.IsJSON(ct) {
 				problem.Write(w, problem.UnsupportedMediaType())
 				return
 			}
