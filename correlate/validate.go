@@ -292,11 +292,16 @@ func isTraceHex(s string, n int) bool {
 // "http://[bad", "//host:port/x" and any bracket outside the host (in a
 // path, query or fragment) are not.
 func IsURIReference(s string) bool {
+	return uriCharsValid(s) && strings.Count(s, "#") <= 1 && uriSchemeValid(s) && uriBracketsInHost(s)
+}
+
+// uriCharsValid reports whether s holds only the characters RFC 3986
+// allows (unreserved, gen-delims and sub-delims) and percent-escapes of two
+// hex digits.
+func uriCharsValid(s string) bool {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("-._~:/?#[]@!$&'()*+,;=", c) >= 0:
+		switch c := s[i]; {
+		case isURIChar(c):
 		case c == '%':
 			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
 				return false
@@ -306,33 +311,49 @@ func IsURIReference(s string) bool {
 			return false
 		}
 	}
-	if strings.Count(s, "#") > 1 {
-		return false
-	}
-	// A colon before any '/', '?' or '#' starts a scheme, which must begin
-	// with a letter and hold only letters, digits, '+', '-' and '.'.
+	return true
+}
+
+// isURIChar reports whether c is a letter, a digit or one of the
+// delimiters and unreserved marks of RFC 3986 (not '%').
+func isURIChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		strings.IndexByte("-._~:/?#[]@!$&'()*+,;=", c) >= 0
+}
+
+// uriSchemeValid reports whether the scheme of s, if any, is well formed:
+// a colon before any '/', '?' or '#' starts a scheme, which must begin with
+// a letter and hold only letters, digits, '+', '-' and '.'.
+func uriSchemeValid(s string) bool {
 	end := strings.IndexAny(s, "/?#")
 	if end < 0 {
 		end = len(s)
 	}
-	if i := strings.IndexByte(s[:end], ':'); i >= 0 {
-		if i == 0 {
+	i := strings.IndexByte(s[:end], ':')
+	if i < 0 {
+		return true
+	}
+	if i == 0 || !isLetter(s[0]) {
+		return false
+	}
+	for j := 1; j < i; j++ {
+		if c := s[j]; !isLetter(c) && !(c >= '0' && c <= '9') && c != '+' && c != '-' && c != '.' {
 			return false
 		}
-		for j := 0; j < i; j++ {
-			c := s[j]
-			letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-			if j == 0 && !letter || !letter && !(c >= '0' && c <= '9') && c != '+' && c != '-' && c != '.' {
-				return false
-			}
-		}
 	}
+	return true
+}
+
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+// uriBracketsInHost reports whether net/url's parser accepts s (it checks
+// an IP literal and the port) and every bracket of s is one of the host's:
+// RFC 3986 allows '[' and ']' only around an IP literal.
+func uriBracketsInHost(s string) bool {
 	u, err := url.Parse(s)
 	if err != nil {
 		return false
 	}
-	// RFC 3986 allows '[' and ']' only around an IP literal: every bracket
-	// of s must be one of the host's, which url.Parse has checked.
 	return strings.Count(s, "[") == strings.Count(u.Host, "[") && strings.Count(s, "]") == strings.Count(u.Host, "]")
 }
 
