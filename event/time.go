@@ -130,7 +130,8 @@ func readFixed(s string) (fixedFields, error) {
 	return f, nil
 }
 
-// checkRanges checks each field of f against section 5.7's ranges, in the
+// checkRanges checks each field of f against the ranges of sections 5.6 and
+// 5.7, in the
 // order they are written, and refuses a leap second (tally's times have
 // none).
 func (f fixedFields) checkRanges() error {

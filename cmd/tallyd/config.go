@@ -199,7 +199,7 @@ func splitOrigins(origins string) []string {
 }
 
 // check sets c.LogLevel from logLevel and returns every value of c out of
-// its range, in the order of the flags' checks below.
+// its range, each group in turn.
 func (c *config) check(logLevel string) []error {
 	var errs []error
 	errs = append(errs, c.checkLog(logLevel)...)
