@@ -19,7 +19,6 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden file testdata/openstack/notifications.golden.json")
 
-
 // corpusPath finds testdata/openstack/notifications.jsonl below the
 // repository root (the directory holding go.mod). The corpus is part of the
 // repository, so the test fails when it is missing.
