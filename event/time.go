@@ -131,9 +131,8 @@ func readFixed(s string) (fixedFields, error) {
 }
 
 // checkRanges checks each field of f against the ranges of sections 5.6 and
-// 5.7, in the
-// order they are written, and refuses a leap second (tally's times have
-// none).
+// 5.7, in the order they are written, and refuses a leap second (tally's
+// times have none).
 func (f fixedFields) checkRanges() error {
 	switch {
 	case f.month < 1 || f.month > 12:
