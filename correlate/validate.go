@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/tallyhq/tally/event"
 )
 
@@ -107,53 +109,83 @@ func (p Payload) Validate() error {
 }
 
 func (p Payload) validate(ps *problems) {
-	str := func(member, v string, minLen, maxLen int) bool {
-		switch {
-		case !utf8.ValidString(v):
-			ps.add(member, event.RuleUTF8, "must be valid UTF-8")
-		case strings.IndexByte(v, 0) >= 0:
-			ps.add(member, event.RuleNUL, "must not contain NUL")
-		case len(v) < minLen:
-			ps.add(member, event.RuleRequired, "is required")
-		case maxLen > 0 && utf8.RuneCountInString(v) > maxLen:
-			ps.add(member, event.RuleMaxLength, "must be at most %d characters (is %d)", maxLen, utf8.RuneCountInString(v))
-		default:
-			return true
-		}
+	p.validateCore(ps)
+	validateMetadata(ps, p.Metadata)
+	ps.optText("/correlationKey", p.CorrelationKey, MaxKeyLen)
+	if p.OccurrenceCount != nil && *p.OccurrenceCount < 1 {
+		ps.add("/occurrenceCount", event.RuleMinimum, "must be an integer of at least 1")
+	}
+	p.validateTimes(ps)
+	p.validateCloudEvent(ps)
+	p.validateTrace(ps)
+	ps.optText("/idempotencyKey", p.IdempotencyKey, MaxKeyLen)
+	validateExtra(ps, p.Extra)
+}
+
+// text checks the string v of member: valid UTF-8 without NUL, at least
+// minLen bytes and, when maxLen is not 0, at most maxLen characters. It
+// reports whether v passed.
+func (ps *problems) text(member, v string, minLen, maxLen int) bool {
+	switch {
+	case !utf8.ValidString(v):
+		ps.add(member, event.RuleUTF8, "must be valid UTF-8")
+	case strings.IndexByte(v, 0) >= 0:
+		ps.add(member, event.RuleNUL, "must not contain NUL")
+	case len(v) < minLen:
+		ps.add(member, event.RuleRequired, "is required")
+	case maxLen > 0 && utf8.RuneCountInString(v) > maxLen:
+		ps.add(member, event.RuleMaxLength, "must be at most %d characters (is %d)", maxLen, utf8.RuneCountInString(v))
+	default:
+		return true
+	}
+	return false
+}
+
+// optText is problems.text for an optional member of 1 to maxLen
+// characters: "" (omitted) is not checked, and reports false.
+func (ps *problems) optText(member, v string, maxLen int) bool {
+	if v == "" {
 		return false
 	}
-	opt := func(member, v string, maxLen int) bool {
-		if v == "" {
-			return false
-		}
-		return str(member, v, 1, maxLen)
-	}
-	str("/owner", p.Owner, 0, 0)
-	str("/systemId", p.SystemID, 0, 0)
-	str("/actedUpon", p.ActedUpon, 0, 0)
-	str("/operationId", p.OperationID, 0, 0)
-	str("/category", p.Category, 1, MaxCategoryLen)
-	str("/action", p.Action, 1, MaxCategoryLen)
+	return ps.text(member, v, 1, maxLen)
+}
+
+// validateCore checks the members that say what happened: owner,
+// systemId, actedUpon and operationId (text), category and action
+// (required, at most [MaxCategoryLen] characters), severity (one of
+// [Severities] when set) and description (at most [MaxDescriptionLen]).
+func (p Payload) validateCore(ps *problems) {
+	ps.text("/owner", p.Owner, 0, 0)
+	ps.text("/systemId", p.SystemID, 0, 0)
+	ps.text("/actedUpon", p.ActedUpon, 0, 0)
+	ps.text("/operationId", p.OperationID, 0, 0)
+	ps.text("/category", p.Category, 1, MaxCategoryLen)
+	ps.text("/action", p.Action, 1, MaxCategoryLen)
 	if p.Severity != "" && !p.Severity.Valid() {
 		ps.add("/severity", event.RuleEnum, "must be one of %s", strings.Join(severityNames(), ", "))
 	}
 	if p.Description != nil {
-		str("/description", *p.Description, 0, MaxDescriptionLen)
+		ps.text("/description", *p.Description, 0, MaxDescriptionLen)
 	}
+}
+
+// validateMetadata checks metadata, when set: one strict JSON object.
+func validateMetadata(ps *problems, m jsontext.Value) {
 	switch {
-	case p.Metadata == nil:
-	case !p.Metadata.IsValid():
+	case m == nil:
+	case !m.IsValid():
 		// Strict JSON (RFC 7493: valid UTF-8, no member twice), as
 		// DecodePayload reads it: a Go caller's raw value gets the same
 		// rule, so no store keeps what another would refuse.
 		ps.add("/metadata", event.RuleSyntax, "must be one valid JSON object (valid UTF-8, no member given twice)")
-	case p.Metadata.Kind() != '{':
+	case m.Kind() != '{':
 		ps.add("/metadata", event.RuleType, "must be a JSON object")
 	}
-	opt("/correlationKey", p.CorrelationKey, MaxKeyLen)
-	if p.OccurrenceCount != nil && *p.OccurrenceCount < 1 {
-		ps.add("/occurrenceCount", event.RuleMinimum, "must be an integer of at least 1")
-	}
+}
+
+// validateTimes checks firstSeenAt, lastSeenAt and resolvedAt, each within
+// range when set, then that lastSeenAt is not before firstSeenAt.
+func (p Payload) validateTimes(ps *problems) {
 	first := validTime(ps, "/firstSeenAt", p.FirstSeenAt)
 	last := validTime(ps, "/lastSeenAt", p.LastSeenAt)
 	validTime(ps, "/resolvedAt", p.ResolvedAt)
@@ -162,29 +194,46 @@ func (p Payload) validate(ps *problems) {
 	if first && last && p.LastSeenAt.Before(*p.FirstSeenAt) {
 		ps.add("/lastSeenAt", event.RuleMinimum, "must not be before firstSeenAt (%s)", p.FirstSeenAt.UTC().Format(time.RFC3339Nano))
 	}
-	if opt("/source", p.Source, MaxKeyLen) && !IsURIReference(p.Source) {
+}
+
+// validateCloudEvent checks the members CloudEvents names: source (a URI
+// reference, see [IsURIReference]) and type, each 1 to [MaxKeyLen]
+// characters, and specversion ("1.0").
+func (p Payload) validateCloudEvent(ps *problems) {
+	if ps.optText("/source", p.Source, MaxKeyLen) && !IsURIReference(p.Source) {
 		ps.add("/source", event.RuleFormat, "must be a URI reference (RFC 3986): brackets only around an IP literal, a port of digits")
 	}
-	opt("/type", p.Type, MaxKeyLen)
+	ps.optText("/type", p.Type, MaxKeyLen)
 	if p.Specversion != "" && p.Specversion != "1.0" {
 		ps.add("/specversion", event.RuleEnum, `must be "1.0"`)
 	}
+}
+
+// validateTrace checks the W3C Trace Context members, when set: traceId
+// 32 and parentId 16 lower-case hex digits, not all zeros.
+func (p Payload) validateTrace(ps *problems) {
 	if p.TraceID != "" && !isTraceHex(p.TraceID, 32) {
 		ps.add("/traceId", event.RuleFormat, "must be 32 lower-case hex digits, not all zeros (W3C trace-id)")
 	}
 	if p.ParentID != "" && !isTraceHex(p.ParentID, 16) {
 		ps.add("/parentId", event.RuleFormat, "must be 16 lower-case hex digits, not all zeros (W3C parent-id)")
 	}
-	opt("/idempotencyKey", p.IdempotencyKey, MaxKeyLen)
-	for _, name := range sortedKeys(p.Extra) {
+}
+
+// validateExtra checks the members no field names, in the order of their
+// names: none named like a listed member, each name text without NUL, each
+// value valid JSON.
+func validateExtra(ps *problems, extra map[string]jsontext.Value) {
+	for _, name := range sortedKeys(extra) {
 		m := event.Pointer(name)
-		if isMember(name) {
+		switch {
+		case isMember(name):
 			ps.add(m, event.RuleReserved, "names a listed member; set the field instead")
-		} else if !utf8.ValidString(name) {
+		case !utf8.ValidString(name):
 			ps.add(m, event.RuleUTF8, "member name must be valid UTF-8")
-		} else if strings.IndexByte(name, 0) >= 0 {
+		case strings.IndexByte(name, 0) >= 0:
 			ps.add(m, event.RuleNUL, "member name must not contain NUL")
-		} else if !p.Extra[name].IsValid() {
+		case !extra[name].IsValid():
 			ps.add(m, event.RuleSyntax, "must be valid JSON")
 		}
 	}
@@ -243,11 +292,16 @@ func isTraceHex(s string, n int) bool {
 // "http://[bad", "//host:port/x" and any bracket outside the host (in a
 // path, query or fragment) are not.
 func IsURIReference(s string) bool {
+	return uriCharsValid(s) && strings.Count(s, "#") <= 1 && uriSchemeValid(s) && uriBracketsInHost(s)
+}
+
+// uriCharsValid reports whether s holds only the characters RFC 3986
+// allows (unreserved, gen-delims and sub-delims) and percent-escapes of two
+// hex digits.
+func uriCharsValid(s string) bool {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("-._~:/?#[]@!$&'()*+,;=", c) >= 0:
+		switch c := s[i]; {
+		case isURIChar(c):
 		case c == '%':
 			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
 				return false
@@ -257,33 +311,49 @@ func IsURIReference(s string) bool {
 			return false
 		}
 	}
-	if strings.Count(s, "#") > 1 {
-		return false
-	}
-	// A colon before any '/', '?' or '#' starts a scheme, which must begin
-	// with a letter and hold only letters, digits, '+', '-' and '.'.
+	return true
+}
+
+// isURIChar reports whether c is a letter, a digit or one of the
+// delimiters and unreserved marks of RFC 3986 (not '%').
+func isURIChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		strings.IndexByte("-._~:/?#[]@!$&'()*+,;=", c) >= 0
+}
+
+// uriSchemeValid reports whether the scheme of s, if any, is well formed:
+// a colon before any '/', '?' or '#' starts a scheme, which must begin with
+// a letter and hold only letters, digits, '+', '-' and '.'.
+func uriSchemeValid(s string) bool {
 	end := strings.IndexAny(s, "/?#")
 	if end < 0 {
 		end = len(s)
 	}
-	if i := strings.IndexByte(s[:end], ':'); i >= 0 {
-		if i == 0 {
+	i := strings.IndexByte(s[:end], ':')
+	if i < 0 {
+		return true
+	}
+	if i == 0 || !isLetter(s[0]) {
+		return false
+	}
+	for j := 1; j < i; j++ {
+		if c := s[j]; !isLetter(c) && !(c >= '0' && c <= '9') && c != '+' && c != '-' && c != '.' {
 			return false
 		}
-		for j := 0; j < i; j++ {
-			c := s[j]
-			letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-			if j == 0 && !letter || !letter && !(c >= '0' && c <= '9') && c != '+' && c != '-' && c != '.' {
-				return false
-			}
-		}
 	}
+	return true
+}
+
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+// uriBracketsInHost reports whether net/url's parser accepts s (it checks
+// an IP literal and the port) and every bracket of s is one of the host's:
+// RFC 3986 allows '[' and ']' only around an IP literal.
+func uriBracketsInHost(s string) bool {
 	u, err := url.Parse(s)
 	if err != nil {
 		return false
 	}
-	// RFC 3986 allows '[' and ']' only around an IP literal: every bracket
-	// of s must be one of the host's, which url.Parse has checked.
 	return strings.Count(s, "[") == strings.Count(u.Host, "[") && strings.Count(s, "]") == strings.Count(u.Host, "]")
 }
 

@@ -65,99 +65,162 @@ func TimeMessage(err error) string {
 // through an offset), which RFC 3339 cannot write back. ParseTime is safe
 // for concurrent use and runs in time linear in len(s).
 func ParseTime(s string) (time.Time, error) {
-	fail := func(format string, a ...any) (time.Time, error) {
-		return time.Time{}, &TimeError{Reason: fmt.Sprintf(format, a...)}
-	}
 	// full-date and the fixed part of partial-time: "YYYY-MM-DDThh:mm:ss".
 	const fixed = len("2006-01-02T15:04:05")
 	if len(s) < fixed {
-		return fail("%q is too short for date, time and zone", clip(s))
+		return time.Time{}, timeError("%q is too short for date, time and zone", clip(s))
 	}
-	digits := func(i, n int) (int, bool) {
-		v := 0
-		for j := i; j < i+n; j++ {
-			c := s[j]
-			if c < '0' || c > '9' {
-				return 0, false
-			}
-			v = v*10 + int(c-'0')
-		}
-		return v, true
+	f, err := readFixed(s)
+	if err != nil {
+		return time.Time{}, err
 	}
-	year, ok1 := digits(0, 4)
-	month, ok2 := digits(5, 2)
-	day, ok3 := digits(8, 2)
-	if !ok1 || !ok2 || !ok3 || s[4] != '-' || s[7] != '-' {
-		return fail("%q does not start with a full-date YYYY-MM-DD", clip(s))
+	if err := f.checkRanges(); err != nil {
+		return time.Time{}, err
 	}
-	if s[10] != 'T' && s[10] != 't' {
-		return fail("a T must follow the date, not %q", s[10:11])
+	nsec, i, err := readFraction(s, fixed)
+	if err != nil {
+		return time.Time{}, err
 	}
-	hour, ok1 := digits(11, 2)
-	minute, ok2 := digits(14, 2)
-	second, ok3 := digits(17, 2)
-	if !ok1 || !ok2 || !ok3 || s[13] != ':' || s[16] != ':' {
-		return fail("%q has no partial-time hh:mm:ss after the T", clip(s))
+	offset, err := readZone(s[i:])
+	if err != nil {
+		return time.Time{}, err
 	}
-	switch {
-	case month < 1 || month > 12:
-		return fail("month %02d is not 01 to 12", month)
-	case day < 1 || day > daysIn(year, month):
-		return fail("day %02d is not in %04d-%02d", day, year, month)
-	case hour > 23:
-		return fail("hour %02d is not 00 to 23", hour)
-	case minute > 59:
-		return fail("minute %02d is not 00 to 59", minute)
-	case second == 60:
-		return fail("second 60 (a leap second) cannot be kept: tally's times have no leap seconds")
-	case second > 59:
-		return fail("second %02d is not 00 to 59", second)
-	}
-	i, nsec := fixed, 0
-	if i < len(s) && s[i] == '.' {
-		i++
-		start := i
-		for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
-			if i-start < 9 {
-				nsec = nsec*10 + int(s[i]-'0')
-			}
-		}
-		if i == start {
-			return fail("a fraction of a second needs at least one digit after the dot")
-		}
-		for n := i - start; n < 9; n++ {
-			nsec *= 10
-		}
-	}
-	offset := 0
-	switch zone := s[i:]; {
-	case zone == "Z" || zone == "z":
-	case len(zone) == 6 && (zone[0] == '+' || zone[0] == '-') && zone[3] == ':':
-		oh, ok1 := digits(i+1, 2)
-		om, ok2 := digits(i+4, 2)
-		switch {
-		case !ok1 || !ok2:
-			return fail("offset %q must be Z or ±hh:mm", clip(zone))
-		case oh > 23:
-			return fail("offset hour %02d is not 00 to 23", oh)
-		case om > 59:
-			return fail("offset minute %02d is not 00 to 59", om)
-		}
-		offset = oh*3600 + om*60
-		if zone[0] == '-' {
-			offset = -offset
-		}
-	case zone == "":
-		return fail("a zone is required (Z or ±hh:mm): a time without one is ambiguous")
-	default:
-		return fail("zone %q must be Z or ±hh:mm", clip(zone))
-	}
-	t := time.Date(year, time.Month(month), day, hour, minute, second, nsec, time.UTC).
+	t := time.Date(f.year, time.Month(f.month), f.day, f.hour, f.minute, f.second, nsec, time.UTC).
 		Add(-time.Duration(offset) * time.Second)
 	if y := t.Year(); y < 0 || y > 9999 {
-		return fail("its UTC form lies in year %d, outside the years 0000 to 9999 RFC 3339 can write", y)
+		return time.Time{}, timeError("its UTC form lies in year %d, outside the years 0000 to 9999 RFC 3339 can write", y)
 	}
 	return t, nil
+}
+
+// timeError is the [*TimeError] of [ParseTime], its reason formatted as
+// fmt.Sprintf does.
+func timeError(format string, a ...any) error {
+	return &TimeError{Reason: fmt.Sprintf(format, a...)}
+}
+
+// fixedFields are the fields of the fixed-width start of an RFC 3339
+// date-time, "YYYY-MM-DDThh:mm:ss", as read, not yet checked for range.
+type fixedFields struct {
+	year, month, day, hour, minute, second int
+}
+
+// readFixed reads the fixed-width start of s, which holds at least its 19
+// bytes: full-date, "T" or "t", then the hh:mm:ss of partial-time (RFC 3339
+// section 5.6). It checks the digits and separators, not the ranges.
+func readFixed(s string) (fixedFields, error) {
+	var f fixedFields
+	var ok1, ok2, ok3 bool
+	f.year, ok1 = digitsAt(s, 0, 4)
+	f.month, ok2 = digitsAt(s, 5, 2)
+	f.day, ok3 = digitsAt(s, 8, 2)
+	if !ok1 || !ok2 || !ok3 || s[4] != '-' || s[7] != '-' {
+		return f, timeError("%q does not start with a full-date YYYY-MM-DD", clip(s))
+	}
+	// Section 5.6's NOTE: the T may be lower case.
+	if s[10] != 'T' && s[10] != 't' {
+		return f, timeError("a T must follow the date, not %q", s[10:11])
+	}
+	f.hour, ok1 = digitsAt(s, 11, 2)
+	f.minute, ok2 = digitsAt(s, 14, 2)
+	f.second, ok3 = digitsAt(s, 17, 2)
+	if !ok1 || !ok2 || !ok3 || s[13] != ':' || s[16] != ':' {
+		return f, timeError("%q has no partial-time hh:mm:ss after the T", clip(s))
+	}
+	return f, nil
+}
+
+// checkRanges checks each field of f against the ranges of sections 5.6 and
+// 5.7, in the order they are written, and refuses a leap second (tally's
+// times have none).
+func (f fixedFields) checkRanges() error {
+	switch {
+	case f.month < 1 || f.month > 12:
+		return timeError("month %02d is not 01 to 12", f.month)
+	case f.day < 1 || f.day > daysIn(f.year, f.month):
+		return timeError("day %02d is not in %04d-%02d", f.day, f.year, f.month)
+	case f.hour > 23:
+		return timeError("hour %02d is not 00 to 23", f.hour)
+	case f.minute > 59:
+		return timeError("minute %02d is not 00 to 59", f.minute)
+	case f.second == 60:
+		return timeError("second 60 (a leap second) cannot be kept: tally's times have no leap seconds")
+	case f.second > 59:
+		return timeError("second %02d is not 00 to 59", f.second)
+	}
+	return nil
+}
+
+// readFraction reads the optional time-secfrac ("." 1*DIGIT) of s at i and
+// returns it in nanoseconds (digits past the ninth dropped) with the index
+// just past it; without a fraction it returns 0 and i.
+func readFraction(s string, i int) (nsec, next int, err error) {
+	if i >= len(s) || s[i] != '.' {
+		return 0, i, nil
+	}
+	i++
+	start := i
+	for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		if i-start < 9 {
+			nsec = nsec*10 + int(s[i]-'0')
+		}
+	}
+	if i == start {
+		return 0, i, timeError("a fraction of a second needs at least one digit after the dot")
+	}
+	for n := i - start; n < 9; n++ {
+		nsec *= 10
+	}
+	return nsec, i, nil
+}
+
+// readZone reads zone, the rest of the string after the time: "Z", "z" or a
+// time-numoffset "+hh:mm" or "-hh:mm", and returns its offset east of UTC
+// in seconds ("-00:00" is UTC, section 4.3).
+func readZone(zone string) (offset int, err error) {
+	switch {
+	case zone == "Z" || zone == "z":
+		return 0, nil
+	case len(zone) == 6 && (zone[0] == '+' || zone[0] == '-') && zone[3] == ':':
+		return readNumOffset(zone)
+	case zone == "":
+		return 0, timeError("a zone is required (Z or ±hh:mm): a time without one is ambiguous")
+	default:
+		return 0, timeError("zone %q must be Z or ±hh:mm", clip(zone))
+	}
+}
+
+// readNumOffset reads zone, six bytes of the shape "±hh:mm", as seconds
+// east of UTC, with hh 00 to 23 and mm 00 to 59.
+func readNumOffset(zone string) (offset int, err error) {
+	oh, ok1 := digitsAt(zone, 1, 2)
+	om, ok2 := digitsAt(zone, 4, 2)
+	switch {
+	case !ok1 || !ok2:
+		return 0, timeError("offset %q must be Z or ±hh:mm", clip(zone))
+	case oh > 23:
+		return 0, timeError("offset hour %02d is not 00 to 23", oh)
+	case om > 59:
+		return 0, timeError("offset minute %02d is not 00 to 59", om)
+	}
+	offset = oh*3600 + om*60
+	if zone[0] == '-' {
+		offset = -offset
+	}
+	return offset, nil
+}
+
+// digitsAt reads the n decimal digits of s at i as a number; ok is false
+// when any of them is not a digit.
+func digitsAt(s string, i, n int) (v int, ok bool) {
+	for j := i; j < i+n; j++ {
+		c := s[j]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	return v, true
 }
 
 // clip shortens s for an error message, so a refused megabyte string is not

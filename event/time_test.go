@@ -58,6 +58,23 @@ func TestParseTime(t *testing.T) {
 		{in: "+2026-03-01T12:00:00Z", reason: `"+2026-03-01T12:00:00Z" does not start with a full-date YYYY-MM-DD`},
 		{in: "9999-12-31T23:59:59-01:00", reason: "its UTC form lies in year 10000, outside the years 0000 to 9999 RFC 3339 can write"},
 		{in: "", reason: `"" is too short for date, time and zone`},
+		{in: "2026-03-01T12:00:00+0a:00", reason: `offset "+0a:00" must be Z or ±hh:mm`},
+		{in: "2026-03-01T12:00:00-01:0x", reason: `offset "-01:0x" must be Z or ±hh:mm`},
+		{in: "0000-01-01T00:00:00+00:01", reason: "its UTC form lies in year -1, outside the years 0000 to 9999 RFC 3339 can write"},
+		{in: "0000-01-01T00:00:00.5+00:00", want: utc(0, 1, 1, 0, 0, 0, 500000000)},
+		// Which rule a string breaks first: the date's syntax, the T, the
+		// time's syntax, then the fields' ranges in order, the fraction, the
+		// zone, and the UTC year last.
+		{in: "2026-13-01 12:00:00Z", reason: `a T must follow the date, not " "`},
+		{in: "2026-13-01T1x:00:00Z", reason: `"2026-13-01T1x:00:00Z" has no partial-time hh:mm:ss after the T`},
+		{in: "2026-13-32T25:61:61Z", reason: "month 13 is not 01 to 12"},
+		{in: "2026-02-30T25:61:61Z", reason: "day 30 is not in 2026-02"},
+		{in: "2026-03-01T25:61:61Z", reason: "hour 25 is not 00 to 23"},
+		{in: "2026-03-01T23:61:61Z", reason: "minute 61 is not 00 to 59"},
+		{in: "2026-03-01T23:59:60.Z", reason: "second 60 (a leap second) cannot be kept: tally's times have no leap seconds"},
+		{in: "2026-03-01T23:59:59.+25:00", reason: "a fraction of a second needs at least one digit after the dot"},
+		{in: "9999-12-31T23:59:59.5+24:00", reason: "offset hour 24 is not 00 to 23"},
+		{in: "2026-03-01T12:00:00+99:99", reason: "offset hour 99 is not 00 to 23"},
 		{in: "2026-03-01T12:00:00Z" + string(make([]byte, 60)), reason: `zone "Z\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00…" must be Z or ±hh:mm`},
 	}
 	for _, tt := range tests {

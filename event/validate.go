@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -92,112 +93,179 @@ func DecodeValidate(b []byte) (Event, error) {
 	return e, validate(&e, false)
 }
 
+// validate is [Validate] without the nil check; checkRaw adds the checks of
+// the raw payload members that [Decode] has already made of a decoded event.
+// The problems come in the order of the members, the raw members' last.
 func validate(e *Event, checkRaw bool) error {
-	var ps []Problem
-	add := func(member, rule, msg string) { ps = append(ps, Problem{Member: member, Rule: rule, Message: msg}) }
-
-	switch n := len(e.EventID); {
-	case n == 0:
-		add("/event_id", RuleRequired, "is required (1 to 256 bytes)")
-	case n > EventIDMaxLen:
-		add("/event_id", RuleMaxLength, fmt.Sprintf("must be at most %d bytes, has %d", EventIDMaxLen, n))
-	default:
-		if rule, msg := textProblem(e.EventID); rule != "" {
-			add("/event_id", rule, msg)
-		}
-	}
-	switch y := e.Timestamp.UTC().Year(); {
-	case e.Timestamp.IsZero():
-		add("/timestamp", RuleRequired, "is required (RFC 3339 with a zone)")
-	case y < 0 || y > 9999:
-		add("/timestamp", RuleFormat, "must lie in years 0000 to 9999 in UTC, as RFC 3339 writes them")
-	}
-	switch n := len(e.EventType); {
-	case n == 0:
-		add("/event_type", RuleRequired, "is required")
-	case n > EventTypeMaxLen:
-		add("/event_type", RuleMaxLength, fmt.Sprintf("must be at most %d bytes, has %d", EventTypeMaxLen, n))
-	case !validEventType(e.EventType):
-		add("/event_type", RulePattern, fmt.Sprintf("%q must be two or more dot-separated parts of a-z, 0-9 and _ (%s)", e.EventType, EventTypePattern))
-	}
-	for _, f := range [...]struct {
-		path, value string
-		virtual     bool
-	}{
-		{"/platform", e.Platform, true},
-		{"/cloud", e.Cloud, true},
-		{"/resource_type", e.ResourceType, false},
-		{"/resource_id", e.ResourceID, false},
-		{"/project_id", e.ProjectID, false},
-	} {
-		switch n := len(f.value); {
-		case n == 0:
-			add(f.path, RuleRequired, "is required (1 to 512 bytes)")
-		case n > IdentifierMaxLen:
-			add(f.path, RuleMaxLength, fmt.Sprintf("must be at most %d bytes, has %d", IdentifierMaxLen, n))
-		case f.virtual && (f.value == "meta" || f.value == "partner"):
-			add(f.path, RuleReserved, fmt.Sprintf("must not be %q: meta and partner name the virtual projects, which own no resources", f.value))
-		default:
-			if rule, msg := textProblem(f.value); rule != "" {
-				add(f.path, rule, msg)
-			}
-		}
-	}
-	if e.Source != "" && !e.Source.Valid() {
-		msg := "must be collector or reconciliation, or left out"
-		if len(e.Source) <= IdentifierMaxLen {
-			msg = fmt.Sprintf("%q %s", string(e.Source), msg)
-		}
-		add("/source", RuleEnum, msg)
-	}
-
+	var ps problemList
+	ps.eventID(e.EventID)
+	ps.timestamp(e.Timestamp)
+	ps.eventType(e.EventType)
+	ps.identifiers(e)
+	ps.source(e.Source)
 	cat := Categorize(e.EventType)
-	st := e.Payload.State
-	switch {
-	case len(st.String()) > StateMaxLen:
-		add("/payload/state", RuleMaxLength, fmt.Sprintf("must be at most %d bytes, has %d", StateMaxLen, len(st.String())))
-	case st.Missing() && cat != CategoryDelete:
-		add("/payload/state", RuleRequired, "is required on every event except a delete")
-	default:
-		if rule, msg := textProblem(st.String()); rule != "" {
-			add("/payload/state", rule, msg)
-		}
-	}
-	switch k := rawKind(e.Payload.Size); {
-	case k != '{' && k != 0 && k != 'n':
-		add("/payload/size", RuleType, "must be an object, not "+jsonKind(jsontext.Kind(k)))
-	case k != '{' && cat == CategoryCreate:
-		add("/payload/size", RuleRequired, "is required on a create (the full size object)")
-	}
-	if k := rawKind(e.Payload.Provider); k != '{' && k != 0 && k != 'n' {
-		add("/payload/provider", RuleType, "must be an object, not "+jsonKind(jsontext.Kind(k)))
-	}
-	// A Go-built event can carry raw members Decode would never produce; they
-	// must be what the encoder and the stores can keep.
+	ps.state(e.Payload.State, cat)
+	ps.size(e.Payload.Size, cat)
+	ps.provider(e.Payload.Provider)
 	if checkRaw {
-		for _, f := range [...]struct {
-			path string
-			raw  jsontext.Value
-		}{{"/payload/size", e.Payload.Size}, {"/payload/provider", e.Payload.Provider}, {"/payload", e.Payload.Unknown}} {
-			if rule, msg := rawProblem(f.raw); rule != "" {
-				add(f.path, rule, msg)
-			}
-		}
-		if k := rawKind(e.Payload.Unknown); k != 0 && k != '{' {
-			add("/payload", RuleType, "unknown members must form an object, not "+jsonKind(jsontext.Kind(k)))
-		} else if k == '{' {
-			for _, name := range [...]string{"state", "size", "provider"} {
-				if unknownHas(e.Payload.Unknown, name) {
-					add("/payload/"+name, RuleDuplicateMember, "is given more than once (also among the unknown members)")
-				}
-			}
-		}
+		ps.rawMembers(&e.Payload)
 	}
-
 	if ps == nil {
 		return nil
 	}
 	return &ValidationError{Problems: ps}
+}
+
+// problemList collects the problems of one event, in the order found; it is
+// nil while there is none.
+type problemList []Problem
+
+func (ps *problemList) add(member, rule, msg string) {
+	*ps = append(*ps, Problem{Member: member, Rule: rule, Message: msg})
+}
+
+// addText adds the problem of textProblem(s) at member, if any.
+func (ps *problemList) addText(member, s string) {
+	if rule, msg := textProblem(s); rule != "" {
+		ps.add(member, rule, msg)
+	}
+}
+
+// eventID checks event_id: 1 to [EventIDMaxLen] bytes of text.
+func (ps *problemList) eventID(id string) {
+	switch n := len(id); {
+	case n == 0:
+		ps.add("/event_id", RuleRequired, "is required (1 to 256 bytes)")
+	case n > EventIDMaxLen:
+		ps.add("/event_id", RuleMaxLength, fmt.Sprintf("must be at most %d bytes, has %d", EventIDMaxLen, n))
+	default:
+		ps.addText("/event_id", id)
+	}
+}
+
+// timestamp checks timestamp: set, and within the years RFC 3339 writes.
+func (ps *problemList) timestamp(t time.Time) {
+	switch y := t.UTC().Year(); {
+	case t.IsZero():
+		ps.add("/timestamp", RuleRequired, "is required (RFC 3339 with a zone)")
+	case y < 0 || y > 9999:
+		ps.add("/timestamp", RuleFormat, "must lie in years 0000 to 9999 in UTC, as RFC 3339 writes them")
+	}
+}
+
+// eventType checks event_type: at most [EventTypeMaxLen] bytes, checked
+// before [EventTypePattern] so an over-long value is never quoted back.
+func (ps *problemList) eventType(t string) {
+	switch n := len(t); {
+	case n == 0:
+		ps.add("/event_type", RuleRequired, "is required")
+	case n > EventTypeMaxLen:
+		ps.add("/event_type", RuleMaxLength, fmt.Sprintf("must be at most %d bytes, has %d", EventTypeMaxLen, n))
+	case !validEventType(t):
+		ps.add("/event_type", RulePattern, fmt.Sprintf("%q must be two or more dot-separated parts of a-z, 0-9 and _ (%s)", t, EventTypePattern))
+	}
+}
+
+// identifiers checks platform, cloud, resource_type, resource_id and
+// project_id, in that order.
+func (ps *problemList) identifiers(e *Event) {
+	ps.identifier("/platform", e.Platform, true)
+	ps.identifier("/cloud", e.Cloud, true)
+	ps.identifier("/resource_type", e.ResourceType, false)
+	ps.identifier("/resource_id", e.ResourceID, false)
+	ps.identifier("/project_id", e.ProjectID, false)
+}
+
+// identifier checks one identifier member at path: 1 to
+// [IdentifierMaxLen] bytes of text and, where virtual (platform and cloud),
+// neither "meta" nor "partner".
+func (ps *problemList) identifier(path, value string, virtual bool) {
+	switch n := len(value); {
+	case n == 0:
+		ps.add(path, RuleRequired, "is required (1 to 512 bytes)")
+	case n > IdentifierMaxLen:
+		ps.add(path, RuleMaxLength, fmt.Sprintf("must be at most %d bytes, has %d", IdentifierMaxLen, n))
+	case virtual && (value == "meta" || value == "partner"):
+		ps.add(path, RuleReserved, fmt.Sprintf("must not be %q: meta and partner name the virtual projects, which own no resources", value))
+	default:
+		ps.addText(path, value)
+	}
+}
+
+// source checks source: absent, or one of [Sources]; an over-long value is
+// not quoted back.
+func (ps *problemList) source(s Source) {
+	if s == "" || s.Valid() {
+		return
+	}
+	msg := "must be collector or reconciliation, or left out"
+	if len(s) <= IdentifierMaxLen {
+		msg = fmt.Sprintf("%q %s", string(s), msg)
+	}
+	ps.add("/source", RuleEnum, msg)
+}
+
+// state checks payload.state: at most [StateMaxLen] bytes of text, and
+// required on every event whose category cat is not a delete.
+func (ps *problemList) state(st State, cat Category) {
+	switch {
+	case len(st.String()) > StateMaxLen:
+		ps.add("/payload/state", RuleMaxLength, fmt.Sprintf("must be at most %d bytes, has %d", StateMaxLen, len(st.String())))
+	case st.Missing() && cat != CategoryDelete:
+		ps.add("/payload/state", RuleRequired, "is required on every event except a delete")
+	default:
+		ps.addText("/payload/state", st.String())
+	}
+}
+
+// size checks payload.size: an object when present (null counts as
+// absent), and required when the category cat is a create.
+func (ps *problemList) size(size jsontext.Value, cat Category) {
+	switch k := rawKind(size); {
+	case k != '{' && k != 0 && k != 'n':
+		ps.add("/payload/size", RuleType, "must be an object, not "+jsonKind(jsontext.Kind(k)))
+	case k != '{' && cat == CategoryCreate:
+		ps.add("/payload/size", RuleRequired, "is required on a create (the full size object)")
+	}
+}
+
+// provider checks payload.provider: an object when present (null counts
+// as absent).
+func (ps *problemList) provider(provider jsontext.Value) {
+	if k := rawKind(provider); k != '{' && k != 0 && k != 'n' {
+		ps.add("/payload/provider", RuleType, "must be an object, not "+jsonKind(jsontext.Kind(k)))
+	}
+}
+
+// rawMembers checks the raw members of a Go-built payload, which can hold
+// what Decode would never produce: each must be what the encoder and the
+// stores can keep, and the unknown members an object naming no known one.
+func (ps *problemList) rawMembers(p *PayloadEnvelope) {
+	for _, f := range [...]struct {
+		path string
+		raw  jsontext.Value
+	}{{"/payload/size", p.Size}, {"/payload/provider", p.Provider}, {"/payload", p.Unknown}} {
+		if rule, msg := rawProblem(f.raw); rule != "" {
+			ps.add(f.path, rule, msg)
+		}
+	}
+	ps.unknownMembers(p.Unknown)
+}
+
+// unknownMembers checks the payload's unknown members: an object when
+// present, none of them named like a known member.
+func (ps *problemList) unknownMembers(unknown jsontext.Value) {
+	switch k := rawKind(unknown); k {
+	case 0:
+	case '{':
+		for _, name := range [...]string{"state", "size", "provider"} {
+			if unknownHas(unknown, name) {
+				ps.add("/payload/"+name, RuleDuplicateMember, "is given more than once (also among the unknown members)")
+			}
+		}
+	default:
+		ps.add("/payload", RuleType, "unknown members must form an object, not "+jsonKind(jsontext.Kind(k)))
+	}
 }
 
 // rawKind returns the JSON kind of a raw value: '{', '[', '"', 'n', 't',

@@ -443,6 +443,51 @@ func TestValidate(t *testing.T) {
 				{Member: "/payload/state", Rule: event.RuleRequired, Message: "is required on every event except a delete"},
 			},
 		},
+		{
+			name: "a Go-built event's raw members: every problem at once, after the members' own",
+			rule: "Validate reports every rule an event breaks at once rather than the first one.",
+			mutate: func(e *event.Event) {
+				e.EventID = "e\x00"
+				e.Timestamp = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+				e.Payload.Size = jsontext.Value(`{bad`)
+				e.Payload.Provider = jsontext.Value(`{"a":"\u0000"}`)
+				e.Payload.Unknown = jsontext.Value(`{"provider":1,"size":2,"state":3}`)
+			},
+			want: []event.Problem{
+				{Member: "/event_id", Rule: event.RuleNUL, Message: "must not contain a NUL character"},
+				{Member: "/timestamp", Rule: event.RuleFormat, Message: "must lie in years 0000 to 9999 in UTC, as RFC 3339 writes them"},
+				{Member: "/payload/size", Rule: event.RuleSyntax, Message: "must be one valid JSON value (valid UTF-8, no member given twice)"},
+				{Member: "/payload/provider", Rule: event.RuleNUL, Message: "must not contain a NUL character (\\u0000)"},
+				{Member: "/payload/state", Rule: event.RuleDuplicateMember, Message: "is given more than once (also among the unknown members)"},
+				{Member: "/payload/size", Rule: event.RuleDuplicateMember, Message: "is given more than once (also among the unknown members)"},
+				{Member: "/payload/provider", Rule: event.RuleDuplicateMember, Message: "is given more than once (also among the unknown members)"},
+			},
+		},
+		{
+			name: "a Go-built event's unknown members neither valid JSON nor an object",
+			rule: "Validate reports every rule an event breaks at once rather than the first one.",
+			mutate: func(e *event.Event) {
+				e.Payload.Size = jsontext.Value(`"big"`)
+				e.Payload.Unknown = jsontext.Value(`[1,`)
+			},
+			want: []event.Problem{
+				{Member: "/payload/size", Rule: event.RuleType, Message: "must be an object, not a string"},
+				{Member: "/payload", Rule: event.RuleSyntax, Message: "must be one valid JSON value (valid UTF-8, no member given twice)"},
+				{Member: "/payload", Rule: event.RuleType, Message: "unknown members must form an object, not an array"},
+			},
+		},
+		{
+			name: "a create without size, whose provider is not an object",
+			rule: "CategoryCreate ... requires a full payload (state and size).",
+			mutate: func(e *event.Event) {
+				e.Payload.Size = jsontext.Value(`null`)
+				e.Payload.Provider = jsontext.Value(`true`)
+			},
+			want: []event.Problem{
+				{Member: "/payload/size", Rule: event.RuleRequired, Message: "is required on a create (the full size object)"},
+				{Member: "/payload/provider", Rule: event.RuleType, Message: "must be an object, not a boolean"},
+			},
+		},
 	}
 	// identifierMaxLen: platform, cloud, resource_type, resource_id and
 	// project_id, each required, each bounded at 512 bytes.

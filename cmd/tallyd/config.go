@@ -91,17 +91,53 @@ a flag on the command line > its TALLY_* environment variable > the default.
 Flags:
 `
 
-// parseConfig reads args (after the subcommand) and the environment through
-// getenv. --help prints the usage to stdout and returns pflag.ErrHelp.
 // minIdempotencyRetention is the shortest --idempotency-retention accepted
 // (besides 0, forever).
 const minIdempotencyRetention = time.Hour
 
+// parseConfig reads args (after the subcommand) and the environment through
+// getenv. --help prints the usage to stdout and returns pflag.ErrHelp.
 func parseConfig(name string, args []string, getenv func(string) string, stdout io.Writer) (config, error) {
+	var c config
+	fs, raw := c.flagSet(name)
+	help := fs.BoolP("help", "h", false, "print this help")
+
+	// The environment first, then the command line over it: flag > env >
+	// default.
+	if err := setFromEnv(fs, getenv); err != nil {
+		return c, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, fmt.Errorf("%w: %w (see --help)", errUsage, err)
+	}
+	if *help {
+		fmt.Fprint(stdout, usageHead+fs.FlagUsages())
+		return c, pflag.ErrHelp
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("%w: unexpected argument %q (see --help)", errUsage, fs.Arg(0))
+	}
+	c.CORSAllowedOrigins = splitOrigins(raw.origins)
+	if err := errors.Join(c.check(raw.logLevel)...); err != nil {
+		return c, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return c, nil
+}
+
+// rawFlags are the flags read as text and turned into c's fields after the
+// parse.
+type rawFlags struct {
+	origins, logLevel string
+}
+
+// flagSet defines every flag of flagEnv, in that order, each writing to its
+// field of c (or of the rawFlags returned), with its environment variable
+// in its usage.
+func (c *config) flagSet(name string) (*pflag.FlagSet, *rawFlags) {
 	var (
-		c         config
-		origins   string
-		logLevel  string
+		raw       rawFlags
+		origins   = &raw.origins
+		logLevel  = &raw.logLevel
 		fs        = pflag.NewFlagSet(name, pflag.ContinueOnError)
 		envByFlag = map[string]string{}
 	)
@@ -130,15 +166,18 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	fs.DurationVar(&c.BodyStallTimeout, "body-stall-timeout", server.DefaultBodyStallTimeout, usage("a request body from which no byte arrives for this long is answered 408 body_timeout and its share of the budget given back; a slow body that keeps arriving is not cut off", "body-stall-timeout"))
 	fs.IntVar(&c.MaxConnections, "max-connections", 0, usage("concurrent connections at most; at the cap the longest-idle keep-alive connection is closed to make room; 0 derives it from the descriptor limit (the limit minus one eighth, at least 64 kept back)", "max-connections"))
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", server.DefaultIdleTimeout, usage("how long an idle keep-alive connection is kept open", "idle-timeout"))
-	fs.StringVar(&origins, "cors-allowed-origins", "", usage(`comma-separated origins allowed to call the API from a browser ("*" for any); empty: no CORS`, "cors-allowed-origins"))
+	fs.StringVar(origins, "cors-allowed-origins", "", usage(`comma-separated origins allowed to call the API from a browser ("*" for any); empty: no CORS`, "cors-allowed-origins"))
 	fs.StringVar(&c.LogFormat, "log-format", "text", usage("log format: text or json", "log-format"))
-	fs.StringVar(&logLevel, "log-level", "info", usage("log level: debug, info, warn or error", "log-level"))
+	fs.StringVar(logLevel, "log-level", "info", usage("log level: debug, info, warn or error", "log-level"))
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, usage("on SIGINT/SIGTERM, how long in-flight requests may take to finish", "shutdown-timeout"))
 	fs.DurationVar(&c.MetricsRefresh, "metrics-refresh-interval", server.DefaultResourcesRefreshInterval, usage("how often the gauge tally_current_resources is recomputed from the projection (one aggregate query)", "metrics-refresh-interval"))
-	help := fs.BoolP("help", "h", false, "print this help")
+	return fs, &raw
+}
 
-	// The environment first, then the command line over it: flag > env >
-	// default.
+// setFromEnv sets each flag of flagEnv whose environment variable is set
+// (not empty), and returns every value the flag refuses at once, each
+// naming its variable.
+func setFromEnv(fs *pflag.FlagSet, getenv func(string) string) error {
 	var errs []error
 	for _, fe := range flagEnv {
 		if v := getenv(fe.env); v != "" {
@@ -147,25 +186,40 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 			}
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return c, fmt.Errorf("%w: %w", errUsage, err)
-	}
-	if err := fs.Parse(args); err != nil {
-		return c, fmt.Errorf("%w: %w (see --help)", errUsage, err)
-	}
-	if *help {
-		fmt.Fprint(stdout, usageHead+fs.FlagUsages())
-		return c, pflag.ErrHelp
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("%w: unexpected argument %q (see --help)", errUsage, fs.Arg(0))
-	}
+	return errors.Join(errs...)
+}
 
+// splitOrigins splits --cors-allowed-origins at commas, dropping white space
+// around each origin and empty ones; nil when none is left.
+func splitOrigins(origins string) []string {
+	var out []string
 	for _, o := range strings.Split(origins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
-			c.CORSAllowedOrigins = append(c.CORSAllowedOrigins, o)
+			out = append(out, o)
 		}
 	}
+	return out
+}
+
+// check sets c.LogLevel from logLevel and returns every value of c out of
+// its range, each group in turn.
+func (c *config) check(logLevel string) []error {
+	var errs []error
+	errs = append(errs, c.checkLog(logLevel)...)
+	errs = append(errs, c.checkBody()...)
+	errs = append(errs, c.checkConnections()...)
+	errs = append(errs, c.checkDatabase()...)
+	errs = append(errs, c.checkRetention()...)
+	errs = append(errs, c.checkIntervals()...)
+	if c.Dev && c.DevCloud == "" {
+		errs = append(errs, errors.New("--dev-cloud: must not be empty"))
+	}
+	return errs
+}
+
+// checkLog checks --log-format and reads --log-level into c.LogLevel.
+func (c *config) checkLog(logLevel string) []error {
+	var errs []error
 	switch c.LogFormat {
 	case "text", "json":
 	default:
@@ -174,6 +228,13 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level %q: must be debug, info, warn or error", logLevel))
 	}
+	return errs
+}
+
+// checkBody checks --max-body-bytes, --body-budget-bytes (at least the
+// former) and --body-budget-wait.
+func (c *config) checkBody() []error {
+	var errs []error
 	if c.MaxBodyBytes < 1 {
 		errs = append(errs, fmt.Errorf("--max-body-bytes %d: must be at least 1", c.MaxBodyBytes))
 	}
@@ -186,39 +247,58 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	if c.BodyStallTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--body-stall-timeout %s: must be positive", c.BodyStallTimeout))
 	}
+	return errs
+}
+
+// checkConnections checks --max-connections and --idle-timeout.
+func (c *config) checkConnections() []error {
+	var errs []error
 	if c.MaxConnections < 0 {
 		errs = append(errs, fmt.Errorf("--max-connections %d: must not be negative (0 derives it from the descriptor limit)", c.MaxConnections))
 	}
 	if c.IdleTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--idle-timeout %s: must be positive", c.IdleTimeout))
 	}
+	return errs
+}
+
+// checkDatabase checks --db-max-conns (it must fit pgstore's int32) and
+// --db-connect-timeout.
+func (c *config) checkDatabase() []error {
+	var errs []error
 	if c.DBMaxConns < 0 || c.DBMaxConns > math.MaxInt32 {
 		errs = append(errs, fmt.Errorf("--db-max-conns %d: must be from 0 (the URL's, else 16) to %d", c.DBMaxConns, math.MaxInt32))
 	}
 	if c.DBConnectTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--db-connect-timeout %s: must not be negative (0: the URL's, else 5s)", c.DBConnectTimeout))
 	}
+	return errs
+}
+
+// checkRetention checks --idempotency-retention: 0 (forever) or at least
+// minIdempotencyRetention.
+func (c *config) checkRetention() []error {
 	switch {
 	case c.IdempotencyRetention < 0:
-		errs = append(errs, fmt.Errorf("--idempotency-retention %s: must not be negative (0 keeps every key)", c.IdempotencyRetention))
+		return []error{fmt.Errorf("--idempotency-retention %s: must not be negative (0 keeps every key)", c.IdempotencyRetention)}
 	case c.IdempotencyRetention > 0 && c.IdempotencyRetention < minIdempotencyRetention:
 		// A key must outlive its client's retries, or each retry is a second
 		// create: a retention shorter than an hour is a mistake, not a choice.
-		errs = append(errs, fmt.Errorf("--idempotency-retention %s: must be at least %s, longer than any client's retries (0 keeps every key)", c.IdempotencyRetention, minIdempotencyRetention))
+		return []error{fmt.Errorf("--idempotency-retention %s: must be at least %s, longer than any client's retries (0 keeps every key)", c.IdempotencyRetention, minIdempotencyRetention)}
 	}
+	return nil
+}
+
+// checkIntervals checks --shutdown-timeout and --metrics-refresh-interval.
+func (c *config) checkIntervals() []error {
+	var errs []error
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout %s: must be positive", c.ShutdownTimeout))
 	}
 	if c.MetricsRefresh <= 0 {
 		errs = append(errs, fmt.Errorf("--metrics-refresh-interval %s: must be positive", c.MetricsRefresh))
 	}
-	if c.Dev && c.DevCloud == "" {
-		errs = append(errs, errors.New("--dev-cloud: must not be empty"))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return c, fmt.Errorf("%w: %w", errUsage, err)
-	}
-	return c, nil
+	return errs
 }
 
 // dbOptions are the pool options of the PostgreSQL store: zero values

@@ -128,10 +128,44 @@ func TestConfigRefuses(t *testing.T) {
 		{"negative idempotency retention", []string{"--idempotency-retention", "-1h"}, nil, "--idempotency-retention -1h0m0s: must not be negative"},
 		{"idempotency retention shorter than retries", []string{"--idempotency-retention", "1ns"}, nil, "--idempotency-retention 1ns: must be at least 1h0m0s"},
 		{"metrics refresh interval", []string{"--metrics-refresh-interval", "0s"}, nil, "--metrics-refresh-interval 0s: must be positive"},
+		{"negative max connections", []string{"--max-connections", "-1"}, nil, "--max-connections -1: must not be negative (0 derives it from the descriptor limit)"},
+		{"idle timeout", []string{"--idle-timeout", "0s"}, nil, "--idle-timeout 0s: must be positive"},
+		{"db max conns", []string{"--db-max-conns", "-1"}, nil, "--db-max-conns -1: must be from 0 (the URL's, else 16) to 2147483647"},
+		{"db max conns beyond int32", []string{"--db-max-conns", "2147483648"}, nil, "--db-max-conns 2147483648: must be from 0"},
+		{"db connect timeout", []string{"--db-connect-timeout", "-1s"}, nil, "--db-connect-timeout -1s: must not be negative (0: the URL's, else 5s)"},
+		{"shutdown timeout", []string{"--shutdown-timeout", "0s"}, nil, "--shutdown-timeout 0s: must be positive"},
+		{"empty dev cloud", []string{"--dev", "--dev-cloud", ""}, nil, "--dev-cloud: must not be empty"},
+		{"every bad env value at once, in flag order", nil, map[string]string{"TALLY_MAX_BODY_BYTES": "lots", "TALLY_DEV": "maybe"},
+			`TALLY_DEV="maybe": invalid argument "maybe" for "--dev" flag: must be true or false` + "\n" + `TALLY_MAX_BODY_BYTES="lots"`},
+		{"a bad env value before the command line", []string{"--nope"}, map[string]string{"TALLY_DEV": "maybe"}, `usage: TALLY_DEV="maybe"`},
+		{"help before a stray argument", []string{"extra", "--help"}, nil, ""},
+		{"every refusal at once, in flag order", []string{"--log-format", "xml", "--log-level", "loud", "--max-body-bytes", "0",
+			"--body-budget-bytes", "-1", "--body-budget-wait", "0s", "--max-connections", "-1", "--idle-timeout", "0s",
+			"--db-max-conns", "-1", "--db-connect-timeout", "-1s", "--idempotency-retention", "1m", "--shutdown-timeout", "0s",
+			"--metrics-refresh-interval", "0s", "--dev", "--dev-cloud", ""}, nil,
+			`usage: --log-format "xml": must be text or json` + "\n" +
+				`--log-level "loud": must be debug, info, warn or error` + "\n" +
+				"--max-body-bytes 0: must be at least 1\n" +
+				"--body-budget-bytes -1: must be at least --max-body-bytes (0)\n" +
+				"--body-budget-wait 0s: must be positive\n" +
+				"--max-connections -1: must not be negative (0 derives it from the descriptor limit)\n" +
+				"--idle-timeout 0s: must be positive\n" +
+				"--db-max-conns -1: must be from 0 (the URL's, else 16) to 2147483647\n" +
+				"--db-connect-timeout -1s: must not be negative (0: the URL's, else 5s)\n" +
+				"--idempotency-retention 1m0s: must be at least 1h0m0s, longer than any client's retries (0 keeps every key)\n" +
+				"--shutdown-timeout 0s: must be positive\n" +
+				"--metrics-refresh-interval 0s: must be positive\n" +
+				"--dev-cloud: must not be empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := parseConfig("tallyd", tt.args, env(tt.env), &bytes.Buffer{})
+			if tt.want == "" {
+				if !errors.Is(err, pflag.ErrHelp) {
+					t.Errorf("error %v: want pflag.ErrHelp", err)
+				}
+				return
+			}
 			if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %v: want errUsage containing %q", err, tt.want)
 			}

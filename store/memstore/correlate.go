@@ -151,30 +151,33 @@ func (s *Correlate) List(ctx context.Context, scope correlate.Caller, q correlat
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	match, l := s.correlation.matching(scope, q)
+	sortEvents(match, q)
+	l.Total = int64(len(match))
+	l.Events = listPage(match, q)
+	return l, nil
+}
+
+// matching returns the events of scope that q selects, unsorted, and the
+// listing's counts: Read (which ignores the status filter, see
+// correlate.Listing) and BySeverity (of the events returned).
+func (d *correlationData) matching(scope correlate.Caller, q correlate.Query) ([]*correlate.Event, correlate.Listing) {
 	var (
 		match []*correlate.Event
 		l     correlate.Listing
 	)
 	bySeverity := map[correlate.Severity]int64{}
 	search := strings.ToLower(q.Search)
-	for _, e := range s.correlation.events {
-		switch {
-		case e.Organization != scope.Organization || (e.User != scope.User && !scope.AllUsers) || e.DeletedAt != nil:
-		case len(q.Category) > 0 && !slices.Contains(q.Category, e.Category):
-		case len(q.Action) > 0 && !slices.Contains(q.Action, e.Action):
-		case len(q.Severity) > 0 && !slices.Contains(q.Severity, e.Severity):
-		case q.Resolved != nil && *q.Resolved != (e.ResolvedAt != nil):
-		case q.CorrelationKey != "" && e.CorrelationKey != q.CorrelationKey:
-		case search != "" && !strings.Contains(strings.ToLower(e.Description), search):
-		default:
-			// Read ignores the status filter (correlate.Listing).
-			if e.Status == correlate.StatusRead {
-				l.Read++
-			}
-			if len(q.Status) == 0 || slices.Contains(q.Status, e.Status) {
-				match = append(match, e)
-				bySeverity[e.Severity]++
-			}
+	for _, e := range d.events {
+		if !listable(e, scope) || !selects(q, search, e) {
+			continue
+		}
+		if e.Status == correlate.StatusRead {
+			l.Read++
+		}
+		if len(q.Status) == 0 || slices.Contains(q.Status, e.Status) {
+			match = append(match, e)
+			bySeverity[e.Severity]++
 		}
 	}
 	for _, sv := range correlate.Severities() {
@@ -182,26 +185,58 @@ func (s *Correlate) List(ctx context.Context, scope correlate.Caller, q correlat
 			l.BySeverity = append(l.BySeverity, correlate.SeverityCount{Severity: sv, Count: n})
 		}
 	}
+	return match, l
+}
+
+// listable reports whether a listing for scope may show e: of its
+// organization, of its user unless it lists all users, not deleted.
+func listable(e *correlate.Event, scope correlate.Caller) bool {
+	return e.Organization == scope.Organization && (e.User == scope.User || scope.AllUsers) && e.DeletedAt == nil
+}
+
+// selects reports whether e passes every filter of q but the status filter;
+// search is q.Search in lower case, matched anywhere in the description.
+func selects(q correlate.Query, search string, e *correlate.Event) bool {
+	switch {
+	case len(q.Category) > 0 && !slices.Contains(q.Category, e.Category):
+	case len(q.Action) > 0 && !slices.Contains(q.Action, e.Action):
+	case len(q.Severity) > 0 && !slices.Contains(q.Severity, e.Severity):
+	case q.Resolved != nil && *q.Resolved != (e.ResolvedAt != nil):
+	case q.CorrelationKey != "" && e.CorrelationKey != q.CorrelationKey:
+	case search != "" && !strings.Contains(strings.ToLower(e.Description), search):
+	default:
+		return true
+	}
+	return false
+}
+
+// sortEvents sorts events by q's sort field in q's order, ties broken by
+// createdAt, then id.
+func sortEvents(events []*correlate.Event, q correlate.Query) {
 	key := sortKey(q.Sort)
-	slices.SortFunc(match, func(a, b *correlate.Event) int {
+	slices.SortFunc(events, func(a, b *correlate.Event) int {
 		c := cmp.Or(key(a, b), a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
 		if q.Order == correlate.OrderDesc {
 			return -c
 		}
 		return c
 	})
-	l.Total = int64(len(match))
-	start := min(q.Page*q.PageSize, len(match))
-	end := min(start+q.PageSize, len(match))
-	l.Events = make([]correlate.Event, 0, end-start)
+}
+
+// listPage returns copies of q's page of the sorted events, cut after the event
+// that brings their size (correlate.EventBytes) past q.MaxBytes, when set.
+func listPage(sorted []*correlate.Event, q correlate.Query) []correlate.Event {
+	start := min(q.Page*q.PageSize, len(sorted))
+	end := min(start+q.PageSize, len(sorted))
+	out := make([]correlate.Event, 0, end-start)
 	total := 0
-	for _, e := range match[start:end] {
-		l.Events = append(l.Events, e.Clone())
+	for _, e := range sorted[start:end] {
+		out = append(out, e.Clone())
 		if total += correlate.EventBytes(*e); q.MaxBytes > 0 && total > q.MaxBytes {
 			break
 		}
 	}
-	return l, nil
+	return out
 }
 
 // sortKey compares two events by the sort field f; text byte by byte, as

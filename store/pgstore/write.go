@@ -113,104 +113,159 @@ func commitOnce(ctx context.Context, c *conn, b ingest.Batch, now time.Time, mod
 	inserted := make([]bool, len(b.Events))
 	var conflicted []bool
 	if len(b.Events) > 0 {
-		// held is the stored events' resources by key, as far as read.
-		var held map[eventKey]resourceOf
-		if mode != onConflict {
-			if held, err = probeEvents(ctx, tx, b.Events, mode == fullProbe); err != nil {
-				return res, err
-			}
-			c.duplicatesSeen.Store(len(held) > 0)
-		}
-		fresh := make([]*event.Event, 0, len(b.Events))
-		first := make(map[eventKey]int, len(b.Events)) // the batch's first event of each key
-		for i := range b.Events {
-			k := eventKey{b.Events[i].EventID, utcMicro(b.Events[i].Timestamp).UnixMicro()}
-			if _, ok := held[k]; ok {
-				continue
-			}
-			if _, ok := first[k]; ok {
-				continue
-			}
-			first[k] = i
-			inserted[i] = true
-			fresh = append(fresh, &b.Events[i])
-		}
-		if mode == onConflict {
-			if fresh, err = insertEventsOnConflict(ctx, tx, fresh, now); err != nil {
-				return res, err
-			}
-			kept := make(map[*event.Event]bool, len(fresh))
-			for _, e := range fresh {
-				kept[e] = true
-			}
-			var skipped []*event.Event
-			for i := range b.Events {
-				if inserted[i] && !kept[&b.Events[i]] {
-					inserted[i] = false
-					skipped = append(skipped, &b.Events[i])
-				}
-			}
-			// A skipped key is held by a transaction that has committed
-			// meanwhile (ON CONFLICT waited for it): this statement sees
-			// its row.
-			if held, err = storedResources(ctx, tx, skipped); err != nil {
-				return res, err
-			}
-		} else if err := copyEvents(ctx, tx, fresh, now); err != nil {
-			return res, err
-		}
-		// Every event not stored is a duplicate of its key's holder (the
-		// stored event, else the batch's first), or a conflict with it.
-		for i := range b.Events {
-			if inserted[i] {
-				continue
-			}
-			e := &b.Events[i]
-			k := eventKey{e.EventID, utcMicro(e.Timestamp).UnixMicro()}
-			h, ok := held[k]
-			if !ok {
-				j, in := first[k]
-				if !in || !inserted[j] {
-					continue // its holder went away meanwhile: nothing to conflict with
-				}
-				h = resourceOfEvent(&b.Events[j])
-			}
-			if h != resourceOfEvent(e) {
-				if conflicted == nil {
-					conflicted = make([]bool, len(b.Events))
-				}
-				conflicted[i] = true
-			}
-		}
-		if res.Replays, err = mergeResources(ctx, tx, fresh); err != nil {
+		if conflicted, res.Replays, err = storeEvents(ctx, c, tx, b.Events, inserted, now, mode); err != nil {
 			return res, err
 		}
 	}
-	dls, audit := b.DeadLetters, b.Audit
-	if conflicted != nil && b.Conflicts != nil {
-		dls, audit = slices.Clone(dls), slices.Clone(audit)
-		for i, c := range conflicted {
-			if c {
-				dls = append(dls, b.Conflicts[i].DeadLetter)
-				audit = append(audit, b.Conflicts[i].Audit)
-			}
-		}
-	}
-	if len(dls) > 0 {
-		if err := insertDeadLetters(ctx, tx, dls, now); err != nil {
-			return res, err
-		}
-	}
-	if len(audit) > 0 {
-		if err := insertAudit(ctx, tx, audit, now); err != nil {
-			return res, err
-		}
+	dls, audit := withConflicts(b, conflicted)
+	if err := insertRecords(ctx, tx, dls, audit, now); err != nil {
+		return res, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return res, fmt.Errorf("commit: %w", err)
 	}
 	res.Inserted, res.Conflicted = inserted, conflicted
 	return res, nil
+}
+
+// storeEvents stores the events of evs whose key is neither stored nor
+// held by an earlier event of evs, as mode says, marking each in inserted
+// (parallel to evs), and folds them into current_resources. It returns
+// which events conflict with their key's holder (nil when none does) and
+// the replays by cloud.
+func storeEvents(ctx context.Context, c *conn, tx pgx.Tx, evs []event.Event, inserted []bool, now time.Time, mode insertMode) (conflicted []bool, replays map[string]int, err error) {
+	// held is the stored events' resources by key, as far as read.
+	var held map[eventKey]resourceOf
+	if mode != onConflict {
+		if held, err = probeEvents(ctx, tx, evs, mode == fullProbe); err != nil {
+			return nil, nil, err
+		}
+		c.duplicatesSeen.Store(len(held) > 0)
+	}
+	fresh, first := freshEvents(evs, held, inserted)
+	if mode == onConflict {
+		if fresh, held, err = insertFreshOnConflict(ctx, tx, evs, fresh, inserted, now); err != nil {
+			return nil, nil, err
+		}
+	} else if err := copyEvents(ctx, tx, fresh, now); err != nil {
+		return nil, nil, err
+	}
+	conflicted = conflicts(evs, inserted, held, first)
+	if replays, err = mergeResources(ctx, tx, fresh); err != nil {
+		return nil, nil, err
+	}
+	return conflicted, replays, nil
+}
+
+// freshEvents returns the events of evs to insert: the first of each key
+// not in held, each marked in inserted (parallel to evs). first is the index
+// in evs of each key's first event, held or not.
+func freshEvents(evs []event.Event, held map[eventKey]resourceOf, inserted []bool) (fresh []*event.Event, first map[eventKey]int) {
+	fresh = make([]*event.Event, 0, len(evs))
+	first = make(map[eventKey]int, len(evs))
+	for i := range evs {
+		k := eventKey{evs[i].EventID, utcMicro(evs[i].Timestamp).UnixMicro()}
+		if _, ok := held[k]; ok {
+			continue
+		}
+		if _, ok := first[k]; ok {
+			continue
+		}
+		first[k] = i
+		inserted[i] = true
+		fresh = append(fresh, &evs[i])
+	}
+	return fresh, first
+}
+
+// insertFreshOnConflict inserts fresh (events of evs) with INSERT … ON
+// CONFLICT DO NOTHING, unmarks in inserted those it skipped, and returns
+// the events it kept and the stored resources of the skipped events' keys.
+func insertFreshOnConflict(ctx context.Context, tx pgx.Tx, evs []event.Event, fresh []*event.Event, inserted []bool, now time.Time) (kept []*event.Event, held map[eventKey]resourceOf, err error) {
+	if kept, err = insertEventsOnConflict(ctx, tx, fresh, now); err != nil {
+		return nil, nil, err
+	}
+	isKept := make(map[*event.Event]bool, len(kept))
+	for _, e := range kept {
+		isKept[e] = true
+	}
+	var skipped []*event.Event
+	for i := range evs {
+		if inserted[i] && !isKept[&evs[i]] {
+			inserted[i] = false
+			skipped = append(skipped, &evs[i])
+		}
+	}
+	// A skipped key is held by a transaction that has committed meanwhile
+	// (ON CONFLICT waited for it): this statement sees its row.
+	if held, err = storedResources(ctx, tx, skipped); err != nil {
+		return nil, nil, err
+	}
+	return kept, held, nil
+}
+
+// conflicts returns, parallel to evs, which events not stored conflict with
+// their key's holder (the stored event in held, else the batch's first of
+// the key): they name another resource (ingest.Collides). Every other event
+// not stored is a duplicate. It returns nil when none conflicts.
+func conflicts(evs []event.Event, inserted []bool, held map[eventKey]resourceOf, first map[eventKey]int) []bool {
+	var conflicted []bool
+	for i := range evs {
+		if inserted[i] {
+			continue
+		}
+		e := &evs[i]
+		k := eventKey{e.EventID, utcMicro(e.Timestamp).UnixMicro()}
+		h, ok := held[k]
+		if !ok {
+			j, in := first[k]
+			if !in || !inserted[j] {
+				continue // its holder went away meanwhile: nothing to conflict with
+			}
+			h = resourceOfEvent(&evs[j])
+		}
+		if h != resourceOfEvent(e) {
+			if conflicted == nil {
+				conflicted = make([]bool, len(evs))
+			}
+			conflicted[i] = true
+		}
+	}
+	return conflicted
+}
+
+// withConflicts returns b's dead letters and audit entries, followed by
+// those b.Conflicts gives for each conflicted event; b's own slices are
+// not changed.
+func withConflicts(b ingest.Batch, conflicted []bool) ([]ingest.DeadLetter, []ingest.AuditEntry) {
+	dls, audit := b.DeadLetters, b.Audit
+	if conflicted == nil || b.Conflicts == nil {
+		return dls, audit
+	}
+	dls, audit = slices.Clone(dls), slices.Clone(audit)
+	for i, c := range conflicted {
+		if c {
+			dls = append(dls, b.Conflicts[i].DeadLetter)
+			audit = append(audit, b.Conflicts[i].Audit)
+		}
+	}
+	return dls, audit
+}
+
+// insertRecords inserts the dead letters, then the audit entries, each
+// only when there is one.
+func insertRecords(ctx context.Context, tx pgx.Tx, dls []ingest.DeadLetter, audit []ingest.AuditEntry, now time.Time) error {
+	if len(dls) > 0 {
+		if err := insertDeadLetters(ctx, tx, dls, now); err != nil {
+			return err
+		}
+	}
+	if len(audit) > 0 {
+		if err := insertAudit(ctx, tx, audit, now); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // probeSQL reads the stored events of the keys given as two column arrays,

@@ -203,49 +203,8 @@ func (h *Handler) RunIdempotencyPurge(ctx context.Context, retention time.Durati
 // or BodyStallTimeout, a BodyBudgetBytes below
 // MaxBodyBytes, or a library constructor's error.
 func New(st Store, opts Options) (*Handler, error) {
-	cfg := opts
-	var errs []error
-	if st.Ingest == nil {
-		errs = append(errs, errors.New("server: Store.Ingest is required"))
-	}
-	if st.Projection == nil {
-		errs = append(errs, errors.New("server: Store.Projection is required"))
-	}
-	if st.Correlate == nil {
-		errs = append(errs, errors.New("server: Store.Correlate is required"))
-	}
-	if cfg.Authenticator == nil {
-		errs = append(errs, errors.New("server: Authenticator is required"))
-	}
-	if cfg.MaxBodyBytes < 0 {
-		errs = append(errs, errors.New("server: MaxBodyBytes is negative"))
-	}
-	if cfg.BodyBudgetBytes < 0 {
-		errs = append(errs, errors.New("server: BodyBudgetBytes is negative"))
-	}
-	if cfg.BodyBudgetWait < 0 {
-		errs = append(errs, errors.New("server: BodyBudgetWait is negative"))
-	}
-	if cfg.BodyStallTimeout < 0 {
-		errs = append(errs, errors.New("server: BodyStallTimeout is negative"))
-	}
-	if cfg.MaxBodyBytes == 0 {
-		cfg.MaxBodyBytes = route.DefaultMaxBodyBytes
-	}
-	if cfg.BodyBudgetBytes == 0 {
-		cfg.BodyBudgetBytes = max(DefaultBodyBudgetBytes, cfg.MaxBodyBytes)
-	}
-	if cfg.BodyBudgetWait == 0 {
-		cfg.BodyBudgetWait = DefaultBodyBudgetWait
-	}
-	if cfg.BodyStallTimeout == 0 {
-		cfg.BodyStallTimeout = DefaultBodyStallTimeout
-	}
-	if cfg.BodyBudgetBytes > 0 && cfg.BodyBudgetBytes < cfg.MaxBodyBytes {
-		errs = append(errs, fmt.Errorf("server: BodyBudgetBytes (%d) is below MaxBodyBytes (%d): a body of the cap could never be read",
-			cfg.BodyBudgetBytes, cfg.MaxBodyBytes))
-	}
-	if err := errors.Join(errs...); err != nil {
+	cfg, err := checkOptions(st, opts)
+	if err != nil {
 		return nil, err
 	}
 	budget, err := httpbody.NewBudget(cfg.BodyBudgetBytes, cfg.BodyBudgetWait, cfg.BodyStallTimeout)
@@ -312,6 +271,54 @@ func New(st Store, opts Options) (*Handler, error) {
 	}
 	h.handler = hh
 	return h, nil
+}
+
+// checkOptions returns opts with its body limits defaulted, or every
+// refusal New documents, joined.
+func checkOptions(st Store, opts Options) (Options, error) {
+	cfg := opts
+	var errs []error
+	if st.Ingest == nil {
+		errs = append(errs, errors.New("server: Store.Ingest is required"))
+	}
+	if st.Projection == nil {
+		errs = append(errs, errors.New("server: Store.Projection is required"))
+	}
+	if st.Correlate == nil {
+		errs = append(errs, errors.New("server: Store.Correlate is required"))
+	}
+	if cfg.Authenticator == nil {
+		errs = append(errs, errors.New("server: Authenticator is required"))
+	}
+	if cfg.MaxBodyBytes < 0 {
+		errs = append(errs, errors.New("server: MaxBodyBytes is negative"))
+	}
+	if cfg.BodyBudgetBytes < 0 {
+		errs = append(errs, errors.New("server: BodyBudgetBytes is negative"))
+	}
+	if cfg.BodyBudgetWait < 0 {
+		errs = append(errs, errors.New("server: BodyBudgetWait is negative"))
+	}
+	if cfg.BodyStallTimeout < 0 {
+		errs = append(errs, errors.New("server: BodyStallTimeout is negative"))
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = route.DefaultMaxBodyBytes
+	}
+	if cfg.BodyBudgetBytes == 0 {
+		cfg.BodyBudgetBytes = max(DefaultBodyBudgetBytes, cfg.MaxBodyBytes)
+	}
+	if cfg.BodyBudgetWait == 0 {
+		cfg.BodyBudgetWait = DefaultBodyBudgetWait
+	}
+	if cfg.BodyStallTimeout == 0 {
+		cfg.BodyStallTimeout = DefaultBodyStallTimeout
+	}
+	if cfg.BodyBudgetBytes > 0 && cfg.BodyBudgetBytes < cfg.MaxBodyBytes {
+		errs = append(errs, fmt.Errorf("server: BodyBudgetBytes (%d) is below MaxBodyBytes (%d): a body of the cap could never be read",
+			cfg.BodyBudgetBytes, cfg.MaxBodyBytes))
+	}
+	return cfg, errors.Join(errs...)
 }
 
 // requireJSON answers 415 to a request whose Content-Type names a media

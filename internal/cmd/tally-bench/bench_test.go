@@ -290,6 +290,18 @@ func TestCheckCorrelation(t *testing.T) {
 			}},
 		{"retry not replayed", good, append(slices.Clone(answers[:5]), corrAnswer{Op: keyed, Retry: true, Disposition: "created", ID: "e4"}),
 			[]string{"correlation: the retry of k1 answered created e4, want replayed e3"}},
+		{"unexpected disposition", good, append(slices.Clone(answers), corrAnswer{Op: res, Disposition: "incremented", ID: "e1"}),
+			[]string{`correlation: a create (resolution true) of {user-1 p/connection-000} answered "incremented"`}},
+		{"an event no create answered for", map[corrPair]corrAgg{p0: good[p0], p1: good[p1], {"user-1", "p/connection-002"}: {Events: 1, Open: 1, SumCount: 1}}, answers,
+			[]string{
+				"correlation: {user-1 p/connection-002} counts 1 occurrences, 0 were sent (0 occurrences, 0 resolutions recorded new)",
+				"correlation: {user-1 p/connection-002} holds 1 events, 0 creates answered created",
+			}},
+		{"a resolution lost", map[corrPair]corrAgg{p0: {Events: 2, Open: 1, SumCount: 3}, p1: good[p1]}, answers,
+			[]string{"correlation: {user-1 p/connection-000} holds 0 resolved events, want 1"}},
+		{"a resolution recorded new", map[corrPair]corrAgg{p0: {Events: 1, Resolved: 1, SumCount: 1}},
+			[]corrAnswer{{Op: res, Disposition: "created", ID: "e9"}}, nil},
+		{"at most ten problems, then their count", good, append(slices.Clone(answers), tooManyRetries(keyed, 12)...), tooManyRetriesWant(12)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, checkCorrelation(cc, tc.answers, tc.got)); diff != "" {
@@ -297,6 +309,24 @@ func TestCheckCorrelation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tooManyRetries returns n retries of op that did not replay.
+func tooManyRetries(op corrOp, n int) []corrAnswer {
+	var out []corrAnswer
+	for i := range n {
+		out = append(out, corrAnswer{Op: op, Retry: true, Disposition: "created", ID: fmt.Sprintf("x%d", i)})
+	}
+	return out
+}
+
+// tooManyRetriesWant is what checkCorrelation reports of tooManyRetries(n).
+func tooManyRetriesWant(n int) []string {
+	var out []string
+	for i := range 10 {
+		out = append(out, fmt.Sprintf("correlation: the retry of k1 answered created x%d, want replayed e3", i))
+	}
+	return append(out, fmt.Sprintf("correlation: %d more problems", n-10))
 }
 
 // corrOps spreads the creates over producers with the configured shares,

@@ -109,52 +109,101 @@ type corrAgg struct {
 //   - an occurrence answers created or incremented, a resolution resolved or
 //     created, and a retry replays the event its first send answered.
 func checkCorrelation(cfg corrConfig, answers []corrAnswer, got map[corrPair]corrAgg) []string {
-	type want struct {
-		occ, created, resolved, resCreated int
-	}
-	wants := map[corrPair]*want{}
-	first := map[string]string{} // idempotency key → id of the first answer
-	var problems []string
-	bad := 0
-	report := func(format string, args ...any) {
-		bad++
-		if len(problems) < 10 {
-			problems = append(problems, fmt.Sprintf(format, args...))
+	var r corrReport
+	wants := tallyAnswers(cfg, answers, &r)
+	for _, p := range sortedPairs(wants, got) {
+		w := wants[p]
+		if w == nil { // a pair no create answered for
+			w = &corrWant{}
 		}
+		r.checkPair(p, *w, got[p])
 	}
+	return r.lines()
+}
+
+// corrWant is what the answers say a pair must hold.
+type corrWant struct {
+	occ, created, resolved, resCreated int
+}
+
+// count adds answer a, not a retry, to w, and reports whether its
+// disposition is one its kind of create may answer: an occurrence created
+// or incremented, a resolution resolved or created.
+func (w *corrWant) count(a corrAnswer) bool {
+	switch {
+	case !a.Op.Resolve && a.Disposition == "created":
+		w.occ++
+		w.created++
+	case !a.Op.Resolve && a.Disposition == "incremented":
+		w.occ++
+	case a.Op.Resolve && a.Disposition == "resolved":
+		w.resolved++
+	case a.Op.Resolve && a.Disposition == "created":
+		w.resCreated++
+		w.created++
+	default:
+		return false
+	}
+	return true
+}
+
+// corrReport collects the problems checkCorrelation finds: the first ten,
+// and how many there are.
+type corrReport struct {
+	problems []string
+	bad      int
+}
+
+func (r *corrReport) add(format string, args ...any) {
+	r.bad++
+	if len(r.problems) < 10 {
+		r.problems = append(r.problems, fmt.Sprintf(format, args...))
+	}
+}
+
+// lines returns the problems kept, then a line counting the rest if any;
+// nil when there is none.
+func (r *corrReport) lines() []string {
+	if r.bad > len(r.problems) {
+		return append(r.problems, fmt.Sprintf("correlation: %d more problems", r.bad-len(r.problems)))
+	}
+	return r.problems
+}
+
+// tallyAnswers returns what the answers say each pair must hold, reporting
+// to r every retry that did not replay its first send's event and every
+// disposition a create may not answer.
+func tallyAnswers(cfg corrConfig, answers []corrAnswer, r *corrReport) map[corrPair]*corrWant {
+	first := map[string]string{} // idempotency key → id of the first answer
 	for _, a := range answers {
 		if !a.Retry && a.Op.IdemKey != "" {
 			first[a.Op.IdemKey] = a.ID
 		}
 	}
+	wants := map[corrPair]*corrWant{}
 	for _, a := range answers {
 		p := corrPair{cfg.user(a.Op.User), cfg.key(a.Op.Key)}
 		w := wants[p]
 		if w == nil {
-			w = &want{}
+			w = &corrWant{}
 			wants[p] = w
 		}
 		if a.Retry {
 			if a.Disposition != "replayed" || a.ID != first[a.Op.IdemKey] {
-				report("correlation: the retry of %s answered %s %s, want replayed %s", a.Op.IdemKey, a.Disposition, a.ID, first[a.Op.IdemKey])
+				r.add("correlation: the retry of %s answered %s %s, want replayed %s", a.Op.IdemKey, a.Disposition, a.ID, first[a.Op.IdemKey])
 			}
 			continue
 		}
-		switch {
-		case !a.Op.Resolve && a.Disposition == "created":
-			w.occ++
-			w.created++
-		case !a.Op.Resolve && a.Disposition == "incremented":
-			w.occ++
-		case a.Op.Resolve && a.Disposition == "resolved":
-			w.resolved++
-		case a.Op.Resolve && a.Disposition == "created":
-			w.resCreated++
-			w.created++
-		default:
-			report("correlation: a create (resolution %t) of %v answered %q", a.Op.Resolve, p, a.Disposition)
+		if !w.count(a) {
+			r.add("correlation: a create (resolution %t) of %v answered %q", a.Op.Resolve, p, a.Disposition)
 		}
 	}
+	return wants
+}
+
+// sortedPairs returns the pairs of wants and of got, each once, sorted by
+// user, then key.
+func sortedPairs(wants map[corrPair]*corrWant, got map[corrPair]corrAgg) []corrPair {
 	pairs := make([]corrPair, 0, len(wants))
 	for p := range wants {
 		pairs = append(pairs, p)
@@ -162,29 +211,28 @@ func checkCorrelation(cfg corrConfig, answers []corrAnswer, got map[corrPair]cor
 	for p := range got {
 		if wants[p] == nil {
 			pairs = append(pairs, p)
-			wants[p] = &want{}
 		}
 	}
 	slices.SortFunc(pairs, func(a, b corrPair) int { return strings.Compare(a.User+"\x00"+a.Key, b.User+"\x00"+b.Key) })
-	for _, p := range pairs {
-		w, g := wants[p], got[p]
-		if g.Open > 1 {
-			report("correlation: %v has %d open events (at most one)", p, g.Open)
-		}
-		if g.SumCount != int64(w.occ+w.resCreated) {
-			report("correlation: %v counts %d occurrences, %d were sent (%d occurrences, %d resolutions recorded new)", p, g.SumCount, w.occ+w.resCreated, w.occ, w.resCreated)
-		}
-		if g.Events != w.created {
-			report("correlation: %v holds %d events, %d creates answered created", p, g.Events, w.created)
-		}
-		if g.Resolved != w.resolved+w.resCreated {
-			report("correlation: %v holds %d resolved events, want %d", p, g.Resolved, w.resolved+w.resCreated)
-		}
+	return pairs
+}
+
+// checkPair reports to r where g, what the store holds for pair p, breaks
+// what the answers say: at most one open event, every occurrence counted,
+// one event per "created" answer, the resolved events answered.
+func (r *corrReport) checkPair(p corrPair, w corrWant, g corrAgg) {
+	if g.Open > 1 {
+		r.add("correlation: %v has %d open events (at most one)", p, g.Open)
 	}
-	if bad > len(problems) {
-		problems = append(problems, fmt.Sprintf("correlation: %d more problems", bad-len(problems)))
+	if g.SumCount != int64(w.occ+w.resCreated) {
+		r.add("correlation: %v counts %d occurrences, %d were sent (%d occurrences, %d resolutions recorded new)", p, g.SumCount, w.occ+w.resCreated, w.occ, w.resCreated)
 	}
-	return problems
+	if g.Events != w.created {
+		r.add("correlation: %v holds %d events, %d creates answered created", p, g.Events, w.created)
+	}
+	if g.Resolved != w.resolved+w.resCreated {
+		r.add("correlation: %v holds %d resolved events, want %d", p, g.Resolved, w.resolved+w.resCreated)
+	}
 }
 
 // planned is op as correlate.Service plans it for the store, for the
