@@ -93,19 +93,6 @@ func ceilMicro(t time.Time) time.Time {
 	return u
 }
 
-// paginate cuts items, read with limit+1, to one page: the first limit
-// items (never nil) and, when there were more, the cursor after the last.
-func paginate[T any](items []T, limit int, size func(T) int, cursor func(T) string) ([]T, *string) {
-	if n := page.Cut(items, limit, size); n < len(items) {
-		c := cursor(items[n-1])
-		return items[:n], &c
-	}
-	if items == nil {
-		items = []T{}
-	}
-	return items, nil
-}
-
 // Validate returns an [*event.ValidationError] listing every bad parameter
 // of p (/limit outside 1..MaxLimit, /cursor not issued by a listing), or
 // nil. [Service.DeadLetters] and [Service.Audit] call it; an HTTP adapter
