@@ -90,15 +90,18 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func write(w http.ResponseWriter, status int, contentType string, v any) {
-	b, err := Marshal(v)
+	b, spans, err := marshal(v)
 	if err != nil {
-		status, contentType = http.StatusInternalServerError, ContentType
+		status, contentType, spans = http.StatusInternalServerError, ContentType, nil
 		b, _ = json.Marshal(Internal())
 	}
 	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	// The pieces go out as they are, never joined into one more copy of
+	// the answer: a page of 8 MiB would otherwise be held twice more.
+	_ = splice(b, spans, func(p []byte) error { _, err := w.Write(p); return err })
+	_, _ = w.Write([]byte{'\n'})
 }
 
 // Marshal encodes v as [WriteJSON] writes it (without the final newline):
@@ -113,10 +116,25 @@ func write(w http.ResponseWriter, status int, contentType string, v any) {
 // and then puts the held bytes in place of the reformatted ones: both spell
 // the same JSON value, so the answer stays valid.
 func Marshal(v any) ([]byte, error) {
-	type span struct {
-		start, end int // the reformatted value, after any delimiter
-		raw        []byte
+	b, spans, err := marshal(v)
+	if err != nil || len(spans) == 0 {
+		return b, err
 	}
+	out := make([]byte, 0, len(b))
+	_ = splice(b, spans, func(p []byte) error { out = append(out, p...); return nil })
+	return out, nil
+}
+
+// span is one raw value of an answer: where the encoder put its
+// reformatted copy in the output (after any delimiter), and the held bytes.
+type span struct {
+	start, end int
+	raw        []byte
+}
+
+// marshal encodes v as [Marshal] describes, returning the encoder's output
+// and the spans whose held bytes replace what the encoder wrote there.
+func marshal(v any) ([]byte, []span, error) {
 	var spans []span
 	verbatim := func(enc *jsontext.Encoder, raw []byte) error {
 		raw = bytes.Trim(raw, " \t\r\n")
@@ -143,19 +161,27 @@ func Marshal(v any) ([]byte, error) {
 				return verbatim(enc, raw)
 			}),
 		)))
-	if err != nil || len(spans) == 0 {
-		return b, err
-	}
-	out := make([]byte, 0, len(b))
+	return b, spans, err
+}
+
+// splice hands emit the encoder's output b piece by piece with each span's
+// held bytes in place of the reformatted ones, stopping at emit's first
+// error.
+func splice(b []byte, spans []span, emit func([]byte) error) error {
 	prev := 0
 	for _, s := range spans {
 		if s.start < len(b) && (b[s.start] == ',' || b[s.start] == ':') {
 			s.start++ // the delimiter WriteValue wrote before the value
 		}
-		out = append(append(out, b[prev:s.start]...), s.raw...)
+		if err := emit(b[prev:s.start]); err != nil {
+			return err
+		}
+		if err := emit(s.raw); err != nil {
+			return err
+		}
 		prev = s.end
 	}
-	return append(out, b[prev:]...), nil
+	return emit(b[prev:])
 }
 
 // Challenge is the WWW-Authenticate value of every 401 (RFC 6750).

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/internal/pgtest"
+	"github.com/tallyhq/tally/store/pgstore"
 )
 
 // heapObjects is the bytes of live and not yet swept heap objects.
@@ -59,16 +61,25 @@ func peakHeapDuring(fn func()) uint64 {
 // Every answer is bounded by bytes as well as by items (ingest.MaxPageBytes
 // of item bytes per page): serving the largest answer each route allows
 // holds the heap within a stated budget, whatever the listing holds. Over a
-// real socket, on the in-memory store: 10 events of 4 MiB each (40 MiB;
+// real socket, on both stores: 10 events of 4 MiB each (40 MiB;
 // five creates and five updates of v-0), then each read route at its
 // largest limit. Before the byte bound GET /api/v1/events?limit=1000
 // answered all 40 MiB and grew the heap by several times that.
 func TestLargestAnswersStayWithinTheirMemoryBudget(t *testing.T) {
+	for name, open := range map[string]func(t *testing.T) Store{
+		"memstore": func(t *testing.T) Store { return memStore(t) },
+		"pgstore":  func(t *testing.T) Store { return pgStore(pgtest.DB(t, pgstore.Options{})) },
+	} {
+		t.Run(name, func(t *testing.T) { largestAnswersWithinBudget(t, open(t)) })
+	}
+}
+
+func largestAnswersWithinBudget(t *testing.T, st Store) {
 	const (
 		pad    = 4 << 20
 		budget = 48 << 20 // the heap growth allowed while serving one answer
 	)
-	h, err := New(memStore(t), Options{Authenticator: testAuthenticator(t)})
+	h, err := New(st, Options{Authenticator: testAuthenticator(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
