@@ -33,7 +33,8 @@ const (
 	CodeNotFound Code = "not_found"
 	// CodeMethodNotAllowed: 405, a method the path does not serve.
 	CodeMethodNotAllowed Code = "method_not_allowed"
-	// CodeBodyTimeout: 408, the body did not arrive within the read timeout.
+	// CodeBodyTimeout: 408, the body did not arrive within the read timeout,
+	// or stalled for the body stall timeout.
 	CodeBodyTimeout Code = "body_timeout"
 	// CodeBodyTooLarge: 413, a body over the server's cap.
 	CodeBodyTooLarge Code = "body_too_large"
@@ -86,7 +87,7 @@ var codes = []codeInfo{
 	{CodeMethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed",
 		"The path does not serve the method; `Allow` lists those it serves."},
 	{CodeBodyTimeout, http.StatusRequestTimeout, "Body timeout",
-		"The body did not arrive within the server's read timeout; the connection is closed."},
+		"The body did not arrive within the server's read timeout, or no byte of it arrived for `--body-stall-timeout`; the connection is closed."},
 	{CodeBodyTooLarge, http.StatusRequestEntityTooLarge, "Body too large",
 		"The body is over the server's cap, as sent or decoded; nothing was stored."},
 	{CodeBatchTooLarge, http.StatusRequestEntityTooLarge, "Batch too large",
