@@ -142,6 +142,11 @@ func decodeBinary(r *http.Request, body []byte) (correlate.Payload, *cloudEvent,
 			continue
 		}
 		name = strings.ToLower(name)
+		if prob := attributeName(name); prob != nil {
+			ps = append(ps, *prob)
+			ce.bad[name] = true
+			continue
+		}
 		values := r.Header[k]
 		if len(values) > 1 {
 			ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleFormat,
@@ -168,6 +173,25 @@ func decodeBinary(r *http.Request, body []byte) (correlate.Payload, *cloudEvent,
 	}
 	ps = applyCloudEvent(&p, ce, attrs, ps, err == nil)
 	return p, ce, ps
+}
+
+// attributeName checks the attribute name a ce-* header carries:
+// CloudEvents 1.0, Attribute Naming Convention: "CloudEvents attribute names
+// MUST consist of lower-case letters ('a' to 'z') or digits ('0' to '9')
+// from the ASCII character set" (header names are case-insensitive, so the
+// header's name is read lower-cased). "data" is the event's data, which
+// binary mode carries as the body, never as a header.
+func attributeName(name string) *event.Problem {
+	ok := name != "" && name != "data"
+	for i := 0; ok && i < len(name); i++ {
+		c := name[i]
+		ok = 'a' <= c && c <= 'z' || '0' <= c && c <= '9'
+	}
+	if ok {
+		return nil
+	}
+	return &event.Problem{Member: "/" + name, Rule: event.RuleFormat, Message: fmt.Sprintf(
+		"the ce-%s header names no CloudEvents attribute: a name is lower-case letters a-z and digits 0-9 (CloudEvents 1.0, Attribute Naming Convention), and binary mode sends data as the body", name)}
 }
 
 // headerValue decodes a ce-* header value as the CloudEvents HTTP binding

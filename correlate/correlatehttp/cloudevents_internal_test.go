@@ -1,6 +1,8 @@
 package correlatehttp
 
 import (
+	"bytes"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -157,5 +159,46 @@ func TestBinaryHeaderRefusal(t *testing.T) {
 	want := []short{{"/id", event.RuleUTF8, "the ce-id"}, {"/subject", event.RuleUTF8, "the ce-subject"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+}
+
+// CloudEvents 1.0, Attribute Naming Convention: "CloudEvents attribute names
+// MUST consist of lower-case letters ('a' to 'z') or digits ('0' to '9')";
+// binary mode carries data as the body. A ce-* header naming anything else
+// is a 400 naming it, never stored as an extension.
+func TestBinaryHeaderAttributeNames(t *testing.T) {
+	tests := []struct {
+		header string
+		want   []string // members refused
+	}{
+		{"ce-region", nil},
+		{"ce-Region2", nil},
+		{"ce-bad_name", []string{"/bad_name"}},
+		{"ce-data", []string{"/data"}},
+		{"ce-data_base64", []string{"/data_base64"}},
+		{"ce-", []string{"/"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.header, func(t *testing.T) {
+			body := []byte(`{"category":"c","action":"a"}`)
+			r := httptest.NewRequest("POST", "/api/events", bytes.NewReader(body))
+			for k, v := range map[string]string{"ce-specversion": "1.0", "ce-id": "ev-1", "ce-source": "s", "ce-type": "t"} {
+				r.Header.Set(k, v)
+			}
+			r.Header[http.CanonicalHeaderKey(tt.header)] = []string{"x"}
+			_, _, ps, err := decodeCreate(r, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range ps {
+				if p.Rule == event.RuleFormat && strings.Contains(p.Message, "Attribute Naming Convention") {
+					got = append(got, p.Member)
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("refused members (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
