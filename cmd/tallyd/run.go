@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/tallyhq/tally/cmd/tallyd/server"
@@ -97,12 +98,28 @@ func migrate(ctx context.Context, c config, stdout io.Writer) error {
 	}
 	if len(applied) == 0 {
 		fmt.Fprintln(stdout, "schema is current; no migration applied")
-		return nil
 	}
 	for _, v := range applied {
 		fmt.Fprintf(stdout, "applied migration %05d\n", v)
 	}
+	warnInvalidIndexes(ctx, db, func(msg string, names []string) {
+		fmt.Fprintf(stdout, "warning: %s: %s\n", msg, strings.Join(names, ", "))
+	})
 	return nil
+}
+
+// warnInvalidIndexes reports the invalid indexes of db's schema
+// ([pgstore.DB.InvalidIndexes]: what a failed CREATE INDEX CONCURRENTLY
+// leaves, which a migration's rerun keeps) through warn, and nothing when
+// there are none. It is a warning, not a refusal: another replica may be
+// building one right now, and the queries still answer, only slower.
+func warnInvalidIndexes(ctx context.Context, db *pgstore.DB, warn func(msg string, names []string)) {
+	names, err := db.InvalidIndexes(ctx)
+	if err != nil || len(names) == 0 {
+		return
+	}
+	warn("invalid indexes (a CREATE INDEX CONCURRENTLY failed midway); the queries they serve read without them: "+
+		"DROP INDEX CONCURRENTLY each, then create it as its migration says (docs/operations.md)", names)
 }
 
 // authenticator reads the credentials file, or makes the --dev token,
@@ -158,6 +175,7 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store
 		return server.Store{}, nil, err
 	}
 	log.Info("store: PostgreSQL", "migrations_applied", applied)
+	warnInvalidIndexes(ctx, db, func(msg string, names []string) { log.Warn(msg, "indexes", names) })
 	return server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate(), Ping: db.Ping}, db.Close, nil
 }
 

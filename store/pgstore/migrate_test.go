@@ -267,3 +267,47 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 		}
 	}
 }
+
+// A CREATE INDEX CONCURRENTLY that fails midway leaves an INVALID index,
+// which a rerun's IF NOT EXISTS keeps: InvalidIndexes names it (and only
+// it), so tallyd can warn instead of serving silently without the index.
+func TestInvalidIndexes(t *testing.T) {
+	ctx := context.Background()
+	u := pgtest.EmptyURL(t)
+	db, err := pgstore.Open(ctx, u, pgstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.InvalidIndexes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("InvalidIndexes of a fresh schema = %q, want none", got)
+	}
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// Two rows with one reason make a unique build fail after its first
+	// phase, leaving the index INVALID, as a cancelled build does.
+	if _, err := conn.Exec(ctx, `INSERT INTO dead_letters (raw, raw_size, reason, event_id, received_at)
+VALUES ('{}', 2, 'a', 'e1', now()), ('{}', 2, 'a', 'e2', now())`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `CREATE UNIQUE INDEX CONCURRENTLY idx_broken ON dead_letters (reason)`); err == nil {
+		t.Fatal("the unique build over duplicates succeeded")
+	}
+	got, err = db.InvalidIndexes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"idx_broken"}, got); diff != "" {
+		t.Errorf("InvalidIndexes (-want +got):\n%s", diff)
+	}
+}

@@ -400,6 +400,30 @@ func (db *DB) Migrate(ctx context.Context) ([]int64, error) {
 	return applied, nil
 }
 
+// InvalidIndexes returns the names of the indexes of db's schema that
+// PostgreSQL marks invalid (pg_index.indisvalid false) and that no
+// CREATE INDEX is building now (pg_stat_progress_create_index), sorted.
+// Such an index is what a CREATE INDEX CONCURRENTLY leaves when it fails
+// midway (cancelled, its backend terminated, the server restarted); the
+// migration's IF NOT EXISTS then keeps it, so the version is recorded as
+// applied while the queries it serves read without it. Drop each with DROP
+// INDEX CONCURRENTLY and create it again as its migration says
+// (docs/operations.md); tallyd warns at start while one exists.
+func (db *DB) InvalidIndexes(ctx context.Context) ([]string, error) {
+	var names []string
+	err := db.conn.db.SelectContext(ctx, &names, `SELECT c.relname::text
+FROM pg_index i
+JOIN pg_class c ON c.oid = i.indexrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = current_schema() AND NOT i.indisvalid
+  AND NOT EXISTS (SELECT 1 FROM pg_stat_progress_create_index p WHERE p.index_relid = i.indexrelid)
+ORDER BY 1`)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: invalid indexes: %w", interpretError(err))
+	}
+	return names, nil
+}
+
 // ErrSchemaNewer is returned (wrapped) by [DB.Migrate] when the database
 // records a migration version higher than the newest this binary embeds: a
 // newer release migrated it, and this one could misread or corrupt what that
