@@ -369,18 +369,10 @@ func (q Query) Validate() error {
 		ps.add("/order", event.RuleEnum, `must be "asc" or "desc"`)
 	}
 	if q.Sort != "" && !slices.Contains(SortFields(), q.Sort) {
-		ps.add("/sort", event.RuleEnum, "%q is not a field getEvents sorts by (%s)", q.Sort, sortFieldList())
+		ps.add("/sort", event.RuleEnum, "%q is not a field getEvents sorts by (%s)", clip(string(q.Sort)), sortFieldList())
 	}
-	for _, v := range q.Severity {
-		if !v.Valid() {
-			ps.add("/severity", event.RuleEnum, "%q is not a severity", v)
-		}
-	}
-	for _, v := range q.Status {
-		if !v.Valid() {
-			ps.add("/status", event.RuleEnum, "%q is not a status", v)
-		}
-	}
+	badValues(&ps, "severity", q.Severity)
+	badValues(&ps, "status", q.Status)
 	text := func(name string, vs ...string) {
 		for _, v := range vs {
 			if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
@@ -394,6 +386,46 @@ func (q Query) Validate() error {
 	text("correlationKey", q.CorrelationKey)
 	text("search", q.Search)
 	return ps.err()
+}
+
+// badValues adds one problem for the values of the list parameter name
+// that are not valid, whatever their number: the first is quoted (clipped
+// to 40 bytes) and the rest counted, so 10,000 bad values cost one short
+// problem, not an answer larger than the query.
+func badValues[T interface {
+	~string
+	Valid() bool
+}](ps *problems, name string, vs []T) {
+	var first string
+	bad := 0
+	for _, v := range vs {
+		if !v.Valid() {
+			if bad == 0 {
+				first = string(v)
+			}
+			bad++
+		}
+	}
+	switch {
+	case bad == 1:
+		ps.add("/"+name, event.RuleEnum, "%q is not a %s", clip(first), name)
+	case bad > 1:
+		ps.add("/"+name, event.RuleEnum, "%q is not a %s, nor are %d more of its values", clip(first), name, bad-1)
+	}
+}
+
+// clip shortens s for a problem message, so a refused long value is not
+// echoed whole: at most 40 bytes, cut on a UTF-8 boundary, then "…".
+func clip(s string) string {
+	const n = 40
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // SetStatus marks the event with id read or unread, as Meshery's events

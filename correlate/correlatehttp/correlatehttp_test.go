@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -406,6 +407,23 @@ func listRefusals(t *testing.T, s *server) {
 	res = s.do("GET", "/api/events/list?pageSize=0", "org-1/alice", "")
 	if p := decode[problem.Details](t, res.body); res.status != 400 || len(p.Errors) != 1 || p.Errors[0].Member != "/pageSize" {
 		t.Errorf("pageSize=0: %d %s, want 400 naming pageSize", res.status, res.body)
+	}
+
+	// The cost of a refusal is bounded: 4,000 bad values of a list
+	// parameter are one problem naming the first (clipped to 40 bytes) and
+	// counting the rest, never an answer larger than the query.
+	var q strings.Builder
+	q.WriteString("/api/events/list?severity=" + strings.Repeat("z", 100))
+	for i := range 4000 {
+		fmt.Fprintf(&q, "&severity=x%d&status=y%d", i, i)
+	}
+	res = s.do("GET", q.String(), "org-1/alice", "")
+	wantPs = []event.Problem{
+		{Member: "/severity", Rule: event.RuleEnum, Message: `"` + strings.Repeat("z", 40) + `…" is not a severity, nor are 4000 more of its values`},
+		{Member: "/status", Rule: event.RuleEnum, Message: `"y0" is not a status, nor are 3999 more of its values`},
+	}
+	if p := decode[problem.Details](t, res.body); res.status != 400 || !cmp.Equal(wantPs, p.Errors) || len(res.body) > 2048 {
+		t.Errorf("4,000 bad values: %d, %d bytes, want 400 with two problems in under 2 KiB (-want +got):\n%s", res.status, len(res.body), cmp.Diff(wantPs, p.Errors))
 	}
 }
 
