@@ -109,7 +109,7 @@ func collectPlainLinks(b comment.Block, out *[]string) {
 }
 
 // TestDocLinksResolve: every [Name] in a doc comment of the module links
-// somewhere (issue 11: "Fix the broken doc links ([Less], [interpretError])").
+// somewhere ("Fix the broken doc links ([Less], [interpretError])").
 func TestDocLinksResolve(t *testing.T) {
 	for _, l := range brokenDocLinks(t, ".") {
 		t.Errorf("%s does not resolve (an unexported or unknown name: write it without brackets)", l)

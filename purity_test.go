@@ -18,7 +18,7 @@ import (
 
 // purePackages hold the rules; the README says they "never import a
 // database driver or net/http" (STYLE.md: "They never import pgx, sqlx,
-// database/sql or net/http"; issue 11, "Purity").
+// database/sql or net/http").
 var purePackages = []string{
 	"github.com/tallyhq/tally/event",
 	"github.com/tallyhq/tally/ingest",
@@ -135,7 +135,7 @@ func impurities(listed []listedPackage, module string, roots []string) []string 
 
 // TestPurity: the pure packages never import a database driver,
 // database/sql or net/http, directly or through another package of this
-// module (issue 11, "Purity").
+// module ("Purity").
 func TestPurity(t *testing.T) {
 	listed := goListDeps(t, ".", purePackages...)
 	for _, msg := range impurities(listed, "github.com/tallyhq/tally", purePackages) {

@@ -24,7 +24,7 @@ func (o *dispositions) Disposition(d correlate.Disposition) {
 	o.got = append(o.got, d)
 }
 
-// issue 11: "The disposition observer sits in correlate beside ingest's", so
+// "The disposition observer sits in correlate beside ingest's", so
 // an embedder calling Service.Create counts dispositions as the server does;
 // a refused create counts nothing.
 func TestCreateTellsTheObserver(t *testing.T) {

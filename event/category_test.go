@@ -8,7 +8,7 @@ import (
 
 // TestCategorize: "It splits the type on dots: a part create makes the event
 // a create, a part delete makes it a delete, and every other type is an
-// update." Issue 2 orders the two: "a whole part create makes a create, else
+// update." When a type has both parts, create wins: "a whole part create makes a create, else
 // a whole part delete makes a delete, else update".
 func TestCategorize(t *testing.T) {
 	tests := []struct {

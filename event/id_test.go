@@ -12,7 +12,7 @@ import (
 // TestDeterministicID: "Where none exists it is the deterministic hash
 // sha256("{cloud}:{resource_id}:{event_type}:{timestamp_iso}"), hex and
 // prefixed with the platform name. ... the timestamp in it is rendered RFC
-// 3339 UTC." Issue 2 fixes the golden vector and the rendering
+// 3339 UTC." The golden vector pins that rendering
 // (time.RFC3339Nano: fraction only when non-zero, trailing zeros trimmed,
 // always Z).
 func TestDeterministicID(t *testing.T) {

@@ -106,7 +106,7 @@ func TestRoundTripGolden(t *testing.T) {
 // TestRoundTripNumbersExact states what the big_numbers golden file shows,
 // so that a run with -update cannot bless float64 rounding: "Numbers keep
 // their exact value everywhere in the payload: 12345678901234567890 and 0.1
-// survive a round trip unchanged" (issue 2).
+// survive a round trip unchanged".
 func TestRoundTripNumbersExact(t *testing.T) {
 	src, err := os.ReadFile(filepath.Join("testdata", "roundtrip", "big_numbers.in.json"))
 	if err != nil {

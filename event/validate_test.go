@@ -537,7 +537,7 @@ func TestValidate(t *testing.T) {
 
 	// payload.state on each category: absent, null, "" and a value.
 	// "It is required on every event except a delete, where the core sets
-	// deleted itself." Absent and null both count as missing (issue 2).
+	// deleted itself." Absent and null both count as missing.
 	stateRequired := []event.Problem{{Member: "/payload/state", Rule: event.RuleRequired, Message: "is required on every event except a delete"}}
 	for _, c := range []struct {
 		cat, eventType string

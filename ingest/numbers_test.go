@@ -90,7 +90,7 @@ func TestSizeNumberRangeReasonIsBounded(t *testing.T) {
 	}
 }
 
-// issue 10, Numbers: "A schema whose numbers cannot be enforced is refused
+// Numbers: "A schema whose numbers cannot be enforced is refused
 // with 400, naming the keyword."
 func TestPutResourceTypeRefusesNumbersItCannotEnforce(t *testing.T) {
 	tests := []struct{ name, doc, want string }{
@@ -168,7 +168,7 @@ func (p panicStore) SizeNames(ctx context.Context, cloud, resourceType string) (
 	return p.Ingest.SizeNames(ctx, cloud, resourceType)
 }
 
-// issue 10, Numbers: "a panic inside one item's checks refuses that item
+// Numbers: "a panic inside one item's checks refuses that item
 // (the reason names the stage) and is logged with its stack; the rest of the
 // batch goes on."
 func TestPanicInOneItemRefusesOnlyThatItem(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"github.com/tallyhq/tally/ingest"
 )
 
-// Issue 11, Errors: one vocabulary. A size schema that cannot be registered
+// Errors: one vocabulary. A size schema that cannot be registered
 // is refused with the one validation error: each problem names the keyword
 // by its JSON Pointer into the PUT body (under /size_schema for the
 // wrapper), the rule (the meta-schema keyword that failed, or one of

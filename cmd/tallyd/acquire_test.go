@@ -14,7 +14,7 @@ import (
 	"github.com/tallyhq/tally/internal/pgtest"
 )
 
-// Issue 12, Timeouts: "A default statement or request timeout,
+// Timeouts: "A default statement or request timeout,
 // configurable, answered 503 (or 504) with a problem body, nothing
 // half-written", for a request that cannot get a pool connection too.
 // tallyd runs with one connection and no statement timeout; an ingest

@@ -18,7 +18,7 @@ const (
 	floodConns   = 3000 // idle keep-alive connections offered
 )
 
-// TestConnectionFlood: issue 10, Connections: "Run under a limit of 2,048
+// TestConnectionFlood: Connections: "Run under a limit of 2,048
 // descriptors and offered 3,000 idle keep-alive connections, the server
 // still answers /healthz on a new connection in under a second." tallyd
 // runs as a child under `ulimit -n 2048` (its default cap is then 1,792);

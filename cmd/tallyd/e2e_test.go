@@ -444,7 +444,7 @@ func endToEnd(t *testing.T, args ...string) {
 	}
 
 	// The projection holds one row per resource the stored events name, each
-	// the in-order fold of its history (issue 6).
+	// the in-order fold of its history.
 	// Only the first of the pair sharing a key is stored (lines 19 and 20
 	// share (message_id, timestamp); line 20 is a conflict, so its volume has
 	// no row).

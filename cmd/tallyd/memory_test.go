@@ -63,7 +63,7 @@ func vmHWM(pid int) (int64, error) {
 	return kb << 10, err
 }
 
-// BenchmarkMemory64x8MiB: issue 10, Memory per request: "Peak RSS under 64
+// BenchmarkMemory64x8MiB: Memory per request: "Peak RSS under 64
 // concurrent 8 MiB bodies ≤ 400 MiB, whenever the garbage collector
 // happens to run". It starts tallyd --dev (in-memory store, default
 // budget and cap) and sends b.N waves of 64 concurrent authenticated

@@ -26,7 +26,7 @@ import (
 	"github.com/tallyhq/tally/internal/pgtest"
 )
 
-// The proofs of issue 12 ("Proof, in the repository") share this harness:
+// The operations proofs (docs/operations.md, docs/testing.md) share this harness:
 // replicas of tallyd on one database, clients that retry as a collector or
 // a Meshery Server would, and checks on the database at the end. Every loop
 // is bounded by a count and a deadline, and all traffic goes to loopback.
@@ -252,7 +252,7 @@ func runPlan(ctx context.Context, rs *replicas, plan opsPlan, workers int, st *o
 	return errs
 }
 
-// checkDatabase proves issue 12's end state on the database at url: every
+// checkDatabase proves the end state on the database at url: every
 // event stored once, the projection equal to the fold of the events (a
 // rebuild from the events changes nothing), one open event per
 // (organization, user, correlationKey), occurrence counts equal to the
@@ -336,7 +336,7 @@ func checkDatabase(t *testing.T, url string, plan opsPlan) {
 	}
 }
 
-// Issue 12, "Two replicas, one database": two tallyd processes start at the
+// "Two replicas, one database": two tallyd processes start at the
 // same moment on a fresh database (both migrate), overlapping ingest
 // batches and same-key createEvents go to both, one replica is killed with
 // SIGKILL mid-stream and restarted while clients retry. At the end every
@@ -448,7 +448,7 @@ func blackhole(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// Issue 12, "Blackholed database": with a database address that accepts
+// "Blackholed database": with a database address that accepts
 // and never answers, start (and `tallyd migrate`) exits non-zero with a
 // clear message within the connect timeout.
 func TestBlackholedDatabase(t *testing.T) {

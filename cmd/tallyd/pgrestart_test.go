@@ -19,7 +19,7 @@ import (
 
 // throwaway is a PostgreSQL cluster of the test's own, in a temporary
 // directory, on its own loopback port, so that the test may stop and start
-// it (issue 12, "PostgreSQL restart under load").
+// it ("PostgreSQL restart under load").
 type throwaway struct {
 	bin, dir string
 	port     int
@@ -107,7 +107,7 @@ func (c *throwaway) stop(t *testing.T) {
 	c.run(t, "pg_ctl", "-D", c.data(), "-m", "fast", "-w", "-t", "60", "stop")
 }
 
-// Issue 12, "PostgreSQL restart under load": a throwaway cluster is stopped
+// "PostgreSQL restart under load": a throwaway cluster is stopped
 // and started while clients send ingest batches and createEvents. While it
 // is down, requests get 503 with a problem body and Retry-After, and
 // readiness is 503; afterwards tallyd recovers without a restart (the first

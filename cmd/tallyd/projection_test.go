@@ -18,7 +18,7 @@ import (
 )
 
 // `tallyd projection rebuild` recomputes the rows from the events, in
-// bounded steps with progress, and gives the incremental rows back (issue 6).
+// bounded steps with progress, and gives the incremental rows back.
 func TestProjectionRebuild(t *testing.T) {
 	url := pgtest.URL(t)
 	ctx := context.Background()

@@ -21,7 +21,7 @@ const quickstartScript = "testdata/quickstart.sh"
 // The README quickstart works as written: `go run ./cmd/tallyd --dev`, export the
 // two lines it prints, run the collector on the real notifications, list
 // rejected events, send correlated events with curl and see
-// Event-Disposition (issue 5, Acceptance).
+// Event-Disposition (Acceptance).
 func TestQuickstart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary and the collector")

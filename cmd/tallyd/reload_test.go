@@ -60,7 +60,7 @@ const (
 	credsBad = `{"credentials":[{"name":"c","token":"token-of-c-0000001","roles":["root"]},{"token":"token-of-d-0000001","roles":["admin"]}]}`
 )
 
-// Issue 12, Credentials rotation: "SIGHUP reloads the file atomically. A
+// Credentials rotation: "SIGHUP reloads the file atomically. A
 // broken file keeps the old set and logs every problem. A reload is visible
 // in the log and in a metric."
 func TestReloadCredentials(t *testing.T) {

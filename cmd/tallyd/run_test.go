@@ -51,7 +51,7 @@ func TestConfigPrecedence(t *testing.T) {
 			"TALLY_MAX_CONNECTIONS": "100", "TALLY_IDLE_TIMEOUT": "5s", "TALLY_EVENTS_LEGACY_CREATE_200": "true",
 			"TALLY_DB_ACQUIRE_TIMEOUT": "2s", "TALLY_METRICS_REFRESH_INTERVAL": "1m",
 			"TALLY_IDEMPOTENCY_RETENTION": "72h",
-			// Issue 12, The pool and Timeouts: each database setting has its
+			// The pool and Timeouts: each database setting has its
 			// environment fallback.
 			"TALLY_DB_MAX_CONNS": "32", "TALLY_DB_CONNECT_TIMEOUT": "3s", "TALLY_DB_STATEMENT_TIMEOUT": "20s",
 			"TALLY_DB_IDLE_IN_TRANSACTION_TIMEOUT": "45s",

@@ -19,7 +19,7 @@ import (
 	"github.com/tallyhq/tally/store/pgstore"
 )
 
-// issue 13, Go clients beside the handlers: "correlatehttp.Client: creates
+// Go clients beside the handlers: "correlatehttp.Client: creates
 // with an automatic Idempotency-Key so that retries are safe, and returns
 // the disposition", against the handler on both stores.
 func TestClient(t *testing.T) {

@@ -389,7 +389,7 @@ func listRefusals(t *testing.T, s *server) {
 	t.Helper()
 	res := s.do("GET", "/api/events/list?page=x&pageSize=1000&order=sideways&resolved=maybe", "org-1/alice", "")
 	p := decode[problem.Details](t, res.body)
-	// Every bad parameter at once, one problem code, a rule each (issue 11).
+	// Every bad parameter at once, one problem code, a rule each.
 	wantPs := []event.Problem{
 		{Member: "/page", Rule: event.RuleType, Message: "must be an integer"},
 		{Member: "/resolved", Rule: event.RuleType, Message: "must be true or false"},
@@ -463,7 +463,7 @@ func TestNewValidatesOptions(t *testing.T) {
 	}
 }
 
-// issue 11: a cancelled or vanished client is handled the same in both
+// A cancelled or vanished client is handled the same in both
 // adapters: no 5xx, no answer, logged below ERROR.
 func TestClientGoneGetsNoAnswer(t *testing.T) {
 	t.Run("memstore", func(t *testing.T) { testClientGone(t, memCorrelate(t)) })
@@ -498,7 +498,7 @@ func testClientGone(t *testing.T, st correlate.Store) {
 	}
 }
 
-// TestCreateRefusesQueryParameters: issue 13, "Nothing is silently
+// TestCreateRefusesQueryParameters: "Nothing is silently
 // ignored" and "An unknown query parameter is refused with 400 naming it":
 // createEvent takes no query parameter, so each one given is a problem
 // (invalid_parameter, member "/<name>", rule additionalProperties), as on
@@ -546,7 +546,7 @@ func TestCreateRefusesQueryParameters(t *testing.T) {
 	}
 }
 
-// Issue 11, Errors: one answer lists every problem of the parameters, an
+// Errors: one answer lists every problem of the parameters, an
 // unknown one beside those the library judges. getEventTypes answered the
 // unknown parameter alone, dropping a page out of range.
 func TestEventTypesListsEveryParameterProblem(t *testing.T) {

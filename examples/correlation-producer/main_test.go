@@ -113,7 +113,7 @@ func TestRefusalsAreNotRetried(t *testing.T) {
 }
 
 // TALLY_SERVER names the server when --server is not given, as in the
-// collector; --server wins over it (issue 11: the producer ignored it).
+// collector; --server wins over it (the producer ignored it).
 func TestRunReadsTallyServer(t *testing.T) {
 	srv := server(t, nil)
 	env := func(k string) string {

@@ -234,7 +234,7 @@ func TestBatching(t *testing.T) {
 	}
 }
 
-// issue 10, Transport: "The OpenStack collector sends gzip by default,
+// Transport: "The OpenStack collector sends gzip by default,
 // with a flag to turn it off."
 func TestGzip(t *testing.T) {
 	for _, tt := range []struct {

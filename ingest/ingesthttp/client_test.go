@@ -116,7 +116,7 @@ func statuses(res ingesthttp.Result) map[ingesthttp.ItemStatus]int {
 	return m
 }
 
-// issue 13: "batches at most 1000 items, with gzip" and "returns the
+// "batches at most 1000 items, with gzip" and "returns the
 // per-item result"; every valid item is stored once, each mapped back to
 // the caller's index.
 func TestClientBatchesAndMapsItems(t *testing.T) {
@@ -166,7 +166,7 @@ func TestClientBatchesAndMapsItems(t *testing.T) {
 	})
 }
 
-// issue 13: "retries transport errors and 5xx with backoff and jitter";
+// "retries transport errors and 5xx with backoff and jitter";
 // a request whose answer was lost after it was stored comes back as
 // duplicates, stored once.
 func TestClientRetries(t *testing.T) {
@@ -219,7 +219,7 @@ func TestClientRetries(t *testing.T) {
 	})
 }
 
-// issue 13: "halves a batch on 413"; an item still 413 alone is reported
+// "halves a batch on 413"; an item still 413 alone is reported
 // too large, the others stored.
 func TestClientHalvesOn413(t *testing.T) {
 	bothStores(t, func(t *testing.T, st stores) {

@@ -205,7 +205,7 @@ func TestPostEventsStoreFailure(t *testing.T) {
 	}
 }
 
-// issue 11: "Each adapter exposes its routes as data (pattern, roles or
+// "Each adapter exposes its routes as data (pattern, roles or
 // access class, handler), written once."
 func TestRoutes(t *testing.T) {
 	s := newServer(t, memIngest(t), 0)
@@ -294,7 +294,7 @@ func TestRejectedEvents(t *testing.T) {
 		}
 	}
 	// Every bad parameter at once, the adapter's and the library's, with
-	// one problem code and a rule each (issue 11, Errors: one vocabulary).
+	// one problem code and a rule each (Errors: one vocabulary).
 	status, _, b = s.do(t, "GET", "/api/v1/rejected-events?from=yesterday&limit=1001&cursor=bogus&to=x", "", true)
 	var p problem.Details
 	_ = json.Unmarshal([]byte(b), &p)
@@ -348,7 +348,7 @@ func TestResourceTypes(t *testing.T) {
 	if status != 200 || !strings.Contains(b, `"size_schema":`+doc) || !strings.Contains(b, `"version":1`) {
 		t.Errorf("put: %d %s", status, b)
 	}
-	// Issue 11, Errors: one vocabulary. A refused size schema lists its
+	// Errors: one vocabulary. A refused size schema lists its
 	// problems under errors like every other 400, each keyword named by its
 	// JSON Pointer into the body (under /size_schema for the wrapper).
 	for _, tt := range []struct {
@@ -411,7 +411,7 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-// issue 11: a cancelled or vanished client is handled the same in both
+// A cancelled or vanished client is handled the same in both
 // adapters: no 5xx, no answer, logged below ERROR.
 func TestClientGoneGetsNoAnswer(t *testing.T) {
 	t.Run("memstore", func(t *testing.T) { testClientGone(t, memIngest(t)) })

@@ -27,7 +27,7 @@ func TestResources(t *testing.T) {
 				`{"cloud":"c1","resource_type":"volume","resource_id":"v-b","platform":"openstack","project_id":"p","state":"deleted","size":{"size_gb":1,"type":"ssd"},"created_at":"2026-03-01T10:00:00Z","deleted_at":"2026-03-01T11:00:00Z","first_event_at":"2026-03-01T10:00:00Z","last_event_at":"2026-03-01T11:00:00Z","last_event_type":"volume.delete.end","last_event_id":"d"}],"next_cursor":null}`},
 		{"alive at noon", "/api/v1/resources?alive_at=2026-03-01T12:00:00Z", 200, `"resource_id":"v-a"`},
 		{"by state", "/api/v1/resources?state=deleted&status=all", 200, `"resource_id":"v-b"`},
-		// Issue 13: status filters as the Reporting API does, active by
+		// Status filters as the Reporting API does, active by
 		// default; state and status are independent filters.
 		{"active by default", "/api/v1/resources", 200, `{"items":[{"cloud":"c1","resource_type":"volume","resource_id":"v-a",`},
 		{"status active", "/api/v1/resources?status=active", 200, `"last_event_id":"a"}],"next_cursor":null}`},
@@ -36,11 +36,11 @@ func TestResources(t *testing.T) {
 		{"the vertical slice's walk", "/api/v1/resources?cloud=c1&project_id=p&resource_type=volume&status=all&limit=1000", 200, `"resource_id":"v-b"`},
 		{"bad status", "/api/v1/resources?status=gone", 400, `"member":"/status","rule":"enum"`},
 		{"empty status", "/api/v1/resources?status=", 400, `"member":"/status","rule":"enum"`},
-		// Issue 13: an unknown query parameter is refused, naming it.
+		// An unknown query parameter is refused, naming it.
 		{"unknown parameter", "/api/v1/resources?alive_at=2026-03-01T12:00:00Z&fields=x", 400, `"member":"/fields","rule":"additionalProperties"`},
 		{"unknown parameter of a dead-letter listing", "/api/v1/rejected-events?sort=asc", 400, `"member":"/sort"`},
 		{"unknown parameter of one resource", "/api/v1/resources/c1/volume/v-b?expand=1", 400, `"member":"/expand"`},
-		// Issue 11, Errors: one answer lists every problem, an unknown
+		// Errors: one answer lists every problem, an unknown
 		// parameter among the others (it was answered alone).
 		{"unknown parameter beside a bad one", "/api/v1/resources?limit=x&fields=x", 400,
 			`"errors":[{"member":"/limit","rule":"type","message":"must be an integer from 1 to 1000"},{"member":"/fields","rule":"additionalProperties",`},
@@ -107,7 +107,8 @@ func TestTextParameters(t *testing.T) {
 	}
 }
 
-// TestPutResourceTypeRefusalNamesMemberInBody: issue 13 ("PUT
+// TestPutResourceTypeRefusalNamesMemberInBody: the
+// Reporting API shape ("PUT
 // /api/v1/resource-types/{platform}/{resource_type} with the original's
 // body {"size_schema": {…}} registers the inner schema") and the quality
 // bar ("bad input gets a clear error (member + rule named)"): a refused

@@ -99,7 +99,7 @@ func answerOf(t *testing.T, resp *http.Response) answer {
 	return a
 }
 
-// TestReadCodings: issue 10, Transport: "Decode gzip (and deflate or zstd
+// TestReadCodings: Transport: "Decode gzip (and deflate or zstd
 // where a well-kept library does it), with the body cap counted after
 // decompression, so a zip bomb gets 413. Answer any other coding with 415
 // and Accept-Encoding (RFC 9110)."
@@ -180,7 +180,7 @@ func rawExchange(t *testing.T, addr, req string) answer {
 	return answerOf(t, resp)
 }
 
-// TestReadClientFailures: issue 10, Transport: "A malformed chunk length, a
+// TestReadClientFailures: Transport: "A malformed chunk length, a
 // client that disconnects mid-body, or a body that trickles past the read
 // timeout" are "answered 400 (or 408)", never 5xx (docs/decisions.md,
 // Client-side body failures).
@@ -208,7 +208,7 @@ func TestReadClientFailures(t *testing.T) {
 }
 
 // TestReadTimeout: a body that trickles past the server's read timeout is
-// 408 (issue 10, Transport).
+// 408 (Transport).
 func TestReadTimeout(t *testing.T) {
 	srv := httptest.NewUnstartedServer(echo(nil))
 	srv.Config.ReadTimeout = 300 * time.Millisecond
@@ -231,7 +231,7 @@ func TestReadTimeout(t *testing.T) {
 }
 
 // TestReadClientGone: a client that resets its connection mid-body gets no
-// answer, and Read says ErrClientGone (issue 10: "do not answer a client
+// answer, and Read says ErrClientGone ("do not answer a client
 // that is gone").
 func TestReadClientGone(t *testing.T) {
 	errs := make(chan error, 1)
@@ -255,7 +255,7 @@ func TestReadClientGone(t *testing.T) {
 	}
 }
 
-// TestBudget: issue 10, Memory per request: "Beyond it, a request waits
+// TestBudget: Memory per request: "Beyond it, a request waits
 // briefly, then gets 503 with Retry-After"; what a request was charged is
 // given back when it ends.
 func TestBudget(t *testing.T) {

@@ -44,7 +44,7 @@ func TestWrite(t *testing.T) {
 	}
 }
 
-// issue 11: "One JSON writer and one set of shared error cases in
+// "One JSON writer and one set of shared error cases in
 // internal/problem."
 func TestSharedCases(t *testing.T) {
 	type answer struct {

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Issue 13: "retries transport errors and 5xx (and 408/429)"; nothing else.
+// "retries transport errors and 5xx (and 408/429)"; nothing else.
 func TestStatus(t *testing.T) {
 	for s, want := range map[int]bool{200: false, 400: false, 401: false, 408: true, 413: false, 429: true, 500: true, 502: true, 503: true, 504: true} {
 		if got := Status(s); got != want {

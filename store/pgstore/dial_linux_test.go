@@ -13,9 +13,9 @@ import (
 
 // Every connection the pool dials over TCP carries TCP_USER_TIMEOUT
 // (tcpUserTimeout): a statement sent to a server that vanished without
-// closing fails within it (issue 12, a database that stops answering gets
-// 503; issue 14 stopped pinging busy connections, which had found such a
-// server within the ping timeout).
+// closing fails within it (a database that stops answering gets
+// 503; busy connections are not pinged, so nothing else finds such a
+// server sooner).
 func TestPoolSetsTCPUserTimeout(t *testing.T) {
 	cfg, err := poolConfig("postgres://u@127.0.0.1:1/db?sslmode=disable", Options{})
 	if err != nil {

@@ -738,7 +738,7 @@ func raw(t testing.TB, e event.Event) []byte {
 	return b
 }
 
-// Concurrency on PostgreSQL (issue 3): "8 goroutines ingesting overlapping
+// Concurrency on PostgreSQL: "8 goroutines ingesting overlapping
 // batches of the same 1000 events at once → every event stored once, counts
 // add up, no deadlock, no error". Each goroutine sends the 1000 events
 // through its own ingest.Service in batches of 250, each in its own order.
@@ -809,7 +809,7 @@ func TestIngestConcurrentOverlappingBatches(t *testing.T) {
 	}
 }
 
-// Fault (issue 3): "a store failure in the middle of a batch ... leaves no
+// Fault: "a store failure in the middle of a batch ... leaves no
 // event, dead letter or audit row of that batch, and a retry then succeeds".
 // The batch holds valid events, a schema refusal (a dead letter) and a scope
 // refusal (an audit row); the dead-letter insert fails after the events were

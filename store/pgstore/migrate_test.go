@@ -54,7 +54,7 @@ func migrationVersions(t *testing.T) []int64 {
 	return versions
 }
 
-// Issue 12, "Version numbers are allocated by area": the migrations are one
+// "Version numbers are allocated by area": the migrations are one
 // sequence 00001, 00002, … with no gaps, so a new file must take the next
 // number. goose refuses a database that has applied a later version than a
 // new file's ("missing (out-of-order) migration"), and with it every start.
@@ -73,7 +73,7 @@ func migrate(ctx context.Context, u string) ([]int64, error) {
 	return db.Migrate(ctx)
 }
 
-// Issue 12, "Replicas that start together fail": concurrent Migrate calls
+// "Replicas that start together fail": concurrent Migrate calls
 // on a fresh schema all succeed, and every version is applied exactly once
 // (by whichever call took the lock first).
 func TestMigrateConcurrent(t *testing.T) {
@@ -107,7 +107,7 @@ func TestMigrateConcurrent(t *testing.T) {
 	}
 }
 
-// The URL's pool parameters (issue 12, "The pool") belong to the pool: the
+// The URL's pool parameters ("The pool") belong to the pool: the
 // migration connection does not send them to the server as settings, which
 // would refuse them.
 func TestMigrateIgnoresPoolParameters(t *testing.T) {
@@ -155,7 +155,7 @@ WHERE schemaname = current_schema() ORDER BY tablename, indexname`)
 	return out
 }
 
-// Issue 14: current_resources keeps its primary key and the project_id
+// Current_resources keeps its primary key and the project_id
 // index only (migration 00010: no index holds state, so an update that
 // changes neither the key nor project_id can be HOT).
 func TestProjectionIndexes(t *testing.T) {
@@ -172,7 +172,7 @@ func TestProjectionIndexes(t *testing.T) {
 	}
 }
 
-// Issue 12: "Once a release exists, a test upgrades from each released
+// "Once a release exists, a test upgrades from each released
 // version." Until then, every version (0, the empty schema, included) stands
 // in for a release, so the upgrade path runs anyway. An upgraded schema has
 // the indexes of a fresh one (migrations that drop or add indexes, such as

@@ -12,7 +12,7 @@ import (
 // quiet tells an idle, open connection (nothing to read) from one whose
 // peer has written (PostgreSQL's FATAL message before it closes) or closed
 // it, without waiting: the check checkOnAcquire runs on every acquire
-// instead of a ping (issue 12, Stale connections; issue 14).
+// instead of a ping (Stale connections).
 func TestQuiet(t *testing.T) {
 	tests := []struct {
 		name string

@@ -7,7 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// Issue 12, The pool and Timeouts: Options win over the URL's own
+// The pool and Timeouts: Options win over the URL's own
 // parameters, which win over the defaults; the URL's pool parameters are
 // honoured (and never sent to the server: pgxpool strips them).
 func TestPoolConfig(t *testing.T) {

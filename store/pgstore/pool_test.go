@@ -48,7 +48,7 @@ func lockTable(t *testing.T, url, table string) (release func()) {
 	return release
 }
 
-// Issue 12, Timeouts: "A lock on a table holds requests for as long as it
+// Timeouts: "A lock on a table holds requests for as long as it
 // lasts" no more: the statement timeout cancels the waiting statement and
 // the store says store.ErrUnavailable (answered 503 with Retry-After).
 func TestStatementTimeout(t *testing.T) {
@@ -63,7 +63,7 @@ func TestStatementTimeout(t *testing.T) {
 	}
 }
 
-// Issue 12, Readiness: Ping does not queue behind request traffic. With
+// Readiness: Ping does not queue behind request traffic. With
 // the pool's only connection stuck behind a table lock, Ping still answers.
 func TestPingDoesNotQueueBehindTraffic(t *testing.T) {
 	u := pgtest.URL(t) + "&application_name=tally_ping_test"
@@ -87,7 +87,7 @@ func TestPingDoesNotQueueBehindTraffic(t *testing.T) {
 	}
 }
 
-// Issue 12, Stale connections: after every connection of the pool is
+// Stale connections: after every connection of the pool is
 // broken (as a PostgreSQL restart breaks them), the first request
 // succeeds: connections are checked when taken from the pool (their socket
 // peeked at, see checkOnAcquire), and a broken one is replaced before any
@@ -149,7 +149,7 @@ func waitForLockWaiters(ctx context.Context, t *testing.T, url, app string, n in
 	}
 }
 
-// Issue 12, Timeouts: "A default statement or request timeout,
+// Timeouts: "A default statement or request timeout,
 // configurable, answered 503 (or 504) with a problem body, nothing
 // half-written" holds for the wait for a pool connection too. Both
 // connections of the pool are held by Commits stuck on a table lock,

@@ -75,7 +75,7 @@ func readAlertSeries(t *testing.T) []alertSeries {
 	return out
 }
 
-// TestTallyAlertRuleSeries: issue 13, "/metrics serves the series that
+// TestTallyAlertRuleSeries: "/metrics serves the series that
 // Tally's published alert rules query, so those rules evaluate unchanged":
 // after an ingest by a scoped credential (accepted, refused and out of
 // scope items) and one refresh of the gauge, every selector of the rules

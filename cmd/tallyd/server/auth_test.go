@@ -97,7 +97,7 @@ func TestRequire(t *testing.T) {
 	}
 }
 
-// TestCheckBody: issue 10, Transport: a declared body over the cap is 413
+// TestCheckBody: Transport: a declared body over the cap is 413
 // and a coding the reader does not decode is 415 with Accept-Encoding, both
 // before the body is read (internal/httpbody reads it, and caps it again).
 func TestCheckBody(t *testing.T) {

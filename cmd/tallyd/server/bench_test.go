@@ -54,7 +54,7 @@ func BenchmarkPostEvents(b *testing.B) {
 	}
 }
 
-// BenchmarkHostileInput serves each body of TestHostileInput (issue 10:
+// BenchmarkHostileInput serves each body of TestHostileInput (the rules
 // "Validating one item costs time bounded by its bytes, whatever its
 // numbers"; "answered in time proportional to its size") through the whole
 // handler, on a fresh in-memory store each time, and reports the time per

@@ -30,7 +30,7 @@ type listed struct {
 	OccurrenceCount int64  `json:"occurrenceCount"`
 }
 
-// issue 13, CloudEvents and trace context: "Test with the CloudEvents Go SDK
+// CloudEvents and trace context: "Test with the CloudEvents Go SDK
 // as a real client", in binary and structured mode, on both stores.
 // docs/decisions.md, CloudEvents HTTP binding: "Binary and structured mode
 // accepted on createEvent; ce-id is the idempotency key; traceparent fills
@@ -117,7 +117,7 @@ func TestCloudEventsSDK(t *testing.T) {
 	}
 }
 
-// issue 13: "A conflict with the body is 400", naming the member, and a
+// "A conflict with the body is 400", naming the member, and a
 // malformed traceparent is 400 naming the header; the SDK sees the refusal.
 func TestCloudEventsSDKRefusals(t *testing.T) {
 	h, err := New(memStore(t), Options{Authenticator: testAuthenticator(t)})

@@ -28,7 +28,7 @@ func get(t *testing.T, c net.Conn, path string) int {
 	return resp.StatusCode
 }
 
-// TestConnLimiterShedsIdle: issue 10, Connections: "at the cap, idle
+// TestConnLimiterShedsIdle: Connections: "at the cap, idle
 // keep-alive connections are shed to make room for new requests".
 func TestConnLimiterShedsIdle(t *testing.T) {
 	l, err := NewConnLimiter(ConnLimiterOptions{Max: 2})
@@ -179,7 +179,7 @@ func TestDefaultMaxConns(t *testing.T) {
 	}
 }
 
-// The constructor idiom (issue 11): the options are validated and every
+// The constructor idiom: the options are validated and every
 // problem returned, joined.
 func TestNewConnLimiterRefusesNegativeMax(t *testing.T) {
 	if _, err := NewConnLimiter(ConnLimiterOptions{Max: -1}); err == nil || !strings.Contains(err.Error(), "Max (-1) is negative") {

@@ -61,7 +61,7 @@ func fuzzSeeds(f *testing.F) {
 	f.Add([]byte(`{"category":"c","action":"a","correlationKey":"k","metadata":{"x": [1, 2]}}`))
 }
 
-// issue 10, Proof: "Fuzz POST /api/v1/events … bodies on the in-memory
+// Proof: "Fuzz POST /api/v1/events … bodies on the in-memory
 // store. Each input must never get a 5xx and never panic; … have every item
 // accounted for: accepted + duplicates + rejected = items, and each rejected
 // item is dead-lettered or audited." Nothing is stored for a refused body.

@@ -18,7 +18,7 @@ import (
 	"github.com/tallyhq/tally/store/pgstore"
 )
 
-// Issue 13: "A test generates a Go client from the document (oapi-codegen,
+// "A test generates a Go client from the document (oapi-codegen,
 // pinned as a tool dependency in go.mod) and uses it to ingest an event
 // (accepted 1) and to create a correlated event, against the live server."
 // The client is generated into internal/apiclient (go generate there);

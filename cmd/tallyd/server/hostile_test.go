@@ -141,7 +141,7 @@ func hostileCases() []hostileCase {
 	// objects from provider down reaches level MaxDepth+1 = 10,001.
 	deepProvider := strings.Repeat(`{"a":`, event.MaxDepth-2) + `{}` + strings.Repeat(`}`, event.MaxDepth-2)
 	cases := []hostileCase{
-		// issue 10, Numbers: each refused as its item, siblings stored; never 5xx.
+		// Numbers: each refused as its item, siblings stored; never 5xx.
 		withBadSize("1e1000001", `1e1000001`),
 		withBadSize("-1e1000001", `-1e1000001`),
 		withBadSize("1e-1000001", `1e-1000001`),
@@ -159,7 +159,7 @@ func hostileCases() []hostileCase {
 			body:   bodyOf(`{"type":"object","properties":{"gb":{"minimum": 1e1000001}}}`),
 			status: 400, code: "invalid_size_schema", detail: `"member":"/properties/gb/minimum","rule":"numberRange"`,
 		},
-		// issue 10, Structure.
+		// Structure.
 		{
 			name:   "ingest/payload.provider nested 10,001 deep inside a batch is refused alone",
 			body:   batchOf(hostileEvent("deep", "", `,"provider":`+deepProvider), hostileEvent("deep-sibling", "", "")),
@@ -317,7 +317,7 @@ func hostileCases() []hostileCase {
 	return append(cases, transportCases()...)
 }
 
-// issue 10, Proof: "A table test over HTTP, on both stores, with every input
+// Proof: "A table test over HTTP, on both stores, with every input
 // above … Each gets its documented status and problem body, nothing is
 // half-written, and the process stays healthy."
 func TestHostileInput(t *testing.T) {

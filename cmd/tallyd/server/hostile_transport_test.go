@@ -31,7 +31,7 @@ func zstded(b func() []byte) func() []byte {
 	}
 }
 
-// transportCases are the rows of TestHostileInput for issue 10, Transport
+// transportCases are the rows of TestHostileInput for the transport rules
 // (docs/decisions.md, Content-Encoding and Client-side body failures): a
 // compressed body is decoded, the cap counts decoded bytes (a zip bomb is
 // 413), any other coding is 415 with Accept-Encoding, and a body the

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// TestMetricLabelsBounded: issue 10, Metric labels from input: "One POST of
+// TestMetricLabelsBounded: Metric labels from input: "One POST of
 // 300 distinct values creates 300 series"; "every label whose values come
 // from input ... is bounded: a documented number of distinct values, then
 // other" (MaxLabelValues).
@@ -79,7 +79,7 @@ func (c blockingCollector) Collect(chan<- prometheus.Metric) {
 	<-c.release
 }
 
-// TestMetricsInFlightLimit: issue 10: "/metrics has an in-flight limit and
+// TestMetricsInFlightLimit: "/metrics has an in-flight limit and
 // a timeout" (MetricsMaxRequestsInFlight; a further scrape is 503).
 func TestMetricsInFlightLimit(t *testing.T) {
 	m, err := NewMetrics(nil, MetricsOptions{})

@@ -21,7 +21,7 @@ func (panicSizeNames) SizeNames(context.Context, string, string) ([]sizenames.Ro
 	panic("boom")
 }
 
-// Every Options.Logger of the module discards when nil (issue 11: one
+// Every Options.Logger of the module discards when nil (one
 // meaning per idea), so the server hands its Logger to the ingest service:
 // a panic in one item's checks is refused as that item and still logged.
 func TestConfigLoggerReceivesIngestPanics(t *testing.T) {

@@ -44,7 +44,7 @@ func meshkitPublish(t *testing.T, h http.Handler, token, body string) *httptest.
 	return w
 }
 
-// issue 13, Meshery Server publishing: "It treats every status other than
+// Meshery Server publishing: "It treats every status other than
 // 200 as a failure"; docs/decisions.md, Legacy create answer: "201 by default;
 // 200 behind an option". And Meshery snake_case members: acted_upon,
 // operation_id, system_id are recorded as actedUpon, operationId,
@@ -116,7 +116,7 @@ func TestMesheryServerPublishes(t *testing.T) {
 	})
 }
 
-// issue 13, getEvents: the Meshery UI's request (ui/rtk-query/
+// GetEvents: the Meshery UI's request (ui/rtk-query/
 // notificationCenter.ts: filters spread as parameters, a Set as a JSON
 // array, sort=created_at, order=desc, pagesize=15; the summary's page=0,
 // pagesize=1, status) and the schema's filter parameter, encoded as
@@ -207,7 +207,7 @@ func TestMesheryUIGetEvents(t *testing.T) {
 	})
 }
 
-// issue 13: bulkUpdateEventStatus (PUT /api/events/status {ids, status}),
+// BulkUpdateEventStatus (PUT /api/events/status {ids, status}),
 // bulkDeleteEvents (POST /api/events/delete {ids}), updateEventStatus's
 // UpdateEventStatusResponse and getEventTypes, as @meshery/schemas v1beta3
 // declares them.

@@ -26,7 +26,7 @@ import (
 )
 
 // The OpenAPI document is checked against the live handlers with
-// kin-openapi's openapi3filter (issue 13, "The contract test validates live
+// kin-openapi's openapi3filter ("The contract test validates live
 // requests and responses with kin-openapi's openapi3filter on both
 // stores"): every route the handler serves is documented, every documented
 // operation is served, and every documented status of every operation is

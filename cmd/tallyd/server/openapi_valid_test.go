@@ -17,7 +17,7 @@ import (
 )
 
 // loadKinOpenAPI parses openapi.yaml with kin-openapi and validates it
-// (issue 13, "The document is valid in kin-openapi").
+// ("The document is valid in kin-openapi").
 func loadKinOpenAPI(t testing.TB) *openapi3.T {
 	t.Helper()
 	doc, err := openapi3.NewLoader().LoadFromData(OpenAPI)
@@ -43,7 +43,7 @@ func TestOpenAPIValidInKinOpenAPI(t *testing.T) {
 	}
 }
 
-// Issue 13, The OpenAPI document: "Every accepted member is declared." The
+// The OpenAPI document: "Every accepted member is declared." The
 // members createEvent reads are those correlate.Payload encodes to, with
 // every field set, and meshkit's snake_case spellings that Meshery Server
 // sends (docs/decisions.md, Meshery snake_case members). EventPayload declares

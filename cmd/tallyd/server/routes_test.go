@@ -12,7 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// issue 11, HTTP: one adapter shape, one route table: "The server, its
+// HTTP: one adapter shape, one route table: "The server, its
 // package doc, the OpenAPI contract test and the README table derive from
 // that data, or are checked against it." The data is the adapters' Routes,
 // as Handler.Routes mounts them; each test below fails when a copy

@@ -52,7 +52,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	}
 }
 
-// issue 5: "CORS: allowed origins from the flag;
+// "CORS: allowed origins from the flag;
 // Access-Control-Expose-Headers: Event-Disposition; preflight answered."
 func TestCORS(t *testing.T) {
 	h := newTestHandler(t, "https://app.example")
@@ -348,7 +348,7 @@ func TestWhoReadsCorrelatedEvents(t *testing.T) {
 	}
 }
 
-// issue 11, Read credentials: "A caller or events credential with no user
+// Read credentials: "A caller or events credential with no user
 // never correlates: warn at start for such a credential."
 func TestWarnsForAnEventsCredentialWithoutUser(t *testing.T) {
 	creds, err := ParseCredentials([]byte(`{"credentials":[

@@ -31,7 +31,7 @@ func inUse(t *testing.T, h http.Handler) float64 {
 	return v
 }
 
-// issue 10's body budget is charged for the bytes a body has actually
+// the body budget is charged for the bytes a body has actually
 // brought, not for the Content-Length it declares: uploads that declare
 // the cap and then send nothing hold a few KiB each, so they cannot
 // starve the other requests of the budget (which waited, then were

@@ -81,7 +81,7 @@ func osEvent(id, ts, typ, resourceID, payload string) string {
 
 const instancePayload = `{"state":"active","size":{"vcpus":2,"ram_gb":4,"disk_gb":20,"flavor":"m1.small"}}`
 
-// Issue 13, Tally's reporting client: the vertical slice walks
+// Tally's reporting client: the vertical slice walks
 // GET /api/v1/resources?cloud=…&project_id=…&resource_type=instance&status=all&limit=1000
 // to bill deleted instances too; status=active (the default) must leave the
 // deleted ones out.
@@ -135,7 +135,7 @@ func TestTallyClientResourceStatus(t *testing.T) {
 	})
 }
 
-// Issue 13: PUT /api/v1/resource-types/{platform}/{resource_type} with the
+// PUT /api/v1/resource-types/{platform}/{resource_type} with the
 // Reporting API's body {"size_schema": {…}} registers the inner schema, so
 // a later size that breaks it is refused; the bare schema stays accepted.
 func TestTallyClientRegisterResourceType(t *testing.T) {
@@ -170,7 +170,7 @@ func TestTallyClientRegisterResourceType(t *testing.T) {
 	})
 }
 
-// Issue 13: the vertical slice's fetchHistory reads
+// The vertical slice's fetchHistory reads
 // GET /api/v1/resources/{cloud}/instance/{id}/events as {"items":[StoredEvent…]}
 // with received_at, and GET /api/v1/events pages with the Reporting API's
 // filters and cursor.

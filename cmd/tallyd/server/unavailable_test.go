@@ -33,7 +33,7 @@ func (downCorrelate) Create(context.Context, correlate.Create) (correlate.Event,
 	return correlate.Event{}, "", fmt.Errorf("pgstore: begin: %w", context.DeadlineExceeded)
 }
 
-// Issue 12, Timeouts and Stale connections: a store that cannot be reached
+// Timeouts and Stale connections: a store that cannot be reached
 // or does not answer in time is answered 503 with a problem body and
 // Retry-After, never 500.
 func TestStoreUnavailableIs503(t *testing.T) {

@@ -151,7 +151,7 @@ func ts(s int) time.Time { return time.Date(2026, 1, 1, 0, 0, s, 0, time.UTC) }
 func tp(s int) *time.Time { t := ts(s); return &t }
 
 // The bench's fold follows the projection rules, including the two wrong
-// shortcuts issue 14 names: an absent size keeps the old one, an update
+// shortcuts the projection rules rule out: an absent size keeps the old one, an update
 // after a delete changes nothing, created_at comes from the last create.
 func TestFoldModel(t *testing.T) {
 	mk := func(id string, sec int, c category, typ, state, size string) *genEvent {
