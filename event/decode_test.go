@@ -110,7 +110,7 @@ func TestDecode(t *testing.T) {
 		// member names
 		{
 			name:   "member names are case-sensitive",
-			rule:   "member names are case-sensitive (issue 2); DECISIONS: An unknown or mis-cased top-level member refuses the item",
+			rule:   "member names are case-sensitive; docs/decisions.md: An unknown or mis-cased top-level member refuses the item",
 			in:     item("event_id", "", "Event_ID", `"e-1"`),
 			wantPs: []event.Problem{{Member: "/Event_ID", Rule: event.RuleAdditionalProperties, Message: unknown}},
 		},
