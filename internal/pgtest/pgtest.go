@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tallyhq/tally/store/pgstore"
@@ -165,4 +166,27 @@ func withSearchPath(base, schema string) (string, error) {
 		return u.String(), nil
 	}
 	return base + " search_path=" + schema, nil
+}
+
+// LeaveInvalidIndex leaves, in the migrated schema of url, an index that
+// PostgreSQL marks INVALID, as a CREATE INDEX CONCURRENTLY that failed
+// midway does: a unique build over two dead letters of one reason fails
+// after its first phase. It returns the index's name.
+func LeaveInvalidIndex(t testing.TB, url string) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `INSERT INTO dead_letters (raw, raw_size, reason, event_id, received_at)
+VALUES ('{}', 2, 'a', 'e1', now()), ('{}', 2, 'a', 'e2', now())`); err != nil {
+		t.Fatal(err)
+	}
+	const name = "idx_broken"
+	if _, err := conn.Exec(ctx, `CREATE UNIQUE INDEX CONCURRENTLY `+name+` ON dead_letters (reason)`); err == nil {
+		t.Fatal("the unique build over duplicates succeeded")
+	}
+	return name
 }
