@@ -1,0 +1,239 @@
+package feed
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// StreamOptions tune [Serve]. Zero fields take the defaults named.
+type StreamOptions struct {
+	// Buffer bounds the bytes a subscriber may leave unread before it
+	// counts as stalled and is reset (default 256 KiB; one item larger
+	// than that is still sent alone).
+	Buffer int
+	// WriteTimeout bounds how long one write to the client may block
+	// (default 10s).
+	WriteTimeout time.Duration
+	// Heartbeat is the longest time between two writes: with nothing to
+	// send, a comment line is written (default 10s).
+	Heartbeat time.Duration
+	// Limit is how many items one read of the hub asks for (default 100).
+	Limit int
+}
+
+// Frame is one item of a stream: its cursor (the SSE id), its kind (the
+// SSE event) and its data, compact JSON.
+type Frame struct {
+	ID, Event string
+	Data      []byte
+}
+
+// End is how a stream served by [Serve] ended.
+type End int
+
+// The ends of a stream.
+const (
+	// EndClient: the client went away or ctx ended.
+	EndClient End = iota
+	// EndReset: the client read too slowly; the stream ended with an
+	// "event: reset" naming the last position sent.
+	EndReset
+	// EndError: the hub's store failed; the stream ended with an
+	// "event: error".
+	EndError
+)
+
+// ErrStalled is the cause of a stream's context when its client stopped
+// reading.
+var ErrStalled = errors.New("feed: the subscriber stopped reading")
+
+// Serve streams the items of h after after that f selects to w as
+// Server-Sent Events (the WHATWG HTML "Server-sent events" format): for each
+// item "id: <cursor>", "event: <kind>" and "data: <JSON>", and a comment
+// line whenever nothing was written for opts.Heartbeat. A client resumes by
+// sending the last id it received as Last-Event-ID. Writes go through a
+// buffer of opts.Buffer bytes drained by their own goroutine, so a client
+// that stops reading never blocks the hub or other subscribers: when the
+// buffer is full the stream ends with "event: reset" and data
+// {"position":"<last id sent>"}. Each frame sent is counted by sent.
+// Serve returns when the stream ends, and how.
+func Serve[T, F any](ctx context.Context, w http.ResponseWriter, h *Hub[T, F], tag Tag, after Position, f F,
+	frame func(T) (Frame, error), opts StreamOptions, sent func()) End {
+	opts = opts.withDefaults()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	s := newStream(w, opts, cancel)
+	defer s.close()
+	s.send([]byte("retry: 2000\n\n"))
+	last := Encode(tag, after)
+	for {
+		p, err := h.Read(ctx, after, f, opts.Limit, opts.Heartbeat)
+		if err != nil {
+			if ctx.Err() != nil {
+				return EndClient
+			}
+			s.send([]byte("event: error\ndata: {\"position\":" + strconv.Quote(last) + "}\n\n"))
+			return EndError
+		}
+		if len(p.Items) == 0 {
+			if !s.send([]byte(": keep-alive\n\n")) {
+				return s.reset(last)
+			}
+		}
+		for _, it := range p.Items {
+			fr, err := frame(it)
+			if err != nil {
+				s.send([]byte("event: error\ndata: {\"position\":" + strconv.Quote(last) + "}\n\n"))
+				return EndError
+			}
+			if !s.send(encodeFrame(fr)) {
+				return s.reset(last)
+			}
+			last = fr.ID
+			if sent != nil {
+				sent()
+			}
+		}
+		after = p.Next
+		if ctx.Err() != nil {
+			return EndClient
+		}
+	}
+}
+
+func (o StreamOptions) withDefaults() StreamOptions {
+	if o.Buffer <= 0 {
+		o.Buffer = 256 << 10
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 10 * time.Second
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = 10 * time.Second
+	}
+	if o.Limit <= 0 {
+		o.Limit = 100
+	}
+	return o
+}
+
+// encodeFrame writes fr in the event-stream format; data is split into one
+// data line per line it holds.
+func encodeFrame(fr Frame) []byte {
+	var b bytes.Buffer
+	b.Grow(len(fr.ID) + len(fr.Event) + len(fr.Data) + 24)
+	b.WriteString("id: ")
+	b.WriteString(fr.ID)
+	b.WriteString("\nevent: ")
+	b.WriteString(fr.Event)
+	for line := range bytes.Lines(fr.Data) {
+		b.WriteString("\ndata: ")
+		b.Write(bytes.TrimRight(line, "\r\n"))
+	}
+	if len(fr.Data) == 0 {
+		b.WriteString("\ndata: ")
+	}
+	b.WriteString("\n\n")
+	return b.Bytes()
+}
+
+// stream is a client's bounded write buffer and the goroutine draining it.
+type stream struct {
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	opts   StreamOptions
+	cancel context.CancelCauseFunc
+
+	mu      sync.Mutex
+	wake    *sync.Cond
+	pending []byte
+	closing bool
+	failed  bool
+	done    chan struct{}
+}
+
+func newStream(w http.ResponseWriter, opts StreamOptions, cancel context.CancelCauseFunc) *stream {
+	s := &stream{w: w, rc: http.NewResponseController(w), opts: opts, cancel: cancel, done: make(chan struct{})}
+	s.wake = sync.NewCond(&s.mu)
+	go s.drain()
+	return s
+}
+
+// send queues b; false when the client has failed or left more than
+// opts.Buffer bytes unread.
+func (s *stream) send(b []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed || s.closing {
+		return false
+	}
+	if len(s.pending) > 0 && len(s.pending)+len(b) > s.opts.Buffer {
+		return false
+	}
+	s.pending = append(s.pending, b...)
+	s.wake.Signal()
+	return true
+}
+
+// reset queues the reset frame past the buffer's bound and ends the stream.
+func (s *stream) reset(last string) End {
+	s.mu.Lock()
+	if !s.failed {
+		s.pending = append(s.pending, "event: reset\ndata: {\"position\":"+strconv.Quote(last)+"}\n\n"...)
+		s.wake.Signal()
+	}
+	s.mu.Unlock()
+	s.cancel(ErrStalled)
+	return EndReset
+}
+
+// close lets the drain goroutine write what is queued (each write bounded
+// by opts.WriteTimeout) and waits for it.
+func (s *stream) close() {
+	s.mu.Lock()
+	s.closing = true
+	s.wake.Signal()
+	s.mu.Unlock()
+	<-s.done
+}
+
+func (s *stream) drain() {
+	defer close(s.done)
+	var spare []byte
+	for {
+		s.mu.Lock()
+		for len(s.pending) == 0 && !s.closing && !s.failed {
+			s.wake.Wait()
+		}
+		if s.failed || len(s.pending) == 0 {
+			s.mu.Unlock()
+			return
+		}
+		buf := s.pending
+		s.pending = spare[:0]
+		s.mu.Unlock()
+		_ = s.rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+		_, err := s.w.Write(buf)
+		if err == nil {
+			err = s.rc.Flush()
+		}
+		if err != nil {
+			s.mu.Lock()
+			s.failed = true
+			s.mu.Unlock()
+			s.cancel(err)
+			return
+		}
+		spare = buf
+	}
+}
