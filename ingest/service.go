@@ -19,6 +19,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/internal/feed"
 	"github.com/tallyhq/tally/sizenames"
 	"github.com/tallyhq/tally/store"
 )
@@ -131,6 +132,8 @@ type Options struct {
 	// discards it, as every Options.Logger of the module does: pass the
 	// program's logger (cmd/tallyd passes its own) to see such a bug.
 	Logger *slog.Logger
+	// Feed tunes the lifecycle feed ([Service.Feed]).
+	Feed FeedOptions
 }
 
 // Caller is who submits a batch.
@@ -194,6 +197,7 @@ type Service struct {
 	maxDL    int
 	log      *slog.Logger
 	reg      registry
+	feed     *feed.Hub[FeedEvent, FeedFilter]
 
 	// sizeValidations counts the sizes validated against a schema (the
 	// expensive step that verdicts spare), for tests.
@@ -223,6 +227,7 @@ func New(s Store, opts Options) (*Service, error) {
 	if svc.maxDL == 0 {
 		svc.maxDL = DefaultMaxDeadLetterBytes
 	}
+	svc.feed = newFeedHub(s, opts.Feed)
 	svc.log = opts.Logger
 	if svc.log == nil {
 		svc.log = slog.New(slog.DiscardHandler)
@@ -681,6 +686,9 @@ func (r *run) commit() (Result, error) {
 		slices.SortStableFunc(r.res.Rejected, func(a, b Rejection) int { return cmp.Compare(a.Index, b.Index) })
 	}
 	r.res.Duplicates = r.dups
+	if r.res.Accepted > 0 {
+		r.s.feed.Notify()
+	}
 	r.observe(byCloud, unvalidated, committed.Replays)
 	return r.res, nil
 }

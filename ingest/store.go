@@ -46,6 +46,13 @@ type Store interface {
 	// Events lists the stored events q selects with when each was
 	// received, each event as [projection.Store.History] returns it.
 	Events(ctx context.Context, q EventQuery) ([]StoredEvent, error)
+	// Feed reads the lifecycle feed ([FeedRead]): every event Commit
+	// stored, once, in one order that is the same for every reader, and
+	// only up to a point before which no event can still appear (a
+	// transaction that took an earlier position and commits later is
+	// waited for, never skipped). A position it never gave is an error
+	// wrapping [ErrFeedPosition].
+	Feed(ctx context.Context, q FeedRead) (FeedBatch, error)
 }
 
 // Committed is what [Store.Commit] reports.

@@ -11,6 +11,7 @@ import (
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/internal/feed"
 	"github.com/tallyhq/tally/internal/page"
 	"github.com/tallyhq/tally/internal/seed"
 	"github.com/tallyhq/tally/sizenames"
@@ -40,6 +41,14 @@ type ingestData struct {
 	audit         []ingest.AuditEntry        // in ID order
 	nextDL        int64
 	nextAudit     int64
+	// feed is the lifecycle feed: every stored event in commit order; the
+	// event at index i has position (Current, 0, i+1).
+	feed []feedEntry
+}
+
+type feedEntry struct {
+	key  eventKey
+	late bool
 }
 
 func (d *ingestData) init() {
@@ -216,6 +225,7 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 		}
 	}
 	var stored []event.Event
+	latest := map[projection.Key]time.Time{} // the resource's last event so far, for Late
 	for i, ev := range b.Events {
 		if inserted[i] {
 			ev = cloneEvent(ev)
@@ -225,6 +235,17 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 			rk := projection.KeyOf(&ev)
 			s.ingest.byResource[rk] = append(s.ingest.byResource[rk], k)
 			stored = append(stored, ev)
+			last, seen := latest[rk]
+			if !seen {
+				if r, ok := s.projection.current(rk); ok {
+					last = r.LastEventAt
+				}
+			}
+			s.ingest.feed = append(s.ingest.feed, feedEntry{key: k, late: ev.Timestamp.Before(last)})
+			if ev.Timestamp.After(last) {
+				last = ev.Timestamp
+			}
+			latest[rk] = last
 		}
 	}
 	// The projection folds the newly stored events in the same unit of work
@@ -390,4 +411,48 @@ func compareEventPos(at time.Time, aid string, bt time.Time, bid string) int {
 		return c
 	}
 	return cmp.Compare(aid, bid)
+}
+
+// Feed implements [ingest.Store]: the events in the order Commit stored
+// them, read under the store's lock (a commit is whole or not there).
+func (s *Ingest) Feed(ctx context.Context, q ingest.FeedRead) (ingest.FeedBatch, error) {
+	if err := ctx.Err(); err != nil {
+		return ingest.FeedBatch{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	log := s.ingest.feed
+	var from int // the index of the first event after q.After
+	switch q.After.Kind {
+	case feed.Start:
+	case feed.Current:
+		if q.After.TX != 0 || q.After.Seq > int64(len(log)) {
+			return ingest.FeedBatch{}, fmt.Errorf("memstore: feed position %d of %d: %w", q.After.Seq, len(log), ingest.ErrFeedPosition)
+		}
+		from = int(q.After.Seq)
+	default:
+		return ingest.FeedBatch{}, fmt.Errorf("memstore: feed position of kind %d: %w", q.After.Kind, ingest.ErrFeedPosition)
+	}
+	pos := func(i int) feed.Position { return feed.Position{Kind: feed.Current, Seq: int64(i) + 1} }
+	if q.Limit <= 0 {
+		if len(log) == 0 {
+			return ingest.FeedBatch{Next: feed.Position{Kind: feed.Current}, CaughtUp: true}, nil
+		}
+		return ingest.FeedBatch{Next: pos(len(log) - 1), CaughtUp: true}, nil
+	}
+	out := ingest.FeedBatch{Next: q.After}
+	i := from
+	for ; i < len(log) && i-from < ingest.MaxFeedScan && len(out.Items) < q.Limit; i++ {
+		out.Next = pos(i)
+		e := s.ingest.events[log[i].key]
+		if !q.Match(&e) {
+			continue
+		}
+		out.Items = append(out.Items, ingest.FeedEvent{
+			StoredEvent: ingest.StoredEvent{Event: cloneEvent(e), ReceivedAt: s.ingest.receivedAt[log[i].key]},
+			Position:    pos(i), Late: log[i].late,
+		})
+	}
+	out.CaughtUp = i == len(log)
+	return out, nil
 }

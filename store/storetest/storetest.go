@@ -59,7 +59,8 @@ func (s Stores) ingest() ingestStore {
 // once per case, from parallel subtests, so it must be safe for concurrent
 // use. Each case names the spec sentence or docs/decisions.md row it checks.
 //
-// The top-level subtests are Ingest, Projection, Windows and Correlate.
+// The top-level subtests are Ingest, Projection, Feed, Windows and
+// Correlate.
 func Run(t *testing.T, open func(tb testing.TB) Stores) {
 	t.Helper()
 	newIngest := func(t *testing.T) ingestStore { return open(t).ingest() }
@@ -71,6 +72,10 @@ func Run(t *testing.T, open func(tb testing.TB) Stores) {
 	t.Run("Projection", func(t *testing.T) {
 		t.Parallel()
 		runProjection(t, newIngest)
+	})
+	t.Run("Feed", func(t *testing.T) {
+		t.Parallel()
+		runFeed(t, newIngest)
 	})
 	t.Run("Windows", func(t *testing.T) {
 		t.Parallel()
