@@ -102,3 +102,19 @@ func Mount(mux *http.ServeMux, routes []Route, wrap func(rt Route) http.Handler)
 		mux.Handle(rt.Pattern(), wrap(rt))
 	}
 }
+
+// Subscribers admits and counts the subscribers of the routes that stream
+// (the Server-Sent Events of the change feeds); the server backs it with
+// its subscriber limit and its metrics. feed names the stream:
+// "lifecycle" or "correlated". Implementations must be safe for concurrent
+// use.
+type Subscribers interface {
+	// Admit is called before a stream starts: false refuses it (503
+	// busy); true must be paired with one Leave.
+	Admit(feed string) bool
+	// Leave is called when an admitted stream ends; reset is true when it
+	// ended because its subscriber read too slowly.
+	Leave(feed string, reset bool)
+	// Delivered counts n items sent to a subscriber.
+	Delivered(feed string, n int)
+}

@@ -21,6 +21,7 @@
 package ingesthttp
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -34,6 +35,7 @@ import (
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/internal/feed"
 	"github.com/tallyhq/tally/internal/httpbody"
 	"github.com/tallyhq/tally/internal/problem"
 	"github.com/tallyhq/tally/route"
@@ -54,7 +56,17 @@ type Options struct {
 	// [route.DefaultMaxBodyBytes] (8 MiB); it must not be negative. A body
 	// over it is answered 413.
 	MaxBodyBytes int64
+	// Subscribers admits and counts the Server-Sent Events subscribers of
+	// GET /api/v1/events/feed; nil admits every one and counts nothing.
+	Subscribers route.Subscribers
+	// Stream tunes those streams; the zero value takes internal/feed's
+	// defaults (256 KiB unread before a reset, 10 s per write, a comment
+	// every 10 s).
+	Stream StreamOptions
 }
+
+// StreamOptions tune a Server-Sent Events stream of a change feed.
+type StreamOptions = feed.StreamOptions
 
 // Handler serves the ingestion routes. It is safe for concurrent use.
 type Handler struct {
@@ -103,6 +115,7 @@ func (h *Handler) Routes() []route.Route {
 	return []route.Route{
 		{Method: http.MethodPost, Path: "/api/v1/events", Roles: []route.Role{route.RoleIngest}, Handler: h.handle(h.postEvents)},
 		{Method: http.MethodGet, Path: "/api/v1/events", Roles: readers, Handler: h.handle(h.listEvents)},
+		{Method: http.MethodGet, Path: "/api/v1/events/feed", Roles: readers, Handler: h.handle(h.followEvents)},
 		{Method: http.MethodGet, Path: "/api/v1/rejected-events", Roles: admin, Handler: h.handle(h.listRejectedEvents)},
 		{Method: http.MethodGet, Path: "/api/v1/audit", Roles: admin, Handler: h.handle(h.listAudit)},
 		{Method: http.MethodGet, Path: "/api/v1/resource-types", Roles: readers, Handler: h.handle(h.listResourceTypes)},
@@ -414,6 +427,77 @@ func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// feedParams are the query parameters of GET /api/v1/events/feed.
+var feedParams = []string{"after", "limit", "wait", "cloud", "platform", "resource_type", "project_id", "event_type"}
+
+// followEvents serves GET /api/v1/events/feed: one read of the lifecycle
+// feed as JSON ([ingest.FeedPage]), or, for a request that accepts
+// text/event-stream, the feed as Server-Sent Events from after (or the
+// Last-Event-ID header, which wins) on, each item "event: event" with the
+// FeedItem as data.
+func (h *Handler) followEvents(w http.ResponseWriter, r *http.Request) error {
+	var ps params
+	limit, _ := ps.limitCursor(r)
+	q := r.URL.Query()
+	fq := ingest.FeedQuery{
+		After: q.Get("after"), Limit: limit, Wait: ps.seconds(r, "wait", ingest.MaxFeedWait),
+		FeedFilter: ingest.FeedFilter{
+			Cloud: q.Get("cloud"), Platform: q.Get("platform"), ResourceType: q.Get("resource_type"),
+			ProjectID: q.Get("project_id"), EventType: q.Get("event_type"),
+		},
+	}
+	stream := feed.AcceptsEventStream(r)
+	if id := r.Header.Get("Last-Event-ID"); stream && id != "" {
+		fq.After = id
+	}
+	if err := ps.err(fq.Validate(), r, feedParams...); err != nil {
+		return err
+	}
+	if !stream {
+		p, err := h.svc.Feed(r.Context(), fq)
+		if err != nil {
+			return err
+		}
+		problem.WriteJSON(w, http.StatusOK, p)
+		return nil
+	}
+	// The first read answers a bad cursor with 400 before the stream starts.
+	first := fq
+	first.Wait = 0
+	p, err := h.svc.Feed(r.Context(), first)
+	if err != nil {
+		return err
+	}
+	frames, err := feedFrames(p)
+	if err != nil {
+		return err
+	}
+	read := func(ctx context.Context, after string, wait time.Duration) ([]feed.Frame, string, error) {
+		next := fq
+		next.After, next.Wait = after, wait
+		p, err := h.svc.Feed(ctx, next)
+		if err != nil {
+			return nil, after, err
+		}
+		frames, err := feedFrames(p)
+		return frames, p.NextCursor, err
+	}
+	return feed.ServeHTTP(w, r, h.opts.Subscribers, "lifecycle", fq.After, frames, p.NextCursor, read, h.opts.Stream)
+}
+
+// feedFrames are the SSE frames of a feed page.
+func feedFrames(p ingest.FeedPage) ([]feed.Frame, error) {
+	frames := make([]feed.Frame, len(p.Items))
+	for i, it := range p.Items {
+		b, err := it.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		frames[i] = feed.Frame{ID: it.Position, Event: "event", Data: b}
+	}
+	return frames, nil
+}
+
 type historyPage struct {
 	Items      []ingest.StoredEvent `json:"items"`
 	NextCursor *string              `json:"next_cursor"`
@@ -471,6 +555,28 @@ func (ps params) err(lib error, r *http.Request, known ...string) error {
 
 func (ps *params) add(name, rule, msg string) {
 	*ps = append(*ps, event.Problem{Member: "/" + name, Rule: rule, Message: msg})
+}
+
+// seconds reads a parameter of whole seconds from 0 to max; zero when
+// absent.
+func (ps *params) seconds(r *http.Request, name string, max time.Duration) time.Duration {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	msg := fmt.Sprintf("must be an integer from 0 to %d (seconds)", int(max/time.Second))
+	switch {
+	case err != nil:
+		ps.add(name, event.RuleType, msg)
+	case n < 0:
+		ps.add(name, event.RuleMinimum, msg)
+	case time.Duration(n) > max/time.Second:
+		ps.add(name, event.RuleMaximum, msg)
+	default:
+		return time.Duration(n) * time.Second
+	}
+	return 0
 }
 
 // time reads an RFC 3339 parameter, in UTC; zero when absent.

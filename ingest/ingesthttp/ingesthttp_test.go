@@ -212,6 +212,7 @@ func TestRoutes(t *testing.T) {
 	want := []string{
 		"POST /api/v1/events: ingest",
 		"GET /api/v1/events: read or admin",
+		"GET /api/v1/events/feed: read or admin",
 		"GET /api/v1/rejected-events: admin",
 		"GET /api/v1/audit: admin",
 		"GET /api/v1/resource-types: read or admin",

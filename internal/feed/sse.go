@@ -22,8 +22,6 @@ type StreamOptions struct {
 	// Heartbeat is the longest time between two writes: with nothing to
 	// send, a comment line is written (default 10s).
 	Heartbeat time.Duration
-	// Limit is how many items one read of the hub asks for (default 100).
-	Limit int
 }
 
 // Frame is one item of a stream: its cursor (the SSE id), its kind (the
@@ -52,18 +50,23 @@ const (
 // reading.
 var ErrStalled = errors.New("feed: the subscriber stopped reading")
 
-// Serve streams the items of h after after that f selects to w as
-// Server-Sent Events (the WHATWG HTML "Server-sent events" format): for each
-// item "id: <cursor>", "event: <kind>" and "data: <JSON>", and a comment
-// line whenever nothing was written for opts.Heartbeat. A client resumes by
-// sending the last id it received as Last-Event-ID. Writes go through a
+// Read is what [Serve] streams from: the frames after the cursor after,
+// waiting up to wait for one, and the cursor the next read starts at.
+type Read func(ctx context.Context, after string, wait time.Duration) (frames []Frame, next string, err error)
+
+// Serve streams a feed to w as Server-Sent Events (the WHATWG HTML
+// "Server-sent events" format): first the frames of first, then those read
+// from next on, each as "id: <cursor>", "event: <kind>" and "data: <JSON>",
+// and a comment line whenever nothing was written for opts.Heartbeat. A
+// client resumes by sending the last id it received as Last-Event-ID (the
+// caller reads it and makes first and next from it). Writes go through a
 // buffer of opts.Buffer bytes drained by their own goroutine, so a client
-// that stops reading never blocks the hub or other subscribers: when the
+// that stops reading never blocks the feed or other subscribers: when the
 // buffer is full the stream ends with "event: reset" and data
-// {"position":"<last id sent>"}. Each frame sent is counted by sent.
+// {"position":"<last id sent>"}. A read error ends it with "event: error"
+// and the same data. Each frame sent is counted by sent (nil: none).
 // Serve returns when the stream ends, and how.
-func Serve[T, F any](ctx context.Context, w http.ResponseWriter, h *Hub[T, F], tag Tag, after Position, f F,
-	frame func(T) (Frame, error), opts StreamOptions, sent func()) End {
+func Serve(ctx context.Context, w http.ResponseWriter, last string, first []Frame, next string, read Read, opts StreamOptions, sent func()) End {
 	opts = opts.withDefaults()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -75,27 +78,12 @@ func Serve[T, F any](ctx context.Context, w http.ResponseWriter, h *Hub[T, F], t
 	s := newStream(w, opts, cancel)
 	defer s.close()
 	s.send([]byte("retry: 2000\n\n"))
-	last := Encode(tag, after)
+	frames := first
 	for {
-		p, err := h.Read(ctx, after, f, opts.Limit, opts.Heartbeat)
-		if err != nil {
-			if ctx.Err() != nil {
-				return EndClient
-			}
-			s.send([]byte("event: error\ndata: {\"position\":" + strconv.Quote(last) + "}\n\n"))
-			return EndError
+		if len(frames) == 0 && !s.send([]byte(": keep-alive\n\n")) {
+			return s.reset(last)
 		}
-		if len(p.Items) == 0 {
-			if !s.send([]byte(": keep-alive\n\n")) {
-				return s.reset(last)
-			}
-		}
-		for _, it := range p.Items {
-			fr, err := frame(it)
-			if err != nil {
-				s.send([]byte("event: error\ndata: {\"position\":" + strconv.Quote(last) + "}\n\n"))
-				return EndError
-			}
+		for _, fr := range frames {
 			if !s.send(encodeFrame(fr)) {
 				return s.reset(last)
 			}
@@ -104,9 +92,14 @@ func Serve[T, F any](ctx context.Context, w http.ResponseWriter, h *Hub[T, F], t
 				sent()
 			}
 		}
-		after = p.Next
+		var err error
+		frames, next, err = read(ctx, next, opts.Heartbeat)
 		if ctx.Err() != nil {
 			return EndClient
+		}
+		if err != nil {
+			s.send([]byte("event: error\ndata: {\"position\":" + strconv.Quote(last) + "}\n\n"))
+			return EndError
 		}
 	}
 }
@@ -120,9 +113,6 @@ func (o StreamOptions) withDefaults() StreamOptions {
 	}
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = 10 * time.Second
-	}
-	if o.Limit <= 0 {
-		o.Limit = 100
 	}
 	return o
 }

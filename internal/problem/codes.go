@@ -50,7 +50,8 @@ const (
 	CodeInternal Code = "internal"
 	// CodeStoreUnavailable: 503, the store could not be reached or did not answer in time.
 	CodeStoreUnavailable Code = "store_unavailable"
-	// CodeBusy: 503, the server holds as many request body bytes as it may.
+	// CodeBusy: 503, the server holds as many request body bytes, or serves
+	// as many feed subscribers, as it may.
 	CodeBusy Code = "busy"
 )
 
@@ -103,7 +104,7 @@ var codes = []codeInfo{
 	{CodeStoreUnavailable, http.StatusServiceUnavailable, "Store unavailable",
 		"The store could not be reached or did not answer in time (`/readyz` too); send it again after `Retry-After` seconds."},
 	{CodeBusy, http.StatusServiceUnavailable, "Server busy",
-		"The server holds as many request body bytes as it may; send it again after `Retry-After` seconds."},
+		"The server holds as many request body bytes, or serves as many feed subscribers, as it may; send it again after `Retry-After` seconds."},
 }
 
 // Codes returns every problem code tally answers with, each once, ordered

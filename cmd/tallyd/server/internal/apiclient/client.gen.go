@@ -92,6 +92,24 @@ func (e DeadLetterPageItemsRawEncoding) Valid() bool {
 	}
 }
 
+// Defines values for FeedItemSource.
+const (
+	FeedItemSourceCollector      FeedItemSource = "collector"
+	FeedItemSourceReconciliation FeedItemSource = "reconciliation"
+)
+
+// Valid indicates whether the value is a known member of the FeedItemSource enum.
+func (e FeedItemSource) Valid() bool {
+	switch e {
+	case FeedItemSourceCollector:
+		return true
+	case FeedItemSourceReconciliation:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ProblemCode.
 const (
 	ProblemCodeBatchTooLarge              ProblemCode = "batch_too_large"
@@ -570,6 +588,42 @@ type EventsPage struct {
 	TotalCount int `json:"totalCount"`
 }
 
+// FeedItem A stored event as listEvents returns it, with its place in the feed.
+type FeedItem struct {
+	Cloud     string `json:"cloud"`
+	EventId   string `json:"event_id"`
+	EventType string `json:"event_type"`
+
+	// Late The event's timestamp was before its resource's last_event_at when it was stored.
+	Late bool `json:"late"`
+
+	// Payload The event's payload (canonical-event.md, PayloadEnvelope); size is checked against the registered size schema.
+	Payload  map[string]interface{} `json:"payload"`
+	Platform string                 `json:"platform"`
+
+	// Position The item's cursor.
+	Position     string          `json:"position"`
+	ProjectId    string          `json:"project_id"`
+	ReceivedAt   time.Time       `json:"received_at"`
+	ResourceId   string          `json:"resource_id"`
+	ResourceType string          `json:"resource_type"`
+	Source       *FeedItemSource `json:"source,omitempty"`
+	Timestamp    time.Time       `json:"timestamp"`
+}
+
+// FeedItemSource defines model for FeedItem.Source.
+type FeedItemSource string
+
+// FeedPage defines model for FeedPage.
+type FeedPage struct {
+	// CaughtUp Nothing readable lay after next_cursor.
+	CaughtUp bool       `json:"caught_up"`
+	Items    []FeedItem `json:"items"`
+
+	// NextCursor Where the next read starts; never null, also with no items.
+	NextCursor string `json:"next_cursor"`
+}
+
 // IngestBatch A batch of at most 1000 canonical events, stored whole or not at all.
 type IngestBatch = []CanonicalEvent
 
@@ -684,8 +738,17 @@ type StoredEventPage struct {
 // Cursor defines model for cursor.
 type Cursor = string
 
+// FeedAfter defines model for feedAfter.
+type FeedAfter = string
+
+// FeedWait defines model for feedWait.
+type FeedWait = int
+
 // From defines model for from.
 type From = time.Time
+
+// LastEventID defines model for lastEventID.
+type LastEventID = string
 
 // Limit defines model for limit.
 type Limit = int
@@ -872,6 +935,24 @@ type ListEventsParams struct {
 
 // ListEventsParamsSource defines parameters for ListEvents.
 type ListEventsParamsSource string
+
+// FollowEventsParams defines parameters for FollowEvents.
+type FollowEventsParams struct {
+	// After Where to start; absent for the beginning of history, `now` for the current head, else a cursor the feed returned (opaque, valid on every replica).
+	After *FeedAfter `form:"after,omitempty" json:"after,omitempty"`
+	Limit *Limit     `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Wait Seconds to wait for an item when none is there yet.
+	Wait         *FeedWait `form:"wait,omitempty" json:"wait,omitempty"`
+	Cloud        *string   `form:"cloud,omitempty" json:"cloud,omitempty"`
+	Platform     *string   `form:"platform,omitempty" json:"platform,omitempty"`
+	ResourceType *string   `form:"resource_type,omitempty" json:"resource_type,omitempty"`
+	ProjectId    *string   `form:"project_id,omitempty" json:"project_id,omitempty"`
+	EventType    *string   `form:"event_type,omitempty" json:"event_type,omitempty"`
+
+	// LastEventID The last id an event stream delivered; resumes after it (wins over `after`).
+	LastEventID *LastEventID `json:"Last-Event-ID,omitempty"`
+}
 
 // ListRejectedEventsParams defines parameters for ListRejectedEvents.
 type ListRejectedEventsParams struct {
@@ -1928,6 +2009,26 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/events (the `IngestEvents` operationId).
 	IngestEvents(ctx context.Context, body IngestEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// FollowEvents Follow every stored event, in one order every reader and replica shares, resumably (role read or admin).
+	//
+	// The lifecycle change feed: every stored event exactly once, never a
+	// duplicate or a refused item, in the order the events became readable
+	// (not their timestamps; a backdated event comes when stored, with
+	// `late: true`). No `after` reads from the beginning of history,
+	// `after=now` from the current head, else after the cursor of an item
+	// or a `next_cursor`. With `wait` and nothing new, the answer comes as
+	// soon as an event is stored, or after `wait` seconds with no items.
+	// With `Accept: text/event-stream` the same feed streams as
+	// Server-Sent Events: `id: <cursor>`, `event: event`, `data: <FeedItem>`,
+	// a comment at least every 15 s; `Last-Event-ID` (or `after`) resumes
+	// after that item; a subscriber that reads too slowly gets
+	// `event: reset` with `{"position": <its last cursor>}` and the stream
+	// ends (reconnect from it). A tampered or foreign cursor is 400
+	// naming `/after`. docs/http-api.md, Change feeds.
+	//
+	// Corresponds with GET /api/v1/events/feed (the `FollowEvents` operationId).
+	FollowEvents(ctx context.Context, params *FollowEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListRejectedEvents List dead letters, oldest first (role admin).
 	//
 	// Corresponds with GET /api/v1/rejected-events (the `ListRejectedEvents` operationId).
@@ -2386,6 +2487,36 @@ func (c *Client) IngestEventsWithBody(ctx context.Context, contentType string, b
 // Corresponds with POST /api/v1/events (the `IngestEvents` operationId).
 func (c *Client) IngestEvents(ctx context.Context, body IngestEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewIngestEventsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// FollowEvents Follow every stored event, in one order every reader and replica shares, resumably (role read or admin).
+//
+// The lifecycle change feed: every stored event exactly once, never a
+// duplicate or a refused item, in the order the events became readable
+// (not their timestamps; a backdated event comes when stored, with
+// `late: true`). No `after` reads from the beginning of history,
+// `after=now` from the current head, else after the cursor of an item
+// or a `next_cursor`. With `wait` and nothing new, the answer comes as
+// soon as an event is stored, or after `wait` seconds with no items.
+// With `Accept: text/event-stream` the same feed streams as
+// Server-Sent Events: `id: <cursor>`, `event: event`, `data: <FeedItem>`,
+// a comment at least every 15 s; `Last-Event-ID` (or `after`) resumes
+// after that item; a subscriber that reads too slowly gets
+// `event: reset` with `{"position": <its last cursor>}` and the stream
+// ends (reconnect from it). A tampered or foreign cursor is 400
+// naming `/after`. docs/http-api.md, Change feeds.
+//
+// Corresponds with GET /api/v1/events/feed (the `FollowEvents` operationId).
+func (c *Client) FollowEvents(ctx context.Context, params *FollowEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFollowEventsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3521,6 +3652,159 @@ func NewIngestEventsRequestWithBody(server string, contentType string, body io.R
 	return req, nil
 }
 
+// NewFollowEventsRequest constructs an http.Request for the FollowEvents method
+func NewFollowEventsRequest(server string, params *FollowEventsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/events/feed")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Wait != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cloud != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cloud", *params.Cloud, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Platform != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "platform", *params.Platform, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ResourceType != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resource_type", *params.ResourceType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ProjectId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "project_id", *params.ProjectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.EventType != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "event_type", *params.EventType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.LastEventID != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Last-Event-ID", *params.LastEventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Last-Event-ID", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewListRejectedEventsRequest constructs an http.Request for the ListRejectedEvents method
 func NewListRejectedEventsRequest(server string, params *ListRejectedEventsParams) (*http.Request, error) {
 	var err error
@@ -4349,6 +4633,28 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/events (the `IngestEvents` operationId).
 	IngestEventsWithResponse(ctx context.Context, body IngestEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*IngestEventsResponse, error)
+
+	// FollowEventsWithResponse Follow every stored event, in one order every reader and replica shares, resumably (role read or admin).
+	//
+	// The lifecycle change feed: every stored event exactly once, never a
+	// duplicate or a refused item, in the order the events became readable
+	// (not their timestamps; a backdated event comes when stored, with
+	// `late: true`). No `after` reads from the beginning of history,
+	// `after=now` from the current head, else after the cursor of an item
+	// or a `next_cursor`. With `wait` and nothing new, the answer comes as
+	// soon as an event is stored, or after `wait` seconds with no items.
+	// With `Accept: text/event-stream` the same feed streams as
+	// Server-Sent Events: `id: <cursor>`, `event: event`, `data: <FeedItem>`,
+	// a comment at least every 15 s; `Last-Event-ID` (or `after`) resumes
+	// after that item; a subscriber that reads too slowly gets
+	// `event: reset` with `{"position": <its last cursor>}` and the stream
+	// ends (reconnect from it). A tampered or foreign cursor is 400
+	// naming `/after`. docs/http-api.md, Change feeds.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/events/feed (the `FollowEvents` operationId).
+	FollowEventsWithResponse(ctx context.Context, params *FollowEventsParams, reqEditors ...RequestEditorFn) (*FollowEventsResponse, error)
 
 	// ListRejectedEventsWithResponse List dead letters, oldest first (role admin).
 	//
@@ -5384,6 +5690,82 @@ func (r IngestEventsResponse) ContentType() string {
 	return ""
 }
 
+// FollowEventsResponse401Headers the declared response headers of an HTTP 401 response for FollowEvents
+type FollowEventsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type FollowEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FeedPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *FollowEventsResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r FollowEventsResponse) GetJSON200() *FeedPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r FollowEventsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r FollowEventsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r FollowEventsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r FollowEventsResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r FollowEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r FollowEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r FollowEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r FollowEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListRejectedEventsResponse401Headers the declared response headers of an HTTP 401 response for ListRejectedEvents
 type ListRejectedEventsResponse401Headers struct {
 	WWWAuthenticate string
@@ -6399,6 +6781,34 @@ func (c *ClientWithResponses) IngestEventsWithResponse(ctx context.Context, body
 		return nil, err
 	}
 	return ParseIngestEventsResponse(rsp)
+}
+
+// FollowEventsWithResponse Follow every stored event, in one order every reader and replica shares, resumably (role read or admin).
+//
+// The lifecycle change feed: every stored event exactly once, never a
+// duplicate or a refused item, in the order the events became readable
+// (not their timestamps; a backdated event comes when stored, with
+// `late: true`). No `after` reads from the beginning of history,
+// `after=now` from the current head, else after the cursor of an item
+// or a `next_cursor`. With `wait` and nothing new, the answer comes as
+// soon as an event is stored, or after `wait` seconds with no items.
+// With `Accept: text/event-stream` the same feed streams as
+// Server-Sent Events: `id: <cursor>`, `event: event`, `data: <FeedItem>`,
+// a comment at least every 15 s; `Last-Event-ID` (or `after`) resumes
+// after that item; a subscriber that reads too slowly gets
+// `event: reset` with `{"position": <its last cursor>}` and the stream
+// ends (reconnect from it). A tampered or foreign cursor is 400
+// naming `/after`. docs/http-api.md, Change feeds.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/events/feed (the `FollowEvents` operationId).
+func (c *ClientWithResponses) FollowEventsWithResponse(ctx context.Context, params *FollowEventsParams, reqEditors ...RequestEditorFn) (*FollowEventsResponse, error) {
+	rsp, err := c.FollowEvents(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFollowEventsResponse(rsp)
 }
 
 // ListRejectedEventsWithResponse List dead letters, oldest first (role admin).
@@ -7424,6 +7834,76 @@ func ParseIngestEventsResponse(rsp *http.Response) (*IngestEventsResponse, error
 			headers.AcceptEncoding = &value
 		}
 		response.Headers415 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseFollowEventsResponse parses an HTTP response from a FollowEventsWithResponse call
+func ParseFollowEventsResponse(rsp *http.Response) (*FollowEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &FollowEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FeedPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers FollowEventsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil

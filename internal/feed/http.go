@@ -1,0 +1,56 @@
+package feed
+
+import (
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/tallyhq/tally/internal/problem"
+	"github.com/tallyhq/tally/route"
+)
+
+// EventStream is the media type of Server-Sent Events.
+const EventStream = "text/event-stream"
+
+// AcceptsEventStream reports whether r's Accept header names
+// text/event-stream (with a non-zero q), as an EventSource does.
+func AcceptsEventStream(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for part := range strings.SplitSeq(v, ",") {
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err == nil && mt == EventStream && params["q"] != "0" && !strings.HasPrefix(params["q"], "0.0") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// retryAfterSeconds is the Retry-After of a subscriber refused for the
+// limit.
+const retryAfterSeconds = "5"
+
+// ServeHTTP serves one subscriber of the feed named name (see
+// route.Subscribers) as [Serve] does, after subs admits it (nil admits
+// every one). A refused subscriber gets 503 busy with Retry-After, returned
+// as the error for the handler's error mapping; nil otherwise (the stream
+// has been served).
+func ServeHTTP(w http.ResponseWriter, r *http.Request, subs route.Subscribers, name, last string, first []Frame, next string, read Read, opts StreamOptions) error {
+	if subs != nil {
+		if !subs.Admit(name) {
+			return &problem.Error{
+				Details: problem.New(problem.CodeBusy, "the server serves as many feed subscribers as it may; retry after "+retryAfterSeconds+" s"),
+				Header:  http.Header{"Retry-After": {retryAfterSeconds}},
+			}
+		}
+	}
+	sent := func() {}
+	if subs != nil {
+		sent = func() { subs.Delivered(name, 1) }
+	}
+	end := Serve(r.Context(), w, last, first, next, read, opts, sent)
+	if subs != nil {
+		subs.Leave(name, end == EndReset)
+	}
+	return nil
+}
