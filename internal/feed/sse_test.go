@@ -519,6 +519,7 @@ func TestEncodeFrameDataLines(t *testing.T) {
 		{"two lines", "a\nb", "data: a\ndata: b\n"},
 		{"empty line inside", "a\n\nb", "data: a\ndata: \ndata: b\n"},
 		{"CRLF", "a\r\nb", "data: a\ndata: b\n"},
+		{"bare CR, a line end to a client", "a\rid: x", "data: a\ndata: id: x\n"},
 		{"trailing line feed", "a\nb\n", "data: a\ndata: b\n"},
 		{"indented JSON", "{\n  \"a\": 1\n}", "data: {\ndata:   \"a\": 1\ndata: }\n"},
 	} {
@@ -534,7 +535,7 @@ func TestEncodeFrameDataLines(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantData := strings.TrimSuffix(strings.ReplaceAll(tc.data, "\r\n", "\n"), "\n")
+			wantData := strings.TrimSuffix(strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(tc.data), "\n")
 			if d := cmp.Diff(event{ID: "c1", Event: "item", Data: wantData}, ev); d != "" {
 				t.Errorf("event a client parses (-want +got):\n%s", d)
 			}
