@@ -57,7 +57,7 @@ const tailPage = 1000
 
 // Hub serves one feed to every reader of a process. A tail reader (one
 // goroutine, started by the first reader and stopped when no reader came
-// for Options.Idle) reads the store from its head on each [Hub.Notify] and
+// or waited for Options.Idle) reads the store from its head on each [Hub.Notify] and
 // every Options.Poll, keeps the most recent items in a ring and wakes the
 // waiting readers. A reader whose position the ring covers is answered
 // from memory; one further behind reads the store itself, at most
@@ -78,7 +78,8 @@ type Hub[T, F any] struct {
 	notified  uint64   // Notify calls
 	seen      uint64   // notified as of the tail's last read that caught up
 	changed   chan struct{}
-	lastRead  time.Time // when a reader last came
+	lastRead  time.Time // when a reader last came or stopped waiting
+	waiting   int       // readers in a Read with wait
 }
 
 // NewHub returns a Hub over src.
@@ -132,6 +133,10 @@ func (h *Hub[T, F]) Read(ctx context.Context, after Position, f F, limit int, wa
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		timer = t.C
+		h.mu.Lock()
+		h.waiting++
+		h.mu.Unlock()
+		defer h.leave()
 	}
 	for {
 		changed := h.arrive()
@@ -179,6 +184,15 @@ func (h *Hub[T, F]) arrive() <-chan struct{} {
 	return h.changed
 }
 
+// leave records the end of a Read with wait: the tail reader keeps running
+// while a reader waits, and for Options.Idle after the last one left.
+func (h *Hub[T, F]) leave() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.waiting--
+	h.lastRead = time.Now()
+}
+
 func (h *Hub[T, F]) readStore(ctx context.Context, after Position, f F, limit int) (Page[T], error) {
 	select {
 	case h.sem <- struct{}{}:
@@ -222,7 +236,7 @@ func (h *Hub[T, F]) run() {
 	defer poll.Stop()
 	for {
 		h.mu.Lock()
-		if time.Since(h.lastRead) > h.opts.Idle {
+		if h.waiting == 0 && time.Since(h.lastRead) > h.opts.Idle {
 			h.running, h.valid, h.ring, h.ringBytes = false, false, nil, 0
 			h.mu.Unlock()
 			return

@@ -142,7 +142,10 @@ func Decode(t Tag, cursor string) (Position, error) {
 	default:
 		return Position{}, ErrCursor
 	}
-	if r.Len() != 0 {
+	// Only the one cursor Encode makes for p is accepted: base64 ignores
+	// line breaks and the unused bits of its last character, and a varint
+	// may be written longer than needed.
+	if r.Len() != 0 || Encode(t, p) != cursor {
 		return Position{}, ErrCursor
 	}
 	return p, nil
