@@ -35,9 +35,9 @@ import (
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
-	"github.com/tallyhq/tally/internal/feed"
 	"github.com/tallyhq/tally/internal/httpbody"
 	"github.com/tallyhq/tally/internal/problem"
+	"github.com/tallyhq/tally/internal/sse"
 	"github.com/tallyhq/tally/route"
 	"github.com/tallyhq/tally/store"
 )
@@ -59,14 +59,14 @@ type Options struct {
 	// Subscribers admits and counts the Server-Sent Events subscribers of
 	// GET /api/v1/events/feed; nil admits every one and counts nothing.
 	Subscribers route.Subscribers
-	// Stream tunes those streams; the zero value takes internal/feed's
+	// Stream tunes those streams; the zero value takes internal/sse's
 	// defaults (256 KiB unread before a reset, 10 s per write, a comment
 	// every 10 s).
 	Stream StreamOptions
 }
 
 // StreamOptions tune a Server-Sent Events stream of a change feed.
-type StreamOptions = feed.StreamOptions
+type StreamOptions = sse.StreamOptions
 
 // Handler serves the ingestion routes. It is safe for concurrent use.
 type Handler struct {
@@ -446,7 +446,7 @@ func (h *Handler) followEvents(w http.ResponseWriter, r *http.Request) error {
 			ProjectID: q.Get("project_id"), EventType: q.Get("event_type"),
 		},
 	}
-	stream := feed.AcceptsEventStream(r)
+	stream := sse.AcceptsEventStream(r)
 	if id := r.Header.Get("Last-Event-ID"); stream && id != "" {
 		fq.After = id
 	}
@@ -472,7 +472,7 @@ func (h *Handler) followEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	read := func(ctx context.Context, after string, wait time.Duration) ([]feed.Frame, string, error) {
+	read := func(ctx context.Context, after string, wait time.Duration) ([]sse.Frame, string, error) {
 		next := fq
 		next.After, next.Wait = after, wait
 		p, err := h.svc.Feed(ctx, next)
@@ -482,18 +482,18 @@ func (h *Handler) followEvents(w http.ResponseWriter, r *http.Request) error {
 		frames, err := feedFrames(p)
 		return frames, p.NextCursor, err
 	}
-	return feed.ServeHTTP(w, r, h.opts.Subscribers, "lifecycle", fq.After, frames, p.NextCursor, read, h.opts.Stream)
+	return sse.ServeHTTP(w, r, h.opts.Subscribers, "lifecycle", fq.After, frames, p.NextCursor, read, h.opts.Stream)
 }
 
 // feedFrames are the SSE frames of a feed page.
-func feedFrames(p ingest.FeedPage) ([]feed.Frame, error) {
-	frames := make([]feed.Frame, len(p.Items))
+func feedFrames(p ingest.FeedPage) ([]sse.Frame, error) {
+	frames := make([]sse.Frame, len(p.Items))
 	for i, it := range p.Items {
 		b, err := it.MarshalJSON()
 		if err != nil {
 			return nil, err
 		}
-		frames[i] = feed.Frame{ID: it.Position, Event: "event", Data: b}
+		frames[i] = sse.Frame{ID: it.Position, Event: "event", Data: b}
 	}
 	return frames, nil
 }

@@ -1,9 +1,10 @@
 // Package feed is the mechanism both change feeds share (the lifecycle
 // feed of package ingest and the correlated-event feed of package
-// correlate): positions and their opaque cursors, a [Hub] that reads a
-// store's feed once per replica and wakes every waiting reader, and the
-// Server-Sent Events framing of [Stream]. Neither area imports the other;
-// each exposes its own feed built on this package.
+// correlate): positions and their opaque cursors, and a [Hub] that reads a
+// store's feed once per replica and wakes every waiting reader. Neither
+// area imports the other; each exposes its own feed built on this package,
+// and internal/sse streams them over HTTP. The package imports no net/http,
+// so that the areas stay free of it.
 //
 // A position is a place in one total order that is the same for every
 // reader and every replica. On PostgreSQL it is the writing transaction's

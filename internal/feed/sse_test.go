@@ -16,7 +16,38 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/tallyhq/tally/internal/sse"
 )
+
+// serveLimit is how many items each read of serveHub asks the hub for.
+const serveLimit = 2
+
+// serveHub serves h's items after after that key selects through
+// sse.Serve, as a feed's handler does: each read of the stream is a Read
+// of the hub, cursors encoded for the Lifecycle feed.
+func serveHub(ctx context.Context, w http.ResponseWriter, h *Hub[item, string], after Position, key string,
+	frame func(item) (sse.Frame, error), opts sse.StreamOptions, sent func()) sse.End {
+	read := func(ctx context.Context, cursor string, wait time.Duration) ([]sse.Frame, string, error) {
+		from, err := Decode(Lifecycle, cursor)
+		if err != nil {
+			return nil, cursor, err
+		}
+		p, err := h.Read(ctx, from, key, serveLimit, wait)
+		if err != nil {
+			return nil, cursor, err
+		}
+		frames := make([]sse.Frame, len(p.Items))
+		for i, it := range p.Items {
+			if frames[i], err = frame(it); err != nil {
+				return nil, cursor, err
+			}
+		}
+		return frames, Encode(Lifecycle, p.Next), nil
+	}
+	start := Encode(Lifecycle, after)
+	return sse.Serve(ctx, w, start, nil, start, read, opts, sent)
+}
 
 // event is one dispatched Server-Sent Event, or one comment line.
 type event struct {
@@ -114,9 +145,9 @@ type itemData struct {
 	Data string
 }
 
-func itemFrame(it item) (Frame, error) {
+func itemFrame(it item) (sse.Frame, error) {
 	b, err := json.Marshal(itemData{it.Pos.Seq, it.Key, it.Data})
-	return Frame{ID: Encode(Lifecycle, it.Pos), Event: "item." + it.Key, Data: b}, err
+	return sse.Frame{ID: Encode(Lifecycle, it.Pos), Event: "item." + it.Key, Data: b}, err
 }
 
 // sseServer serves h at / as Serve does for a caller that reads the start
@@ -124,20 +155,20 @@ func itemFrame(it item) (Frame, error) {
 // End is sent on ends.
 type sseServer struct {
 	*httptest.Server
-	ends chan End
+	ends chan sse.End
 	sent atomic.Int64
 }
 
-func newSSEServer(t *testing.T, h *Hub[item, string], opts StreamOptions) *sseServer {
+func newSSEServer(t *testing.T, h *Hub[item, string], opts sse.StreamOptions) *sseServer {
 	t.Helper()
-	s := &sseServer{ends: make(chan End, 16)}
+	s := &sseServer{ends: make(chan sse.End, 16)}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		after, err := Decode(Lifecycle, r.URL.Query().Get("after"))
 		if err != nil && r.URL.Query().Has("after") {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		s.ends <- Serve(r.Context(), w, h, Lifecycle, after, r.URL.Query().Get("key"), itemFrame, opts,
+		s.ends <- serveHub(r.Context(), w, h, after, r.URL.Query().Get("key"), itemFrame, opts,
 			func() { s.sent.Add(1) })
 	}))
 	t.Cleanup(s.Close)
@@ -209,7 +240,7 @@ func TestServeFrames(t *testing.T) {
 	src := &fakeSource{}
 	h := primed(t, src, Options{Poll: time.Hour})
 	all := fill(t, h, src, 3)
-	s := newSSEServer(t, h, StreamOptions{Heartbeat: time.Minute})
+	s := newSSEServer(t, h, sse.StreamOptions{Heartbeat: time.Minute})
 	r, resp, _ := s.get(t, "")
 	if d := cmp.Diff([]string{"text/event-stream", "no-cache"},
 		[]string{resp.Header.Get("Content-Type"), resp.Header.Get("Cache-Control")}); d != "" {
@@ -252,7 +283,7 @@ func TestServeAfter(t *testing.T) {
 	src := &fakeSource{}
 	h := primed(t, src, Options{Poll: time.Hour, RingItems: 3})
 	all := fill(t, h, src, 12)
-	s := newSSEServer(t, h, StreamOptions{Heartbeat: time.Minute, Limit: 2})
+	s := newSSEServer(t, h, sse.StreamOptions{Heartbeat: time.Minute})
 	for _, tc := range []struct {
 		name  string
 		after int // -1: Start
@@ -292,7 +323,7 @@ func TestServeAfter(t *testing.T) {
 func TestServeHeartbeat(t *testing.T) {
 	src := &fakeSource{}
 	h := primed(t, src, Options{Poll: time.Hour})
-	s := newSSEServer(t, h, StreamOptions{Heartbeat: 20 * time.Millisecond})
+	s := newSSEServer(t, h, sse.StreamOptions{Heartbeat: 20 * time.Millisecond})
 	r, _, _ := s.get(t, "")
 	done := make(chan error, 1)
 	go func() {
@@ -332,7 +363,7 @@ func TestServeClientGone(t *testing.T) {
 	h := primed(t, src, Options{Poll: time.Hour})
 	// Heartbeats a minute apart: only the client's going can end the
 	// stream within the test's bound.
-	s := newSSEServer(t, h, StreamOptions{Heartbeat: time.Minute})
+	s := newSSEServer(t, h, sse.StreamOptions{Heartbeat: time.Minute})
 	r, _, cancel := s.get(t, "")
 	src.append("a", "")
 	h.Notify()
@@ -340,8 +371,8 @@ func TestServeClientGone(t *testing.T) {
 	cancel()
 	select {
 	case end := <-s.ends:
-		if end != EndClient {
-			t.Errorf("Serve = %v, want EndClient", end)
+		if end != sse.EndClient {
+			t.Errorf("Serve = %v, want sse.EndClient", end)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Serve did not return within 20s of its client going away")
@@ -354,7 +385,7 @@ func TestServeStalledClient(t *testing.T) {
 	const n, size = 600, 64 << 10 // more than the kernel's socket buffers hold
 	src := &fakeSource{}
 	h := primed(t, src, Options{Poll: time.Hour})
-	s := newSSEServer(t, h, StreamOptions{Buffer: 4 << 20, WriteTimeout: time.Second, Heartbeat: time.Minute})
+	s := newSSEServer(t, h, sse.StreamOptions{Buffer: 4 << 20, WriteTimeout: time.Second, Heartbeat: time.Minute})
 
 	conn, err := net.Dial("tcp", s.Listener.Addr().String())
 	if err != nil {
@@ -412,8 +443,8 @@ func TestServeStalledClient(t *testing.T) {
 	}
 	select {
 	case end := <-s.ends:
-		if end != EndReset {
-			t.Errorf("the stalled stream's Serve = %v, want EndReset", end)
+		if end != sse.EndReset {
+			t.Errorf("the stalled stream's Serve = %v, want sse.EndReset", end)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Serve of a client that stopped reading did not return within 30s")
@@ -441,24 +472,24 @@ func TestServeReset(t *testing.T) {
 	// A buffer smaller than one frame: a frame sent while the previous one
 	// is still queued overflows it.
 	rec := &blockingWriter{header: http.Header{}, unblock: make(chan struct{})}
-	done := make(chan End, 1)
+	done := make(chan sse.End, 1)
 	go func() {
-		done <- Serve(context.Background(), rec, h, Lifecycle, Position{}, "", itemFrame,
-			StreamOptions{Buffer: 1, WriteTimeout: 200 * time.Millisecond, Heartbeat: time.Minute}, nil)
+		done <- serveHub(context.Background(), rec, h, Position{}, "", itemFrame,
+			sse.StreamOptions{Buffer: 1, WriteTimeout: 200 * time.Millisecond, Heartbeat: time.Minute}, nil)
 	}()
 	for range 5 {
 		src.append("a", "")
 	}
 	h.Notify()
-	var end End
+	var end sse.End
 	select {
 	case end = <-done:
 	case <-time.After(10 * time.Second):
 		close(rec.unblock)
 		t.Fatal("Serve did not reset a writer that blocks within 10s")
 	}
-	if end != EndReset {
-		t.Fatalf("Serve = %v, want EndReset", end)
+	if end != sse.EndReset {
+		t.Fatalf("Serve = %v, want sse.EndReset", end)
 	}
 	r := newSSEReader(bytes.NewReader(rec.buf.Bytes()))
 	var evs []event
@@ -509,49 +540,15 @@ func (w *blockingWriter) Write(b []byte) (int, error) {
 	return w.buf.Write(b)
 }
 
-func TestEncodeFrameDataLines(t *testing.T) {
-	for _, tc := range []struct {
-		name, data string
-		want       string // the data lines
-	}{
-		{"compact JSON", `{"a":1}`, "data: {\"a\":1}\n"},
-		{"empty", "", "data: \n"},
-		{"two lines", "a\nb", "data: a\ndata: b\n"},
-		{"empty line inside", "a\n\nb", "data: a\ndata: \ndata: b\n"},
-		{"CRLF", "a\r\nb", "data: a\ndata: b\n"},
-		{"bare CR, a line end to a client", "a\rid: x", "data: a\ndata: id: x\n"},
-		{"trailing line feed", "a\nb\n", "data: a\ndata: b\n"},
-		{"indented JSON", "{\n  \"a\": 1\n}", "data: {\ndata:   \"a\": 1\ndata: }\n"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			fr := Frame{ID: "c1", Event: "item", Data: []byte(tc.data)}
-			want := "id: c1\nevent: item\n" + tc.want + "\n"
-			got := string(encodeFrame(fr))
-			if d := cmp.Diff(want, got); d != "" {
-				t.Errorf("encodeFrame (-want +got):\n%s", d)
-			}
-			// A client gets the data back, with LF line ends.
-			ev, err := newSSEReader(strings.NewReader(got)).nextEvent()
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantData := strings.TrimSuffix(strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(tc.data), "\n")
-			if d := cmp.Diff(event{ID: "c1", Event: "item", Data: wantData}, ev); d != "" {
-				t.Errorf("event a client parses (-want +got):\n%s", d)
-			}
-		})
-	}
-}
-
 // TestServeDataLines streams items whose data holds line breaks.
 func TestServeDataLines(t *testing.T) {
 	src := &fakeSource{}
 	h := primed(t, src, Options{Poll: time.Hour})
 	all := fill(t, h, src, 2)
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		Serve(r.Context(), w, h, Lifecycle, Position{}, "", func(it item) (Frame, error) {
-			return Frame{ID: Encode(Lifecycle, it.Pos), Event: "item", Data: []byte("line one\n" + it.Data + "\nline three")}, nil
-		}, StreamOptions{Heartbeat: time.Minute}, nil)
+		serveHub(r.Context(), w, h, Position{}, "", func(it item) (sse.Frame, error) {
+			return sse.Frame{ID: Encode(Lifecycle, it.Pos), Event: "item", Data: []byte("line one\n" + it.Data + "\nline three")}, nil
+		}, sse.StreamOptions{Heartbeat: time.Minute}, nil)
 	}))
 	defer s.Close()
 	ctx, cancel := context.WithCancel(context.Background())

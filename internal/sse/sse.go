@@ -1,4 +1,8 @@
-package feed
+// Package sse serves a change feed to one subscriber as Server-Sent Events
+// (the WHATWG HTML "Server-sent events" format) through a bounded buffer,
+// and admits subscribers through route.Subscribers: the HTTP half of
+// internal/feed, shared by ingest/ingesthttp and correlate/correlatehttp.
+package sse
 
 import (
 	"bytes"
@@ -78,11 +82,12 @@ func Serve(ctx context.Context, w http.ResponseWriter, last string, first []Fram
 	s := newStream(w, opts, cancel)
 	defer s.close()
 	s.send([]byte("retry: 2000\n\n"))
-	frames := first
+	frames, read0 := first, false
 	for {
-		if len(frames) == 0 && !s.send([]byte(": keep-alive\n\n")) {
+		if len(frames) == 0 && read0 && !s.send([]byte(": keep-alive\n\n")) {
 			return s.reset(last)
 		}
+		read0 = true
 		for _, fr := range frames {
 			if !s.send(encodeFrame(fr)) {
 				return s.reset(last)
