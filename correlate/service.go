@@ -34,6 +34,10 @@ type Options struct {
 	// metrics library (tallyd counts them in
 	// tally_correlate_dispositions_total); nil counts nothing.
 	Observer Observer
+	// Feed serves the change feed ([Service.Feed]); every successful
+	// create that changed something, status change and delete notifies it.
+	// Nil: Feed answers [ErrNoFeed].
+	Feed FeedHub
 }
 
 // Observer receives the counters of correlation. [Service.Create] calls it
@@ -152,6 +156,9 @@ func (s *Service) Create(ctx context.Context, caller Caller, p Payload) (Event, 
 		return Event{}, "", fmt.Errorf("correlate: create: %w", err)
 	}
 	s.opts.Observer.Disposition(d)
+	if d != Replayed {
+		s.notify()
+	}
 	return e, d, nil
 }
 
@@ -448,6 +455,7 @@ func (s *Service) SetStatus(ctx context.Context, caller Caller, id string, statu
 	if err != nil {
 		return Event{}, fmt.Errorf("correlate: set event status: %w", err)
 	}
+	s.notify()
 	return e, nil
 }
 
@@ -467,6 +475,7 @@ func (s *Service) Delete(ctx context.Context, caller Caller, id string) (Event, 
 	if err != nil {
 		return Event{}, fmt.Errorf("correlate: delete event: %w", err)
 	}
+	s.notify()
 	return e, nil
 }
 
@@ -543,6 +552,9 @@ func (s *Service) SetStatuses(ctx context.Context, caller Caller, ids []string, 
 	if err != nil {
 		return nil, fmt.Errorf("correlate: set event statuses: %w", err)
 	}
+	if len(done) > 0 {
+		s.notify()
+	}
 	return done, nil
 }
 
@@ -562,6 +574,9 @@ func (s *Service) DeleteMany(ctx context.Context, caller Caller, ids []string) (
 	done, err := s.store.DeleteMany(ctx, caller, ids, s.now())
 	if err != nil {
 		return nil, fmt.Errorf("correlate: delete events: %w", err)
+	}
+	if len(done) > 0 {
+		s.notify()
 	}
 	return done, nil
 }
