@@ -66,6 +66,16 @@ type Options struct {
 	// [route.DefaultMaxBodyBytes] (8 MiB); it must not be negative. A body
 	// over it is answered 413.
 	MaxBodyBytes int64
+	// Feed is the change feed the feed routes read (the one given to the
+	// Service as correlate.Options.Feed); nil leaves GET /api/events/feed
+	// and GET /api/events/subscribe out of Routes.
+	Feed *Feed
+	// Delivered, when not nil, counts the feed items delivered: called
+	// with the items of each long-poll answer and with 1 per streamed item.
+	Delivered func(items int)
+	// Stalled, when not nil, is called for each stream ended because its
+	// client stopped reading (it was sent "event: reset").
+	Stalled func()
 }
 
 // Handler serves the events API. It is safe for concurrent use.
@@ -107,7 +117,7 @@ func New(svc *correlate.Service, opts Options) (*Handler, error) {
 // of its events; docs/decisions.md, Who reads correlated events).
 func (h *Handler) Routes() []route.Route {
 	events := []route.Role{route.RoleEvents}
-	return []route.Route{
+	rs := []route.Route{
 		{Method: http.MethodPost, Path: "/api/events", Roles: events, Handler: h.handle(h.create)},
 		{Method: http.MethodGet, Path: "/api/events/list", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.list)},
 		{Method: http.MethodPut, Path: "/api/events/{id}/status", Roles: events, Handler: h.handle(h.setStatus)},
@@ -116,6 +126,13 @@ func (h *Handler) Routes() []route.Route {
 		{Method: http.MethodPost, Path: "/api/events/delete", Roles: events, Handler: h.handle(h.deleteMany)},
 		{Method: http.MethodGet, Path: "/api/events/types", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.types)},
 	}
+	if h.opts.Feed != nil {
+		rs = append(rs,
+			route.Route{Method: http.MethodGet, Path: "/api/events/feed", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.feedPoll)},
+			route.Route{Method: http.MethodGet, Path: "/api/events/subscribe", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.subscribe)},
+		)
+	}
+	return rs
 }
 
 // handle adapts the handler shape of this package (and of ingesthttp): a
@@ -348,44 +365,15 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 		}
 		return 0
 	}
-	values := func(name string) []string {
-		out, err := multi(v[name])
-		if err != nil {
-			ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleType, Message: err.Error()})
-		}
-		return out
-	}
-	q := correlate.Query{
-		Page:           num("page"),
-		PageSize:       num("pageSize", "pagesize"),
-		Search:         v.Get("search"),
-		Order:          correlate.Order(strings.ToLower(v.Get("order"))),
-		Category:       values("category"),
-		Action:         values("action"),
-		Severity:       typed[correlate.Severity](values("severity")),
-		Status:         typed[correlate.Status](values("status")),
-		CorrelationKey: v.Get("correlationKey"),
-	}
+	pageNo, size := num("page"), num("pageSize", "pagesize")
+	q := filterParams(v, &ps)
+	q.Page, q.PageSize = pageNo, size
+	q.Order = correlate.Order(strings.ToLower(v.Get("order")))
 	if s := v.Get("sort"); s != "" {
 		q.Sort = correlate.SortField(s)
 		if f, ok := sortAliases[s]; ok {
 			q.Sort = f
 		}
-	}
-	if s := v.Get("filter"); s != "" {
-		f, fps := parseFilter(s)
-		ps = append(ps, fps...)
-		q.Category = append(q.Category, f.Category...)
-		q.Action = append(q.Action, f.Action...)
-		q.Severity = append(q.Severity, typed[correlate.Severity](f.Severity)...)
-		q.Status = append(q.Status, typed[correlate.Status](f.Status)...)
-	}
-	if s := v.Get("resolved"); s != "" {
-		b, err := strconv.ParseBool(s)
-		if err != nil {
-			ps = append(ps, event.Problem{Member: "/resolved", Rule: event.RuleType, Message: "must be true or false"})
-		}
-		q.Resolved = &b
 	}
 	// Every bad parameter at once: the adapter's own (not an integer, not a
 	// boolean) and the library's judgement of the rest.
@@ -402,6 +390,43 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 	}
 	problem.WriteJSON(w, http.StatusOK, page)
 	return nil
+}
+
+// filterParams reads getEvents' filters from v (search, category, action,
+// severity, status, filter, correlationKey, resolved), appending a problem
+// to ps for each value that does not parse; the feed routes take the same.
+func filterParams(v url.Values, ps *[]event.Problem) correlate.Query {
+	values := func(name string) []string {
+		out, err := multi(v[name])
+		if err != nil {
+			*ps = append(*ps, event.Problem{Member: "/" + name, Rule: event.RuleType, Message: err.Error()})
+		}
+		return out
+	}
+	q := correlate.Query{
+		Search:         v.Get("search"),
+		Category:       values("category"),
+		Action:         values("action"),
+		Severity:       typed[correlate.Severity](values("severity")),
+		Status:         typed[correlate.Status](values("status")),
+		CorrelationKey: v.Get("correlationKey"),
+	}
+	if s := v.Get("filter"); s != "" {
+		f, fps := parseFilter(s)
+		*ps = append(*ps, fps...)
+		q.Category = append(q.Category, f.Category...)
+		q.Action = append(q.Action, f.Action...)
+		q.Severity = append(q.Severity, typed[correlate.Severity](f.Severity)...)
+		q.Status = append(q.Status, typed[correlate.Status](f.Status)...)
+	}
+	if s := v.Get("resolved"); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			*ps = append(*ps, event.Problem{Member: "/resolved", Rule: event.RuleType, Message: "must be true or false"})
+		}
+		q.Resolved = &b
+	}
+	return q
 }
 
 // eventsFilter is getEvents' filter parameter: a JSON object of the list
