@@ -40,9 +40,10 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, *correlate.Service, error)
 	if err != nil {
 		return nil, nil, err
 	}
+	changes := correlatehttp.NewFeed(st.Correlate, correlatehttp.FeedOptions{})
 	csvc, err := correlate.New(st.Correlate, correlate.Options{
 		Now: cfg.Now, Observer: cfg.Metrics.CorrelateObserver(), LegacyCreate200: cfg.LegacyCreate200,
-		IdempotencyRetention: cfg.IdempotencyRetention,
+		IdempotencyRetention: cfg.IdempotencyRetention, Feed: changes,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -51,6 +52,7 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, *correlate.Service, error)
 		CallerFrom:   correlateCaller,
 		Logger:       cfg.Logger,
 		MaxBodyBytes: cfg.MaxBodyBytes,
+		Feed:         changes,
 	})
 	if err != nil {
 		return nil, nil, err
