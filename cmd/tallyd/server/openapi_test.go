@@ -410,10 +410,10 @@ var scenarios = map[string][]scenario{
 		r.Header.Set("Last-Event-ID", "AAAA")
 		return r
 	}}},
-	"GET /metrics 200":          {{name: "metrics", request: fixed("GET", "/metrics", "", "")}},
-	"GET /healthz 200":          {{name: "up", request: fixed("GET", "/healthz", "", "")}},
-	"GET /readyz 200":           {{name: "ready", request: fixed("GET", "/readyz", "", "")}},
-	"GET /openapi.yaml 200":     {{name: "document", request: fixed("GET", "/openapi.yaml", "", "")}},
+	"GET /metrics 200":      {{name: "metrics", request: fixed("GET", "/metrics", "", "")}},
+	"GET /healthz 200":      {{name: "up", request: fixed("GET", "/healthz", "", "")}},
+	"GET /readyz 200":       {{name: "ready", request: fixed("GET", "/readyz", "", "")}},
+	"GET /openapi.yaml 200": {{name: "document", request: fixed("GET", "/openapi.yaml", "", "")}},
 	"GET /readyz 503": {{
 		name:    "store unreachable",
 		request: fixed("GET", "/readyz", "", ""),
