@@ -1,0 +1,120 @@
+package correlatehttp_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tallyhq/tally/correlate"
+	"github.com/tallyhq/tally/correlate/correlatehttp"
+	"github.com/tallyhq/tally/route"
+)
+
+// feedServer serves the events API with its change feed; the first fail
+// reads of the feed are answered 503.
+func feedServer(t *testing.T, fail int32) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	st := memCorrelate(t)
+	changes := correlatehttp.NewFeed(st, correlatehttp.FeedOptions{})
+	svc, err := correlate.New(st, correlate.Options{Feed: changes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var delivered atomic.Int32
+	h, err := correlatehttp.New(svc, correlatehttp.Options{CallerFrom: callerFrom, Feed: changes,
+		Delivered: func(n int) { delivered.Add(int32(n)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	route.Mount(mux, h.Routes(), func(rt route.Route) http.Handler { return rt.Handler })
+	var feedCalls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/events/feed" && feedCalls.Add(1) <= fail {
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &delivered
+}
+
+var errEnough = errors.New("enough")
+
+// Follow gives every item once, in order, retries a 503 with backoff,
+// keeps following items committed while it waits, and stops at a 4xx or
+// when fn says so.
+func TestClientFollow(t *testing.T) {
+	srv, delivered := feedServer(t, 2)
+	c, err := correlatehttp.NewClient(srv.URL, correlatehttp.ClientOptions{Token: "org-1/alice", Backoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	create := func(js string) correlate.Event {
+		t.Helper()
+		e, _, err := c.Create(ctx, corrPayload(t, js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	a := create(`{"category":"c","action":"a","correlationKey":"ck"}`)
+	create(`{"category":"c","action":"a","correlationKey":"ck"}`)
+	var got []string
+	var positions []string
+	err = c.Follow(ctx, "", correlate.FeedQuery{Wait: 5 * time.Second}, func(it correlate.FeedItem) error {
+		got = append(got, string(it.Kind)+" "+it.Event.ID)
+		positions = append(positions, it.Position)
+		if len(got) == 2 {
+			go func() { // committed while Follow waits
+				_, _, _ = c.Create(ctx, corrPayload(t, `{"category":"c","action":"a","correlationKey":"ck","resolvedAt":"2026-03-01T13:00:00Z"}`))
+			}()
+		}
+		if len(got) == 3 {
+			return errEnough
+		}
+		return nil
+	})
+	if !errors.Is(err, errEnough) {
+		t.Fatalf("Follow: %v, want fn's error", err)
+	}
+	want := []string{"created " + a.ID, "incremented " + a.ID, "resolved " + a.ID}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("items (-want +got):\n%s", diff)
+	}
+	if delivered.Load() < 3 {
+		t.Errorf("Delivered counted %d items, want at least 3", delivered.Load())
+	}
+	// Feed from the first position: the two after it.
+	p, err := c.Feed(ctx, correlate.FeedQuery{After: positions[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Items) != 2 || p.Items[0].Position != positions[1] || p.NextCursor != positions[2] || !p.CaughtUp {
+		t.Errorf("Feed after the first item: %+v", p)
+	}
+	// A tampered cursor is a 400, returned at once.
+	var se *correlatehttp.StatusError
+	err = c.Follow(ctx, positions[0]+"x", correlate.FeedQuery{}, func(correlate.FeedItem) error { return nil })
+	if !errors.As(err, &se) || se.StatusCode != 400 {
+		t.Errorf("Follow from a tampered cursor: %v, want a 400 StatusError", err)
+	}
+}
+
+func corrPayload(t *testing.T, js string) correlate.Payload {
+	t.Helper()
+	p, err := correlate.DecodePayload([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
