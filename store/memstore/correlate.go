@@ -30,7 +30,7 @@ type correlationData struct {
 	events map[string]*correlate.Event // by id
 	open   map[scopeKey]string         // the open event of a correlationKey, by id
 	keys   map[scopeKey]binding        // idempotency keys
-	// changes is the change log in commit order: changes[i] is at
+	// changes is the change log in commit order: the change at index i is at
 	// Position{TX: 0, Seq: i+1}.
 	changes []correlate.Change
 }
