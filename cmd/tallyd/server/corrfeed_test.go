@@ -210,4 +210,15 @@ func TestCorrelatedFeedEndToEnd(t *testing.T) {
 			t.Errorf("subscribe from %q: %d %s, want 400 naming /after", c, code, b)
 		}
 	}
+
+	// Every item delivered is counted: 5 + 4+3+2+1 by long poll, 5 + 3 streamed.
+	res, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	m, _ := io.ReadAll(res.Body)
+	if !strings.Contains(string(m), "\ntally_correlate_feed_items_total 23\n") {
+		t.Errorf("/metrics has no tally_correlate_feed_items_total 23:\n%s", m)
+	}
 }

@@ -77,6 +77,8 @@ type Metrics struct {
 	duplicates      prometheus.Counter
 	rejected        *prometheus.CounterVec
 	dispositions    *prometheus.CounterVec
+	feedItems       prometheus.Counter
+	feedResets      prometheus.Counter
 	replays         *prometheus.CounterVec
 	httpDuration    *prometheus.HistogramVec
 	credReloads     *prometheus.CounterVec
@@ -145,6 +147,14 @@ func NewMetrics(reg *prometheus.Registry, _ MetricsOptions) (*Metrics, error) {
 			Help:    "HTTP request durations by route pattern (method and path, as registered) and status code sent (aborted: the connection was closed without an answer).",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route", "code"}),
+		feedItems: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_correlate_feed_items_total",
+			Help: "Items of the correlated-event feed delivered, by long poll (GET /api/events/feed) and stream (GET /api/events/subscribe).",
+		}),
+		feedResets: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_correlate_feed_resets_total",
+			Help: "Streams of GET /api/events/subscribe ended with event: reset because their client stopped reading.",
+		}),
 		credReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_credentials_reloads_total",
 			Help: "Reloads of the credentials file (SIGHUP), by result: success (the new set is in use) or failure (the file was refused; the old set stays).",
@@ -159,7 +169,7 @@ func NewMetrics(reg *prometheus.Registry, _ MetricsOptions) (*Metrics, error) {
 		m.dispositions.WithLabelValues(string(d))
 	}
 	for _, c := range []prometheus.Collector{
-		m.unvalidatedSize, m.eventsIngested, m.eventsRejected, m.resources, m.ingested, m.duplicates, m.rejected, m.dispositions, m.replays, m.httpDuration, m.credReloads,
+		m.unvalidatedSize, m.eventsIngested, m.eventsRejected, m.resources, m.ingested, m.duplicates, m.rejected, m.dispositions, m.feedItems, m.feedResets, m.replays, m.httpDuration, m.credReloads,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
@@ -178,6 +188,14 @@ func (m *Metrics) IngestObserver() ingest.Observer { return ingestObserver{m} }
 // (correlate.Options.Observer): it counts
 // tally_correlate_dispositions_total{disposition}.
 func (m *Metrics) CorrelateObserver() correlate.Observer { return correlateObserver{m} }
+
+// FeedDelivered counts n items of the correlated-event feed delivered
+// (tally_correlate_feed_items_total; correlatehttp.Options.Delivered).
+func (m *Metrics) FeedDelivered(n int) { m.feedItems.Add(float64(n)) }
+
+// FeedStalled counts a stream reset for a client that stopped reading
+// (tally_correlate_feed_resets_total; correlatehttp.Options.Stalled).
+func (m *Metrics) FeedStalled() { m.feedResets.Inc() }
 
 // ingestObserver adapts [Metrics] to ingest.Observer.
 type ingestObserver struct{ m *Metrics }

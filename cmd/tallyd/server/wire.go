@@ -53,6 +53,8 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, *correlate.Service, error)
 		Logger:       cfg.Logger,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Feed:         changes,
+		Delivered:    cfg.Metrics.FeedDelivered,
+		Stalled:      cfg.Metrics.FeedStalled,
 	})
 	if err != nil {
 		return nil, nil, err
