@@ -1,6 +1,7 @@
 package correlatehttp_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -117,4 +118,51 @@ func corrPayload(t *testing.T, js string) correlate.Payload {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// A stream outlives the server's ReadTimeout: an item committed after it
+// expired still arrives on the open stream.
+func TestSubscribeOutlivesReadTimeout(t *testing.T) {
+	st := memCorrelate(t)
+	changes := correlatehttp.NewFeed(st, correlatehttp.FeedOptions{})
+	svc, err := correlate.New(st, correlate.Options{Feed: changes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := correlatehttp.New(svc, correlatehttp.Options{CallerFrom: callerFrom, Feed: changes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	route.Mount(mux, h.Routes(), func(rt route.Route) http.Handler { return rt.Handler })
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.ReadTimeout = 100 * time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/events/subscribe", nil)
+	req.Header.Set("Authorization", "Bearer org-1/alice")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	time.Sleep(400 * time.Millisecond)
+	e, _, err := svc.Create(ctx, correlate.Caller{Organization: "org-1", User: "alice"}, corrPayload(t, `{"category":"c","action":"a"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 0, 4096)
+	chunk := make([]byte, 4096)
+	for !bytes.Contains(buf, []byte(e.ID)) {
+		n, err := res.Body.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		if err != nil {
+			t.Fatalf("the stream ended before the item (%v): %s", err, buf)
+		}
+	}
+	if !bytes.Contains(buf, []byte("event: created\n")) {
+		t.Errorf("stream %s: no created item", buf)
+	}
 }
