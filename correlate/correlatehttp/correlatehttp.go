@@ -2,7 +2,8 @@
 // [github.com/tallyhq/tally/correlate] over HTTP, as Meshery's events API
 // has them (event-correlation.md); [Handler.Routes] lists the routes with
 // the roles that may call each (createEvent, getEvents, marking an event
-// read or unread, soft delete).
+// read or unread, soft delete, and, with Options.Feed, the change feed by
+// long poll and as Server-Sent Events; see [NewFeed]).
 //
 // The adapter is thin, and built as ingest/ingesthttp is: [New] over the
 // [correlate.Service], routes as data that the server mounts behind its own
@@ -114,7 +115,9 @@ func New(svc *correlate.Service, opts Options) (*Handler, error) {
 // Routes returns the events API with the roles that may call each route:
 // the one list of them (the one-API-shape rules, HTTP: one route table). getEvents admits
 // an events caller (its own events) and a reader of the organization (all
-// of its events; docs/decisions.md, Who reads correlated events).
+// of its events; docs/decisions.md, Who reads correlated events), and so do
+// the feed routes (GET /api/events/feed and /api/events/subscribe, listed
+// only when Options.Feed is set).
 func (h *Handler) Routes() []route.Route {
 	events := []route.Role{route.RoleEvents}
 	rs := []route.Route{
