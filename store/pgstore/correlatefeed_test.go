@@ -92,3 +92,48 @@ func TestFeedRefusesAnotherDatabasesPosition(t *testing.T) {
 		t.Errorf("Feed after a far transaction: %v, want ErrCursor", err)
 	}
 }
+
+// A filtered read scans at most correlate.FeedScanLimit changes: past that
+// many it stops, not caught up, with Next at the last one scanned, and the
+// next read from there finds the selected change.
+func TestFeedScanIsBounded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := pgtest.URL(t)
+	db := pgtest.Open(t, url, pgstore.Options{})
+	st := db.Correlate()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	snapshot := `{"id":"00000000-0000-7000-8000-000000000001","organization":"org-1","user_id":"alice","category":"c","action":"a",` +
+		`"severity":"informational","status":"unread","description":"","created_at":"2026-03-01T12:00:00+00:00","updated_at":"2026-03-01T12:00:00+00:00"}`
+	if _, err := c.Exec(ctx, `INSERT INTO correlated_event_changes (kind, event_id, organization, user_id, category, action,
+		severity, status, resolved, description, snapshot)
+		SELECT 'created', '00000000-0000-7000-8000-000000000001', 'org-1', CASE WHEN i > $1 THEN 'alice' ELSE 'bob' END, 'c', 'a',
+			'informational', 'unread', false, '', $2::json FROM generate_series(1, $1 + 1) i ORDER BY i`,
+		correlate.FeedScanLimit+5, snapshot); err != nil {
+		t.Fatal(err)
+	}
+	alice := correlate.FeedFilter{Scope: correlate.Caller{Organization: "org-1", User: "alice"}}
+	var b correlate.FeedBatch
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if b, err = st.Feed(ctx, correlate.FeedRead{Limit: 10, Filter: alice}); err != nil {
+			t.Fatal(err)
+		}
+		if b.Next != (correlate.FeedPosition{}) {
+			break // readable
+		}
+	}
+	if len(b.Changes) != 0 || b.CaughtUp || b.Next.Seq != correlate.FeedScanLimit {
+		t.Fatalf("first read: %d changes, caught up %v, next %+v; want none, not caught up, next at seq %d", len(b.Changes), b.CaughtUp, b.Next, correlate.FeedScanLimit)
+	}
+	b, err = st.Feed(ctx, correlate.FeedRead{After: b.Next, Limit: 10, Filter: alice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Changes) != 1 || b.Changes[0].Event.User != "alice" || !b.CaughtUp {
+		t.Errorf("second read: %+v, want alice's change, caught up", b)
+	}
+}
