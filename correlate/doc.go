@@ -68,6 +68,17 @@
 // organization) lists every event of its organization (docs/decisions.md, Who
 // reads correlated events). A caller with no user never correlates.
 //
+// # The change feed
+//
+// Every create that records, counts or resolves an event, every status
+// change and every delete appends one [Change] per event changed to the
+// store's change log ([Store].Feed), atomically with the change; a replay
+// appends none. [Service.Feed] reads it for a caller, scoped and filtered
+// as [Service.List] is, through the Service's own feed (one tail reader per
+// Service, internal/feed; correlatehttp also streams it as Server-Sent
+// Events).
+// Cursors are opaque strings, valid on every replica and across restarts.
+//
 // # Counting dispositions
 //
 // [Options].Observer is told the [Disposition] of every successful

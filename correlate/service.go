@@ -34,6 +34,15 @@ type Options struct {
 	// metrics library (tallyd counts them in
 	// tally_correlate_dispositions_total); nil counts nothing.
 	Observer Observer
+	// Feed tunes the change feed ([Service.Feed]).
+	Feed FeedOptions
+}
+
+// FeedOptions tune the correlated-event feed of a [Service].
+type FeedOptions struct {
+	// Poll is how often the feed looks for changes committed by other
+	// replicas when nothing woke it (default 500ms).
+	Poll time.Duration
 }
 
 // Observer receives the counters of correlation. [Service.Create] calls it
@@ -58,6 +67,7 @@ func (nopObserver) Disposition(Disposition) {}
 type Service struct {
 	store Store
 	opts  Options
+	feed  *feedHub
 }
 
 // New returns a Service over st. Errors (joined): st is nil, or a negative
@@ -79,7 +89,7 @@ func New(st Store, opts Options) (*Service, error) {
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
 	}
-	return &Service{store: st, opts: opts}, nil
+	return &Service{store: st, opts: opts, feed: newFeedHub(st, opts.Feed)}, nil
 }
 
 func (s *Service) now() time.Time { return event.Normalize(s.opts.Now()) }
@@ -152,6 +162,9 @@ func (s *Service) Create(ctx context.Context, caller Caller, p Payload) (Event, 
 		return Event{}, "", fmt.Errorf("correlate: create: %w", err)
 	}
 	s.opts.Observer.Disposition(d)
+	if d != Replayed {
+		s.notify()
+	}
 	return e, d, nil
 }
 
@@ -448,6 +461,7 @@ func (s *Service) SetStatus(ctx context.Context, caller Caller, id string, statu
 	if err != nil {
 		return Event{}, fmt.Errorf("correlate: set event status: %w", err)
 	}
+	s.notify()
 	return e, nil
 }
 
@@ -467,6 +481,7 @@ func (s *Service) Delete(ctx context.Context, caller Caller, id string) (Event, 
 	if err != nil {
 		return Event{}, fmt.Errorf("correlate: delete event: %w", err)
 	}
+	s.notify()
 	return e, nil
 }
 
@@ -543,6 +558,9 @@ func (s *Service) SetStatuses(ctx context.Context, caller Caller, ids []string, 
 	if err != nil {
 		return nil, fmt.Errorf("correlate: set event statuses: %w", err)
 	}
+	if len(done) > 0 {
+		s.notify()
+	}
 	return done, nil
 }
 
@@ -562,6 +580,9 @@ func (s *Service) DeleteMany(ctx context.Context, caller Caller, ids []string) (
 	done, err := s.store.DeleteMany(ctx, caller, ids, s.now())
 	if err != nil {
 		return nil, fmt.Errorf("correlate: delete events: %w", err)
+	}
+	if len(done) > 0 {
+		s.notify()
 	}
 	return done, nil
 }

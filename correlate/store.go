@@ -56,6 +56,17 @@ type Store interface {
 	// PurgeIdempotencyKeys forgets every idempotency key bound before
 	// before, in every scope, and returns how many it forgot.
 	PurgeIdempotencyKeys(ctx context.Context, before time.Time) (int64, error)
+	// Feed reads the change log: every create that recorded, counted or
+	// resolved an event (not a replay), SetStatus, Delete, SetStatuses and
+	// DeleteMany append one [Change] per event they changed, atomically
+	// with the change, holding the event after it. Feed returns at most
+	// q.Limit changes after q.After that q.Filter selects, in log order,
+	// scanning at most [FeedScanLimit] changes; with q.Limit 0 it answers
+	// only the head (Next: the last readable position). A change is
+	// readable only once every change before it in the order is committed,
+	// so a reader never skips one that commits late. A q.After this
+	// database cannot have written is an error wrapping [ErrCursor].
+	Feed(ctx context.Context, q FeedRead) (FeedBatch, error)
 }
 
 // Step is which step of createEvent (event-correlation.md, `createEvent`

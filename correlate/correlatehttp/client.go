@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -166,4 +168,131 @@ func (c *Client) send(ctx context.Context, body []byte, key string) (correlate.E
 		d = correlate.Replayed
 	}
 	return e, d, 0, nil
+}
+
+// feedValues are q's query parameters for GET /api/events/feed.
+func feedValues(q correlate.FeedQuery) url.Values {
+	v := url.Values{}
+	set := func(name, s string) {
+		if s != "" {
+			v.Set(name, s)
+		}
+	}
+	set("after", q.After)
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.Wait > 0 {
+		v.Set("wait", strconv.Itoa(int(q.Wait/time.Second)))
+	}
+	list := func(name string, vs []string) {
+		for _, s := range vs {
+			v.Add(name, s)
+		}
+	}
+	list("category", q.Category)
+	list("action", q.Action)
+	list("severity", stringsOf(q.Severity))
+	list("status", stringsOf(q.Status))
+	if q.Resolved != nil {
+		v.Set("resolved", strconv.FormatBool(*q.Resolved))
+	}
+	set("correlationKey", q.CorrelationKey)
+	set("search", q.Search)
+	return v
+}
+
+func stringsOf[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, s := range vs {
+		out[i] = string(s)
+	}
+	return out
+}
+
+// Feed reads one page of the correlated-event feed (GET /api/events/feed)
+// with the client's token: the changes after q.After ("" the beginning,
+// "now" the head) that q's filters select, waiting up to q.Wait (whole
+// seconds, at most 30) for one. Keep q.Wait below the HTTP client's
+// timeout. A refusal is a [*StatusError] (a bad cursor is 400 naming
+// /after); a transport error is returned as it is. Feed makes one attempt;
+// [Client.Follow] retries.
+func (c *Client) Feed(ctx context.Context, q correlate.FeedQuery) (correlate.FeedPage, error) {
+	p, _, err := c.feed(ctx, q)
+	return p, err
+}
+
+// feed makes one read; retryAfter is negative when the error must not be
+// retried, else the least wait the server asked for.
+func (c *Client) feed(ctx context.Context, q correlate.FeedQuery) (correlate.FeedPage, time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/feed?"+feedValues(q).Encode(), nil)
+	if err != nil {
+		return correlate.FeedPage{}, -1, fmt.Errorf("correlatehttp: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.opts.Token)
+	res, err := c.opts.HTTPClient.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return correlate.FeedPage{}, -1, fmt.Errorf("correlatehttp: %w", err)
+		}
+		return correlate.FeedPage{}, 0, fmt.Errorf("correlatehttp: %w", err)
+	}
+	defer res.Body.Close()
+	if s := res.StatusCode; s != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+		after := time.Duration(-1)
+		if retry.Status(s) {
+			after = retry.After(res.Header, time.Now())
+		}
+		return correlate.FeedPage{}, after, &StatusError{StatusCode: s, Body: b}
+	}
+	var p correlate.FeedPage
+	if err := json.UnmarshalRead(res.Body, &p); err != nil {
+		return correlate.FeedPage{}, 0, fmt.Errorf("correlatehttp: read the feed: %w", err)
+	}
+	return p, 0, nil
+}
+
+// DefaultFollowWait is the wait of each read of [Client.Follow] when its
+// query names none.
+const DefaultFollowWait = 20 * time.Second
+
+// Follow reads the feed from the cursor after ("" the beginning, "now" the
+// head) until ctx ends or fn returns an error, calling fn with every item in
+// order: each read long-polls (q.Wait, default [DefaultFollowWait]) and
+// resumes from the last cursor it got, so no item is given twice or
+// skipped. Transport errors and the answers 408, 429 and 5xx are retried
+// for ever, with the client's backoff (doubling up to 30 s, jittered;
+// Retry-After honoured), reset by each answer read. It returns fn's error,
+// ctx's error, or a [*StatusError] for any other answer (a 4xx: a bad
+// cursor, a refused credential).
+func (c *Client) Follow(ctx context.Context, after string, q correlate.FeedQuery, fn func(correlate.FeedItem) error) error {
+	if q.Wait == 0 {
+		q.Wait = DefaultFollowWait
+	}
+	b := retry.NewBackoff(c.backoff)
+	for {
+		q.After = after
+		p, retryAfter, err := c.feed(ctx, q)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if retryAfter < 0 {
+				return err
+			}
+			if err := retry.Sleep(ctx, b.Next(retryAfter)); err != nil {
+				return err
+			}
+			continue
+		}
+		b = retry.NewBackoff(c.backoff)
+		for _, it := range p.Items {
+			if err := fn(it); err != nil {
+				return err
+			}
+			after = it.Position
+		}
+		after = p.NextCursor
+	}
 }

@@ -2,7 +2,8 @@
 // [github.com/tallyhq/tally/correlate] over HTTP, as Meshery's events API
 // has them (event-correlation.md); [Handler.Routes] lists the routes with
 // the roles that may call each (createEvent, getEvents, marking an event
-// read or unread, soft delete).
+// read or unread, soft delete, and, with Options.Feed, the change feed by
+// long poll and as Server-Sent Events).
 //
 // The adapter is thin, and built as ingest/ingesthttp is: [New] over the
 // [correlate.Service], routes as data that the server mounts behind its own
@@ -39,6 +40,7 @@ import (
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/internal/httpbody"
 	"github.com/tallyhq/tally/internal/problem"
+	"github.com/tallyhq/tally/internal/sse"
 	"github.com/tallyhq/tally/route"
 	"github.com/tallyhq/tally/store"
 )
@@ -66,7 +68,17 @@ type Options struct {
 	// [route.DefaultMaxBodyBytes] (8 MiB); it must not be negative. A body
 	// over it is answered 413.
 	MaxBodyBytes int64
+	// Subscribers admits and counts the Server-Sent Events subscribers of
+	// GET /api/events/subscribe; nil admits every one and counts nothing.
+	Subscribers route.Subscribers
+	// Stream tunes those streams; the zero value takes internal/sse's
+	// defaults (256 KiB unread before a reset, 10 s per write, a comment
+	// every 10 s).
+	Stream StreamOptions
 }
+
+// StreamOptions tune a Server-Sent Events stream of a change feed.
+type StreamOptions = sse.StreamOptions
 
 // Handler serves the events API. It is safe for concurrent use.
 type Handler struct {
@@ -104,10 +116,11 @@ func New(svc *correlate.Service, opts Options) (*Handler, error) {
 // Routes returns the events API with the roles that may call each route:
 // the one list of them (the one-API-shape rules, HTTP: one route table). getEvents admits
 // an events caller (its own events) and a reader of the organization (all
-// of its events; docs/decisions.md, Who reads correlated events).
+// of its events; docs/decisions.md, Who reads correlated events), and so do
+// the feed routes (GET /api/events/feed and /api/events/subscribe).
 func (h *Handler) Routes() []route.Route {
 	events := []route.Role{route.RoleEvents}
-	return []route.Route{
+	rs := []route.Route{
 		{Method: http.MethodPost, Path: "/api/events", Roles: events, Handler: h.handle(h.create)},
 		{Method: http.MethodGet, Path: "/api/events/list", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.list)},
 		{Method: http.MethodPut, Path: "/api/events/{id}/status", Roles: events, Handler: h.handle(h.setStatus)},
@@ -115,7 +128,10 @@ func (h *Handler) Routes() []route.Route {
 		{Method: http.MethodPut, Path: "/api/events/status", Roles: events, Handler: h.handle(h.setStatuses)},
 		{Method: http.MethodPost, Path: "/api/events/delete", Roles: events, Handler: h.handle(h.deleteMany)},
 		{Method: http.MethodGet, Path: "/api/events/types", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.types)},
+		{Method: http.MethodGet, Path: "/api/events/feed", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.feedPoll)},
+		{Method: http.MethodGet, Path: "/api/events/subscribe", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.subscribe)},
 	}
+	return rs
 }
 
 // handle adapts the handler shape of this package (and of ingesthttp): a
@@ -348,44 +364,15 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 		}
 		return 0
 	}
-	values := func(name string) []string {
-		out, err := multi(v[name])
-		if err != nil {
-			ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleType, Message: err.Error()})
-		}
-		return out
-	}
-	q := correlate.Query{
-		Page:           num("page"),
-		PageSize:       num("pageSize", "pagesize"),
-		Search:         v.Get("search"),
-		Order:          correlate.Order(strings.ToLower(v.Get("order"))),
-		Category:       values("category"),
-		Action:         values("action"),
-		Severity:       typed[correlate.Severity](values("severity")),
-		Status:         typed[correlate.Status](values("status")),
-		CorrelationKey: v.Get("correlationKey"),
-	}
+	pageNo, size := num("page"), num("pageSize", "pagesize")
+	q := filterParams(v, &ps)
+	q.Page, q.PageSize = pageNo, size
+	q.Order = correlate.Order(strings.ToLower(v.Get("order")))
 	if s := v.Get("sort"); s != "" {
 		q.Sort = correlate.SortField(s)
 		if f, ok := sortAliases[s]; ok {
 			q.Sort = f
 		}
-	}
-	if s := v.Get("filter"); s != "" {
-		f, fps := parseFilter(s)
-		ps = append(ps, fps...)
-		q.Category = append(q.Category, f.Category...)
-		q.Action = append(q.Action, f.Action...)
-		q.Severity = append(q.Severity, typed[correlate.Severity](f.Severity)...)
-		q.Status = append(q.Status, typed[correlate.Status](f.Status)...)
-	}
-	if s := v.Get("resolved"); s != "" {
-		b, err := strconv.ParseBool(s)
-		if err != nil {
-			ps = append(ps, event.Problem{Member: "/resolved", Rule: event.RuleType, Message: "must be true or false"})
-		}
-		q.Resolved = &b
 	}
 	// Every bad parameter at once: the adapter's own (not an integer, not a
 	// boolean) and the library's judgement of the rest.
@@ -402,6 +389,43 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 	}
 	problem.WriteJSON(w, http.StatusOK, page)
 	return nil
+}
+
+// filterParams reads getEvents' filters from v (search, category, action,
+// severity, status, filter, correlationKey, resolved), appending a problem
+// to ps for each value that does not parse; the feed routes take the same.
+func filterParams(v url.Values, ps *[]event.Problem) correlate.Query {
+	values := func(name string) []string {
+		out, err := multi(v[name])
+		if err != nil {
+			*ps = append(*ps, event.Problem{Member: "/" + name, Rule: event.RuleType, Message: err.Error()})
+		}
+		return out
+	}
+	q := correlate.Query{
+		Search:         v.Get("search"),
+		Category:       values("category"),
+		Action:         values("action"),
+		Severity:       typed[correlate.Severity](values("severity")),
+		Status:         typed[correlate.Status](values("status")),
+		CorrelationKey: v.Get("correlationKey"),
+	}
+	if s := v.Get("filter"); s != "" {
+		f, fps := parseFilter(s)
+		*ps = append(*ps, fps...)
+		q.Category = append(q.Category, f.Category...)
+		q.Action = append(q.Action, f.Action...)
+		q.Severity = append(q.Severity, typed[correlate.Severity](f.Severity)...)
+		q.Status = append(q.Status, typed[correlate.Status](f.Status)...)
+	}
+	if s := v.Get("resolved"); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			*ps = append(*ps, event.Problem{Member: "/resolved", Rule: event.RuleType, Message: "must be true or false"})
+		}
+		q.Resolved = &b
+	}
+	return q
 }
 
 // eventsFilter is getEvents' filter parameter: a JSON object of the list

@@ -119,6 +119,37 @@ const (
 				SET event_id = EXCLUDED.event_id, bound_at = EXCLUDED.bound_at)`
 )
 
+// ChangeColumns are the columns of correlated_event_changes a change row
+// is written with (tx and seq take their defaults).
+const ChangeColumns = `kind, event_id, organization, user_id, category, action, severity, status, resolved,
+	correlation_key, description, snapshot`
+
+// ChangeValues is the SELECT list of a change row of kind (an SQL text
+// expression) from a row r of correlated_events' [Columns]: the filter
+// columns, and the row itself as its snapshot.
+func ChangeValues(kind, r string) string {
+	return kind + `, ` + r + `.id, ` + r + `.organization, ` + r + `.user_id, ` + r + `.category, ` + r + `.action, ` +
+		r + `.severity, ` + r + `.status, ` + r + `.resolved_at IS NOT NULL, ` + r + `.correlation_key, ` + r + `.description, ` +
+		`json_build_object(` + jsonPairs(r) + `)`
+}
+
+// jsonPairs is the arguments of json_build_object naming each of Columns
+// with its value in row r.
+func jsonPairs(r string) string {
+	parts := strings.Split(Columns, ",")
+	for i, p := range parts {
+		c := strings.TrimSpace(p)
+		parts[i] = `'` + c + `', ` + r + `.` + c
+	}
+	return strings.Join(parts, ", ")
+}
+
+// logCTE writes the change row of the written event w, its kind from the
+// disposition code: in the write statement, so in its transaction.
+var logCTE = `,
+		logged AS (INSERT INTO correlated_event_changes (` + ChangeColumns + `)
+			SELECT ` + ChangeValues(`(ARRAY['created','incremented','resolved'])[w.disposition + 1]`, "w") + ` FROM w)`
+
 // writeKind is what selects a write statement: the step, and whether an
 // idempotencyKey is bound.
 type writeKind struct {
@@ -141,8 +172,8 @@ var writeSQL = func() map[writeKind]string {
 	m := make(map[writeKind]string, 2*len(steps))
 	for _, s := range steps {
 		n := s.args
-		m[writeKind{s.step, false}] = `WITH ` + s.ctes + ` SELECT * FROM w`
-		m[writeKind{s.step, true}] = `WITH ` + s.ctes + fmt.Sprintf(bindCTE, n+1, n+2, n+3, n+4) + ` SELECT * FROM w`
+		m[writeKind{s.step, false}] = `WITH ` + s.ctes + logCTE + ` SELECT * FROM w`
+		m[writeKind{s.step, true}] = `WITH ` + s.ctes + fmt.Sprintf(bindCTE, n+1, n+2, n+3, n+4) + logCTE + ` SELECT * FROM w`
 	}
 	return m
 }()

@@ -30,6 +30,17 @@ type correlationData struct {
 	events map[string]*correlate.Event // by id
 	open   map[scopeKey]string         // the open event of a correlationKey, by id
 	keys   map[scopeKey]binding        // idempotency keys
+	// changes is the change log in commit order: the change at index i is at
+	// Position{TX: 0, Seq: i+1}.
+	changes []correlate.Change
+}
+
+// logChange appends a change of kind holding a copy of e.
+func (d *correlationData) logChange(kind correlate.ChangeKind, e *correlate.Event) {
+	d.changes = append(d.changes, correlate.Change{
+		Position: correlate.FeedPosition{Seq: int64(len(d.changes) + 1)},
+		Kind:     kind, Event: e.Clone(),
+	})
 }
 
 func (d *correlationData) init() {
@@ -103,6 +114,8 @@ func (s *Correlate) Create(ctx context.Context, c correlate.Create) (correlate.E
 	if c.IdempotencyKey != "" {
 		d.keys[ik] = binding{eventID: e.ID, at: c.Now}
 	}
+	kind, _ := correlate.ChangeOf(disp)
+	d.logChange(kind, e)
 	return e.Clone(), disp, nil
 }
 
@@ -280,6 +293,7 @@ func (s *Correlate) SetStatus(ctx context.Context, scope correlate.Caller, id st
 	}
 	e.Status = status
 	e.UpdatedAt = maxTime(e.UpdatedAt, at)
+	s.correlation.logChange(correlate.ChangeStatus, e)
 	return e.Clone(), nil
 }
 
@@ -301,6 +315,7 @@ func (s *Correlate) Delete(ctx context.Context, scope correlate.Caller, id strin
 	if d.open[ck] == e.ID {
 		delete(d.open, ck)
 	}
+	d.logChange(correlate.ChangeDeleted, e)
 	return e.Clone(), nil
 }
 
@@ -316,6 +331,7 @@ func (s *Correlate) SetStatuses(ctx context.Context, scope correlate.Caller, ids
 		if e := s.correlation.visible(scope, id); e != nil {
 			e.Status = status
 			e.UpdatedAt = maxTime(e.UpdatedAt, at)
+			s.correlation.logChange(correlate.ChangeStatus, e)
 			done = append(done, id)
 		}
 	}
@@ -342,6 +358,7 @@ func (s *Correlate) DeleteMany(ctx context.Context, scope correlate.Caller, ids 
 		if d.open[ck] == e.ID {
 			delete(d.open, ck)
 		}
+		d.logChange(correlate.ChangeDeleted, e)
 		done = append(done, id)
 	}
 	return done, nil
@@ -383,4 +400,45 @@ func (s *Correlate) PurgeIdempotencyKeys(ctx context.Context, before time.Time) 
 		}
 	}
 	return n, nil
+}
+
+// Feed implements [correlate.Store]. A position past the end of the log
+// (or with a TX, which only PostgreSQL writes) is another database's.
+func (s *Correlate) Feed(ctx context.Context, q correlate.FeedRead) (correlate.FeedBatch, error) {
+	if err := ctx.Err(); err != nil {
+		return correlate.FeedBatch{}, fmt.Errorf("memstore: read feed: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	log := s.correlation.changes
+	if q.After.TX != 0 || q.After.Seq < 0 || q.After.Seq > int64(len(log)) {
+		return correlate.FeedBatch{}, fmt.Errorf("memstore: read feed after (%d, %d): %w", q.After.TX, q.After.Seq, correlate.ErrCursor)
+	}
+	if q.Limit <= 0 {
+		var head correlate.FeedPosition
+		if len(log) > 0 {
+			head = log[len(log)-1].Position
+		}
+		return correlate.FeedBatch{Next: head, CaughtUp: true}, nil
+	}
+	b := correlate.FeedBatch{Next: q.After}
+	scanned := 0
+	for i := int(q.After.Seq); i < len(log); i++ {
+		c := log[i]
+		b.Next = c.Position
+		if q.Filter.Selects(c) {
+			c.Event = c.Event.Clone()
+			b.Changes = append(b.Changes, c)
+			if len(b.Changes) == q.Limit {
+				b.CaughtUp = i == len(log)-1
+				return b, nil
+			}
+		}
+		if scanned++; scanned == correlate.FeedScanLimit {
+			b.CaughtUp = i == len(log)-1
+			return b, nil
+		}
+	}
+	b.CaughtUp = true
+	return b, nil
 }

@@ -369,9 +369,10 @@ func stringsOf[T ~string](vs []T) []string {
 // SetStatus implements [correlate.Store].
 func (s *Correlate) SetStatus(ctx context.Context, scope correlate.Caller, id string, status correlate.Status, at time.Time) (correlate.Event, error) {
 	var row correlatedRow
-	err := s.db.GetContext(ctx, &row, `UPDATE correlated_events
+	err := s.db.GetContext(ctx, &row, `WITH u AS (UPDATE correlated_events
 		SET status = $4, updated_at = GREATEST(updated_at, $5::timestamptz)
-		WHERE `+scopeWhere+` AND id = $3 RETURNING `+pgcorrelate.Columns,
+		WHERE `+scopeWhere+` AND id = $3 RETURNING `+pgcorrelate.Columns+`)`+logged("status")+`
+		SELECT `+pgcorrelate.Columns+` FROM u`,
 		scope.Organization, scope.User, id, string(status), at)
 	if err != nil {
 		return correlate.Event{}, interpretError(fmt.Errorf("pgstore: set event status %s: %w", id, err))
@@ -379,13 +380,22 @@ func (s *Correlate) SetStatus(ctx context.Context, scope correlate.Caller, id st
 	return row.event()
 }
 
+// logged is the common table expression that writes one change row of
+// kind per row of u (the rows an UPDATE … RETURNING Columns changed), in
+// the statement's transaction.
+func logged(kind string) string {
+	return `, logged AS (INSERT INTO correlated_event_changes (` + pgcorrelate.ChangeColumns + `)
+		SELECT ` + pgcorrelate.ChangeValues(`'`+kind+`'`, "u") + ` FROM u ORDER BY u.id)`
+}
+
 // Delete implements [correlate.Store]. The deleted row leaves the
 // partial unique index, so it no longer counts as the open event of its key.
 func (s *Correlate) Delete(ctx context.Context, scope correlate.Caller, id string, at time.Time) (correlate.Event, error) {
 	var row correlatedRow
-	err := s.db.GetContext(ctx, &row, `UPDATE correlated_events
+	err := s.db.GetContext(ctx, &row, `WITH u AS (UPDATE correlated_events
 		SET deleted_at = $4, updated_at = GREATEST(updated_at, $4::timestamptz)
-		WHERE `+scopeWhere+` AND id = $3 RETURNING `+pgcorrelate.Columns,
+		WHERE `+scopeWhere+` AND id = $3 RETURNING `+pgcorrelate.Columns+`)`+logged("deleted")+`
+		SELECT `+pgcorrelate.Columns+` FROM u`,
 		scope.Organization, scope.User, id, at)
 	if err != nil {
 		return correlate.Event{}, interpretError(fmt.Errorf("pgstore: delete event %s: %w", id, err))
@@ -396,9 +406,10 @@ func (s *Correlate) Delete(ctx context.Context, scope correlate.Caller, id strin
 // SetStatuses implements [correlate.Store] in one statement.
 func (s *Correlate) SetStatuses(ctx context.Context, scope correlate.Caller, ids []string, status correlate.Status, at time.Time) ([]string, error) {
 	var got []string
-	err := s.db.SelectContext(ctx, &got, `UPDATE correlated_events
+	err := s.db.SelectContext(ctx, &got, `WITH u AS (UPDATE correlated_events
 		SET status = $4, updated_at = GREATEST(updated_at, $5::timestamptz)
-		WHERE `+scopeWhere+` AND id = ANY($3::uuid[]) RETURNING id::text`,
+		WHERE `+scopeWhere+` AND id = ANY($3::uuid[]) RETURNING `+pgcorrelate.Columns+`)`+logged("status")+`
+		SELECT id::text FROM u`,
 		scope.Organization, scope.User, ids, string(status), at)
 	if err != nil {
 		return nil, interpretError(fmt.Errorf("pgstore: set event statuses: %w", err))
@@ -410,9 +421,10 @@ func (s *Correlate) SetStatuses(ctx context.Context, scope correlate.Caller, ids
 // rows leave the partial unique index, as Delete's does.
 func (s *Correlate) DeleteMany(ctx context.Context, scope correlate.Caller, ids []string, at time.Time) ([]string, error) {
 	var got []string
-	err := s.db.SelectContext(ctx, &got, `UPDATE correlated_events
+	err := s.db.SelectContext(ctx, &got, `WITH u AS (UPDATE correlated_events
 		SET deleted_at = $4, updated_at = GREATEST(updated_at, $4::timestamptz)
-		WHERE `+scopeWhere+` AND id = ANY($3::uuid[]) RETURNING id::text`,
+		WHERE `+scopeWhere+` AND id = ANY($3::uuid[]) RETURNING `+pgcorrelate.Columns+`)`+logged("deleted")+`
+		SELECT id::text FROM u`,
 		scope.Organization, scope.User, ids, at)
 	if err != nil {
 		return nil, interpretError(fmt.Errorf("pgstore: delete events: %w", err))

@@ -175,7 +175,7 @@ func (s *Ingest) scanEnd(ctx context.Context, ph feedPhase, conds []string, args
 	if err != nil {
 		return feed.Position{}, 0, fmt.Errorf("pgstore: read the feed: %w", interpretError(err))
 	}
-	p, err := position(r.TX, r.Seq, r.Timestamp.Time, r.EventID)
+	p, err := eventPosition(r.TX, r.Seq, r.Timestamp.Time, r.EventID)
 	return p, r.N, err
 }
 
@@ -228,9 +228,9 @@ func (s *Ingest) checkPosition(ctx context.Context, p feed.Position) error {
 	return nil
 }
 
-// position is the feed position of a row: Legacy (timestamp, event_id)
+// eventPosition is the feed position of an events row: Legacy (timestamp, event_id)
 // when it has no transaction id, else Current (tx, seq).
-func position(tx sql.NullString, seq sql.NullInt64, ts time.Time, id string) (feed.Position, error) {
+func eventPosition(tx sql.NullString, seq sql.NullInt64, ts time.Time, id string) (feed.Position, error) {
 	if !tx.Valid {
 		return feed.Position{Kind: feed.Legacy, Time: ts.UTC(), ID: id}, nil
 	}
@@ -250,7 +250,7 @@ func (r *feedRow) item() (ingest.FeedEvent, error) {
 	if err := e.Event.Payload.UnmarshalJSON(r.Payload); err != nil {
 		return e, fmt.Errorf("pgstore: read the feed: payload of %q: %w", r.EventID, err)
 	}
-	p, err := position(r.TX, r.Seq, r.Timestamp, r.EventID)
+	p, err := eventPosition(r.TX, r.Seq, r.Timestamp, r.EventID)
 	e.Position = p
 	return e, err
 }

@@ -31,6 +31,8 @@
 //	PUT    /api/events/status                                       events
 //	POST   /api/events/delete                                       events
 //	GET    /api/events/types                                        events or read
+//	GET    /api/events/feed                                         events or read
+//	GET    /api/events/subscribe                                    events or read
 //	GET    /metrics                                                 public
 //	GET    /healthz                                                 public
 //	GET    /readyz                                                  public

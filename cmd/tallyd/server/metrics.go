@@ -77,6 +77,9 @@ type Metrics struct {
 	duplicates      prometheus.Counter
 	rejected        *prometheus.CounterVec
 	dispositions    *prometheus.CounterVec
+	feedSubscribers *prometheus.GaugeVec
+	feedItems       *prometheus.CounterVec
+	feedResets      *prometheus.CounterVec
 	replays         *prometheus.CounterVec
 	httpDuration    *prometheus.HistogramVec
 	credReloads     *prometheus.CounterVec
@@ -145,6 +148,18 @@ func NewMetrics(reg *prometheus.Registry, _ MetricsOptions) (*Metrics, error) {
 			Help:    "HTTP request durations by route pattern (method and path, as registered) and status code sent (aborted: the connection was closed without an answer).",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route", "code"}),
+		feedSubscribers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tally_feed_subscribers",
+			Help: "Server-Sent Events subscribers now streaming, by feed: lifecycle (GET /api/v1/events/feed) or correlated (GET /api/events/subscribe).",
+		}, []string{"feed"}),
+		feedItems: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_feed_items_delivered_total",
+			Help: "Items sent to Server-Sent Events subscribers, by feed.",
+		}, []string{"feed"}),
+		feedResets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_feed_resets_total",
+			Help: "Streams ended with event: reset because their subscriber read too slowly, by feed.",
+		}, []string{"feed"}),
 		credReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_credentials_reloads_total",
 			Help: "Reloads of the credentials file (SIGHUP), by result: success (the new set is in use) or failure (the file was refused; the old set stays).",
@@ -159,7 +174,7 @@ func NewMetrics(reg *prometheus.Registry, _ MetricsOptions) (*Metrics, error) {
 		m.dispositions.WithLabelValues(string(d))
 	}
 	for _, c := range []prometheus.Collector{
-		m.unvalidatedSize, m.eventsIngested, m.eventsRejected, m.resources, m.ingested, m.duplicates, m.rejected, m.dispositions, m.replays, m.httpDuration, m.credReloads,
+		m.unvalidatedSize, m.eventsIngested, m.eventsRejected, m.resources, m.ingested, m.duplicates, m.rejected, m.dispositions, m.feedSubscribers, m.feedItems, m.feedResets, m.replays, m.httpDuration, m.credReloads,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {

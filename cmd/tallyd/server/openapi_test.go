@@ -388,10 +388,53 @@ var scenarios = map[string][]scenario{
 		{name: "read role", request: fixed("GET", "/api/events/types", tRead, "")},
 	},
 	"GET /api/events/types 400": {{name: "an unknown parameter", request: fixed("GET", "/api/events/types?sort=x", tEvents, "")}},
-	"GET /metrics 200":          {{name: "metrics", request: fixed("GET", "/metrics", "", "")}},
-	"GET /healthz 200":          {{name: "up", request: fixed("GET", "/healthz", "", "")}},
-	"GET /readyz 200":           {{name: "ready", request: fixed("GET", "/readyz", "", "")}},
-	"GET /openapi.yaml 200":     {{name: "document", request: fixed("GET", "/openapi.yaml", "", "")}},
+	"GET /api/v1/events/feed 200": {
+		{name: "from the beginning", request: fixed("GET", "/api/v1/events/feed?limit=10&cloud=c1", tRead, "")},
+		{name: "admin, from now, waiting a second", request: fixed("GET", "/api/v1/events/feed?after=now&wait=1", tAdmin, "")},
+		{name: "a stream, read until the client leaves", request: func(e contractEnv) *http.Request {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			e.t.Cleanup(cancel)
+			r := e.req("GET", "/api/v1/events/feed", tRead, "").WithContext(ctx)
+			r.Header.Set("Accept", "text/event-stream")
+			return r
+		}},
+	},
+	"GET /api/v1/events/feed 400": {
+		{name: "a tampered cursor", request: fixed("GET", "/api/v1/events/feed?after=AAAA", tRead, "")},
+		{name: "wait over 30", request: fixed("GET", "/api/v1/events/feed?wait=31", tRead, "")},
+		{name: "a tampered Last-Event-ID", request: func(e contractEnv) *http.Request {
+			r := e.req("GET", "/api/v1/events/feed", tRead, "")
+			r.Header.Set("Accept", "text/event-stream")
+			r.Header.Set("Last-Event-ID", "AAAA")
+			return r
+		}},
+	},
+	"GET /api/events/feed 200": {
+		{name: "from the beginning, after a create", request: func(e contractEnv) *http.Request {
+			e.createEvent()
+			return e.req("GET", "/api/events/feed?limit=10&severity=informational", tEvents, "")
+		}},
+		{name: "read role, from now", request: fixed("GET", "/api/events/feed?after=now", tRead, "")},
+	},
+	"GET /api/events/feed 400": {
+		{name: "a tampered cursor", request: fixed("GET", "/api/events/feed?after=AAAA", tEvents, "")},
+		{name: "limit over 1000", request: fixed("GET", "/api/events/feed?limit=1001", tEvents, "")},
+	},
+	"GET /api/events/subscribe 200": {{name: "a stream, read until the client leaves", request: func(e contractEnv) *http.Request {
+		e.createEvent()
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		e.t.Cleanup(cancel)
+		return e.req("GET", "/api/events/subscribe", tEvents, "").WithContext(ctx)
+	}}},
+	"GET /api/events/subscribe 400": {{name: "a tampered Last-Event-ID", request: func(e contractEnv) *http.Request {
+		r := e.req("GET", "/api/events/subscribe", tEvents, "")
+		r.Header.Set("Last-Event-ID", "AAAA")
+		return r
+	}}},
+	"GET /metrics 200":      {{name: "metrics", request: fixed("GET", "/metrics", "", "")}},
+	"GET /healthz 200":      {{name: "up", request: fixed("GET", "/healthz", "", "")}},
+	"GET /readyz 200":       {{name: "ready", request: fixed("GET", "/readyz", "", "")}},
+	"GET /openapi.yaml 200": {{name: "document", request: fixed("GET", "/openapi.yaml", "", "")}},
 	"GET /readyz 503": {{
 		name:    "store unreachable",
 		request: fixed("GET", "/readyz", "", ""),
@@ -540,6 +583,10 @@ func contractHandlerWith(t *testing.T, st Store, set func(*Options)) *Handler {
 	}
 	return h
 }
+
+// The event stream of GET /api/events/subscribe is text, documented as a
+// string.
+func init() { openapi3filter.RegisterBodyDecoder("text/event-stream", openapi3filter.PlainBodyDecoder) }
 
 func TestOpenAPIMatchesHandlers(t *testing.T) {
 	doc := loadOpenAPI(t)

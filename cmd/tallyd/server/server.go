@@ -36,6 +36,9 @@ const DefaultBodyBudgetWait = 5 * time.Second
 // budget from the others.
 const DefaultBodyStallTimeout = 10 * time.Second
 
+// DefaultFeedMaxSubscribers is the default of [Options].FeedMaxSubscribers.
+const DefaultFeedMaxSubscribers = 2048
+
 // Store is what the server needs from storage: the store of every area it
 // serves, as one database hands them out (store/memstore.DB and
 // store/pgstore.DB: Ingest(), Correlate(), and pgstore's Ping).
@@ -83,6 +86,13 @@ type Options struct {
 	// keeps arriving, however slowly, is not cut off by it. Zero means
 	// [DefaultBodyStallTimeout]; it must not be negative.
 	BodyStallTimeout time.Duration
+	// FeedMaxSubscribers bounds the Server-Sent Events subscribers of both
+	// change feeds together (GET /api/v1/events/feed with Accept:
+	// text/event-stream, GET /api/events/subscribe); one more is answered
+	// 503 busy with Retry-After. Each also holds a connection, counted
+	// against the connection limit. Zero means
+	// [DefaultFeedMaxSubscribers]; it must not be negative.
+	FeedMaxSubscribers int
 	// RequireSizeSchema refuses an event whose (platform, resource_type)
 	// has no size schema instead of accepting it unvalidated
 	// (canonical-event.md, Size schemas).

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"slices"
+	"sync/atomic"
 
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/correlate/correlatehttp"
@@ -32,10 +33,12 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, *correlate.Service, error)
 		return nil, nil, err
 	}
 	cfg.Metrics.countResourcesWith(psvc.Count)
+	subs := newSubscribers(cfg.FeedMaxSubscribers, cfg.Metrics)
 	ih, err := ingesthttp.New(isvc, psvc, ingesthttp.Options{
 		CallerFrom:   ingestCaller,
 		Logger:       cfg.Logger,
 		MaxBodyBytes: cfg.MaxBodyBytes,
+		Subscribers:  subs,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -51,6 +54,7 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, *correlate.Service, error)
 		CallerFrom:   correlateCaller,
 		Logger:       cfg.Logger,
 		MaxBodyBytes: cfg.MaxBodyBytes,
+		Subscribers:  subs,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -98,4 +102,40 @@ func needOrganization(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// subscribers is the route.Subscribers of both change feeds: one limit
+// over both (Options.FeedMaxSubscribers) and their metrics.
+type subscribers struct {
+	max int64
+	n   atomic.Int64
+	m   *Metrics
+}
+
+func newSubscribers(max int, m *Metrics) *subscribers {
+	if max == 0 {
+		max = DefaultFeedMaxSubscribers
+	}
+	return &subscribers{max: int64(max), m: m}
+}
+
+func (s *subscribers) Admit(feed string) bool {
+	if s.n.Add(1) > s.max {
+		s.n.Add(-1)
+		return false
+	}
+	s.m.feedSubscribers.WithLabelValues(feed).Inc()
+	return true
+}
+
+func (s *subscribers) Leave(feed string, reset bool) {
+	s.n.Add(-1)
+	s.m.feedSubscribers.WithLabelValues(feed).Dec()
+	if reset {
+		s.m.feedResets.WithLabelValues(feed).Inc()
+	}
+}
+
+func (s *subscribers) Delivered(feed string, n int) {
+	s.m.feedItems.WithLabelValues(feed).Add(float64(n))
 }

@@ -92,6 +92,33 @@ func (e DeadLetterPageItemsRawEncoding) Valid() bool {
 	}
 }
 
+// Defines values for EventsFeedPageItemsKind.
+const (
+	EventsFeedPageItemsKindCreated     EventsFeedPageItemsKind = "created"
+	EventsFeedPageItemsKindDeleted     EventsFeedPageItemsKind = "deleted"
+	EventsFeedPageItemsKindIncremented EventsFeedPageItemsKind = "incremented"
+	EventsFeedPageItemsKindResolved    EventsFeedPageItemsKind = "resolved"
+	EventsFeedPageItemsKindStatus      EventsFeedPageItemsKind = "status"
+)
+
+// Valid indicates whether the value is a known member of the EventsFeedPageItemsKind enum.
+func (e EventsFeedPageItemsKind) Valid() bool {
+	switch e {
+	case EventsFeedPageItemsKindCreated:
+		return true
+	case EventsFeedPageItemsKindDeleted:
+		return true
+	case EventsFeedPageItemsKindIncremented:
+		return true
+	case EventsFeedPageItemsKindResolved:
+		return true
+	case EventsFeedPageItemsKindStatus:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for FeedItemSource.
 const (
 	FeedItemSourceCollector      FeedItemSource = "collector"
@@ -391,19 +418,19 @@ func (e ListEventsParamsSource) Valid() bool {
 
 // Defines values for ListResourcesParamsStatus.
 const (
-	Active  ListResourcesParamsStatus = "active"
-	All     ListResourcesParamsStatus = "all"
-	Deleted ListResourcesParamsStatus = "deleted"
+	ListResourcesParamsStatusActive  ListResourcesParamsStatus = "active"
+	ListResourcesParamsStatusAll     ListResourcesParamsStatus = "all"
+	ListResourcesParamsStatusDeleted ListResourcesParamsStatus = "deleted"
 )
 
 // Valid indicates whether the value is a known member of the ListResourcesParamsStatus enum.
 func (e ListResourcesParamsStatus) Valid() bool {
 	switch e {
-	case Active:
+	case ListResourcesParamsStatusActive:
 		return true
-	case All:
+	case ListResourcesParamsStatusAll:
 		return true
-	case Deleted:
+	case ListResourcesParamsStatusDeleted:
 		return true
 	default:
 		return false
@@ -569,6 +596,25 @@ type EventPayload struct {
 	Type                 *string                `json:"type,omitempty"`
 	AdditionalProperties map[string]interface{} `json:"-"`
 }
+
+// EventsFeedPage defines model for EventsFeedPage.
+type EventsFeedPage struct {
+	// CaughtUp Nothing readable lay after next_cursor.
+	CaughtUp bool `json:"caught_up"`
+	Items    []struct {
+		Event CorrelatedEvent         `json:"event"`
+		Kind  EventsFeedPageItemsKind `json:"kind"`
+
+		// Position The item's cursor.
+		Position string `json:"position"`
+	} `json:"items"`
+
+	// NextCursor Where the next read starts; never null.
+	NextCursor string `json:"next_cursor"`
+}
+
+// EventsFeedPageItemsKind defines model for EventsFeedPage.Items.Kind.
+type EventsFeedPageItemsKind string
 
 // EventsPage @meshery/schemas v1beta3 EventsPage.
 type EventsPage struct {
@@ -820,6 +866,40 @@ type BulkDeleteEventsJSONBody struct {
 	Ids []openapi_types.UUID `json:"ids"`
 }
 
+// GetEventsFeedParams defines parameters for GetEventsFeed.
+type GetEventsFeedParams struct {
+	// After A cursor (position or next_cursor) a previous answer gave; absent: from the beginning; now: from the current head. A tampered cursor, the lifecycle feed's or another database's is 400 invalid_parameter naming /after.
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+	Limit *int    `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Wait Seconds to wait for a change when none is there.
+	Wait *int `form:"wait,omitempty" json:"wait,omitempty"`
+
+	// CorrelationKey Only changes to events with exactly this key.
+	CorrelationKey *string `form:"correlationKey,omitempty" json:"correlationKey,omitempty"`
+
+	// Resolved true: resolved events only; false: open events only.
+	Resolved *bool `form:"resolved,omitempty" json:"resolved,omitempty"`
+
+	// Search Keep events whose description contains this, ignoring case.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
+
+	// Filter As getEvents' filter.
+	Filter *string `form:"filter,omitempty" json:"filter,omitempty"`
+
+	// Category As getEvents.
+	Category *[]string `form:"category,omitempty" json:"category,omitempty"`
+
+	// Action As getEvents.
+	Action *[]string `form:"action,omitempty" json:"action,omitempty"`
+
+	// Severity As getEvents.
+	Severity *[]string `form:"severity,omitempty" json:"severity,omitempty"`
+
+	// Status As getEvents.
+	Status *[]string `form:"status,omitempty" json:"status,omitempty"`
+}
+
 // GetEventsParams defines parameters for GetEvents.
 type GetEventsParams struct {
 	// Page 0-based page.
@@ -873,6 +953,39 @@ type BulkUpdateEventStatusJSONBody struct {
 
 // BulkUpdateEventStatusJSONBodyStatus defines parameters for BulkUpdateEventStatus.
 type BulkUpdateEventStatusJSONBodyStatus string
+
+// SubscribeEventsParams defines parameters for SubscribeEvents.
+type SubscribeEventsParams struct {
+	// After As on GET /api/events/feed.
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+
+	// CorrelationKey Only changes to events with exactly this key.
+	CorrelationKey *string `form:"correlationKey,omitempty" json:"correlationKey,omitempty"`
+
+	// Resolved true: resolved events only; false: open events only.
+	Resolved *bool `form:"resolved,omitempty" json:"resolved,omitempty"`
+
+	// Search Keep events whose description contains this, ignoring case.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
+
+	// Filter As getEvents' filter.
+	Filter *string `form:"filter,omitempty" json:"filter,omitempty"`
+
+	// Category As getEvents.
+	Category *[]string `form:"category,omitempty" json:"category,omitempty"`
+
+	// Action As getEvents.
+	Action *[]string `form:"action,omitempty" json:"action,omitempty"`
+
+	// Severity As getEvents.
+	Severity *[]string `form:"severity,omitempty" json:"severity,omitempty"`
+
+	// Status As getEvents.
+	Status *[]string `form:"status,omitempty" json:"status,omitempty"`
+
+	// LastEventID The id of the last item received; wins over after.
+	LastEventID *string `json:"Last-Event-ID,omitempty"`
+}
 
 // GetEventTypesParams defines parameters for GetEventTypes.
 type GetEventTypesParams struct {
@@ -1896,6 +2009,13 @@ type ClientInterface interface {
 	// Corresponds with POST /api/events/delete (the `BulkDeleteEvents` operationId).
 	BulkDeleteEvents(ctx context.Context, body BulkDeleteEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetEventsFeed The changes to the correlated events the caller reads, as getEvents scopes them, by long poll (role events or read).
+	//
+	// One item per change: created, incremented, resolved, status (read or unread) or deleted; a replayed create changes nothing and gives no item. event is the event after the change exactly as getEvents returns it (for deleted, with deletedAt). Resume with after=next_cursor; a cursor is opaque and valid on every replica and across restarts. A change becomes readable once every transaction that started before it has ended, so none is ever skipped.
+	//
+	// Corresponds with GET /api/events/feed (the `GetEventsFeed` operationId).
+	GetEventsFeed(ctx context.Context, params *GetEventsFeedParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetEvents List correlated events, an events credential's own (organization, user) or a read credential's whole organization (role events or read).
 	//
 	// data holds at most pageSize events and at most 8 MiB of them (at least one event). A page cut short by bytes holds fewer events than pageSize while totalCount says more follow on it (page*pageSize + len(data) < min(totalCount, (page+1)*pageSize)); a smaller pageSize reaches them (pageSize=1 and page=n read the n-th event).
@@ -1920,6 +2040,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /api/events/status (the `BulkUpdateEventStatus` operationId).
 	BulkUpdateEventStatus(ctx context.Context, body BulkUpdateEventStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SubscribeEvents The changes of GET /api/events/feed as Server-Sent Events (role events or read).
+	//
+	// Each item is "id: <cursor>", "event: <kind>" (created, incremented, resolved, status, deleted) and "data: <the event as getEvents returns it>". A client resumes with the Last-Event-ID header (an EventSource sends it on reconnect), which wins over after. Comment lines keep an idle stream alive; a client that stops reading is sent "event: reset" with data {"position":"<last id sent>"} and the stream ends; resume from that position.
+	//
+	// Corresponds with GET /api/events/subscribe (the `SubscribeEvents` operationId).
+	SubscribeEvents(ctx context.Context, params *SubscribeEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetEventTypes The distinct (category, action) pairs of the events the caller lists (role events or read).
 	//
@@ -2274,6 +2401,23 @@ func (c *Client) BulkDeleteEvents(ctx context.Context, body BulkDeleteEventsJSON
 	return c.Client.Do(req)
 }
 
+// GetEventsFeed The changes to the correlated events the caller reads, as getEvents scopes them, by long poll (role events or read).
+//
+// One item per change: created, incremented, resolved, status (read or unread) or deleted; a replayed create changes nothing and gives no item. event is the event after the change exactly as getEvents returns it (for deleted, with deletedAt). Resume with after=next_cursor; a cursor is opaque and valid on every replica and across restarts. A change becomes readable once every transaction that started before it has ended, so none is ever skipped.
+//
+// Corresponds with GET /api/events/feed (the `GetEventsFeed` operationId).
+func (c *Client) GetEventsFeed(ctx context.Context, params *GetEventsFeedParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetEventsFeedRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetEvents List correlated events, an events credential's own (organization, user) or a read credential's whole organization (role events or read).
 //
 // data holds at most pageSize events and at most 8 MiB of them (at least one event). A page cut short by bytes holds fewer events than pageSize while totalCount says more follow on it (page*pageSize + len(data) < min(totalCount, (page+1)*pageSize)); a smaller pageSize reaches them (pageSize=1 and page=n read the n-th event).
@@ -2319,6 +2463,23 @@ func (c *Client) BulkUpdateEventStatusWithBody(ctx context.Context, contentType 
 // Corresponds with PUT /api/events/status (the `BulkUpdateEventStatus` operationId).
 func (c *Client) BulkUpdateEventStatus(ctx context.Context, body BulkUpdateEventStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewBulkUpdateEventStatusRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SubscribeEvents The changes of GET /api/events/feed as Server-Sent Events (role events or read).
+//
+// Each item is "id: <cursor>", "event: <kind>" (created, incremented, resolved, status, deleted) and "data: <the event as getEvents returns it>". A client resumes with the Last-Event-ID header (an EventSource sends it on reconnect), which wins over after. Comment lines keep an idle stream alive; a client that stops reading is sent "event: reset" with data {"position":"<last id sent>"} and the stream ends; resume from that position.
+//
+// Corresponds with GET /api/events/subscribe (the `SubscribeEvents` operationId).
+func (c *Client) SubscribeEvents(ctx context.Context, params *SubscribeEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSubscribeEventsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2939,6 +3100,180 @@ func NewBulkDeleteEventsRequestWithBody(server string, contentType string, body 
 	return req, nil
 }
 
+// NewGetEventsFeedRequest constructs an http.Request for the GetEventsFeed method
+func NewGetEventsFeedRequest(server string, params *GetEventsFeedParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/events/feed")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Wait != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CorrelationKey != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "correlationKey", *params.CorrelationKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Resolved != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resolved", *params.Resolved, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Search != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Filter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "filter", *params.Filter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Category != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "category", *params.Category, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Action != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "action", *params.Action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Severity != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "severity", *params.Severity, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetEventsRequest constructs an http.Request for the GetEvents method
 func NewGetEventsRequest(server string, params *GetEventsParams) (*http.Request, error) {
 	var err error
@@ -3173,6 +3508,171 @@ func NewBulkUpdateEventStatusRequestWithBody(server string, contentType string, 
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSubscribeEventsRequest constructs an http.Request for the SubscribeEvents method
+func NewSubscribeEventsRequest(server string, params *SubscribeEventsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/events/subscribe")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CorrelationKey != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "correlationKey", *params.CorrelationKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Resolved != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resolved", *params.Resolved, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Search != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Filter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "filter", *params.Filter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Category != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "category", *params.Category, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Action != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "action", *params.Action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Severity != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "severity", *params.Severity, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.LastEventID != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Last-Event-ID", *params.LastEventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Last-Event-ID", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -4511,6 +5011,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/events/delete (the `BulkDeleteEvents` operationId).
 	BulkDeleteEventsWithResponse(ctx context.Context, body BulkDeleteEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*BulkDeleteEventsResponse, error)
 
+	// GetEventsFeedWithResponse The changes to the correlated events the caller reads, as getEvents scopes them, by long poll (role events or read).
+	//
+	// One item per change: created, incremented, resolved, status (read or unread) or deleted; a replayed create changes nothing and gives no item. event is the event after the change exactly as getEvents returns it (for deleted, with deletedAt). Resume with after=next_cursor; a cursor is opaque and valid on every replica and across restarts. A change becomes readable once every transaction that started before it has ended, so none is ever skipped.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/events/feed (the `GetEventsFeed` operationId).
+	GetEventsFeedWithResponse(ctx context.Context, params *GetEventsFeedParams, reqEditors ...RequestEditorFn) (*GetEventsFeedResponse, error)
+
 	// GetEventsWithResponse List correlated events, an events credential's own (organization, user) or a read credential's whole organization (role events or read).
 	//
 	// data holds at most pageSize events and at most 8 MiB of them (at least one event). A page cut short by bytes holds fewer events than pageSize while totalCount says more follow on it (page*pageSize + len(data) < min(totalCount, (page+1)*pageSize)); a smaller pageSize reaches them (pageSize=1 and page=n read the n-th event).
@@ -4537,6 +5046,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /api/events/status (the `BulkUpdateEventStatus` operationId).
 	BulkUpdateEventStatusWithResponse(ctx context.Context, body BulkUpdateEventStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*BulkUpdateEventStatusResponse, error)
+
+	// SubscribeEventsWithResponse The changes of GET /api/events/feed as Server-Sent Events (role events or read).
+	//
+	// Each item is "id: <cursor>", "event: <kind>" (created, incremented, resolved, status, deleted) and "data: <the event as getEvents returns it>". A client resumes with the Last-Event-ID header (an EventSource sends it on reconnect), which wins over after. Comment lines keep an idle stream alive; a client that stops reading is sent "event: reset" with data {"position":"<last id sent>"} and the stream ends; resume from that position.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/events/subscribe (the `SubscribeEvents` operationId).
+	SubscribeEventsWithResponse(ctx context.Context, params *SubscribeEventsParams, reqEditors ...RequestEditorFn) (*SubscribeEventsResponse, error)
 
 	// GetEventTypesWithResponse The distinct (category, action) pairs of the events the caller lists (role events or read).
 	//
@@ -5008,6 +5526,75 @@ func (r BulkDeleteEventsResponse) ContentType() string {
 	return ""
 }
 
+// GetEventsFeedResponse401Headers the declared response headers of an HTTP 401 response for GetEventsFeed
+type GetEventsFeedResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type GetEventsFeedResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EventsFeedPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetEventsFeedResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetEventsFeedResponse) GetJSON200() *EventsFeedPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetEventsFeedResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetEventsFeedResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetEventsFeedResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r GetEventsFeedResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetEventsFeedResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetEventsFeedResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetEventsFeedResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetEventsResponse401Headers the declared response headers of an HTTP 401 response for GetEvents
 type GetEventsResponse401Headers struct {
 	WWWAuthenticate string
@@ -5179,6 +5766,68 @@ func (r BulkUpdateEventStatusResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r BulkUpdateEventStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SubscribeEventsResponse401Headers the declared response headers of an HTTP 401 response for SubscribeEvents
+type SubscribeEventsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type SubscribeEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SubscribeEventsResponse401Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SubscribeEventsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SubscribeEventsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SubscribeEventsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r SubscribeEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SubscribeEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SubscribeEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SubscribeEventsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5706,8 +6355,6 @@ type FollowEventsResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *Forbidden
-	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationproblemJSON500 *Internal
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *FollowEventsResponse401Headers
 }
@@ -5730,11 +6377,6 @@ func (r FollowEventsResponse) GetApplicationproblemJSON401() *Unauthorized {
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r FollowEventsResponse) GetApplicationproblemJSON403() *Forbidden {
 	return r.ApplicationproblemJSON403
-}
-
-// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r FollowEventsResponse) GetApplicationproblemJSON500() *Internal {
-	return r.ApplicationproblemJSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -6594,6 +7236,21 @@ func (c *ClientWithResponses) BulkDeleteEventsWithResponse(ctx context.Context, 
 	return ParseBulkDeleteEventsResponse(rsp)
 }
 
+// GetEventsFeedWithResponse The changes to the correlated events the caller reads, as getEvents scopes them, by long poll (role events or read).
+//
+// One item per change: created, incremented, resolved, status (read or unread) or deleted; a replayed create changes nothing and gives no item. event is the event after the change exactly as getEvents returns it (for deleted, with deletedAt). Resume with after=next_cursor; a cursor is opaque and valid on every replica and across restarts. A change becomes readable once every transaction that started before it has ended, so none is ever skipped.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/events/feed (the `GetEventsFeed` operationId).
+func (c *ClientWithResponses) GetEventsFeedWithResponse(ctx context.Context, params *GetEventsFeedParams, reqEditors ...RequestEditorFn) (*GetEventsFeedResponse, error) {
+	rsp, err := c.GetEventsFeed(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetEventsFeedResponse(rsp)
+}
+
 // GetEventsWithResponse List correlated events, an events credential's own (organization, user) or a read credential's whole organization (role events or read).
 //
 // data holds at most pageSize events and at most 8 MiB of them (at least one event). A page cut short by bytes holds fewer events than pageSize while totalCount says more follow on it (page*pageSize + len(data) < min(totalCount, (page+1)*pageSize)); a smaller pageSize reaches them (pageSize=1 and page=n read the n-th event).
@@ -6637,6 +7294,21 @@ func (c *ClientWithResponses) BulkUpdateEventStatusWithResponse(ctx context.Cont
 		return nil, err
 	}
 	return ParseBulkUpdateEventStatusResponse(rsp)
+}
+
+// SubscribeEventsWithResponse The changes of GET /api/events/feed as Server-Sent Events (role events or read).
+//
+// Each item is "id: <cursor>", "event: <kind>" (created, incremented, resolved, status, deleted) and "data: <the event as getEvents returns it>". A client resumes with the Last-Event-ID header (an EventSource sends it on reconnect), which wins over after. Comment lines keep an idle stream alive; a client that stops reading is sent "event: reset" with data {"position":"<last id sent>"} and the stream ends; resume from that position.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/events/subscribe (the `SubscribeEvents` operationId).
+func (c *ClientWithResponses) SubscribeEventsWithResponse(ctx context.Context, params *SubscribeEventsParams, reqEditors ...RequestEditorFn) (*SubscribeEventsResponse, error) {
+	rsp, err := c.SubscribeEvents(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSubscribeEventsResponse(rsp)
 }
 
 // GetEventTypesWithResponse The distinct (category, action) pairs of the events the caller lists (role events or read).
@@ -7226,6 +7898,66 @@ func ParseBulkDeleteEventsResponse(rsp *http.Response) (*BulkDeleteEventsRespons
 	return response, nil
 }
 
+// ParseGetEventsFeedResponse parses an HTTP response from a GetEventsFeedWithResponse call
+func ParseGetEventsFeedResponse(rsp *http.Response) (*GetEventsFeedResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetEventsFeedResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EventsFeedPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetEventsFeedResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetEventsResponse parses an HTTP response from a GetEventsWithResponse call
 func ParseGetEventsResponse(rsp *http.Response) (*GetEventsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -7381,6 +8113,59 @@ func ParseBulkUpdateEventStatusResponse(rsp *http.Response) (*BulkUpdateEventSta
 			headers.AcceptEncoding = &value
 		}
 		response.Headers415 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSubscribeEventsResponse parses an HTTP response from a SubscribeEventsWithResponse call
+func ParseSubscribeEventsResponse(rsp *http.Response) (*SubscribeEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SubscribeEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers SubscribeEventsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -7880,13 +8665,6 @@ func ParseFollowEventsResponse(rsp *http.Response) (*FollowEventsResponse, error
 			return nil, err
 		}
 		response.ApplicationproblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Internal
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON500 = &dest
 
 	case rsp.StatusCode == 200:
 		// Content-type (text/event-stream) unsupported
