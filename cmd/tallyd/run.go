@@ -176,7 +176,7 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store
 	}
 	log.Info("store: PostgreSQL", "migrations_applied", applied)
 	warnInvalidIndexes(ctx, db, func(msg string, names []string) { log.Warn(msg, "indexes", names) })
-	return server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate(), Ping: db.Ping}, db.Close, nil
+	return server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate(), Ping: db.Ping, FeedLag: db.FeedLag}, db.Close, nil
 }
 
 func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {

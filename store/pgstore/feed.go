@@ -254,3 +254,19 @@ func (r *feedRow) item() (ingest.FeedEvent, error) {
 	e.Position = p
 	return e, err
 }
+
+// FeedLag is how long the oldest transaction that holds a transaction id
+// (a writing one) has been open: the change feeds read only below it, so
+// an event committed since is readable no sooner than that transaction
+// ends (docs/operations.md, Change feeds). 0 when none is open. Without
+// the pg_read_all_stats role, PostgreSQL shows only the transactions of
+// tally's own database user.
+func (db *DB) FeedLag(ctx context.Context) (time.Duration, error) {
+	var secs float64
+	err := db.conn.pool.QueryRow(ctx, `SELECT COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(xact_start)), 0)::float8
+FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid()`).Scan(&secs)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: feed lag: %w", interpretError(err))
+	}
+	return time.Duration(secs * float64(time.Second)), nil
+}

@@ -1,9 +1,12 @@
 package server
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -246,6 +249,32 @@ func (m *Metrics) ObserveConns(l *ConnLimiter) error {
 
 // observeBudget registers the gauges of the request body budget and the
 // counter of the bodies it failed for stalling.
+// observeFeedLag registers tally_feed_lag_seconds over lag (nil: always
+// 0), read at each scrape within one second; a failed read reports the
+// last value and is logged at debug level.
+func (m *Metrics) observeFeedLag(lag func(context.Context) (time.Duration, error), log *slog.Logger) error {
+	var last atomic.Int64
+	return registerAll(m.registry, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tally_feed_lag_seconds",
+		Help: "How long the oldest open writing transaction of the database has held the change feeds back (0 in memory).",
+	}, func() float64 {
+		if lag == nil {
+			return 0
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		d, err := lag(ctx)
+		if err != nil {
+			if log != nil {
+				log.Debug("feed lag", "err", err)
+			}
+			return time.Duration(last.Load()).Seconds()
+		}
+		last.Store(int64(d))
+		return d.Seconds()
+	}))
+}
+
 func (m *Metrics) observeBudget(b *httpbody.Budget) error {
 	return registerAll(m.registry,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -53,6 +53,11 @@ type Store struct {
 	// Ping, when not nil, tells /readyz whether the database answers
 	// (pgstore.DB.Ping). Nil: always ready (the in-memory store).
 	Ping func(ctx context.Context) error
+	// FeedLag, when not nil, reports how long the oldest open writing
+	// transaction has held the change feeds back (pgstore.DB.FeedLag),
+	// read at each scrape into tally_feed_lag_seconds. Nil: no lag (the
+	// in-memory store reads in commit order).
+	FeedLag func(ctx context.Context) (time.Duration, error)
 }
 
 // Options configures [New].
@@ -235,6 +240,9 @@ func New(st Store, opts Options) (*Handler, error) {
 		cfg.Metrics = m
 	}
 	if err := cfg.Metrics.observeBudget(budget); err != nil {
+		return nil, err
+	}
+	if err := cfg.Metrics.observeFeedLag(st.FeedLag, cfg.Logger); err != nil {
 		return nil, err
 	}
 
