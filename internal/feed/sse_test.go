@@ -570,3 +570,36 @@ func TestServeDataLines(t *testing.T) {
 		t.Errorf("%d data lines for 2 items of 3 lines:\n%s", n, r.raw.String())
 	}
 }
+
+// TestServeSlowReaderThroughABurst: a subscriber that reads, however
+// slowly, is never reset for a burst larger than its buffer ("one that
+// stops reading is disconnected"; one that reads is not): Serve waits for
+// room instead.
+func TestServeSlowReaderThroughABurst(t *testing.T) {
+	src := &fakeSource{}
+	h := primed(t, src, Options{Poll: time.Hour})
+	s := newSSEServer(t, h, sse.StreamOptions{Buffer: 4 << 10, WriteTimeout: 5 * time.Second, Heartbeat: time.Minute})
+	r, _, cancel := s.get(t, "")
+	defer cancel()
+	big := strings.Repeat("x", 2<<10)
+	const n = 300
+	for range n {
+		src.append("a", big)
+	}
+	h.Notify()
+	for i := range n {
+		ev, err := r.nextEvent()
+		for err == nil && ev.Comment != "" || ev.Retry != "" {
+			ev, err = r.nextEvent()
+		}
+		if err != nil {
+			t.Fatalf("after %d events: %v", i, err)
+		}
+		if ev.Event == "reset" {
+			t.Fatalf("reset after %d of %d events, the client reading", i, n)
+		}
+		if i%50 == 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}

@@ -20,8 +20,9 @@ type StreamOptions struct {
 	// counts as stalled and is reset (default 256 KiB; one item larger
 	// than that is still sent alone).
 	Buffer int
-	// WriteTimeout bounds how long one write to the client may block
-	// (default 10s).
+	// WriteTimeout is how long a subscriber may leave Buffer bytes unread
+	// before it is reset (default 10s); one write to the client may block
+	// for twice that before the connection counts as gone.
 	WriteTimeout time.Duration
 	// Heartbeat is the longest time between two writes: with nothing to
 	// send, a comment line is written (default 10s).
@@ -158,29 +159,54 @@ type stream struct {
 	closing bool
 	failed  bool
 	done    chan struct{}
+	room    chan struct{} // a value after each write or failure
 }
 
 func newStream(w http.ResponseWriter, opts StreamOptions, cancel context.CancelCauseFunc) *stream {
-	s := &stream{w: w, rc: http.NewResponseController(w), opts: opts, cancel: cancel, done: make(chan struct{})}
+	s := &stream{w: w, rc: http.NewResponseController(w), opts: opts, cancel: cancel, done: make(chan struct{}), room: make(chan struct{}, 1)}
 	s.wake = sync.NewCond(&s.mu)
 	go s.drain()
 	return s
 }
 
-// send queues b; false when the client has failed or left more than
-// opts.Buffer bytes unread.
+// send queues b, waiting up to opts.WriteTimeout for room when more than
+// opts.Buffer bytes are unsent (a client that reads, however slowly, is
+// never reset for a burst); false when the client has failed or made no
+// room in that time.
 func (s *stream) send(b []byte) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failed || s.closing {
-		return false
+	deadline := time.Now().Add(s.opts.WriteTimeout)
+	for {
+		s.mu.Lock()
+		if s.failed || s.closing {
+			s.mu.Unlock()
+			return false
+		}
+		if len(s.pending) == 0 || len(s.pending)+len(b) <= s.opts.Buffer {
+			s.pending = append(s.pending, b...)
+			s.wake.Signal()
+			s.mu.Unlock()
+			return true
+		}
+		s.mu.Unlock()
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return false
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-s.room:
+		case <-t.C:
+		}
+		t.Stop()
 	}
-	if len(s.pending) > 0 && len(s.pending)+len(b) > s.opts.Buffer {
-		return false
+}
+
+// made signals a sender waiting for room.
+func (s *stream) made() {
+	select {
+	case s.room <- struct{}{}:
+	default:
 	}
-	s.pending = append(s.pending, b...)
-	s.wake.Signal()
-	return true
 }
 
 // reset queues the reset frame past the buffer's bound and ends the stream.
@@ -220,7 +246,10 @@ func (s *stream) drain() {
 		buf := s.pending
 		s.pending = spare[:0]
 		s.mu.Unlock()
-		_ = s.rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+		s.made()
+		// Twice the time a sender waits for room: a client that stopped
+		// reading and starts again within it still gets the reset.
+		_ = s.rc.SetWriteDeadline(time.Now().Add(2 * s.opts.WriteTimeout))
 		_, err := s.w.Write(buf)
 		if err == nil {
 			err = s.rc.Flush()
@@ -229,6 +258,7 @@ func (s *stream) drain() {
 			s.mu.Lock()
 			s.failed = true
 			s.mu.Unlock()
+			s.made()
 			s.cancel(err)
 			return
 		}
