@@ -91,6 +91,14 @@ func (f *feedHub) read(ctx context.Context, flt FeedFilter, after string, limit 
 	if err != nil {
 		return FeedPage{}, err
 	}
+	// At most MaxPageBytes of events (at least one), as a getEvents page.
+	evs := make([]Event, len(p.Items))
+	for i := range p.Items {
+		evs[i] = p.Items[i].Event
+	}
+	if n := cutPage(evs); n < len(p.Items) {
+		p.Items, p.Next, p.CaughtUp = p.Items[:n], toPosition(p.Items[n-1].Position), false
+	}
 	out := FeedPage{Items: make([]FeedItem, 0, len(p.Items)), NextCursor: feed.Encode(feed.Correlated, p.Next), CaughtUp: p.CaughtUp}
 	for _, c := range p.Items {
 		out.Items = append(out.Items, FeedItem{Position: feed.Encode(feed.Correlated, toPosition(c.Position)), Kind: c.Kind, Event: c.Event})
