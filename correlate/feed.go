@@ -245,8 +245,14 @@ func FeedError(err error) error {
 	return fmt.Errorf("correlate: feed: %w", err)
 }
 
-// notify tells the feed that a change was committed.
-func (s *Service) notify() { s.feed.hub.Notify() }
+// notify tells the feed that a change was committed, and
+// Options.Feed.Committed.
+func (s *Service) notify() {
+	s.feed.hub.Notify()
+	if c := s.opts.Feed.Committed; c != nil {
+		c()
+	}
+}
 
 // FeedNotify tells the feed that changes were committed by another replica
 // (a post-commit wake-up), so that waiting readers get them now rather

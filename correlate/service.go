@@ -43,6 +43,11 @@ type FeedOptions struct {
 	// Poll is how often the feed looks for changes committed by other
 	// replicas when nothing woke it (default 500ms).
 	Poll time.Duration
+	// Committed, when not nil, is called after each call that changed an
+	// event, once its commit has returned: the place for a post-commit
+	// wake-up of the other replicas (pgstore.DB.NotifyFeed). It must not
+	// block.
+	Committed func()
 }
 
 // Observer receives the counters of correlation. [Service.Create] calls it

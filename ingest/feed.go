@@ -220,6 +220,11 @@ type FeedOptions struct {
 	// replicas when nothing woke it (default 500ms): the most a follower
 	// on another replica waits, without [Service.FeedNotify].
 	Poll time.Duration
+	// Committed, when not nil, is called after each batch that stored an
+	// event, once its commit has returned: the place for a post-commit
+	// wake-up of the other replicas (pgstore.DB.NotifyFeed). It must not
+	// block.
+	Committed func()
 }
 
 // FeedNotify tells the feed that events were stored by another replica

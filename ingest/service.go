@@ -688,6 +688,9 @@ func (r *run) commit() (Result, error) {
 	r.res.Duplicates = r.dups
 	if r.res.Accepted > 0 {
 		r.s.feed.Notify()
+		if c := r.s.opts.Feed.Committed; c != nil {
+			c()
+		}
 	}
 	r.observe(byCloud, unvalidated, committed.Replays)
 	return r.res, nil

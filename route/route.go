@@ -110,8 +110,9 @@ func Mount(mux *http.ServeMux, routes []Route, wrap func(rt Route) http.Handler)
 // use.
 type Subscribers interface {
 	// Admit is called before a stream starts: false refuses it (503
-	// busy); true must be paired with one Leave.
-	Admit(feed string) bool
+	// busy); true must be paired with one Leave. The stream ends when stop
+	// is closed (a server shutting down).
+	Admit(feed string) (stop <-chan struct{}, ok bool)
 	// Leave is called when an admitted stream ends; reset is true when it
 	// ended because its subscriber read too slowly.
 	Leave(feed string, reset bool)

@@ -34,6 +34,7 @@ type config struct {
 	DevCloud             string
 	RequireSizeSchema    bool
 	LegacyCreate200      bool
+	FeedNotify           bool
 	IdempotencyRetention time.Duration
 	MaxBodyBytes         int64
 	BodyBudgetBytes      int64
@@ -62,6 +63,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"dev-cloud", "TALLY_DEV_CLOUD"},
 	{"require-size-schema", "TALLY_INGEST_REQUIRE_SIZE_SCHEMA"},
 	{"events-legacy-create-200", "TALLY_EVENTS_LEGACY_CREATE_200"},
+	{"feed-notify", "TALLY_FEED_NOTIFY"},
 	{"idempotency-retention", "TALLY_IDEMPOTENCY_RETENTION"},
 	{"max-body-bytes", "TALLY_MAX_BODY_BYTES"},
 	{"body-budget-bytes", "TALLY_BODY_BUDGET_BYTES"},
@@ -158,6 +160,7 @@ func (c *config) flagSet(name string) (*pflag.FlagSet, *rawFlags) {
 	fs.BoolVar(&c.Dev, "dev", false, usage("without a credentials file, create one token with every role, print it once; for local use only", "dev"))
 	fs.StringVar(&c.DevCloud, "dev-cloud", "os-dev", usage("cloud of the --dev token's ingest scope (platform openstack)", "dev-cloud"))
 	fs.BoolVar(&c.RequireSizeSchema, "require-size-schema", false, usage("refuse events whose (platform, resource_type) has no size schema instead of accepting payload.size unvalidated", "require-size-schema"))
+	fs.BoolVar(&c.FeedNotify, "feed-notify", false, usage("with PostgreSQL, wake the change feeds of the other replicas after each commit (NOTIFY tally_feed, sent after the commit, coalesced); off, they find new items by polling every 500 ms. Leave it off behind PgBouncer in transaction mode, which does not carry LISTEN", "feed-notify"))
 	fs.BoolVar(&c.LegacyCreate200, "events-legacy-create-200", false, usage("answer a legacy createEvent (neither correlationKey nor idempotencyKey) 200 instead of 201, as released Meshery Servers require of their remote provider", "events-legacy-create-200"))
 	fs.DurationVar(&c.IdempotencyRetention, "idempotency-retention", 0, usage("how long a createEvent idempotencyKey replays; older keys are forgotten (purged every quarter of it, 1m to 1h apart) and a create with one has its effect anew; 0: every key is kept forever", "idempotency-retention"))
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", route.DefaultMaxBodyBytes, usage("largest request body accepted, in bytes, as sent and as decoded (Content-Encoding); larger → 413", "max-body-bytes"))

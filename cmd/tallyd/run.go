@@ -157,26 +157,36 @@ func authenticator(c config, log *slog.Logger) (auth *server.Authenticator, devT
 // openStore opens PostgreSQL (after applying pending migrations) when a
 // database URL is given, else a new in-memory store. close releases it.
 func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store, close func(), err error) {
+	st, close, _, err = openStoreDB(ctx, c, log)
+	return st, close, err
+}
+
+// openStoreDB is openStore with the PostgreSQL database (nil in memory).
+func openStoreDB(ctx context.Context, c config, log *slog.Logger) (st server.Store, close func(), pg *pgstore.DB, err error) {
 	if c.DatabaseURL == "" {
 		log.Info("store: in memory; nothing survives a restart (give --database-url for PostgreSQL)")
 		db, err := memstore.New(memstore.Options{})
 		if err != nil {
-			return server.Store{}, nil, err
+			return server.Store{}, nil, nil, err
 		}
-		return server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate()}, func() {}, nil
+		return server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate()}, func() {}, nil, nil
 	}
 	db, err := openDatabase(ctx, c)
 	if err != nil {
-		return server.Store{}, nil, err
+		return server.Store{}, nil, nil, err
 	}
 	applied, err := db.Migrate(ctx)
 	if err != nil {
 		db.Close()
-		return server.Store{}, nil, err
+		return server.Store{}, nil, nil, err
 	}
 	log.Info("store: PostgreSQL", "migrations_applied", applied)
 	warnInvalidIndexes(ctx, db, func(msg string, names []string) { log.Warn(msg, "indexes", names) })
-	return server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate(), Ping: db.Ping, FeedLag: db.FeedLag}, db.Close, nil
+	st = server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate(), Ping: db.Ping, FeedLag: db.FeedLag}
+	if c.FeedNotify {
+		st.NotifyFeed = db.NotifyFeed
+	}
+	return st, db.Close, db, nil
 }
 
 func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
@@ -185,7 +195,7 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st, closeStore, err := openStore(ctx, c, log)
+	st, closeStore, pg, err := openStoreDB(ctx, c, log)
 	if err != nil {
 		return err
 	}
@@ -210,6 +220,13 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	})
 	if err != nil {
 		return err
+	}
+	if c.FeedNotify && pg != nil {
+		// The other replicas' commits wake this one's feeds (pgstore.DB.ListenFeed).
+		go func() { _ = pg.ListenFeed(ctx, h.FeedNotify) }()
+		log.Info("change feeds: woken by NOTIFY " + pgstore.FeedChannel)
+	} else if c.FeedNotify {
+		log.Warn("--feed-notify needs PostgreSQL; the in-memory store has no other replicas")
 	}
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
@@ -236,6 +253,10 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	// A graceful shutdown ends the change-feed streams (each ends cleanly;
+	// its client resumes on another replica with Last-Event-ID), which
+	// would otherwise hold it for the whole shutdown timeout.
+	srv.RegisterOnShutdown(h.EndStreams)
 	fmt.Fprintf(stdout, "tallyd listening on http://%s\n", ln.Addr())
 	if devToken != "" {
 		// Printed once; only its hash is kept.

@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"context"
 	"mime"
 	"net/http"
 	"strings"
@@ -32,23 +33,34 @@ const retryAfterSeconds = "5"
 
 // ServeHTTP serves one subscriber of the feed named name (see
 // route.Subscribers) as [Serve] does, after subs admits it (nil admits
-// every one). A refused subscriber gets 503 busy with Retry-After, returned
+// every one; the stream also ends when the stop channel Admit returned is
+// closed). A refused subscriber gets 503 busy with Retry-After, returned
 // as the error for the handler's error mapping; nil otherwise (the stream
 // has been served).
 func ServeHTTP(w http.ResponseWriter, r *http.Request, subs route.Subscribers, name, last string, first []Frame, next string, read Read, opts StreamOptions) error {
+	ctx := r.Context()
+	sent := func() {}
 	if subs != nil {
-		if !subs.Admit(name) {
+		stop, ok := subs.Admit(name)
+		if !ok {
 			return &problem.Error{
 				Details: problem.New(problem.CodeBusy, "the server serves as many feed subscribers as it may; retry after "+retryAfterSeconds+" s"),
 				Header:  http.Header{"Retry-After": {retryAfterSeconds}},
 			}
 		}
-	}
-	sent := func() {}
-	if subs != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		sent = func() { subs.Delivered(name, 1) }
 	}
-	end := Serve(r.Context(), w, last, first, next, read, opts, sent)
+	end := Serve(ctx, w, last, first, next, read, opts, sent)
 	if subs != nil {
 		subs.Leave(name, end == EndReset)
 	}

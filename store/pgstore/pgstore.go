@@ -157,6 +157,7 @@ type DB struct {
 	projection Projection
 	correlate  Correlate
 	sizeNames  SizeNames
+	wakeups    wakeups
 }
 
 // conn is what every area store of one DB shares.
@@ -330,6 +331,7 @@ func (db *DB) SizeNames() *SizeNames { return &db.sizeNames }
 // Close releases db: its database/sql handle, and the pool when [Open] made
 // it. The stores of db must not be used afterwards.
 func (db *DB) Close() {
+	db.wakeups.stop()
 	_ = db.conn.db.Close()
 	if db.ownsPool {
 		db.conn.pool.Close()

@@ -58,6 +58,10 @@ type Store struct {
 	// read at each scrape into tally_feed_lag_seconds. Nil: no lag (the
 	// in-memory store reads in commit order).
 	FeedLag func(ctx context.Context) (time.Duration, error)
+	// NotifyFeed, when not nil, is called after each commit the change
+	// feeds carry, to wake the other replicas' feeds (pgstore.DB.NotifyFeed;
+	// tallyd --feed-notify). Nil: other replicas find it by polling.
+	NotifyFeed func()
 }
 
 // Options configures [New].
@@ -125,15 +129,31 @@ type Options struct {
 
 // Handler is the whole HTTP API of tally. Build it with [New].
 type Handler struct {
-	correlate *correlate.Service
-	mux       *http.ServeMux
-	handler   http.Handler
-	routes    []route.Route
-	metrics   *Metrics
+	correlate   *correlate.Service
+	ingest      *ingest.Service
+	subscribers *subscribers
+	mux         *http.ServeMux
+	handler     http.Handler
+	routes      []route.Route
+	metrics     *Metrics
 }
 
 // ServeHTTP serves the API.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.handler.ServeHTTP(w, r) }
+
+// FeedNotify tells both change feeds that another replica committed (a
+// post-commit wake-up such as pgstore.DB.ListenFeed delivers), so that
+// their waiting readers get it now rather than at the next poll.
+func (h *Handler) FeedNotify() {
+	h.ingest.FeedNotify()
+	h.correlate.FeedNotify()
+}
+
+// EndStreams ends every Server-Sent Events stream of the change feeds, and
+// every one that starts later at once, so that a graceful shutdown does not
+// wait for them (register it with http.Server.RegisterOnShutdown). A
+// client resumes on another replica from its Last-Event-ID.
+func (h *Handler) EndStreams() { h.subscribers.end() }
 
 // Metrics returns the collectors the handler reports to.
 func (h *Handler) Metrics() *Metrics { return h.metrics }
@@ -247,7 +267,7 @@ func New(st Store, opts Options) (*Handler, error) {
 	}
 
 	warnUncorrelated(cfg.Logger, cfg.Authenticator)
-	api, csvc, err := apiRoutes(st, cfg)
+	api, svcs, err := apiRoutes(st, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +278,7 @@ func New(st Store, opts Options) (*Handler, error) {
 		route.Route{Method: http.MethodGet, Path: "/openapi.yaml", Handler: http.HandlerFunc(serveOpenAPI)},
 	)
 
-	h := &Handler{correlate: csvc, mux: http.NewServeMux(), metrics: cfg.Metrics}
+	h := &Handler{correlate: svcs.correlate, ingest: svcs.ingest, subscribers: svcs.subscribers, mux: http.NewServeMux(), metrics: cfg.Metrics}
 	route.Mount(h.mux, routes, func(rt route.Route) http.Handler {
 		if len(rt.Roles) > 0 {
 			rt.Handler = require(cfg.Authenticator, rt.Roles, requireJSON(checkBody(cfg.Logger, cfg.MaxBodyBytes, budget.Handler(rt.Handler))))

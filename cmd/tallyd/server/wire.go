@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/tallyhq/tally/correlate"
@@ -14,23 +15,31 @@ import (
 	"github.com/tallyhq/tally/route"
 )
 
+// services are the library's services a Handler keeps.
+type services struct {
+	ingest      *ingest.Service
+	correlate   *correlate.Service
+	subscribers *subscribers
+}
+
 // apiRoutes builds the library's services over st's stores and returns the
 // routes of their HTTP adapters, as the adapters list them (with the roles
 // that may call each), and the correlation service. The adapters hold no rule; the server only mounts
 // what they list.
-func apiRoutes(st Store, cfg Options) ([]route.Route, *correlate.Service, error) {
+func apiRoutes(st Store, cfg Options) ([]route.Route, services, error) {
 	isvc, err := ingest.New(st.Ingest, ingest.Options{
 		RequireSizeSchema: cfg.RequireSizeSchema,
 		Observer:          cfg.Metrics.IngestObserver(),
 		Now:               cfg.Now,
 		Logger:            cfg.Logger,
+		Feed:              ingest.FeedOptions{Committed: st.NotifyFeed},
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, services{}, err
 	}
 	psvc, err := projection.New(st.Projection, isvc)
 	if err != nil {
-		return nil, nil, err
+		return nil, services{}, err
 	}
 	cfg.Metrics.countResourcesWith(psvc.Count)
 	subs := newSubscribers(cfg.FeedMaxSubscribers, cfg.Metrics)
@@ -41,14 +50,14 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, *correlate.Service, error)
 		Subscribers:  subs,
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, services{}, err
 	}
 	csvc, err := correlate.New(st.Correlate, correlate.Options{
 		Now: cfg.Now, Observer: cfg.Metrics.CorrelateObserver(), LegacyCreate200: cfg.LegacyCreate200,
-		IdempotencyRetention: cfg.IdempotencyRetention,
+		IdempotencyRetention: cfg.IdempotencyRetention, Feed: correlate.FeedOptions{Committed: st.NotifyFeed},
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, services{}, err
 	}
 	ch, err := correlatehttp.New(csvc, correlatehttp.Options{
 		CallerFrom:   correlateCaller,
@@ -57,7 +66,7 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, *correlate.Service, error)
 		Subscribers:  subs,
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, services{}, err
 	}
 	events := ch.Routes()
 	for i := range events {
@@ -65,7 +74,7 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, *correlate.Service, error)
 		// read credential may lack.
 		events[i].Handler = needOrganization(events[i].Handler)
 	}
-	return slices.Concat(ih.Routes(), events), csvc, nil
+	return slices.Concat(ih.Routes(), events), services{isvc, csvc, subs}, nil
 }
 
 // ingestCaller is the ingest.Caller of an authenticated request: the
@@ -107,26 +116,31 @@ func needOrganization(next http.Handler) http.Handler {
 // subscribers is the route.Subscribers of both change feeds: one limit
 // over both (Options.FeedMaxSubscribers) and their metrics.
 type subscribers struct {
-	max int64
-	n   atomic.Int64
-	m   *Metrics
+	max  int64
+	n    atomic.Int64
+	m    *Metrics
+	stop chan struct{} // closed by end
+	once sync.Once
 }
 
 func newSubscribers(max int, m *Metrics) *subscribers {
 	if max == 0 {
 		max = DefaultFeedMaxSubscribers
 	}
-	return &subscribers{max: int64(max), m: m}
+	return &subscribers{max: int64(max), m: m, stop: make(chan struct{})}
 }
 
-func (s *subscribers) Admit(feed string) bool {
+func (s *subscribers) Admit(feed string) (<-chan struct{}, bool) {
 	if s.n.Add(1) > s.max {
 		s.n.Add(-1)
-		return false
+		return nil, false
 	}
 	s.m.feedSubscribers.WithLabelValues(feed).Inc()
-	return true
+	return s.stop, true
 }
+
+// end ends every stream, and every later one at once.
+func (s *subscribers) end() { s.once.Do(func() { close(s.stop) }) }
 
 func (s *subscribers) Leave(feed string, reset bool) {
 	s.n.Add(-1)
