@@ -580,7 +580,8 @@ FROM generate_series(1, 50000) AS i`); err != nil {
 }
 
 // The feed orders by the transaction id as a number: transaction 10 after
-// 9 (not as text, where "10" < "9"), in a read and at the head.
+// 9 (not as text, where "10" < "9"), in a read, a filtered read (which
+// first finds the end of its scan) and at the head.
 func TestFeedOrdersTransactionIDsAsNumbers(t *testing.T) {
 	db, conn := openDB(t, pgstore.Options{})
 	ctx := context.Background()
@@ -605,6 +606,13 @@ VALUES ($1, now(), 'compute.instance.create.end', 'openstack', 'east', 'instance
 	rest, _ := follow(t, st, feed.Position{Kind: feed.Current, TX: 9, Seq: 2}, 2, 1)
 	if d := cmp.Diff([]string{"t10", "t100"}, ids(rest)); d != "" {
 		t.Errorf("after t9, one at a time (-want +got):\n%s", d)
+	}
+	filtered, err := st.Feed(ctx, ingest.FeedRead{Limit: 1000, FeedFilter: ingest.FeedFilter{Cloud: "east"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"t9", "t10", "t100"}, ids(filtered.Items)); d != "" || !filtered.CaughtUp {
+		t.Errorf("filtered read, caught up %v (-want +got):\n%s", filtered.CaughtUp, d)
 	}
 	head, err := st.Feed(ctx, ingest.FeedRead{})
 	if err != nil {
