@@ -43,4 +43,4 @@ func FeedReadQuery(after feed.Position, limit int) (string, []any) {
 }
 
 // FeedHeadQuery is feedHead's query.
-const FeedHeadQuery = `SELECT tx::text AS tx, seq FROM events WHERE ` + belowWatermark + ` ORDER BY tx DESC, seq DESC LIMIT 1`
+const FeedHeadQuery = headQuery
