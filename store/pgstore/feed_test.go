@@ -622,3 +622,63 @@ VALUES ($1, now(), 'compute.instance.create.end', 'openstack', 'east', 'instance
 		t.Errorf("head = %+v, want %+v", head.Next, want)
 	}
 }
+
+// A read that does not wait sees what this replica committed before it
+// asked, also when the commit became readable only after the tail reader
+// last looked: an unrelated transaction, open when the event was
+// committed, held the watermark back, then ended. Poll is long so that
+// only the service's own wake-up moves the tail.
+//
+// It fails today, and is skipped: internal/feed's Hub marks the tail
+// caught up (seen = notified) after a read that found e1 held back, and
+// then answers a read without wait from its ring until the next Poll. The
+// fix belongs in the Hub (or in what a Source tells it about rows still
+// held back); unskip this test with it.
+func TestFeedServiceSeesOwnCommitHeldBackByTheWatermark(t *testing.T) {
+	t.Skip("known: the feed Hub answers from its ring until the next Poll after the watermark held a commit back")
+	u := pgtest.URL(t)
+	st := pgtest.Open(t, u, pgstore.Options{}).Ingest()
+	svc, err := ingest.New(st, ingest.Options{Feed: ingest.FeedOptions{Poll: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ts := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	ingestOne := func(id string) {
+		t.Helper()
+		if res, err := svc.Ingest(ctx, ingest.Caller{Credential: "c"}, [][]byte{raw(t, ev(id, ts))}); err != nil || res.Accepted != 1 {
+			t.Fatalf("ingest %s: %+v, %v", id, res, err)
+		}
+	}
+	if _, err := svc.Feed(ctx, ingest.FeedQuery{Wait: 10 * time.Millisecond}); err != nil { // starts the tail reader
+		t.Fatal(err)
+	}
+	ingestOne("e0")
+	first, _ := follow(t, st, ingest.FeedPosition{}, 1, 10)
+	svc.FeedNotify() // the tail reads e0 now that it is readable
+	c0 := feed.Encode(feed.Lifecycle, first[0].Position)
+	if p, err := svc.Feed(ctx, ingest.FeedQuery{After: c0, Wait: 50 * time.Millisecond}); err != nil || len(p.Items) != 0 {
+		t.Fatalf("after e0: %d items, %v", len(p.Items), err)
+	}
+
+	held := beginByHand(t, u)
+	if _, err := held.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil {
+		t.Fatal(err)
+	}
+	ingestOne("e1")
+	time.Sleep(100 * time.Millisecond) // the tail reads, finds e1 held back
+	commit(t, held)
+	follow(t, st, first[0].Position, 1, 10) // e1 is readable in the store
+
+	p, err := svc.Feed(ctx, ingest.FeedQuery{After: c0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, it := range p.Items {
+		got = append(got, it.Event.EventID)
+	}
+	if d := cmp.Diff([]string{"e1"}, got); d != "" {
+		t.Errorf("after e0, no wait, caught up %v (-want +got):\n%s", p.CaughtUp, d)
+	}
+}
