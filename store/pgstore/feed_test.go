@@ -267,7 +267,12 @@ func TestFeedConcurrentWritersReaders(t *testing.T) {
 				} else {
 					items := make([][]byte, n)
 					for i, id := range mine {
-						items[i] = raw(t, ev(id, ts))
+						b, err := ev(id, ts).MarshalJSON()
+						if err != nil {
+							errs <- err
+							return
+						}
+						items[i] = b
 					}
 					res, err := svc.Ingest(context.Background(), ingest.Caller{Credential: "c"}, items)
 					if err != nil || res.Accepted != n {
@@ -365,15 +370,22 @@ func TestFeedCursorsAcrossReplicas(t *testing.T) {
 	}
 	ts := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	const n = 60
+	batches := make([][][]byte, 20)
+	for b := range batches {
+		for i := range n / 20 {
+			batches[b] = append(batches[b], raw(t, ev(fmt.Sprintf("e%02d-%d", b, i), ts)))
+		}
+	}
+	written := make(chan error, 1)
 	go func() {
-		for b := range 20 {
-			items := make([][]byte, n/20)
-			for i := range items {
-				items[i] = raw(t, ev(fmt.Sprintf("e%02d-%d", b, i), ts))
+		for b, items := range batches {
+			if res, err := svcs[b%2].Ingest(context.Background(), ingest.Caller{Credential: "c"}, items); err != nil || res.Accepted != len(items) {
+				written <- fmt.Errorf("batch %d: %+v, %v", b, res, err)
+				return
 			}
-			_, _ = svcs[b%2].Ingest(context.Background(), ingest.Caller{Credential: "c"}, items)
 			time.Sleep(time.Millisecond)
 		}
+		written <- nil
 	}()
 	// Replica 1 long-polls, noting every cursor it was given.
 	var (
@@ -397,6 +409,9 @@ func TestFeedCursorsAcrossReplicas(t *testing.T) {
 		}
 		cursor = p.NextCursor
 		cursors, at = append(cursors, cursor), append(at, len(items))
+	}
+	if err := <-written; err != nil {
+		t.Fatal(err)
 	}
 	var all []string
 	for _, it := range items {
@@ -512,6 +527,21 @@ VALUES ($1, $2, 'compute.instance.create.end', 'openstack', 'east', 'instance', 
 			if d := cmp.Diff(got[i:], ids(rest)); d != "" {
 				t.Errorf("after position %d, limit %d (-want +got):\n%s", i, limit, d)
 			}
+		}
+		cursor := ""
+		if i > 0 {
+			cursor = feed.Encode(feed.Lifecycle, after)
+		}
+		rest, err := followService(t, svc, cursor, len(all)-i, time.Now().Add(10*time.Second))
+		if err != nil {
+			t.Fatalf("service after cursor %d: %v", i, err)
+		}
+		var fromSvc []string
+		for _, it := range rest {
+			fromSvc = append(fromSvc, it.Event.EventID)
+		}
+		if d := cmp.Diff(got[i:], fromSvc, cmpopts.EquateEmpty()); d != "" {
+			t.Errorf("service after cursor %d (-want +got):\n%s", i, d)
 		}
 	}
 }
