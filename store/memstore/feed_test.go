@@ -3,48 +3,124 @@ package memstore_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/tallyhq/tally/correlate"
-	"github.com/tallyhq/tally/store/memstore"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/ingest"
 )
 
-// A filtered read scans at most correlate.FeedScanLimit changes: past that
-// many it stops, not caught up, with Next at the last one scanned, and the
-// next read from there finds the selected change.
-func TestFeedScanIsBounded(t *testing.T) {
-	db, err := memstore.New(memstore.Options{})
+// Property: 32 writers ingest small batches at random, overlapping times;
+// 3 readers follow the feed with wait from the beginning. Each reader gets
+// exactly the accepted events, none twice, in one order all readers share
+// (the PostgreSQL store's TestFeedConcurrentWritersReaders).
+func TestFeedConcurrentWritersReaders(t *testing.T) {
+	svc, err := ingest.New(open(t).Ingest, ingest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := db.Correlate()
-	ctx := context.Background()
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	create := func(i int, user string) {
-		e := correlate.Event{ID: fmt.Sprintf("00000000-0000-7000-8000-%012d", i), Organization: "org-1", User: user, Category: "c", Action: "a",
-			Severity: correlate.SeverityInformational, Status: correlate.StatusUnread, CreatedAt: now, UpdatedAt: now}
-		if _, _, err := st.Create(ctx, correlate.Create{Caller: correlate.Caller{Organization: "org-1", User: user}, Step: correlate.StepRecord, Event: e, Now: now}); err != nil {
-			t.Fatal(err)
+	ts := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	const writers, batches = 32, 6
+	var (
+		mu       sync.Mutex
+		accepted []string
+		total    atomic.Int64
+		wg       sync.WaitGroup
+		errs     = make(chan error, writers+3)
+	)
+	total.Store(-1)
+	for w := range writers {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(w), 1))
+			for b := range batches {
+				n := 1 + r.IntN(4)
+				var mine []string
+				items := make([][]byte, n)
+				for i := range n {
+					id := fmt.Sprintf("w%02d-b%d-%d", w, b, i)
+					mine = append(mine, id)
+					raw, err := feedEvent(id, ts).MarshalJSON()
+					if err != nil {
+						errs <- err
+						return
+					}
+					items[i] = raw
+				}
+				time.Sleep(time.Duration(r.IntN(3000)) * time.Microsecond)
+				res, err := svc.Ingest(context.Background(), ingest.Caller{Credential: "c"}, items)
+				if err != nil || res.Accepted != n {
+					errs <- fmt.Errorf("ingest %v: %+v, %v", mine, res, err)
+					return
+				}
+				mu.Lock()
+				accepted = append(accepted, mine...)
+				mu.Unlock()
+			}
+		})
+	}
+	got := make([][]string, 3)
+	var rg sync.WaitGroup
+	for r := range got {
+		rg.Go(func() {
+			deadline := time.Now().Add(60 * time.Second)
+			cursor := ""
+			for {
+				n := total.Load()
+				if n >= 0 && int64(len(got[r])) >= n {
+					return
+				}
+				if time.Now().After(deadline) {
+					errs <- fmt.Errorf("reader %d: after 60s %d events", r, len(got[r]))
+					return
+				}
+				p, err := svc.Feed(context.Background(), ingest.FeedQuery{After: cursor, Limit: 1 + rand.IntN(40), Wait: 300 * time.Millisecond})
+				if err != nil {
+					errs <- fmt.Errorf("reader %d: %w", r, err)
+					return
+				}
+				for _, it := range p.Items {
+					got[r] = append(got[r], it.Event.EventID)
+				}
+				cursor = p.NextCursor
+			}
+		})
+	}
+	wg.Wait()
+	total.Store(int64(len(accepted)))
+	rg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	want := slices.Sorted(slices.Values(accepted))
+	for r, g := range got {
+		if d := cmp.Diff(want, slices.Sorted(slices.Values(g))); d != "" {
+			t.Errorf("reader %d: events (-accepted +read):\n%s", r, d)
+		}
+		if r > 0 {
+			if d := cmp.Diff(got[0], g); d != "" {
+				t.Errorf("reader %d's order against reader 0's (-0 +%d):\n%s", r, r, d)
+			}
 		}
 	}
-	for i := range correlate.FeedScanLimit + 5 {
-		create(i, "bob")
-	}
-	create(correlate.FeedScanLimit+5, "alice")
-	alice := correlate.FeedFilter{Scope: correlate.Caller{Organization: "org-1", User: "alice"}}
-	b, err := st.Feed(ctx, correlate.FeedRead{Limit: 10, Filter: alice})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(b.Changes) != 0 || b.CaughtUp || b.Next != (correlate.FeedPosition{Seq: correlate.FeedScanLimit}) {
-		t.Fatalf("first read: %d changes, caught up %v, next %+v; want none, not caught up, next at the %dth", len(b.Changes), b.CaughtUp, b.Next, correlate.FeedScanLimit)
-	}
-	b, err = st.Feed(ctx, correlate.FeedRead{After: b.Next, Limit: 10, Filter: alice})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(b.Changes) != 1 || b.Changes[0].Event.User != "alice" || !b.CaughtUp {
-		t.Errorf("second read: %+v, want alice's change, caught up", b)
+}
+
+// feedEvent is a valid instance create event of its own resource.
+func feedEvent(id string, ts time.Time) event.Event {
+	return event.Event{
+		EventID: id, Timestamp: ts, EventType: "compute.instance.create.end",
+		Platform: "openstack", Cloud: "east", ResourceType: "instance", ResourceID: "vm-" + id,
+		ProjectID: "p1", Source: event.SourceCollector,
+		Payload: event.PayloadEnvelope{
+			State: event.StateOf("active"),
+			Size:  jsontext.Value(`{"vcpus":2,"ram_gb":4,"disk_gb":20,"flavor":"m1.small"}`),
+		},
 	}
 }

@@ -2,11 +2,13 @@ package pgstore
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/internal/feed"
 )
 
 // CommitInMode runs one Commit transaction in the insert mode given (0 the
@@ -30,3 +32,15 @@ func AuditQuery(q ingest.AuditQuery) (string, []any) { return auditQuery(q) }
 
 // ResourcesQuery is the SELECT that Projection.List runs for q.
 func ResourcesQuery(q projection.Query) (string, []any) { return resourcesQuery(q) }
+
+// FeedReadQuery is the unfiltered feed read of the current phase after
+// after (readPhase's query), for plan tests.
+func FeedReadQuery(after feed.Position, limit int) (string, []any) {
+	var args []any
+	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
+	conds := []string{currentPhase.where, currentPhase.after(after, arg)}
+	return `SELECT ` + feedColumns + ` FROM events` + where(conds) + ` ORDER BY ` + currentPhase.order + ` LIMIT ` + arg(limit), args
+}
+
+// FeedHeadQuery is feedHead's query.
+const FeedHeadQuery = headQuery

@@ -56,10 +56,12 @@ var (
 			return `(timestamp, event_id COLLATE "C") > (` + arg(utcMicro(p.Time)) + `, ` + arg(p.ID) + `)`
 		},
 	}
+	// The order names the columns through their tables: a bare tx would
+	// be the output column tx::text, ordering "10" before "9".
 	currentPhase = feedPhase{
 		where: belowWatermark,
-		order: `tx, seq`,
-		desc:  `tx DESC, seq DESC`,
+		order: `events.tx, events.seq`,
+		desc:  `c.tx DESC, c.seq DESC`,
 		after: func(p feed.Position, arg func(any) string) string {
 			return `(tx, seq) > (` + arg(strconv.FormatUint(p.TX, 10)) + `::text::xid8, ` + arg(p.Seq) + `::bigint)`
 		},
@@ -192,6 +194,10 @@ func feedFilters(f ingest.FeedFilter, arg func(any) string) []string {
 	return conds
 }
 
+// headQuery reads the position of the last readable event (events.tx, not
+// the text output column tx, orders).
+const headQuery = `SELECT tx::text AS tx, seq FROM events WHERE ` + belowWatermark + ` ORDER BY events.tx DESC, events.seq DESC LIMIT 1`
+
 // feedHead is the position of the last readable event (Kind Current; (0,
 // 0) when no event has a transaction id yet, which every legacy event
 // precedes).
@@ -200,7 +206,7 @@ func (s *Ingest) feedHead(ctx context.Context) (ingest.FeedBatch, error) {
 		TX  string `db:"tx"`
 		Seq int64  `db:"seq"`
 	}
-	err := s.db.GetContext(ctx, &r, `SELECT tx::text AS tx, seq FROM events WHERE `+belowWatermark+` ORDER BY tx DESC, seq DESC LIMIT 1`)
+	err := s.db.GetContext(ctx, &r, headQuery)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ingest.FeedBatch{Next: feed.Position{Kind: feed.Current}, CaughtUp: true}, nil
 	}
