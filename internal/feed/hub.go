@@ -57,11 +57,12 @@ const tailPage = 1000
 
 // Hub serves one feed to every reader of a process. A tail reader (one
 // goroutine, started by the first reader and stopped when no reader came
-// or waited for Options.Idle) reads the store from its head on each [Hub.Notify] and
-// every Options.Poll, keeps the most recent items in a ring and wakes the
-// waiting readers. A reader whose position the ring covers is answered
-// from memory; one further behind reads the store itself, at most
-// Options.MaxReads at a time. Safe for concurrent use.
+// or waited for Options.Idle) reads the store from its head on each
+// [Hub.Notify] and every Options.Poll, keeps the most recent items in a
+// ring and wakes the waiting readers. A waiting reader whose position the
+// ring covers is answered from memory; one further behind, and every read
+// that does not wait, reads the store itself, at most Options.MaxReads at
+// a time. Safe for concurrent use.
 type Hub[T, F any] struct {
 	src  Source[T, F]
 	opts Options
@@ -75,8 +76,6 @@ type Hub[T, F any] struct {
 	ringBytes int      //
 	start     Position // the position before ring[0]
 	tail      Position // the position the tail reader has read up to
-	notified  uint64   // Notify calls
-	seen      uint64   // notified as of the tail's last read that caught up
 	changed   chan struct{}
 	lastRead  time.Time // when a reader last came or stopped waiting
 	waiting   int       // readers in a Read with wait
@@ -108,12 +107,9 @@ func NewHub[T, F any](src Source[T, F], opts Options) *Hub[T, F] {
 }
 
 // Notify tells the hub that items were committed (on this replica, or on
-// another when a wake-up says so): the tail reader reads at once, and until
-// it has, a read that does not wait goes to the store.
+// another when a wake-up says so): the tail reader reads at once and wakes
+// the waiting readers.
 func (h *Hub[T, F]) Notify() {
-	h.mu.Lock()
-	h.notified++
-	h.mu.Unlock()
 	select {
 	case h.kick <- struct{}{}:
 	default:
@@ -203,14 +199,15 @@ func (h *Hub[T, F]) readStore(ctx context.Context, after Position, f F, limit in
 	return h.src.Read(ctx, after, f, limit)
 }
 
-// fromRing answers from the ring when it covers after. A read that does
-// not wait is answered so only when the tail has read since the last
-// Notify, so that a reader sees what was committed on this replica before
-// it asked.
+// fromRing answers a waiting read from the ring when the ring covers
+// after. A read that does not wait always reads the store, so that it sees
+// everything readable when it asks: the ring holds what the tail last
+// found, and an item held back then (by an older transaction still open,
+// on PostgreSQL) may have become readable since without any Notify.
 func (h *Hub[T, F]) fromRing(after Position, f F, limit int, waiting bool) (Page[T], bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.valid || Compare(after, h.start) < 0 || Compare(after, h.tail) > 0 || (!waiting && h.notified != h.seen) {
+	if !waiting || !h.valid || Compare(after, h.start) < 0 || Compare(after, h.tail) > 0 {
 		return Page[T]{}, false
 	}
 	i := sort.Search(len(h.ring), func(i int) bool { return Compare(h.src.Pos(h.ring[i]), after) > 0 })
@@ -257,7 +254,7 @@ func (h *Hub[T, F]) advance(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, 10*h.opts.Poll+5*time.Second)
 	defer cancel()
 	h.mu.Lock()
-	valid, tail, notified := h.valid, h.tail, h.notified
+	valid, tail := h.valid, h.tail
 	h.mu.Unlock()
 	if !valid {
 		head, err := h.src.Head(rctx)
@@ -277,9 +274,6 @@ func (h *Hub[T, F]) advance(ctx context.Context) {
 		}
 		h.mu.Lock()
 		h.append(p)
-		if p.CaughtUp {
-			h.seen = notified
-		}
 		close(h.changed)
 		h.changed = make(chan struct{})
 		h.mu.Unlock()

@@ -658,14 +658,8 @@ VALUES ($1, now(), 'compute.instance.create.end', 'openstack', 'east', 'instance
 // last looked: an unrelated transaction, open when the event was
 // committed, held the watermark back, then ended. Poll is long so that
 // only the service's own wake-up moves the tail.
-//
-// It fails today, and is skipped: internal/feed's Hub marks the tail
-// caught up (seen = notified) after a read that found e1 held back, and
-// then answers a read without wait from its ring until the next Poll. The
-// fix belongs in the Hub (or in what a Source tells it about rows still
-// held back); unskip this test with it.
+// (The Hub answers only waiting reads from its ring.)
 func TestFeedServiceSeesOwnCommitHeldBackByTheWatermark(t *testing.T) {
-	t.Skip("known: the feed Hub answers from its ring until the next Poll after the watermark held a commit back")
 	u := pgtest.URL(t)
 	st := pgtest.Open(t, u, pgstore.Options{}).Ingest()
 	svc, err := ingest.New(st, ingest.Options{Feed: ingest.FeedOptions{Poll: time.Hour}})
