@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -343,5 +344,37 @@ func TestOpenDatabaseRefusedSaysSo(t *testing.T) {
 	}
 	if strings.Contains(msg, "unreachable, no answer within") {
 		t.Errorf("error %q claims no answer for a refused connection", msg)
+	}
+}
+
+// --feed-max-subscribers reaches the server: with 1, a second subscriber
+// is answered 503 busy while the first streams.
+func TestFeedMaxSubscribersFlag(t *testing.T) {
+	base := serveInProcess(t, "--feed-max-subscribers", "1")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	subscribe := func() *http.Response {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/api/v1/events/feed", nil)
+		req.Header.Set("Authorization", "Bearer "+tokAdmin)
+		req.Header.Set("Accept", "text/event-stream")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	first := subscribe()
+	defer first.Body.Close()
+	if first.StatusCode != 200 {
+		t.Fatalf("first subscriber: %d, want 200", first.StatusCode)
+	}
+	second := subscribe()
+	defer second.Body.Close()
+	if second.StatusCode != 503 || second.Header.Get("Retry-After") == "" {
+		t.Fatalf("second subscriber: %d Retry-After %q, want 503 with Retry-After", second.StatusCode, second.Header.Get("Retry-After"))
+	}
+	if b, _ := io.ReadAll(second.Body); !strings.Contains(string(b), `"code":"busy"`) {
+		t.Errorf("second subscriber's answer %s, want code busy", b)
 	}
 }
