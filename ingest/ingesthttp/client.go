@@ -27,13 +27,16 @@ const MaxBatch = 1000
 
 // ClientOptions configures a [Client].
 type ClientOptions struct {
-	// Token is the bearer token of an ingest credential. Required.
+	// Token is the bearer token of the credential: an ingest one for
+	// [Client.Send] and [Client.SendRaw], one with role read or admin for
+	// [Client.Feed] and [Client.Follow]. Required.
 	Token string
 	// HTTPClient sends the requests; nil means a client with a 30 s
 	// timeout per attempt.
 	HTTPClient *http.Client
-	// MaxAttempts bounds the attempts of one request, the first included;
-	// 0 means 5. It must not be negative.
+	// MaxAttempts bounds the attempts of one request of a send, the first
+	// included; 0 means 5. It must not be negative. [Client.Follow]
+	// retries for ever.
 	MaxAttempts int
 	// Backoff is the wait before the first retry of a request; it doubles
 	// after each, up to 30 s, each wait jittered to between half and all of
@@ -53,7 +56,8 @@ type ClientOptions struct {
 }
 
 // Client sends canonical events to a tally server's POST /api/v1/events
-// (canonical-event.md, Delivery). It is safe for concurrent use.
+// (canonical-event.md, Delivery), and reads its lifecycle feed
+// ([Client.Feed], [Client.Follow]). It is safe for concurrent use.
 //
 // [Client.Send] validates every item locally first; an invalid item is
 // never sent (see [StatusInvalid]). The valid ones go in requests of at most
