@@ -25,7 +25,7 @@ import (
 
 // feedServer serves the ingestion routes over a memstore; fail may break
 // the n-th read of the feed (from 1) and returns true when it answered.
-// queries records the query string of every read of the feed.
+// reads records the query of every read of the feed.
 type feedServer struct {
 	*httptest.Server
 	client *ingesthttp.Client
