@@ -1,11 +1,15 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/internal/feed"
@@ -110,6 +114,76 @@ func (it FeedItem) MarshalJSON() ([]byte, error) {
 	b = append(b, `,"late":`...)
 	b = strconv.AppendBool(b, it.Late)
 	return append(b, '}'), nil
+}
+
+// UnmarshalJSON decodes what [FeedItem.MarshalJSON] encodes: an object
+// whose members "received_at" (RFC 3339), "position" (a string) and "late"
+// (a boolean) are all required, every other member being the event's,
+// decoded strictly with [event.Decode] (its error, an
+// [*event.ValidationError], is returned as it is). A duplicate member name
+// or a missing one of the three is an error.
+func (it *FeedItem) UnmarshalJSON(b []byte) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.ReadToken(); err != nil {
+		return fmt.Errorf("ingest: feed item: %w", err)
+	} else if tok.Kind() != '{' {
+		return fmt.Errorf("ingest: feed item: must be a JSON object, not %v", tok.Kind())
+	}
+	var (
+		out                          FeedItem
+		rest                         = []byte{'{'}
+		hasReceived, hasPos, hasLate bool
+	)
+	for dec.PeekKind() == '"' {
+		name, err := dec.ReadValue()
+		if err != nil {
+			return fmt.Errorf("ingest: feed item: %w", err)
+		}
+		name = bytes.Clone(name)
+		text, err := jsontext.AppendUnquote(nil, name)
+		if err != nil {
+			return fmt.Errorf("ingest: feed item: %w", err)
+		}
+		val, err := dec.ReadValue()
+		if err != nil {
+			return fmt.Errorf("ingest: feed item: %w", err)
+		}
+		switch string(text) {
+		case "received_at":
+			hasReceived, err = true, json.Unmarshal(val, &out.ReceivedAt)
+		case "position":
+			hasPos, err = true, json.Unmarshal(val, &out.Position)
+		case "late":
+			hasLate, err = true, json.Unmarshal(val, &out.Late)
+		default:
+			if len(rest) > 1 {
+				rest = append(rest, ',')
+			}
+			rest = append(append(append(rest, name...), ':'), val...)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("ingest: feed item: %s: %w", text, err)
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return fmt.Errorf("ingest: feed item: %w", err)
+	}
+	for _, m := range [...]struct {
+		name string
+		ok   bool
+	}{{"received_at", hasReceived}, {"position", hasPos}, {"late", hasLate}} {
+		if !m.ok {
+			return fmt.Errorf("ingest: feed item: %s is required", m.name)
+		}
+	}
+	e, err := event.Decode(append(rest, '}'))
+	if err != nil {
+		return err
+	}
+	out.Event = e
+	*it = out
+	return nil
 }
 
 // FeedPage is one answer of the lifecycle feed.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +43,7 @@ type config struct {
 	BodyStallTimeout     time.Duration
 	MaxConnections       int
 	IdleTimeout          time.Duration
+	FeedMaxSubscribers   int
 	CORSAllowedOrigins   []string
 	LogFormat            string
 	LogLevel             slog.Level
@@ -71,6 +73,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"body-stall-timeout", "TALLY_BODY_STALL_TIMEOUT"},
 	{"max-connections", "TALLY_MAX_CONNECTIONS"},
 	{"idle-timeout", "TALLY_IDLE_TIMEOUT"},
+	{"feed-max-subscribers", "TALLY_FEED_MAX_SUBSCRIBERS"},
 	{"cors-allowed-origins", "TALLY_CORS_ALLOWED_ORIGINS"},
 	{"log-format", "TALLY_LOG_FORMAT"},
 	{"log-level", "TALLY_LOG_LEVEL"},
@@ -169,6 +172,7 @@ func (c *config) flagSet(name string) (*pflag.FlagSet, *rawFlags) {
 	fs.DurationVar(&c.BodyStallTimeout, "body-stall-timeout", server.DefaultBodyStallTimeout, usage("a request body from which no byte arrives for this long is answered 408 body_timeout and its share of the budget given back; a slow body that keeps arriving is not cut off", "body-stall-timeout"))
 	fs.IntVar(&c.MaxConnections, "max-connections", 0, usage("concurrent connections at most; at the cap the longest-idle keep-alive connection is closed to make room; 0 derives it from the descriptor limit (the limit minus one eighth, at least 64 kept back)", "max-connections"))
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", server.DefaultIdleTimeout, usage("how long an idle keep-alive connection is kept open", "idle-timeout"))
+	fs.IntVar(&c.FeedMaxSubscribers, "feed-max-subscribers", server.DefaultFeedMaxSubscribers, usage("Server-Sent Events subscribers of both change feeds together at most (GET /api/v1/events/feed as text/event-stream, GET /api/events/subscribe); one more is answered 503 busy with Retry-After; each also holds a connection; 0: "+strconv.Itoa(server.DefaultFeedMaxSubscribers), "feed-max-subscribers"))
 	fs.StringVar(origins, "cors-allowed-origins", "", usage(`comma-separated origins allowed to call the API from a browser ("*" for any); empty: no CORS`, "cors-allowed-origins"))
 	fs.StringVar(&c.LogFormat, "log-format", "text", usage("log format: text or json", "log-format"))
 	fs.StringVar(logLevel, "log-level", "info", usage("log level: debug, info, warn or error", "log-level"))
@@ -253,7 +257,8 @@ func (c *config) checkBody() []error {
 	return errs
 }
 
-// checkConnections checks --max-connections and --idle-timeout.
+// checkConnections checks --max-connections, --idle-timeout and
+// --feed-max-subscribers.
 func (c *config) checkConnections() []error {
 	var errs []error
 	if c.MaxConnections < 0 {
@@ -261,6 +266,9 @@ func (c *config) checkConnections() []error {
 	}
 	if c.IdleTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--idle-timeout %s: must be positive", c.IdleTimeout))
+	}
+	if c.FeedMaxSubscribers < 0 {
+		errs = append(errs, fmt.Errorf("--feed-max-subscribers %d: must not be negative (0: %d)", c.FeedMaxSubscribers, server.DefaultFeedMaxSubscribers))
 	}
 	return errs
 }

@@ -213,6 +213,7 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 		BodyBudgetBytes:      c.BodyBudgetBytes,
 		BodyBudgetWait:       c.BodyBudgetWait,
 		BodyStallTimeout:     c.BodyStallTimeout,
+		FeedMaxSubscribers:   c.FeedMaxSubscribers,
 		RequireSizeSchema:    c.RequireSizeSchema,
 		LegacyCreate200:      c.LegacyCreate200,
 		IdempotencyRetention: c.IdempotencyRetention,

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -30,8 +31,8 @@ func env(m map[string]string) func(string) string {
 func TestConfigPrecedence(t *testing.T) {
 	defaults := config{
 		Listen: "127.0.0.1:8080", DevCloud: "os-dev", MaxBodyBytes: 8 << 20, BodyBudgetBytes: 64 << 20, BodyBudgetWait: 5 * time.Second, BodyStallTimeout: 10 * time.Second,
-		IdleTimeout: 30 * time.Second,
-		LogFormat:   "text", LogLevel: slog.LevelInfo, ShutdownTimeout: 30 * time.Second,
+		IdleTimeout: 30 * time.Second, FeedMaxSubscribers: 2048,
+		LogFormat: "text", LogLevel: slog.LevelInfo, ShutdownTimeout: 30 * time.Second,
 		MetricsRefresh: 30 * time.Second,
 	}
 	tests := []struct {
@@ -49,7 +50,7 @@ func TestConfigPrecedence(t *testing.T) {
 			"TALLY_BODY_BUDGET_BYTES": "4096", "TALLY_BODY_BUDGET_WAIT": "500ms", "TALLY_BODY_STALL_TIMEOUT": "3s",
 			"TALLY_MAX_CONNECTIONS": "100", "TALLY_IDLE_TIMEOUT": "5s", "TALLY_EVENTS_LEGACY_CREATE_200": "true",
 			"TALLY_DB_ACQUIRE_TIMEOUT": "2s", "TALLY_METRICS_REFRESH_INTERVAL": "1m",
-			"TALLY_IDEMPOTENCY_RETENTION": "72h",
+			"TALLY_IDEMPOTENCY_RETENTION": "72h", "TALLY_FEED_MAX_SUBSCRIBERS": "16",
 			// The pool and Timeouts: each database setting has its
 			// environment fallback.
 			"TALLY_DB_MAX_CONNS": "32", "TALLY_DB_CONNECT_TIMEOUT": "3s", "TALLY_DB_STATEMENT_TIMEOUT": "20s",
@@ -63,6 +64,7 @@ func TestConfigPrecedence(t *testing.T) {
 			c.MetricsRefresh = time.Minute
 			c.BodyBudgetBytes, c.BodyBudgetWait, c.BodyStallTimeout = 4096, 500*time.Millisecond, 3*time.Second
 			c.MaxConnections, c.IdleTimeout = 100, 5*time.Second
+			c.FeedMaxSubscribers = 16
 			c.Listen, c.DatabaseURL, c.CredentialsFile = "127.0.0.1:9000", "postgres://x", "/c.json"
 			c.Dev, c.DevCloud, c.RequireSizeSchema, c.MaxBodyBytes = true, "os-x", true, 1024
 			c.CORSAllowedOrigins = []string{"https://a.example", "https://b.example"}
@@ -74,7 +76,9 @@ func TestConfigPrecedence(t *testing.T) {
 			"--events-legacy-create-200", "--db-acquire-timeout", "-1s", "--metrics-refresh-interval", "5s",
 			"--db-max-conns", "8", "--db-connect-timeout", "1s", "--db-statement-timeout", "-1s",
 			"--idempotency-retention", "24h", "--db-idle-in-transaction-timeout", "2s",
+			"--feed-max-subscribers", "0",
 		}, map[string]string{
+			"TALLY_FEED_MAX_SUBSCRIBERS":           "16",
 			"TALLY_DB_IDLE_IN_TRANSACTION_TIMEOUT": "45s",
 			"TALLY_IDEMPOTENCY_RETENTION":          "72h",
 			"TALLY_DB_MAX_CONNS":                   "32", "TALLY_DB_CONNECT_TIMEOUT": "3s", "TALLY_DB_STATEMENT_TIMEOUT": "20s",
@@ -91,6 +95,7 @@ func TestConfigPrecedence(t *testing.T) {
 			c.LegacyCreate200 = true
 			c.MetricsRefresh = 5 * time.Second
 			c.IdempotencyRetention = 24 * time.Hour
+			c.FeedMaxSubscribers = 0 // the server's default
 		}},
 	}
 	for _, tt := range tests {
@@ -130,6 +135,8 @@ func TestConfigRefuses(t *testing.T) {
 		{"metrics refresh interval", []string{"--metrics-refresh-interval", "0s"}, nil, "--metrics-refresh-interval 0s: must be positive"},
 		{"negative max connections", []string{"--max-connections", "-1"}, nil, "--max-connections -1: must not be negative (0 derives it from the descriptor limit)"},
 		{"idle timeout", []string{"--idle-timeout", "0s"}, nil, "--idle-timeout 0s: must be positive"},
+		{"negative feed max subscribers", []string{"--feed-max-subscribers", "-1"}, nil, "--feed-max-subscribers -1: must not be negative (0: 2048)"},
+		{"negative feed max subscribers from the environment", nil, map[string]string{"TALLY_FEED_MAX_SUBSCRIBERS": "-3"}, "--feed-max-subscribers -3: must not be negative"},
 		{"db max conns", []string{"--db-max-conns", "-1"}, nil, "--db-max-conns -1: must be from 0 (the URL's, else 16) to 2147483647"},
 		{"db max conns beyond int32", []string{"--db-max-conns", "2147483648"}, nil, "--db-max-conns 2147483648: must be from 0"},
 		{"db connect timeout", []string{"--db-connect-timeout", "-1s"}, nil, "--db-connect-timeout -1s: must not be negative (0: the URL's, else 5s)"},
@@ -141,7 +148,7 @@ func TestConfigRefuses(t *testing.T) {
 		{"help before a stray argument", []string{"extra", "--help"}, nil, ""},
 		{"every refusal at once, in flag order", []string{"--log-format", "xml", "--log-level", "loud", "--max-body-bytes", "0",
 			"--body-budget-bytes", "-1", "--body-budget-wait", "0s", "--max-connections", "-1", "--idle-timeout", "0s",
-			"--db-max-conns", "-1", "--db-connect-timeout", "-1s", "--idempotency-retention", "1m", "--shutdown-timeout", "0s",
+			"--feed-max-subscribers", "-1", "--db-max-conns", "-1", "--db-connect-timeout", "-1s", "--idempotency-retention", "1m", "--shutdown-timeout", "0s",
 			"--metrics-refresh-interval", "0s", "--dev", "--dev-cloud", ""}, nil,
 			`usage: --log-format "xml": must be text or json` + "\n" +
 				`--log-level "loud": must be debug, info, warn or error` + "\n" +
@@ -150,6 +157,7 @@ func TestConfigRefuses(t *testing.T) {
 				"--body-budget-wait 0s: must be positive\n" +
 				"--max-connections -1: must not be negative (0 derives it from the descriptor limit)\n" +
 				"--idle-timeout 0s: must be positive\n" +
+				"--feed-max-subscribers -1: must not be negative (0: 2048)\n" +
 				"--db-max-conns -1: must be from 0 (the URL's, else 16) to 2147483647\n" +
 				"--db-connect-timeout -1s: must not be negative (0: the URL's, else 5s)\n" +
 				"--idempotency-retention 1m0s: must be at least 1h0m0s, longer than any client's retries (0 keeps every key)\n" +
@@ -336,5 +344,37 @@ func TestOpenDatabaseRefusedSaysSo(t *testing.T) {
 	}
 	if strings.Contains(msg, "unreachable, no answer within") {
 		t.Errorf("error %q claims no answer for a refused connection", msg)
+	}
+}
+
+// --feed-max-subscribers reaches the server: with 1, a second subscriber
+// is answered 503 busy while the first streams.
+func TestFeedMaxSubscribersFlag(t *testing.T) {
+	base := serveInProcess(t, "--feed-max-subscribers", "1")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	subscribe := func() *http.Response {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/api/v1/events/feed", nil)
+		req.Header.Set("Authorization", "Bearer "+tokAdmin)
+		req.Header.Set("Accept", "text/event-stream")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	first := subscribe()
+	defer first.Body.Close()
+	if first.StatusCode != 200 {
+		t.Fatalf("first subscriber: %d, want 200", first.StatusCode)
+	}
+	second := subscribe()
+	defer second.Body.Close()
+	if second.StatusCode != 503 || second.Header.Get("Retry-After") == "" {
+		t.Fatalf("second subscriber: %d Retry-After %q, want 503 with Retry-After", second.StatusCode, second.Header.Get("Retry-After"))
+	}
+	if b, _ := io.ReadAll(second.Body); !strings.Contains(string(b), `"code":"busy"`) {
+		t.Errorf("second subscriber's answer %s, want code busy", b)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,13 +27,16 @@ const MaxBatch = 1000
 
 // ClientOptions configures a [Client].
 type ClientOptions struct {
-	// Token is the bearer token of an ingest credential. Required.
+	// Token is the bearer token of the credential: an ingest one for
+	// [Client.Send] and [Client.SendRaw], one with role read or admin for
+	// [Client.Feed] and [Client.Follow]. Required.
 	Token string
 	// HTTPClient sends the requests; nil means a client with a 30 s
 	// timeout per attempt.
 	HTTPClient *http.Client
-	// MaxAttempts bounds the attempts of one request, the first included;
-	// 0 means 5. It must not be negative.
+	// MaxAttempts bounds the attempts of one request of a send, the first
+	// included; 0 means 5. It must not be negative. [Client.Follow]
+	// retries for ever.
 	MaxAttempts int
 	// Backoff is the wait before the first retry of a request; it doubles
 	// after each, up to 30 s, each wait jittered to between half and all of
@@ -51,7 +56,8 @@ type ClientOptions struct {
 }
 
 // Client sends canonical events to a tally server's POST /api/v1/events
-// (canonical-event.md, Delivery). It is safe for concurrent use.
+// (canonical-event.md, Delivery), and reads its lifecycle feed
+// ([Client.Feed], [Client.Follow]). It is safe for concurrent use.
 //
 // [Client.Send] validates every item locally first; an invalid item is
 // never sent (see [StatusInvalid]). The valid ones go in requests of at most
@@ -168,16 +174,22 @@ func (r Result) Count(s ItemStatus) int {
 	return n
 }
 
-// StatusError is a request the server refused as a whole or kept failing:
-// its status code and the answer's body (RFC 9457 problem details for
-// tally's own answers), at most 64 KiB of it.
+// StatusError is a request the server refused as a whole or kept failing
+// (of a send or a read of the feed): its status code and the answer's body
+// (RFC 9457 problem details for tally's own answers), at most 64 KiB of it.
 type StatusError struct {
 	StatusCode int
 	Body       []byte
+	// request names the request in the message; "" is POST /api/v1/events.
+	request string
 }
 
 func (e *StatusError) Error() string {
-	return fmt.Sprintf("ingesthttp: POST /api/v1/events answered %d %s: %s", e.StatusCode, http.StatusText(e.StatusCode), bytes.TrimSpace(e.Body))
+	r := e.request
+	if r == "" {
+		r = "POST /api/v1/events"
+	}
+	return fmt.Sprintf("ingesthttp: %s answered %d %s: %s", r, e.StatusCode, http.StatusText(e.StatusCode), bytes.TrimSpace(e.Body))
 }
 
 // Send validates each event with [event.Validate] and sends the valid ones
@@ -443,4 +455,115 @@ func (c *Client) attempt(ctx context.Context, body []byte, encoding string) (ing
 		return ingest.Result{}, -1, fmt.Errorf("ingesthttp: decode the answer: %w", err)
 	}
 	return ans, 0, nil
+}
+
+// feedValues are q's query parameters for GET /api/v1/events/feed.
+func feedValues(q ingest.FeedQuery) url.Values {
+	v := url.Values{}
+	set := func(name, s string) {
+		if s != "" {
+			v.Set(name, s)
+		}
+	}
+	set("after", q.After)
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.Wait > 0 {
+		v.Set("wait", strconv.Itoa(int(q.Wait/time.Second)))
+	}
+	set("cloud", q.Cloud)
+	set("platform", q.Platform)
+	set("resource_type", q.ResourceType)
+	set("project_id", q.ProjectID)
+	set("event_type", q.EventType)
+	return v
+}
+
+// Feed reads one page of the lifecycle feed (GET /api/v1/events/feed;
+// docs/http-api.md, Change feeds) with the client's token: the events after
+// q.After ("" the beginning, "now" the head) that q's filters select,
+// waiting up to q.Wait (whole seconds, at most 30) for one. Keep q.Wait
+// below the HTTP client's timeout. A refusal is a [*StatusError] (a bad
+// cursor is 400 naming /after); a transport error is returned as it is.
+// Feed makes one attempt; [Client.Follow] retries.
+func (c *Client) Feed(ctx context.Context, q ingest.FeedQuery) (ingest.FeedPage, error) {
+	p, _, err := c.feed(ctx, q)
+	return p, err
+}
+
+// feed makes one read; retryAfter is negative when the error must not be
+// retried, else the least wait the server asked for.
+func (c *Client) feed(ctx context.Context, q ingest.FeedQuery) (ingest.FeedPage, time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/feed?"+feedValues(q).Encode(), nil)
+	if err != nil {
+		return ingest.FeedPage{}, -1, fmt.Errorf("ingesthttp: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.opts.Token)
+	res, err := c.opts.HTTPClient.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ingest.FeedPage{}, -1, fmt.Errorf("ingesthttp: %w", err)
+		}
+		return ingest.FeedPage{}, 0, fmt.Errorf("ingesthttp: %w", err)
+	}
+	defer res.Body.Close()
+	if s := res.StatusCode; s != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+		after := time.Duration(-1)
+		if retry.Status(s) {
+			after = retry.After(res.Header, time.Now())
+		}
+		return ingest.FeedPage{}, after, &StatusError{StatusCode: s, Body: b, request: "GET /api/v1/events/feed"}
+	}
+	var p ingest.FeedPage
+	if err := json.UnmarshalRead(res.Body, &p); err != nil {
+		return ingest.FeedPage{}, 0, fmt.Errorf("ingesthttp: read the feed: %w", err)
+	}
+	return p, 0, nil
+}
+
+// DefaultFollowWait is the wait of each read of [Client.Follow] when its
+// query names none: below the 30 s timeout of the default HTTP client, so
+// that an idle long poll is answered before the client gives up on it.
+const DefaultFollowWait = 20 * time.Second
+
+// Follow reads the lifecycle feed from q.After ("" the beginning, "now"
+// the head) until ctx ends or fn returns an error, calling fn with every
+// item in order: each read long-polls (q.Wait, default
+// [DefaultFollowWait]) and resumes from the last cursor it got (the last
+// item's Position, then the page's NextCursor), so no item is given twice
+// or skipped. Transport errors and the answers 408, 429 and 5xx are
+// retried for ever, with the client's backoff (doubling up to 30 s,
+// jittered; Retry-After honoured), reset by each answer read. It returns
+// fn's error, ctx's error, or a [*StatusError] for any other answer (a
+// 4xx: a bad cursor, a refused credential).
+func (c *Client) Follow(ctx context.Context, q ingest.FeedQuery, fn func(ingest.FeedItem) error) error {
+	if q.Wait == 0 {
+		q.Wait = DefaultFollowWait
+	}
+	b := retry.NewBackoff(c.opts.Backoff)
+	for {
+		p, retryAfter, err := c.feed(ctx, q)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if retryAfter < 0 {
+				return err
+			}
+			if err := retry.Sleep(ctx, b.Next(retryAfter)); err != nil {
+				return err
+			}
+			continue
+		}
+		b = retry.NewBackoff(c.opts.Backoff)
+		for _, it := range p.Items {
+			if err := fn(it); err != nil {
+				return err
+			}
+			q.After = it.Position
+		}
+		q.After = p.NextCursor
+	}
 }

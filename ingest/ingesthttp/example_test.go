@@ -123,3 +123,63 @@ func ExampleClient() {
 	// 2 rejected "e2": scope: /cloud: scope: cloud "os-other" is outside this credential's openstack/os-demo
 	// 3 invalid "": schema: : type: the item must be a JSON object, not an array
 }
+
+// Follow the lifecycle feed through the Go client: every stored event once,
+// in feed order, each read long-polling and resuming from the last cursor,
+// retried with backoff when the server is unavailable. Keep the last
+// Position to resume after a restart.
+func ExampleClient_Follow() {
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		panic(err)
+	}
+	svc, err := ingest.New(db.Ingest(), ingest.Options{})
+	if err != nil {
+		panic(err)
+	}
+	proj, err := projection.New(db.Projection(), svc)
+	if err != nil {
+		panic(err)
+	}
+	h, err := ingesthttp.New(svc, proj, ingesthttp.Options{
+		CallerFrom: func(r *http.Request) (ingest.Caller, bool) {
+			return ingest.Caller{Credential: "collector", Platform: "openstack", Cloud: "os-demo"}, r.Header.Get("Authorization") == "Bearer s3cret"
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	route.Mount(mux, h.Routes(), func(rt route.Route) http.Handler { return rt.Handler })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	c, err := ingesthttp.NewClient(srv.URL, ingesthttp.ClientOptions{Token: "s3cret"})
+	if err != nil {
+		panic(err)
+	}
+	vol := func(id, state string) []byte {
+		return []byte(`{"event_id":"` + id + `","timestamp":"2026-03-01T12:00:0` + id[1:] + `Z","event_type":"volume.update","platform":"openstack","cloud":"os-demo",` +
+			`"resource_type":"volume","resource_id":"vol-1","project_id":"p1","payload":{"state":"` + state + `","size":{"size_gb":10,"type":"ssd"}}}`)
+	}
+	if _, err := c.SendRaw(context.Background(), [][]byte{vol("e1", "available"), vol("e3", "in-use"), vol("e2", "creating")}); err != nil {
+		panic(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	seen := 0
+	err = c.Follow(ctx, ingest.FeedQuery{FeedFilter: ingest.FeedFilter{ResourceType: "volume"}}, func(it ingest.FeedItem) error {
+		fmt.Println(it.Event.EventID, it.Event.Payload.State, "late:", it.Late)
+		if seen++; seen == 3 {
+			cancel() // a real follower runs until it is stopped
+		}
+		return nil
+	})
+	fmt.Println(err)
+	// Output:
+	// e1 available late: false
+	// e3 in-use late: false
+	// e2 creating late: true
+	// context canceled
+}
