@@ -155,14 +155,9 @@ func authenticator(c config, log *slog.Logger) (auth *server.Authenticator, devT
 }
 
 // openStore opens PostgreSQL (after applying pending migrations) when a
-// database URL is given, else a new in-memory store. close releases it.
-func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store, close func(), err error) {
-	st, close, _, err = openStoreDB(ctx, c, log)
-	return st, close, err
-}
-
-// openStoreDB is openStore with the PostgreSQL database (nil in memory).
-func openStoreDB(ctx context.Context, c config, log *slog.Logger) (st server.Store, close func(), pg *pgstore.DB, err error) {
+// database URL is given, else a new in-memory store. close releases it;
+// pg is the PostgreSQL database, nil in memory.
+func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store, close func(), pg *pgstore.DB, err error) {
 	if c.DatabaseURL == "" {
 		log.Info("store: in memory; nothing survives a restart (give --database-url for PostgreSQL)")
 		db, err := memstore.New(memstore.Options{})
@@ -195,7 +190,7 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st, closeStore, pg, err := openStoreDB(ctx, c, log)
+	st, closeStore, pg, err := openStore(ctx, c, log)
 	if err != nil {
 		return err
 	}

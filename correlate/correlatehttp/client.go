@@ -257,8 +257,8 @@ func (c *Client) feed(ctx context.Context, q correlate.FeedQuery) (correlate.Fee
 // query names none.
 const DefaultFollowWait = 20 * time.Second
 
-// Follow reads the feed from the cursor after ("" the beginning, "now" the
-// head) until ctx ends or fn returns an error, calling fn with every item in
+// Follow reads the feed from the cursor q.After ("" the beginning, "now"
+// the head) until ctx ends or fn returns an error, calling fn with every item in
 // order: each read long-polls (q.Wait, default [DefaultFollowWait]) and
 // resumes from the last cursor it got, so no item is given twice or
 // skipped. Transport errors and the answers 408, 429 and 5xx are retried
@@ -266,7 +266,8 @@ const DefaultFollowWait = 20 * time.Second
 // Retry-After honoured), reset by each answer read. It returns fn's error,
 // ctx's error, or a [*StatusError] for any other answer (a 4xx: a bad
 // cursor, a refused credential).
-func (c *Client) Follow(ctx context.Context, after string, q correlate.FeedQuery, fn func(correlate.FeedItem) error) error {
+func (c *Client) Follow(ctx context.Context, q correlate.FeedQuery, fn func(correlate.FeedItem) error) error {
+	after := q.After
 	if q.Wait == 0 {
 		q.Wait = DefaultFollowWait
 	}
@@ -291,7 +292,6 @@ func (c *Client) Follow(ctx context.Context, after string, q correlate.FeedQuery
 			if err := fn(it); err != nil {
 				return err
 			}
-			after = it.Position
 		}
 		after = p.NextCursor
 	}

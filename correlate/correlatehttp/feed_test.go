@@ -70,7 +70,7 @@ func TestClientFollow(t *testing.T) {
 	create(`{"category":"c","action":"a","correlationKey":"ck"}`)
 	var got []string
 	var positions []string
-	err = c.Follow(ctx, "", correlate.FeedQuery{Wait: 5 * time.Second}, func(it correlate.FeedItem) error {
+	err = c.Follow(ctx, correlate.FeedQuery{Wait: 5 * time.Second}, func(it correlate.FeedItem) error {
 		got = append(got, string(it.Kind)+" "+it.Event.ID)
 		positions = append(positions, it.Position)
 		if len(got) == 2 {
@@ -100,7 +100,7 @@ func TestClientFollow(t *testing.T) {
 	}
 	// A tampered cursor is a 400, returned at once.
 	var se *correlatehttp.StatusError
-	err = c.Follow(ctx, positions[0]+"x", correlate.FeedQuery{}, func(correlate.FeedItem) error { return nil })
+	err = c.Follow(ctx, correlate.FeedQuery{After: positions[0] + "x"}, func(correlate.FeedItem) error { return nil })
 	if !errors.As(err, &se) || se.StatusCode != 400 {
 		t.Errorf("Follow from a tampered cursor: %v, want a 400 StatusError", err)
 	}

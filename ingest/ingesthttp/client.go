@@ -562,7 +562,6 @@ func (c *Client) Follow(ctx context.Context, q ingest.FeedQuery, fn func(ingest.
 			if err := fn(it); err != nil {
 				return err
 			}
-			q.After = it.Position
 		}
 		q.After = p.NextCursor
 	}
