@@ -340,6 +340,9 @@ func checkOptions(st Store, opts Options) (Options, error) {
 	if cfg.BodyStallTimeout < 0 {
 		errs = append(errs, errors.New("server: BodyStallTimeout is negative"))
 	}
+	if cfg.FeedMaxSubscribers < 0 {
+		errs = append(errs, errors.New("server: FeedMaxSubscribers is negative"))
+	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = route.DefaultMaxBodyBytes
 	}

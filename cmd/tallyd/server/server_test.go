@@ -44,8 +44,8 @@ func newTestHandler(t *testing.T, origins ...string) *Handler {
 }
 
 func TestNewRefusesBadOptions(t *testing.T) {
-	_, err := New(Store{}, Options{MaxBodyBytes: -1})
-	for _, want := range []string{"Store.Ingest is required", "Store.Correlate is required", "Authenticator is required", "MaxBodyBytes is negative"} {
+	_, err := New(Store{}, Options{MaxBodyBytes: -1, FeedMaxSubscribers: -1})
+	for _, want := range []string{"Store.Ingest is required", "Store.Correlate is required", "Authenticator is required", "MaxBodyBytes is negative", "FeedMaxSubscribers is negative"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("New: %v; want it to say %q", err, want)
 		}
