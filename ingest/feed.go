@@ -32,6 +32,14 @@ const MaxFeedWait = 30 * time.Second
 // every other event; Kind Current orders by (TX, Seq).
 type FeedPosition = feed.Position
 
+// The kinds of a [FeedPosition] (its Kind), earliest first, for a store
+// outside this module.
+const (
+	FeedStart   = feed.Start
+	FeedLegacy  = feed.Legacy
+	FeedCurrent = feed.Current
+)
+
 // ErrFeedPosition is what a [Store]'s Feed returns (wrapped) for a position
 // it never gave: one from another database or store.
 var ErrFeedPosition = errors.New("ingest: not a position of this store's feed")
