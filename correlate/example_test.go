@@ -103,3 +103,44 @@ func ExampleDecodePayload() {
 	// /occurrenceCount type
 	// /traceId format
 }
+
+// ExampleService_Feed reads the changes of a caller's events: one item per
+// change, none for a replayed create.
+func ExampleService_Feed() {
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		panic(err)
+	}
+	svc, err := correlate.New(db.Correlate(), correlate.Options{})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	caller := correlate.Caller{Organization: "acme", User: "alice"}
+	open := correlate.Payload{Category: "connection", Action: "failed", CorrelationKey: "db-1", IdempotencyKey: "try-1"}
+	e, _, err := svc.Create(ctx, caller, open)
+	if err != nil {
+		panic(err)
+	}
+	if _, _, err := svc.Create(ctx, caller, open); err != nil { // a retry: replayed
+		panic(err)
+	}
+	open.IdempotencyKey = ""
+	if _, _, err := svc.Create(ctx, caller, open); err != nil { // a second occurrence
+		panic(err)
+	}
+	if _, err := svc.SetStatus(ctx, caller, e.ID, correlate.StatusRead); err != nil {
+		panic(err)
+	}
+	page, err := svc.Feed(ctx, caller, correlate.FeedQuery{})
+	if err != nil {
+		panic(err)
+	}
+	for _, it := range page.Items {
+		fmt.Println(it.Kind, *it.Event.OccurrenceCount, it.Event.Status)
+	}
+	// Output:
+	// created 1 unread
+	// incremented 2 unread
+	// status 2 read
+}
