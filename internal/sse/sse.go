@@ -16,9 +16,11 @@ import (
 
 // StreamOptions tune [Serve]. Zero fields take the defaults named.
 type StreamOptions struct {
-	// Buffer bounds the bytes a subscriber may leave unread before it
-	// counts as stalled and is reset (default 256 KiB; one item larger
-	// than that is still sent alone).
+	// Buffer bounds the bytes queued for a subscriber (default 256 KiB;
+	// one item larger than that is still sent alone). A full buffer waits
+	// for the client to read; one that stays full for half of
+	// WriteTimeout, the client reading none of it, makes the subscriber
+	// stalled, and it is reset.
 	Buffer int
 	// WriteTimeout bounds how long one write to the client may block
 	// (default 10s).
@@ -167,19 +169,37 @@ func newStream(w http.ResponseWriter, opts StreamOptions, cancel context.CancelC
 	return s
 }
 
-// send queues b; false when the client has failed or left more than
-// opts.Buffer bytes unread.
+// send queues b; false when the client has failed, or when the buffer
+// stayed too full for b for half of opts.WriteTimeout without the drain
+// taking any of it (the client stopped reading; half, so that the reset
+// frame is queued while the write in progress may still complete). While the drain is writing, a
+// full buffer waits for it rather than failing: one read of the feed may
+// return more than opts.Buffer at once to a client that reads all along.
 func (s *stream) send(b []byte) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var stalled *time.Timer
+	expired := false
+	for !s.failed && !s.closing && len(s.pending) > 0 && len(s.pending)+len(b) > s.opts.Buffer {
+		if expired {
+			return false
+		}
+		if stalled == nil {
+			stalled = time.AfterFunc(s.opts.WriteTimeout/2, func() {
+				s.mu.Lock()
+				expired = true
+				s.wake.Broadcast()
+				s.mu.Unlock()
+			})
+			defer stalled.Stop()
+		}
+		s.wake.Wait()
+	}
 	if s.failed || s.closing {
 		return false
 	}
-	if len(s.pending) > 0 && len(s.pending)+len(b) > s.opts.Buffer {
-		return false
-	}
 	s.pending = append(s.pending, b...)
-	s.wake.Signal()
+	s.wake.Broadcast()
 	return true
 }
 
@@ -188,7 +208,7 @@ func (s *stream) reset(last string) End {
 	s.mu.Lock()
 	if !s.failed {
 		s.pending = append(s.pending, "event: reset\ndata: {\"position\":"+strconv.Quote(last)+"}\n\n"...)
-		s.wake.Signal()
+		s.wake.Broadcast()
 	}
 	s.mu.Unlock()
 	s.cancel(ErrStalled)
@@ -200,7 +220,7 @@ func (s *stream) reset(last string) End {
 func (s *stream) close() {
 	s.mu.Lock()
 	s.closing = true
-	s.wake.Signal()
+	s.wake.Broadcast()
 	s.mu.Unlock()
 	<-s.done
 }
@@ -219,6 +239,7 @@ func (s *stream) drain() {
 		}
 		buf := s.pending
 		s.pending = spare[:0]
+		s.wake.Broadcast() // a send waiting for room
 		s.mu.Unlock()
 		_ = s.rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
 		_, err := s.w.Write(buf)
@@ -228,6 +249,7 @@ func (s *stream) drain() {
 		if err != nil {
 			s.mu.Lock()
 			s.failed = true
+			s.wake.Broadcast()
 			s.mu.Unlock()
 			s.cancel(err)
 			return
