@@ -134,6 +134,11 @@ func (b *bench) subscribe(ctx context.Context, n int) (*feedSubscribers, error) 
 	tr.MaxIdleConnsPerHost, tr.Proxy = n, nil
 	c := &http.Client{Transport: tr} // a stream lasts the run: no timeout
 	open := make(chan error, n)
+	// At most 8 connect at once: 100 at once each read the store's head
+	// for after=now, and on PostgreSQL took tallyd's pool past its acquire
+	// timeout (503); this phase measures the writers beside attached
+	// subscribers, not a connection storm.
+	connecting := make(chan struct{}, 8)
 	for i := range n {
 		fs.wg.Go(func() {
 			req, err := http.NewRequestWithContext(ctx, "GET", b.srv.URL+"/api/v1/events/feed?after=now", nil)
@@ -141,9 +146,11 @@ func (b *bench) subscribe(ctx context.Context, n int) (*feedSubscribers, error) 
 				open <- err
 				return
 			}
+			connecting <- struct{}{}
 			req.Header.Set("Authorization", "Bearer "+b.creds.Read)
 			req.Header.Set("Accept", "text/event-stream")
 			resp, err := c.Do(req)
+			<-connecting
 			if err != nil {
 				open <- err
 				return
