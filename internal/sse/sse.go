@@ -262,6 +262,12 @@ func (s *stream) drain() {
 			s.cancel(err)
 			return
 		}
-		spare = buf
+		// Keep a small buffer for the next round; a large one (a burst)
+		// goes back to the collector rather than staying with an idle
+		// subscriber.
+		spare = nil
+		if cap(buf) <= 32<<10 {
+			spare = buf
+		}
 	}
 }

@@ -14,9 +14,13 @@
 //  3. the all-duplicates path: the same events again;
 //  4. the HTTP path: tallyd (started from --tallyd, or --url), 2 clients
 //     posting 1000-item bodies;
-//  5. the correlation ceiling: the product's createEvent statements as bare
+//  5. the feed phase: the HTTP path again, --feed-runs times without
+//     subscribers and as often with --feed-subscribers Server-Sent Events
+//     subscribers on GET /api/v1/events/feed, alternating, each run new
+//     events; the ratio of the medians;
+//  6. the correlation ceiling: the product's createEvent statements as bare
 //     SQL through pgx on 64 connections;
-//  6. correlation over HTTP: 64 producers.
+//  7. correlation over HTTP: 64 producers.
 //
 // The OpenStack workload: five resource types with sizes valid for the
 // seeded schemas (instance flavors and volume types sent as ids that size
@@ -78,6 +82,9 @@ type options struct {
 	printCreds   bool
 	cpuProfile   string
 	serverPool   int
+	feedRuns     int
+	feedSubs     int
+	feedEvents   int
 }
 
 const (
@@ -110,6 +117,9 @@ func run(args []string) int {
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress line on stderr")
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "the whole run stops after this")
 	fs.IntVar(&o.serverPool, "server-pool", 0, "pool_max_conns of the database URL the bench gives tallyd (0: tallyd's default)")
+	fs.IntVar(&o.feedRuns, "feed-runs", 3, "runs of the feed phase with and without subscribers each, alternating (0: no feed phase)")
+	fs.IntVar(&o.feedSubs, "feed-subscribers", 100, "SSE subscribers of GET /api/v1/events/feed attached during the feed phase's runs with subscribers")
+	fs.IntVar(&o.feedEvents, "feed-events", 0, "distinct valid events per run of the feed phase (0: a quarter of --events)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the library phase (the Go side of ingestion, in this process) to this file")
 	fs.BoolVar(&o.printCreds, "print-credentials", false, "print the credentials file a tallyd for --url needs, and exit")
 	if err := fs.Parse(args); err != nil {
@@ -183,6 +193,15 @@ func (o *options) validate() error {
 	}
 	if o.creates < 1 || o.creates > maxCreates {
 		errs = append(errs, fmt.Errorf("--creates: 1..%d", maxCreates))
+	}
+	if o.feedRuns < 0 || o.feedRuns > 20 {
+		errs = append(errs, errors.New("--feed-runs: 0..20"))
+	}
+	if o.feedSubs < 1 || o.feedSubs > 1000 {
+		errs = append(errs, errors.New("--feed-subscribers: 1..1000"))
+	}
+	if o.feedEvents < 0 || o.feedEvents > maxEvents {
+		errs = append(errs, fmt.Errorf("--feed-events: 0..%d", maxEvents))
 	}
 	if o.batch < 1 || o.batch > 1000 {
 		errs = append(errs, errors.New("--batch: 1..1000"))
@@ -276,6 +295,19 @@ func (b *bench) run(ctx context.Context) error {
 		return fmt.Errorf("HTTP: %w", err)
 	}
 	add(web)
+	if b.opt.feedRuns > 0 {
+		n := b.opt.feedEvents
+		if n == 0 {
+			n = max(b.opt.events/4, 1)
+		}
+		without, with, err := b.phaseFeed(ctx, b.opt.feedRuns, b.opt.feedSubs, n)
+		if err != nil {
+			return fmt.Errorf("feed: %w", err)
+		}
+		add(without)
+		add(with)
+		b.rep.Ratios = append(b.rep.Ratios, ratio{fmt.Sprintf("HTTP with %d feed subscribers / without (medians)", b.opt.feedSubs), with.Rate / without.Rate, "target ≥ 0.95"})
+	}
 	ops := corrOps(b.cc)
 	if b.pg != nil {
 		if corrSQL, err = b.phaseCorrSQL(ctx, ops); err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -468,16 +467,8 @@ func mib(n int64) float64 { return float64(n) / (1 << 20) }
 // phaseHTTP: 2 clients posting the batches as JSON arrays to tallyd.
 func (b *bench) phaseHTTP(ctx context.Context) (*phaseResult, error) {
 	p := &phaseResult{Name: "HTTP (tallyd, 2 clients)", Unit: "events/s"}
-	rs := renderBatches(b.w.Batches)
-	bodies := make([][]byte, len(rs))
-	for i, r := range rs {
-		bodies[i] = append(append([]byte{'['}, bytes.Join(r.Items, []byte{','})...), ']')
-	}
-	rs = nil
-	c := newClient(2)
+	bodies := bodiesOf(b.w.Batches)
 	var t tally
-	work := make(chan int)
-	var wg sync.WaitGroup
 	total := itemCount(b.w.Batches)
 	b.prog.begin(p.Name, total)
 	stop, done := make(chan struct{}), make(chan struct{})
@@ -485,30 +476,7 @@ func (b *bench) phaseHTTP(ctx context.Context) (*phaseResult, error) {
 	b.checkpoint(ctx)
 	cpu0 := b.snapshot(ctx, false)
 	start := time.Now()
-	for range 2 {
-		wg.Go(func() {
-			for i := range work {
-				bt := b.w.Batches[i]
-				s := time.Now()
-				a, err := postBatch(ctx, c, b.srv.URL, b.creds.Ingest[bt.Cloud], bodies[i])
-				d := time.Since(s)
-				var rej []int
-				for _, r := range a.Rejected {
-					rej = append(rej, r.Index)
-				}
-				t.add(bt, a.Accepted, a.Duplicates, rej, d, err)
-				b.prog.add(len(bt.Items))
-			}
-		})
-	}
-	for i := range b.w.Batches {
-		select {
-		case work <- i:
-		case <-ctx.Done():
-		}
-	}
-	close(work)
-	wg.Wait()
+	b.postBodies(ctx, b.w.Batches, bodies, &t)
 	timed(p, b.w.Valid, start)
 	cpuPer(p, cpu0, b.snapshot(ctx, false), b.w.Valid)
 	close(stop)

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// phaseFeed: "Writers are not slowed: ingest throughput with the feed on
+// and 100 subscribers attached is ≥ 0.95 × without." The HTTP ingest path
+// (2 clients, 1000-item bodies, on the server of the HTTP phase) runs
+// 2×runs times, alternating: without subscribers, then with subs
+// Server-Sent Events subscribers on GET /api/v1/events/feed (after=now,
+// every event), and so on. Each run sends a workload of its own (a seed of
+// its own, the run's clouds), so every run stores new events. It returns
+// the two medians; each run's answers are checked, and every subscriber
+// must have received every event stored while it was attached, never a
+// reset.
+func (b *bench) phaseFeed(ctx context.Context, runs, subs, events int) (without, with *phaseResult, err error) {
+	without = &phaseResult{Name: "HTTP, no feed subscriber (median)", Unit: "events/s"}
+	with = &phaseResult{Name: fmt.Sprintf("HTTP, %d SSE subscribers (median)", subs), Unit: "events/s"}
+	var rates [2][]float64
+	var lats [2][]time.Duration
+	for i := range 2 * runs {
+		p := without
+		if i%2 == 1 {
+			p = with
+		}
+		w := generate(genConfig{Seed: b.opt.seed + 1000 + uint64(i), Prefix: fmt.Sprintf("bench%d", b.opt.seed),
+			Clouds: len(b.w.Clouds), Events: events, BatchSize: b.opt.batch,
+			LateShare: b.opt.lateShare, DupShare: b.opt.dupShare, InvalidShare: b.opt.invalidShare})
+		bodies := bodiesOf(w.Batches)
+		var fs *feedSubscribers
+		if p == with {
+			if fs, err = b.subscribe(ctx, subs); err != nil {
+				return nil, nil, err
+			}
+		}
+		b.prog.begin(fmt.Sprintf("%s, run %d", p.Name, i/2+1), itemCount(w.Batches))
+		var t tally
+		start := time.Now()
+		b.postBodies(ctx, w.Batches, bodies, &t)
+		secs := time.Since(start).Seconds()
+		b.prog.end()
+		var run phaseResult
+		t.finish(&run, w.Valid, w.Dups)
+		p.Problems = append(p.Problems, run.Problems...)
+		k := i % 2
+		rates[k] = append(rates[k], float64(w.Valid)/secs)
+		lats[k] = append(lats[k], t.lat...)
+		p.Count += w.Valid
+		p.Seconds += secs
+		if fs != nil {
+			p.Problems = append(p.Problems, fs.finish(ctx, t.accepted)...)
+		}
+	}
+	for k, p := range []*phaseResult{without, with} {
+		p.Rate = median(rates[k])
+		p.P50Ms, p.P99Ms = percentiles(lats[k])
+		p.Checks = append(p.Checks, fmt.Sprintf("%d runs (events/s %s), every answer as sent", runs, rateList(rates[k])))
+	}
+	if len(with.Problems) == 0 {
+		with.Checks = append(with.Checks, fmt.Sprintf("each of %d subscribers received every event stored while attached, no reset", subs))
+	}
+	return without, with, nil
+}
+
+// postBodies posts bodies (those of bs) with 2 clients and sums the
+// answers in t.
+func (b *bench) postBodies(ctx context.Context, bs []batch, bodies [][]byte, t *tally) {
+	c := newClient(2)
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for i := range work {
+				bt := bs[i]
+				s := time.Now()
+				a, err := postBatch(ctx, c, b.srv.URL, b.creds.Ingest[bt.Cloud], bodies[i])
+				d := time.Since(s)
+				var rej []int
+				for _, r := range a.Rejected {
+					rej = append(rej, r.Index)
+				}
+				t.add(bt, a.Accepted, a.Duplicates, rej, d, err)
+				b.prog.add(len(bt.Items))
+			}
+		})
+	}
+	for i := range bs {
+		select {
+		case work <- i:
+		case <-ctx.Done():
+		}
+	}
+	close(work)
+	wg.Wait()
+}
+
+// bodiesOf renders bs as the bodies of POST /api/v1/events, JSON arrays.
+func bodiesOf(bs []batch) [][]byte {
+	bodies := make([][]byte, len(bs))
+	for i, r := range renderBatches(bs) {
+		bodies[i] = append(append([]byte{'['}, bytes.Join(r.Items, []byte{','})...), ']')
+	}
+	return bodies
+}
+
+// feedSubscribers are SSE subscribers of the lifecycle feed, each counting
+// the events it received.
+type feedSubscribers struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	counts []atomic.Int64
+	ended  []atomic.Bool // reset, an error frame, or the stream broke
+	resets atomic.Int64
+	mu     sync.Mutex
+	errs   []string
+}
+
+// subscribe attaches n subscribers to GET /api/v1/events/feed?after=now
+// and returns once every one has its stream open.
+func (b *bench) subscribe(ctx context.Context, n int) (*feedSubscribers, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	fs := &feedSubscribers{cancel: cancel, counts: make([]atomic.Int64, n), ended: make([]atomic.Bool, n)}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost, tr.Proxy = n, nil
+	c := &http.Client{Transport: tr} // a stream lasts the run: no timeout
+	open := make(chan error, n)
+	// At most 8 connect at once: 100 at once each read the store's head
+	// for after=now, and on PostgreSQL took tallyd's pool past its acquire
+	// timeout (503); this phase measures the writers beside attached
+	// subscribers, not a connection storm.
+	connecting := make(chan struct{}, 8)
+	for i := range n {
+		fs.wg.Go(func() {
+			req, err := http.NewRequestWithContext(ctx, "GET", b.srv.URL+"/api/v1/events/feed?after=now", nil)
+			if err != nil {
+				open <- err
+				return
+			}
+			connecting <- struct{}{}
+			req.Header.Set("Authorization", "Bearer "+b.creds.Read)
+			req.Header.Set("Accept", "text/event-stream")
+			resp, err := c.Do(req)
+			<-connecting
+			if err != nil {
+				open <- err
+				return
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != 200 {
+				open <- fmt.Errorf("GET /api/v1/events/feed: %d", resp.StatusCode)
+				return
+			}
+			open <- nil
+			defer fs.ended[i].Store(true)
+			sc := bufio.NewScanner(resp.Body)
+			sc.Buffer(make([]byte, 64<<10), 4<<20)
+			for sc.Scan() {
+				switch sc.Text() {
+				case "event: event":
+					fs.counts[i].Add(1)
+				case "event: reset", "event: error":
+					fs.resets.Add(1)
+					return
+				}
+			}
+			if err := sc.Err(); err != nil && ctx.Err() == nil {
+				fs.mu.Lock()
+				fs.errs = append(fs.errs, err.Error())
+				fs.mu.Unlock()
+			}
+		})
+	}
+	for range n {
+		if err := <-open; err != nil {
+			cancel()
+			fs.wg.Wait()
+			return nil, fmt.Errorf("feed subscriber: %w", err)
+		}
+	}
+	return fs, nil
+}
+
+// finish waits (up to 30 s) until every subscriber has received want
+// events or its stream ended, detaches them and returns the problems.
+func (fs *feedSubscribers) finish(ctx context.Context, want int) []string {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		done := true
+		for i := range fs.counts {
+			if fs.counts[i].Load() < int64(want) && !fs.ended[i].Load() {
+				done = false
+				break
+			}
+		}
+		if done {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fs.cancel()
+	fs.wg.Wait()
+	var out []string
+	if r := fs.resets.Load(); r > 0 {
+		out = append(out, fmt.Sprintf("%d feed subscribers were reset or got an error", r))
+	}
+	short, lo, hi := 0, int64(want), int64(want)
+	for i := range fs.counts {
+		n := fs.counts[i].Load()
+		if n != int64(want) {
+			short++
+		}
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	if short > 0 {
+		out = append(out, fmt.Sprintf("%d of %d feed subscribers did not receive exactly the %d events stored (from %d to %d)", short, len(fs.counts), want, lo, hi))
+	}
+	return append(out, fs.errs...)
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func rateList(v []float64) string {
+	var parts []string
+	for _, r := range v {
+		parts = append(parts, thousands(r))
+	}
+	return strings.Join(parts, ", ")
+}
