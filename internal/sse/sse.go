@@ -127,8 +127,10 @@ func (o StreamOptions) withDefaults() StreamOptions {
 // data line per line it holds, lines ending with LF, CRLF or CR as a
 // client reads them.
 func encodeFrame(fr Frame) []byte {
-	fr.Data = bytes.ReplaceAll(fr.Data, []byte("\r\n"), []byte("\n"))
-	fr.Data = bytes.ReplaceAll(fr.Data, []byte("\r"), []byte("\n"))
+	if bytes.IndexByte(fr.Data, '\r') >= 0 {
+		fr.Data = bytes.ReplaceAll(fr.Data, []byte("\r\n"), []byte("\n"))
+		fr.Data = bytes.ReplaceAll(fr.Data, []byte("\r"), []byte("\n"))
+	}
 	var b bytes.Buffer
 	b.Grow(len(fr.ID) + len(fr.Event) + len(fr.Data) + 24)
 	b.WriteString("id: ")
