@@ -116,8 +116,19 @@ func (h *Hub[T, F]) Notify() {
 	}
 }
 
-// Head returns the position of the last readable item.
-func (h *Hub[T, F]) Head(ctx context.Context) (Position, error) { return h.src.Head(ctx) }
+// Head returns the position of the last readable item, read from the
+// store within the bound on concurrent reads (Options.MaxReads), so that
+// many subscribers starting at once from the head never take every
+// database connection.
+func (h *Hub[T, F]) Head(ctx context.Context) (Position, error) {
+	select {
+	case h.sem <- struct{}{}:
+	case <-ctx.Done():
+		return Position{}, ctx.Err()
+	}
+	defer func() { <-h.sem }()
+	return h.src.Head(ctx)
+}
 
 // Read returns at most limit items after after that f selects. With wait
 // > 0 and nothing to return it waits until an item arrives or wait has
