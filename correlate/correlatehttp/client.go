@@ -267,32 +267,12 @@ const DefaultFollowWait = 20 * time.Second
 // ctx's error, or a [*StatusError] for any other answer (a 4xx: a bad
 // cursor, a refused credential).
 func (c *Client) Follow(ctx context.Context, q correlate.FeedQuery, fn func(correlate.FeedItem) error) error {
-	after := q.After
 	if q.Wait == 0 {
 		q.Wait = DefaultFollowWait
 	}
-	b := retry.NewBackoff(c.backoff)
-	for {
+	return retry.Follow(ctx, c.backoff, q.After, func(ctx context.Context, after string) ([]correlate.FeedItem, string, time.Duration, error) {
 		q.After = after
 		p, retryAfter, err := c.feed(ctx, q)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if retryAfter < 0 {
-				return err
-			}
-			if err := retry.Sleep(ctx, b.Next(retryAfter)); err != nil {
-				return err
-			}
-			continue
-		}
-		b = retry.NewBackoff(c.backoff)
-		for _, it := range p.Items {
-			if err := fn(it); err != nil {
-				return err
-			}
-		}
-		after = p.NextCursor
-	}
+		return p.Items, p.NextCursor, retryAfter, err
+	}, fn)
 }

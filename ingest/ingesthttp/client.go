@@ -542,27 +542,9 @@ func (c *Client) Follow(ctx context.Context, q ingest.FeedQuery, fn func(ingest.
 	if q.Wait == 0 {
 		q.Wait = DefaultFollowWait
 	}
-	b := retry.NewBackoff(c.opts.Backoff)
-	for {
+	return retry.Follow(ctx, c.opts.Backoff, q.After, func(ctx context.Context, after string) ([]ingest.FeedItem, string, time.Duration, error) {
+		q.After = after
 		p, retryAfter, err := c.feed(ctx, q)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if retryAfter < 0 {
-				return err
-			}
-			if err := retry.Sleep(ctx, b.Next(retryAfter)); err != nil {
-				return err
-			}
-			continue
-		}
-		b = retry.NewBackoff(c.opts.Backoff)
-		for _, it := range p.Items {
-			if err := fn(it); err != nil {
-				return err
-			}
-		}
-		q.After = p.NextCursor
-	}
+		return p.Items, p.NextCursor, retryAfter, err
+	}, fn)
 }

@@ -103,3 +103,37 @@ func Sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// Follow is the loop of a change feed's Follow, as both Go clients run it:
+// read the page after the cursor after, call fn with each item in order,
+// and continue from the page's next cursor, until ctx ends or fn returns
+// an error. A read whose retryAfter is negative ends it with that error (a
+// refusal); any other failed read is retried after the backoff (first
+// wait first, doubling, Retry-After honoured), which each answer resets.
+func Follow[I any](ctx context.Context, first time.Duration, after string,
+	read func(ctx context.Context, after string) (items []I, next string, retryAfter time.Duration, err error),
+	fn func(I) error) error {
+	b := NewBackoff(first)
+	for {
+		items, next, retryAfter, err := read(ctx, after)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if retryAfter < 0 {
+				return err
+			}
+			if err := Sleep(ctx, b.Next(retryAfter)); err != nil {
+				return err
+			}
+			continue
+		}
+		b = NewBackoff(first)
+		for _, it := range items {
+			if err := fn(it); err != nil {
+				return err
+			}
+		}
+		after = next
+	}
+}
