@@ -332,8 +332,8 @@ func TestFeedAttackVanishingClients(t *testing.T) {
 			t.Fatal(err)
 		}
 		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nAccept: text/event-stream\r\n\r\n", path, atkReadA)
-		buf := make([]byte, 100+i)
-		_, _ = io.ReadFull(conn, buf)
+		_ = conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		_, _ = io.ReadFull(conn, make([]byte, 100+i))
 		conn.Close()
 	}
 	deadline := time.Now().Add(15 * time.Second)
@@ -353,7 +353,7 @@ func TestFeedAttackSilentSubscribers(t *testing.T) {
 		t.Skip("2,000 connections")
 	}
 	a := newAtk(t, memStore(t), Options{})
-	a.ingest("s", 0, 50)
+	a.ingest("s", 0, 3000)
 	host := strings.TrimPrefix(a.srv.URL, "http://")
 	var conns []net.Conn
 	defer func() {
