@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -78,6 +79,28 @@ func TestFeedAttackForeignCursor(t *testing.T) {
 			p.Items, after = append(p.Items, q.Items...), q.NextCursor
 		}
 		code, _, b := c.to.do("GET", "/api/v1/events/feed?after="+url.QueryEscape(p.Items[1].Position), atkReadA, "", nil)
+		if code != 400 || !strings.Contains(string(b), `"/after"`) {
+			t.Errorf("%s: %d %.300s; want 400 naming /after", c.name, code, b)
+		}
+	}
+	// The correlated feed likewise.
+	for i := range 3 {
+		for _, a := range []*atk{mem, pg} {
+			a.do("POST", "/api/events", atkEvAU, fmt.Sprintf(`{"category":"c","action":"a","correlationKey":"f%d"}`, i), nil)
+		}
+	}
+	for _, c := range []struct {
+		name     string
+		from, to *atk
+	}{{"correlated memstore to pgstore", mem, pg}, {"correlated pgstore to memstore", pg, mem}} {
+		var p corrPage
+		for after := ""; len(p.Items) < 2; {
+			_, _, b := c.from.do("GET", "/api/events/feed?limit=2&wait=3&after="+url.QueryEscape(after), atkEvAU, "", nil)
+			var q corrPage
+			_ = json.Unmarshal(b, &q)
+			p.Items, after = append(p.Items, q.Items...), q.NextCursor
+		}
+		code, _, b := c.to.do("GET", "/api/events/feed?after="+url.QueryEscape(p.Items[1].Position), atkEvAU, "", nil)
 		if code != 400 || !strings.Contains(string(b), `"/after"`) {
 			t.Errorf("%s: %d %.300s; want 400 naming /after", c.name, code, b)
 		}
