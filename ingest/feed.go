@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -229,12 +231,24 @@ func (q FeedQuery) check(ps *page.Params) (after FeedPosition, head bool, limit 
 		head = true
 	default:
 		p, err := feed.Decode(feed.Lifecycle, q.After)
-		if err != nil {
+		if err != nil || !legacyPosition(p) {
 			*ps = append(*ps, badAfter())
 		}
 		after = p
 	}
 	return after, head, limit
+}
+
+// legacyPosition reports whether p, when Legacy, is one a stored event can
+// have: a timestamp of years 1 to 9999 and an id of UTF-8 text without NUL.
+// A cursor's checksum is no secret, so a client can forge any position; one
+// no event can have must be refused here, not sent to the store.
+func legacyPosition(p FeedPosition) bool {
+	if p.Kind != feed.Legacy {
+		return true
+	}
+	y := p.Time.Year()
+	return y >= 1 && y <= 9999 && utf8.ValidString(p.ID) && !strings.ContainsRune(p.ID, 0)
 }
 
 func badAfter() event.Problem {

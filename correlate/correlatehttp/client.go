@@ -183,7 +183,9 @@ func feedValues(q correlate.FeedQuery) url.Values {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
 	if q.Wait > 0 {
-		v.Set("wait", strconv.Itoa(int(q.Wait/time.Second)))
+		// Whole seconds, rounded up: a wait under a second must still
+		// long-poll, not read with wait=0 in a loop.
+		v.Set("wait", strconv.Itoa(int((q.Wait+time.Second-1)/time.Second)))
 	}
 	list := func(name string, vs []string) {
 		for _, s := range vs {
@@ -213,7 +215,7 @@ func stringsOf[T ~string](vs []T) []string {
 // Feed reads one page of the correlated-event feed (GET /api/events/feed)
 // with the client's token: the changes after q.After ("" the beginning,
 // "now" the head) that q's filters select, waiting up to q.Wait (whole
-// seconds, at most 30) for one. Keep q.Wait below the HTTP client's
+// seconds, a fraction rounded up; at most 30) for one. Keep q.Wait below the HTTP client's
 // timeout. A refusal is a [*StatusError] (a bad cursor is 400 naming
 // /after); a transport error is returned as it is. Feed makes one attempt;
 // [Client.Follow] retries.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/tallyhq/tally/internal/problem"
@@ -19,9 +20,15 @@ func AcceptsEventStream(r *http.Request) bool {
 	for _, v := range r.Header.Values("Accept") {
 		for part := range strings.SplitSeq(v, ",") {
 			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-			if err == nil && mt == EventStream && params["q"] != "0" && !strings.HasPrefix(params["q"], "0.0") {
-				return true
+			if err != nil || mt != EventStream {
+				continue
 			}
+			if q, ok := params["q"]; ok {
+				if f, err := strconv.ParseFloat(q, 64); err != nil || f <= 0 {
+					continue
+				}
+			}
+			return true
 		}
 	}
 	return false
@@ -38,6 +45,16 @@ const retryAfterSeconds = "5"
 // as the error for the handler's error mapping; nil otherwise (the stream
 // has been served).
 func ServeHTTP(w http.ResponseWriter, r *http.Request, subs route.Subscribers, name, last string, first []Frame, next string, read Read, opts StreamOptions) error {
+	if r.Method == http.MethodHead {
+		// A HEAD can read no stream: its writes are discarded, so a stream
+		// would never see its client leave and would hold a subscriber and
+		// the connection for ever. It gets the stream's headers alone.
+		hd := w.Header()
+		hd.Set("Content-Type", EventStream)
+		hd.Set("Cache-Control", "no-cache")
+		w.WriteHeader(http.StatusOK)
+		return nil
+	}
 	ctx := r.Context()
 	sent := func() {}
 	if subs != nil {

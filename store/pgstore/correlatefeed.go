@@ -41,6 +41,11 @@ func (s *Correlate) Feed(ctx context.Context, q correlate.FeedRead) (correlate.F
 		p, err := position(tx, seq)
 		return correlate.FeedBatch{Next: p, CaughtUp: true}, err
 	}
+	if q.After.TX == 0 && q.After.Seq != 0 {
+		// Every position of this store but the start has a transaction id:
+		// this is another store's (memstore counts without them).
+		return correlate.FeedBatch{}, fmt.Errorf("pgstore: read feed after seq %d without a transaction: %w", q.After.Seq, correlate.ErrCursor)
+	}
 	cond, args := feedWhere(q.Filter, []any{strconv.FormatUint(q.After.TX, 10), q.After.Seq, correlate.FeedScanLimit, q.Limit})
 	rows, err := s.db.QueryContext(ctx, `WITH snap AS (SELECT pg_current_snapshot() AS s),
 		scanned AS (SELECT * FROM correlated_event_changes

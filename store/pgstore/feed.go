@@ -77,6 +77,12 @@ func (s *Ingest) Feed(ctx context.Context, q ingest.FeedRead) (ingest.FeedBatch,
 		return s.feedHead(ctx)
 	}
 	after := q.After
+	if after.Kind == feed.Current && after.TX == 0 && after.Seq != 0 {
+		// Every Current position of this store has a transaction id but
+		// the one before the first transaction (seq 0): this is another
+		// store's (memstore counts without transaction ids).
+		return ingest.FeedBatch{}, fmt.Errorf("pgstore: feed position %d without a transaction: %w", after.Seq, ingest.ErrFeedPosition)
+	}
 	var out ingest.FeedBatch
 	if after.Kind < feed.Current {
 		p, err := s.readPhase(ctx, legacyPhase, after, q.FeedFilter, q.Limit)
