@@ -470,7 +470,7 @@ func feedValues(q ingest.FeedQuery) url.Values {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
 	if q.Wait > 0 {
-		v.Set("wait", strconv.Itoa(int(q.Wait/time.Second)))
+		v.Set("wait", strconv.Itoa(int((q.Wait+time.Second-1)/time.Second)))
 	}
 	set("cloud", q.Cloud)
 	set("platform", q.Platform)

@@ -83,10 +83,28 @@ func Serve(ctx context.Context, w http.ResponseWriter, last string, first []Fram
 	s := newStream(w, opts, cancel)
 	defer s.close()
 	s.send([]byte("retry: 2000\n\n"))
+	// An id-only block (no data) sets a client's last event id without an
+	// event (WHATWG HTML, "dispatch the event": the id is taken before an
+	// empty data buffer ends it), so that a client cut off before its first
+	// item, or whose filter has matched nothing yet, resumes where the
+	// stream was, not at a new "now".
+	if len(first) == 0 && next != "" && next != last {
+		s.send([]byte("id: " + next + "\n\n"))
+		last = next
+	}
 	frames, read0 := first, false
 	for {
-		if len(frames) == 0 && read0 && !s.send([]byte(": keep-alive\n\n")) {
-			return s.reset(last)
+		if len(frames) == 0 && read0 {
+			beat := ": keep-alive\n\n"
+			if next != "" && next != last {
+				beat = "id: " + next + "\n\n"
+			}
+			if !s.send([]byte(beat)) {
+				return s.reset(last)
+			}
+			if next != "" {
+				last = next
+			}
 		}
 		read0 = true
 		for _, fr := range frames {

@@ -49,7 +49,7 @@ func TestFeedAttackFollowDroppingServer(t *testing.T) {
 	defer cancel()
 	var keys []string
 	stop := errors.New("stop")
-	err = cl.Follow(ctx, "", correlate.FeedQuery{Limit: 3, Wait: time.Second}, func(it correlate.FeedItem) error {
+	err = cl.Follow(ctx, correlate.FeedQuery{Limit: 3, Wait: time.Second}, func(it correlate.FeedItem) error {
 		keys = append(keys, it.Event.CorrelationKey)
 		if len(keys) == total {
 			return stop
@@ -87,7 +87,7 @@ func TestFeedAttackFollowSubSecondWait(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_ = cl.Follow(ctx, "now", correlate.FeedQuery{Wait: 500 * time.Millisecond}, func(correlate.FeedItem) error { return nil })
+	_ = cl.Follow(ctx, correlate.FeedQuery{After: "now", Wait: 500 * time.Millisecond}, func(correlate.FeedItem) error { return nil })
 	if got := n.Load(); got > 5 {
 		t.Errorf("Follow with Wait 500ms made %d feed requests in 1 s on an idle feed; want a long poll (a few)", got)
 	}
