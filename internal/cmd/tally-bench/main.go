@@ -188,29 +188,18 @@ func (o *options) validate() error {
 	if o.store != "postgres" && o.store != "memory" {
 		errs = append(errs, fmt.Errorf("--store: postgres or memory, not %q", o.store))
 	}
-	if o.events < 1 || o.events > maxEvents {
-		errs = append(errs, fmt.Errorf("--events: 1..%d", maxEvents))
-	}
-	if o.creates < 1 || o.creates > maxCreates {
-		errs = append(errs, fmt.Errorf("--creates: 1..%d", maxCreates))
-	}
-	if o.feedRuns < 0 || o.feedRuns > 20 {
-		errs = append(errs, errors.New("--feed-runs: 0..20"))
-	}
-	if o.feedSubs < 1 || o.feedSubs > 1000 {
-		errs = append(errs, errors.New("--feed-subscribers: 1..1000"))
-	}
-	if o.feedEvents < 0 || o.feedEvents > maxEvents {
-		errs = append(errs, fmt.Errorf("--feed-events: 0..%d", maxEvents))
-	}
-	if o.batch < 1 || o.batch > 1000 {
-		errs = append(errs, errors.New("--batch: 1..1000"))
-	}
-	if o.clouds < 1 || o.clouds > 100 {
-		errs = append(errs, errors.New("--clouds: 1..100"))
-	}
-	if o.producers < 1 || o.producers > 256 {
-		errs = append(errs, errors.New("--producers: 1..256"))
+	for _, r := range []struct {
+		name        string
+		v, min, max int
+	}{
+		{"--events", o.events, 1, maxEvents}, {"--creates", o.creates, 1, maxCreates},
+		{"--feed-runs", o.feedRuns, 0, 20}, {"--feed-subscribers", o.feedSubs, 1, 1000},
+		{"--feed-events", o.feedEvents, 0, maxEvents}, {"--batch", o.batch, 1, 1000},
+		{"--clouds", o.clouds, 1, 100}, {"--producers", o.producers, 1, 256},
+	} {
+		if r.v < r.min || r.v > r.max {
+			errs = append(errs, fmt.Errorf("%s: %d..%d", r.name, r.min, r.max))
+		}
 	}
 	for _, s := range []struct {
 		name string
