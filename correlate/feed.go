@@ -104,11 +104,11 @@ func (f FeedFilter) Selects(c Change) bool {
 	return false
 }
 
-// FeedScanLimit bounds the changes one [Store].Feed read scans for a
+// MaxFeedScan bounds the changes one [Store].Feed read scans for a
 // filter: a read past that many changes the filter does not select stops
 // and says how far it got (FeedBatch.Next), so a selective reader never
 // makes one read walk the whole log.
-const FeedScanLimit = 10000
+const MaxFeedScan = 10000
 
 // FeedRead is one read of the change log ([Store].Feed).
 type FeedRead struct {

@@ -61,7 +61,7 @@ type Store interface {
 	// DeleteMany append one [Change] per event they changed, atomically
 	// with the change, holding the event after it. Feed returns at most
 	// q.Limit changes after q.After that q.Filter selects, in log order,
-	// scanning at most [FeedScanLimit] changes; with q.Limit 0 it answers
+	// scanning at most [MaxFeedScan] changes; with q.Limit 0 it answers
 	// only the head (Next: the last readable position). A change is
 	// readable only once every change before it in the order is committed,
 	// so a reader never skips one that commits late. A q.After this

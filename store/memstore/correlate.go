@@ -434,7 +434,7 @@ func (s *Correlate) Feed(ctx context.Context, q correlate.FeedRead) (correlate.F
 				return b, nil
 			}
 		}
-		if scanned++; scanned == correlate.FeedScanLimit {
+		if scanned++; scanned == correlate.MaxFeedScan {
 			b.CaughtUp = i == len(log)-1
 			return b, nil
 		}

@@ -10,7 +10,7 @@ import (
 	"github.com/tallyhq/tally/store/memstore"
 )
 
-// A filtered read scans at most correlate.FeedScanLimit changes: past that
+// A filtered read scans at most correlate.MaxFeedScan changes: past that
 // many it stops, not caught up, with Next at the last one scanned, and the
 // next read from there finds the selected change.
 func TestFeedScanIsBounded(t *testing.T) {
@@ -28,17 +28,17 @@ func TestFeedScanIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for i := range correlate.FeedScanLimit + 5 {
+	for i := range correlate.MaxFeedScan + 5 {
 		create(i, "bob")
 	}
-	create(correlate.FeedScanLimit+5, "alice")
+	create(correlate.MaxFeedScan+5, "alice")
 	alice := correlate.FeedFilter{Scope: correlate.Caller{Organization: "org-1", User: "alice"}}
 	b, err := st.Feed(ctx, correlate.FeedRead{Limit: 10, Filter: alice})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b.Changes) != 0 || b.CaughtUp || b.Next != (correlate.FeedPosition{Seq: correlate.FeedScanLimit}) {
-		t.Fatalf("first read: %d changes, caught up %v, next %+v; want none, not caught up, next at the %dth", len(b.Changes), b.CaughtUp, b.Next, correlate.FeedScanLimit)
+	if len(b.Changes) != 0 || b.CaughtUp || b.Next != (correlate.FeedPosition{Seq: correlate.MaxFeedScan}) {
+		t.Fatalf("first read: %d changes, caught up %v, next %+v; want none, not caught up, next at the %dth", len(b.Changes), b.CaughtUp, b.Next, correlate.MaxFeedScan)
 	}
 	b, err = st.Feed(ctx, correlate.FeedRead{After: b.Next, Limit: 10, Filter: alice})
 	if err != nil {

@@ -23,7 +23,7 @@ const feedHeadSQL = `SELECT tx::text, seq FROM correlated_event_changes
 
 // Feed implements [correlate.Store] in one statement, so that what it
 // scanned and what it returns come from one snapshot: at most
-// correlate.FeedScanLimit changes after q.After below the oldest running
+// correlate.MaxFeedScan changes after q.After below the oldest running
 // transaction (pg_snapshot_xmin), of which the ones q.Filter selects, up to
 // q.Limit; and a first row with the last position scanned, how many were,
 // and whether q.After's transaction is at or past pg_snapshot_xmax (a
@@ -46,7 +46,7 @@ func (s *Correlate) Feed(ctx context.Context, q correlate.FeedRead) (correlate.F
 		// this is another store's (memstore counts without them).
 		return correlate.FeedBatch{}, fmt.Errorf("pgstore: read feed after seq %d without a transaction: %w", q.After.Seq, correlate.ErrCursor)
 	}
-	cond, args := feedWhere(q.Filter, []any{strconv.FormatUint(q.After.TX, 10), q.After.Seq, correlate.FeedScanLimit, q.Limit})
+	cond, args := feedWhere(q.Filter, []any{strconv.FormatUint(q.After.TX, 10), q.After.Seq, correlate.MaxFeedScan, q.Limit})
 	rows, err := s.db.QueryContext(ctx, `WITH snap AS (SELECT pg_current_snapshot() AS s),
 		scanned AS (SELECT * FROM correlated_event_changes
 			WHERE (tx, seq) > ($1::text::xid8, $2::bigint) AND tx < (SELECT pg_snapshot_xmin(s) FROM snap)
@@ -107,7 +107,7 @@ func (s *Correlate) Feed(ctx context.Context, q correlate.FeedRead) (correlate.F
 	slices.SortFunc(b.Changes, func(x, y correlate.Change) int {
 		return cmp.Or(cmp.Compare(x.Position.TX, y.Position.TX), cmp.Compare(x.Position.Seq, y.Position.Seq))
 	})
-	b.CaughtUp = scanned < correlate.FeedScanLimit
+	b.CaughtUp = scanned < correlate.MaxFeedScan
 	if len(b.Changes) == q.Limit {
 		// Full: the next read starts after the last change returned.
 		last := b.Changes[len(b.Changes)-1].Position

@@ -93,7 +93,7 @@ func TestFeedRefusesAnotherDatabasesPosition(t *testing.T) {
 	}
 }
 
-// A filtered read scans at most correlate.FeedScanLimit changes: past that
+// A filtered read scans at most correlate.MaxFeedScan changes: past that
 // many it stops, not caught up, with Next at the last one scanned, and the
 // next read from there finds the selected change.
 func TestFeedScanIsBounded(t *testing.T) {
@@ -113,7 +113,7 @@ func TestFeedScanIsBounded(t *testing.T) {
 		severity, status, resolved, description, snapshot)
 		SELECT 'created', '00000000-0000-7000-8000-000000000001', 'org-1', CASE WHEN i > $1 THEN 'alice' ELSE 'bob' END, 'c', 'a',
 			'informational', 'unread', false, '', $2::json FROM generate_series(1, $1 + 1) i ORDER BY i`,
-		correlate.FeedScanLimit+5, snapshot); err != nil {
+		correlate.MaxFeedScan+5, snapshot); err != nil {
 		t.Fatal(err)
 	}
 	alice := correlate.FeedFilter{Scope: correlate.Caller{Organization: "org-1", User: "alice"}}
@@ -126,8 +126,8 @@ func TestFeedScanIsBounded(t *testing.T) {
 			break // readable
 		}
 	}
-	if len(b.Changes) != 0 || b.CaughtUp || b.Next.Seq != correlate.FeedScanLimit {
-		t.Fatalf("first read: %d changes, caught up %v, next %+v; want none, not caught up, next at seq %d", len(b.Changes), b.CaughtUp, b.Next, correlate.FeedScanLimit)
+	if len(b.Changes) != 0 || b.CaughtUp || b.Next.Seq != correlate.MaxFeedScan {
+		t.Fatalf("first read: %d changes, caught up %v, next %+v; want none, not caught up, next at seq %d", len(b.Changes), b.CaughtUp, b.Next, correlate.MaxFeedScan)
 	}
 	b, err = st.Feed(ctx, correlate.FeedRead{After: b.Next, Limit: 10, Filter: alice})
 	if err != nil {
