@@ -85,6 +85,9 @@ type Handler struct {
 	svc  *correlate.Service
 	opts Options
 	log  *slog.Logger
+	// frames is the encoding of the feed's recent changes, shared by its
+	// subscribers.
+	frames *sse.Cache
 }
 
 // New returns a Handler over svc. It returns an error (every problem joined)
@@ -106,7 +109,7 @@ func New(svc *correlate.Service, opts Options) (*Handler, error) {
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = route.DefaultMaxBodyBytes
 	}
-	h := &Handler{svc: svc, opts: opts, log: opts.Logger}
+	h := &Handler{svc: svc, opts: opts, log: opts.Logger, frames: sse.NewCache(0, 0)}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}

@@ -96,7 +96,7 @@ func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	frames, err := changeFrames(p)
+	frames, err := h.changeFrames(p)
 	if err != nil {
 		return err
 	}
@@ -107,22 +107,24 @@ func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return nil, after, err
 		}
-		frames, err := changeFrames(p)
+		frames, err := h.changeFrames(p)
 		return frames, p.NextCursor, err
 	}
 	return sse.ServeHTTP(w, r, h.opts.Subscribers, "correlated", q.After, frames, p.NextCursor, read, h.opts.Stream)
 }
 
 // changeFrames are the SSE frames of a feed page: each change named by its
-// kind, its data the event as getEvents returns it.
-func changeFrames(p correlate.FeedPage) ([]sse.Frame, error) {
+// kind, its data the event as getEvents returns it, encoded once for every
+// subscriber (a change's position names one change, whose snapshot never
+// changes).
+func (h *Handler) changeFrames(p correlate.FeedPage) ([]sse.Frame, error) {
 	frames := make([]sse.Frame, len(p.Items))
 	for i, it := range p.Items {
-		b, err := problem.Marshal(it.Event)
+		fr, err := h.frames.Frame(it.Position, string(it.Kind), func() ([]byte, error) { return problem.Marshal(it.Event) })
 		if err != nil {
 			return nil, err
 		}
-		frames[i] = sse.Frame{ID: it.Position, Event: string(it.Kind), Data: b}
+		frames[i] = fr
 	}
 	return frames, nil
 }

@@ -74,6 +74,9 @@ type Handler struct {
 	proj *projection.Service
 	opts Options
 	log  *slog.Logger
+	// frames is the encoding of the feed's recent items, shared by its
+	// subscribers.
+	frames *sse.Cache
 }
 
 // New returns a Handler over svc and proj, the projection service over
@@ -100,7 +103,7 @@ func New(svc *ingest.Service, proj *projection.Service, opts Options) (*Handler,
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = route.DefaultMaxBodyBytes
 	}
-	h := &Handler{svc: svc, proj: proj, opts: opts, log: opts.Logger}
+	h := &Handler{svc: svc, proj: proj, opts: opts, log: opts.Logger, frames: sse.NewCache(0, 0)}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -468,7 +471,7 @@ func (h *Handler) followEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	frames, err := feedFrames(p)
+	frames, err := h.feedFrames(p)
 	if err != nil {
 		return err
 	}
@@ -479,21 +482,22 @@ func (h *Handler) followEvents(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return nil, after, err
 		}
-		frames, err := feedFrames(p)
+		frames, err := h.feedFrames(p)
 		return frames, p.NextCursor, err
 	}
 	return sse.ServeHTTP(w, r, h.opts.Subscribers, "lifecycle", fq.After, frames, p.NextCursor, read, h.opts.Stream)
 }
 
-// feedFrames are the SSE frames of a feed page.
-func feedFrames(p ingest.FeedPage) ([]sse.Frame, error) {
+// feedFrames are the SSE frames of a feed page, each encoded once for
+// every subscriber (an item's position names one stored event).
+func (h *Handler) feedFrames(p ingest.FeedPage) ([]sse.Frame, error) {
 	frames := make([]sse.Frame, len(p.Items))
 	for i, it := range p.Items {
-		b, err := it.MarshalJSON()
+		fr, err := h.frames.Frame(it.Position, "event", it.MarshalJSON)
 		if err != nil {
 			return nil, err
 		}
-		frames[i] = sse.Frame{ID: it.Position, Event: "event", Data: b}
+		frames[i] = fr
 	}
 	return frames, nil
 }

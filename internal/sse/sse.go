@@ -30,10 +30,20 @@ type StreamOptions struct {
 }
 
 // Frame is one item of a stream: its cursor (the SSE id), its kind (the
-// SSE event) and its data, compact JSON.
+// SSE event) and its data, compact JSON. A Frame from [Cache.Frame] also
+// holds its encoding, shared by every stream that sends it.
 type Frame struct {
 	ID, Event string
 	Data      []byte
+	wire      []byte // the encoded frame, when a Cache made it
+}
+
+// encoded returns fr in the event-stream format.
+func (fr Frame) encoded() []byte {
+	if fr.wire != nil {
+		return fr.wire
+	}
+	return encodeFrame(fr)
 }
 
 // End is how a stream served by [Serve] ended.
@@ -108,7 +118,7 @@ func Serve(ctx context.Context, w http.ResponseWriter, last string, first []Fram
 		}
 		read0 = true
 		for _, fr := range frames {
-			if !s.send(encodeFrame(fr)) {
+			if !s.send(fr.encoded()) {
 				return s.reset(last)
 			}
 			last = fr.ID
@@ -175,7 +185,8 @@ type stream struct {
 
 	mu      sync.Mutex
 	wake    *sync.Cond
-	pending []byte
+	pending [][]byte // queued writes, shared with other streams: never modified
+	queued  int      // bytes in pending
 	closing bool
 	failed  bool
 	done    chan struct{}
@@ -189,10 +200,10 @@ func newStream(w http.ResponseWriter, opts StreamOptions, cancel context.CancelC
 	return s
 }
 
-// send queues b, waiting up to opts.WriteTimeout for room when more than
-// opts.Buffer bytes are unsent (a client that reads, however slowly, is
-// never reset for a burst); false when the client has failed or made no
-// room in that time.
+// send queues b (not copied: b must not change afterwards), waiting up to
+// opts.WriteTimeout for room when more than opts.Buffer bytes are unsent
+// (a client that reads, however slowly, is never reset for a burst); false
+// when the client has failed or made no room in that time.
 func (s *stream) send(b []byte) bool {
 	deadline := time.Now().Add(s.opts.WriteTimeout)
 	for {
@@ -201,8 +212,9 @@ func (s *stream) send(b []byte) bool {
 			s.mu.Unlock()
 			return false
 		}
-		if len(s.pending) == 0 || len(s.pending)+len(b) <= s.opts.Buffer {
-			s.pending = append(s.pending, b...)
+		if s.queued == 0 || s.queued+len(b) <= s.opts.Buffer {
+			s.pending = append(s.pending, b)
+			s.queued += len(b)
 			s.wake.Signal()
 			s.mu.Unlock()
 			return true
@@ -233,7 +245,9 @@ func (s *stream) made() {
 func (s *stream) reset(last string) End {
 	s.mu.Lock()
 	if !s.failed {
-		s.pending = append(s.pending, "event: reset\ndata: {\"position\":"+strconv.Quote(last)+"}\n\n"...)
+		b := []byte("event: reset\ndata: {\"position\":" + strconv.Quote(last) + "}\n\n")
+		s.pending = append(s.pending, b)
+		s.queued += len(b)
 		s.wake.Signal()
 	}
 	s.mu.Unlock()
@@ -253,7 +267,7 @@ func (s *stream) close() {
 
 func (s *stream) drain() {
 	defer close(s.done)
-	var spare []byte
+	var spare [][]byte
 	for {
 		s.mu.Lock()
 		for len(s.pending) == 0 && !s.closing && !s.failed {
@@ -263,14 +277,19 @@ func (s *stream) drain() {
 			s.mu.Unlock()
 			return
 		}
-		buf := s.pending
-		s.pending = spare[:0]
+		bufs := s.pending
+		s.pending, s.queued = spare[:0], 0
 		s.mu.Unlock()
 		s.made()
 		// Twice the time a sender waits for room: a client that stopped
 		// reading and starts again within it still gets the reset.
 		_ = s.rc.SetWriteDeadline(time.Now().Add(2 * s.opts.WriteTimeout))
-		_, err := s.w.Write(buf)
+		var err error
+		for _, b := range bufs {
+			if _, err = s.w.Write(b); err != nil {
+				break
+			}
+		}
 		if err == nil {
 			err = s.rc.Flush()
 		}
@@ -282,12 +301,13 @@ func (s *stream) drain() {
 			s.cancel(err)
 			return
 		}
-		// Keep a small buffer for the next round; a large one (a burst)
-		// goes back to the collector rather than staying with an idle
-		// subscriber.
+		// Keep a short list for the next round, emptied so that it holds
+		// no frame; a long one (a burst) goes back to the collector rather
+		// than staying with an idle subscriber.
+		clear(bufs)
 		spare = nil
-		if cap(buf) <= 32<<10 {
-			spare = buf
+		if cap(bufs) <= 64 {
+			spare = bufs
 		}
 	}
 }
