@@ -21,6 +21,7 @@
 package route
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strings"
@@ -111,8 +112,9 @@ func Mount(mux *http.ServeMux, routes []Route, wrap func(rt Route) http.Handler)
 type Subscribers interface {
 	// Admit is called before a stream starts: false refuses it (503
 	// busy); true must be paired with one Leave. The stream ends when stop
-	// is closed (a server shutting down).
-	Admit(feed string) (stop <-chan struct{}, ok bool)
+	// is done (a server shutting down); stop is watched with
+	// context.AfterFunc, so that a stream costs no goroutine for it.
+	Admit(feed string) (stop context.Context, ok bool)
 	// Leave is called when an admitted stream ends; reset is true when it
 	// ended because its subscriber read too slowly.
 	Leave(feed string, reset bool)

@@ -68,13 +68,8 @@ func ServeHTTP(w http.ResponseWriter, r *http.Request, subs route.Subscribers, n
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		go func() {
-			select {
-			case <-stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		// No goroutine per subscriber: a callback registered on stop.
+		defer context.AfterFunc(stop, cancel)()
 		sent = func() { subs.Delivered(name, 1) }
 	}
 	end := Serve(ctx, w, last, first, next, read, opts, sent)

@@ -1,9 +1,9 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/tallyhq/tally/correlate"
@@ -119,18 +119,19 @@ type subscribers struct {
 	max  int64
 	n    atomic.Int64
 	m    *Metrics
-	stop chan struct{} // closed by end
-	once sync.Once
+	stop context.Context    // done after end
+	end  context.CancelFunc // ends every stream, and every later one at once
 }
 
 func newSubscribers(max int, m *Metrics) *subscribers {
 	if max == 0 {
 		max = DefaultFeedMaxSubscribers
 	}
-	return &subscribers{max: int64(max), m: m, stop: make(chan struct{})}
+	stop, end := context.WithCancel(context.Background())
+	return &subscribers{max: int64(max), m: m, stop: stop, end: end}
 }
 
-func (s *subscribers) Admit(feed string) (<-chan struct{}, bool) {
+func (s *subscribers) Admit(feed string) (context.Context, bool) {
 	if s.n.Add(1) > s.max {
 		s.n.Add(-1)
 		return nil, false
@@ -138,9 +139,6 @@ func (s *subscribers) Admit(feed string) (<-chan struct{}, bool) {
 	s.m.feedSubscribers.WithLabelValues(feed).Inc()
 	return s.stop, true
 }
-
-// end ends every stream, and every later one at once.
-func (s *subscribers) end() { s.once.Do(func() { close(s.stop) }) }
 
 func (s *subscribers) Leave(feed string, reset bool) {
 	s.n.Add(-1)
