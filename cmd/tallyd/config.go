@@ -25,6 +25,7 @@ var errUsage = errors.New("usage")
 type config struct {
 	Listen               string
 	DatabaseURL          string
+	Store                string
 	DBMaxConns           int
 	DBConnectTimeout     time.Duration
 	DBStatementTimeout   time.Duration
@@ -55,6 +56,7 @@ type config struct {
 var flagEnv = []struct{ flag, env string }{
 	{"listen", "TALLY_LISTEN"},
 	{"database-url", "TALLY_DATABASE_URL"},
+	{"store", "TALLY_STORE"},
 	{"db-max-conns", "TALLY_DB_MAX_CONNS"},
 	{"db-connect-timeout", "TALLY_DB_CONNECT_TIMEOUT"},
 	{"db-statement-timeout", "TALLY_DB_STATEMENT_TIMEOUT"},
@@ -153,7 +155,8 @@ func (c *config) flagSet(name string) (*pflag.FlagSet, *rawFlags) {
 	fs.SetOutput(io.Discard)
 	usage := func(text string, flag string) string { return text + " (env " + envByFlag[flag] + ")" }
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", usage("address to listen on, host:port", "listen"))
-	fs.StringVar(&c.DatabaseURL, "database-url", "", usage("PostgreSQL URL; empty uses the in-memory store (nothing survives a restart). Migrations are applied on start", "database-url"))
+	fs.StringVar(&c.DatabaseURL, "database-url", "", usage("PostgreSQL URL (the store; migrations are applied on start)", "database-url"))
+	fs.StringVar(&c.Store, "store", "", usage("the store: postgres (needs --database-url) or memory (nothing survives a restart); empty: postgres with --database-url, memory with --dev, else tallyd refuses to start", "store"))
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", 0, usage("PostgreSQL connections per process at most, shared by every route; 0: the URL's pool_max_conns, else 16", "db-max-conns"))
 	fs.DurationVar(&c.DBConnectTimeout, "db-connect-timeout", 0, usage("how long making one PostgreSQL connection may take (start fails after it); 0: the URL's connect_timeout, else 5s", "db-connect-timeout"))
 	fs.DurationVar(&c.DBStatementTimeout, "db-statement-timeout", 0, usage("PostgreSQL statement_timeout: a statement waiting or running longer is cancelled and its request answered 503; 0: the URL's statement_timeout, else 10s; negative: none", "db-statement-timeout"))
@@ -271,6 +274,26 @@ func (c *config) checkConnections() []error {
 		errs = append(errs, fmt.Errorf("--feed-max-subscribers %d: must not be negative (0: %d)", c.FeedMaxSubscribers, server.DefaultFeedMaxSubscribers))
 	}
 	return errs
+}
+
+// storeKind is the store serve opens, "postgres" or "memory", from --store
+// and --database-url: the in-memory store, whose events are gone at the
+// next restart, is never chosen by omission outside --dev.
+func (c *config) storeKind() (string, error) {
+	switch {
+	case c.Store != "" && c.Store != "memory" && c.Store != "postgres":
+		return "", fmt.Errorf("%w: --store %q: must be postgres or memory", errUsage, c.Store)
+	case c.Store == "memory" && c.DatabaseURL != "":
+		return "", fmt.Errorf("%w: --store memory and --database-url (or TALLY_DATABASE_URL) both given: choose one store", errUsage)
+	case c.Store == "postgres" && c.DatabaseURL == "":
+		return "", fmt.Errorf("%w: --store postgres needs --database-url (or TALLY_DATABASE_URL)", errUsage)
+	case c.DatabaseURL != "":
+		return "postgres", nil
+	case c.Store == "memory" || c.Dev:
+		return "memory", nil
+	}
+	return "", fmt.Errorf("%w: no store chosen: give --database-url (or TALLY_DATABASE_URL) for PostgreSQL, or --store memory "+
+		"for the in-memory store, whose events are gone at the next restart (--dev chooses it by itself)", errUsage)
 }
 
 // checkDatabase checks --db-max-conns (it must fit pgstore's int32) and

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -173,10 +174,14 @@ type daemon struct {
 	addr   chan string // the announced base URL, once
 }
 
-// startTallyd starts the binary on a free port (--listen 127.0.0.1:0) and
+// startTallyd starts the binary on a free port (--listen 127.0.0.1:0),
+// with --store memory unless args give --database-url or --store, and
 // waits for the line announcing where it listens.
 func startTallyd(t *testing.T, args ...string) *daemon {
 	t.Helper()
+	if !slices.Contains(args, "--database-url") && !slices.Contains(args, "--store") && !slices.Contains(args, "--dev") {
+		args = append([]string{"--store", "memory"}, args...)
+	}
 	cmd := exec.Command(tallydBinary(t), append([]string{"--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	return startCommand(t, cmd)

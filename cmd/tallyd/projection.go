@@ -36,7 +36,9 @@ func projectionCmd(ctx context.Context, args []string, getenv func(string) strin
 	fs := pflag.NewFlagSet("tallyd projection rebuild", pflag.ContinueOnError)
 	fs.SortFlags = false
 	fs.SetOutput(io.Discard)
-	url := fs.String("database-url", getenv("TALLY_DATABASE_URL"), "PostgreSQL URL (env TALLY_DATABASE_URL)")
+	// No default from the environment: --help would print the URL, its
+	// password included.
+	url := fs.String("database-url", "", "PostgreSQL URL (env TALLY_DATABASE_URL)")
 	cloud := fs.String("cloud", "", "only the resources of this cloud")
 	resourceType := fs.String("resource-type", "", "only the resources of this type")
 	batch := fs.Int("batch-size", 500, "resources rebuilt per transaction")
@@ -50,6 +52,9 @@ func projectionCmd(ctx context.Context, args []string, getenv func(string) strin
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if *url == "" {
+		*url = getenv("TALLY_DATABASE_URL")
 	}
 	if *url == "" {
 		return fmt.Errorf("%w: projection rebuild needs --database-url (or TALLY_DATABASE_URL)", errUsage)

@@ -83,10 +83,16 @@ func TestProjectionRebuildUsage(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"projection", "rebuild", "--help"}, env(nil), &out, io.Discard); err != nil {
+	// Never print secrets: the URL in the environment, password included,
+	// is not shown as the flag's default.
+	secret := "postgres://tally:s3cret-password@db.example:5432/tally"
+	if err := run(context.Background(), []string{"projection", "rebuild", "--help"}, env(map[string]string{"TALLY_DATABASE_URL": secret}), &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "--resource-type") {
 		t.Errorf("help lacks --resource-type:\n%s", out.String())
+	}
+	if strings.Contains(out.String(), "s3cret-password") {
+		t.Errorf("help prints the database password:\n%s", out.String())
 	}
 }

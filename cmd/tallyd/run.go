@@ -158,8 +158,12 @@ func authenticator(c config, log *slog.Logger) (auth *server.Authenticator, devT
 // database URL is given, else a new in-memory store. close releases it;
 // pg is the PostgreSQL database, nil in memory.
 func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store, close func(), pg *pgstore.DB, err error) {
-	if c.DatabaseURL == "" {
-		log.Info("store: in memory; nothing survives a restart (give --database-url for PostgreSQL)")
+	kind, err := c.storeKind()
+	if err != nil {
+		return server.Store{}, nil, nil, err
+	}
+	if kind == "memory" {
+		log.Warn("store: in memory; nothing survives a restart (give --database-url for PostgreSQL)")
 		db, err := memstore.New(memstore.Options{})
 		if err != nil {
 			return server.Store{}, nil, nil, err

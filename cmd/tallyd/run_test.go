@@ -378,3 +378,72 @@ func TestFeedMaxSubscribersFlag(t *testing.T) {
 		t.Errorf("second subscriber's answer %s, want code busy", b)
 	}
 }
+
+// The in-memory store is chosen explicitly outside --dev: tallyd started
+// with a credentials file and no --database-url refuses to start instead
+// of answering 200 to collectors with events that the next restart loses.
+func TestServeStoreMustBeChosen(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		c       config
+		want    string // the store, or a fragment of the refusal
+		refused bool
+	}{
+		{"nothing: refused", config{}, "no store chosen: give --database-url (or TALLY_DATABASE_URL) for PostgreSQL, or --store memory", true},
+		{"--dev: memory", config{Dev: true}, "memory", false},
+		{"--store memory", config{Store: "memory"}, "memory", false},
+		{"--database-url", config{DatabaseURL: "postgres://x"}, "postgres", false},
+		{"--store postgres with a URL", config{Store: "postgres", DatabaseURL: "postgres://x"}, "postgres", false},
+		{"--dev with a URL: postgres", config{Dev: true, DatabaseURL: "postgres://x"}, "postgres", false},
+		{"--store postgres without a URL", config{Store: "postgres"}, "--store postgres needs --database-url", true},
+		{"--store memory with a URL", config{Store: "memory", DatabaseURL: "postgres://x"}, "both given: choose one store", true},
+		{"unknown store", config{Store: "sqlite"}, `--store "sqlite": must be postgres or memory`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.c.storeKind()
+			if tc.refused {
+				if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("storeKind() = %q, %v; want a usage error containing %q", got, err, tc.want)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("storeKind() = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+	// Through run: a credentials file alone is refused before anything listens.
+	path := filepath.Join(t.TempDir(), "creds.json")
+	if err := os.WriteFile(path, []byte(`{"credentials":[{"name":"r","token":"x-token-for-tests","roles":["read"]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout bytes.Buffer
+	err := run(context.Background(), []string{"--listen", "127.0.0.1:0", "--credentials-file", path}, env(nil), &stdout, &bytes.Buffer{})
+	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "no store chosen") {
+		t.Errorf("run with a credentials file alone: %v, want the refusal naming --database-url and --store memory", err)
+	}
+	if strings.Contains(stdout.String(), "listening") {
+		t.Errorf("it listened: %s", stdout.String())
+	}
+}
+
+// docs/operations.md's flag table names every flag of tallyd with its
+// environment variable, and no flag tallyd lacks.
+func TestOperationsGuideListsEveryFlag(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `--([a-z0-9-]+)` \\| `([A-Z0-9_]+)` \\|")
+	got := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(string(doc), -1) {
+		got[m[1]] = m[2]
+	}
+	want := map[string]string{}
+	for _, fe := range flagEnv {
+		want[fe.flag] = fe.env
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("docs/operations.md flag table (-tallyd's flags +the table):\n%s", d)
+	}
+}

@@ -28,7 +28,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 	stdout, stderr := &lockedBuffer{}, &lockedBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--credentials-file", creds, "--log-format", "json", "--shutdown-timeout", "20s"},
+		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--store", "memory", "--credentials-file", creds, "--log-format", "json", "--shutdown-timeout", "20s"},
 			env(nil), stdout, stderr)
 	}()
 	var base string

@@ -23,7 +23,7 @@ func serveInProcess(t *testing.T, args ...string) string {
 	stdout, stderr := &lockedBuffer{}, &lockedBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, append([]string{"--listen", "127.0.0.1:0", "--credentials-file", writeCredentials(t), "--shutdown-timeout", "1s"}, args...),
+		done <- run(ctx, append([]string{"--listen", "127.0.0.1:0", "--store", "memory", "--credentials-file", writeCredentials(t), "--shutdown-timeout", "1s"}, args...),
 			env(nil), stdout, stderr)
 	}()
 	t.Cleanup(func() {

@@ -85,6 +85,8 @@ func startTallyd(ctx context.Context, path, databaseURL string, credFile []byte,
 	args := []string{"--listen", "127.0.0.1:0", "--credentials-file", cf, "--log-level", "warn"}
 	if databaseURL != "" {
 		args = append(args, "--database-url", databaseURL)
+	} else {
+		args = append(args, "--store", "memory")
 	}
 	args = append(args, extra...)
 	cmd := exec.Command(path, args...)
