@@ -13,7 +13,9 @@
 // of equal timestamp (Tally breaks such ties by received_at, which does
 // depend on it).
 //
-//   - A create opens a life and an interval; a create during a life changes
+//   - A create opens a life and an interval, starting from nothing (a
+//     create carries state and size; one that lacks them leaves them
+//     empty); a create during a life changes
 //     the interval like an update.
 //   - An update during a life changes state (when it carries one), size
 //     (when it carries an object) and project (always, from the envelope's
