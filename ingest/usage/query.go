@@ -136,16 +136,7 @@ func (q Query) check(ps *page.Params) plan {
 	} {
 		ps.Text(t.name, t.v)
 	}
-	switch {
-	case q.From.IsZero():
-		*ps = append(*ps, event.Problem{Member: "/from", Rule: event.RuleRequired, Message: "is required (RFC 3339)"})
-	case q.To.IsZero():
-	case !q.To.After(q.From):
-		*ps = append(*ps, event.Problem{Member: "/to", Rule: event.RuleMinimum, Message: "must be after from"})
-	}
-	if q.To.IsZero() {
-		*ps = append(*ps, event.Problem{Member: "/to", Rule: event.RuleRequired, Message: "is required (RFC 3339)"})
-	}
+	q.checkSpan(ps)
 	if p.window == "" {
 		p.window = WindowNone
 	}
