@@ -33,6 +33,7 @@
 package timeline
 
 import (
+	"bytes"
 	"slices"
 	"time"
 
@@ -125,6 +126,33 @@ type builder struct {
 	alive bool
 	// cur is the open interval while alive.
 	cur Interval
+	// canon memoizes [Canonical] by the raw size text, so that a history
+	// canonicalizes each distinct size once.
+	canon map[string]string
+}
+
+// sizeEqual is [SizeEqual] with the builder's memo.
+func (b *builder) sizeEqual(x, y jsontext.Value) bool {
+	if bytes.Equal(x, y) {
+		return true
+	}
+	return b.canonical(x) == b.canonical(y)
+}
+
+func (b *builder) canonical(v jsontext.Value) string {
+	if c, ok := b.canon[string(v)]; ok {
+		return c
+	}
+	c, err := Canonical(v)
+	s := string(c)
+	if err != nil {
+		s = "\x00" + string(v) // equal only to the identical bytes
+	}
+	if b.canon == nil {
+		b.canon = make(map[string]string)
+	}
+	b.canon[string(v)] = s
+	return s
 }
 
 func (b *builder) warn(c Code, e *event.Event, msg string) {
@@ -157,7 +185,7 @@ func (b *builder) apply(first bool, e *event.Event) {
 		next := b.cur
 		next.ProjectID = e.ProjectID
 		applyPayload(&next, e)
-		if next.State == b.cur.State && next.ProjectID == b.cur.ProjectID && SizeEqual(next.Size, b.cur.Size) {
+		if next.State == b.cur.State && next.ProjectID == b.cur.ProjectID && b.sizeEqual(next.Size, b.cur.Size) {
 			return
 		}
 		b.close(e.Timestamp)
@@ -201,7 +229,7 @@ func (b *builder) reopen(next Interval) {
 	if n := len(b.tl.Intervals); n > 0 {
 		last := b.tl.Intervals[n-1]
 		if last.To.Equal(next.From) && !last.From.Before(b.tl.Lives[len(b.tl.Lives)-1].From) &&
-			last.State == next.State && last.ProjectID == next.ProjectID && SizeEqual(last.Size, next.Size) {
+			last.State == next.State && last.ProjectID == next.ProjectID && b.sizeEqual(last.Size, next.Size) {
 			b.tl.Intervals = b.tl.Intervals[:n-1]
 			next.From = last.From
 		}

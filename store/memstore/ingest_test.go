@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,4 +65,10 @@ func TestIngestConcurrentLarge(t *testing.T) {
 	if accepted.Load() != n || len(evs) != n {
 		t.Errorf("accepted %d, stored %d, want %d and %d", accepted.Load(), len(evs), n, n)
 	}
+}
+
+// BenchmarkUsage runs storetest.BenchUsage on 2,000 resources, or on
+// TALLY_BENCH_USAGE_RESOURCES of them.
+func BenchmarkUsage(b *testing.B) {
+	storetest.BenchUsage(b, open, storetest.UsageBenchResources(b, os.Getenv("TALLY_BENCH_USAGE_RESOURCES")))
 }

@@ -48,6 +48,12 @@ func openStores(tb testing.TB) storetest.Stores {
 // one database would.
 func TestConformance(t *testing.T) { storetest.Run(t, openStores) }
 
+// BenchmarkUsage runs storetest.BenchUsage on 2,000 resources, or on
+// TALLY_BENCH_USAGE_RESOURCES of them (docs/performance.md: 100,000).
+func BenchmarkUsage(b *testing.B) {
+	storetest.BenchUsage(b, openStores, storetest.UsageBenchResources(b, os.Getenv("TALLY_BENCH_USAGE_RESOURCES")))
+}
+
 // BenchmarkStore runs the suite's benchmarks (see storetest.Bench):
 //
 //	go test -run='^$' -bench=BenchmarkStore ./store/pgstore

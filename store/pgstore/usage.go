@@ -77,15 +77,40 @@ func asOfCond(p feed.Position, arg func(any) string) string {
 	return `false`
 }
 
-// Histories implements [usage.Store]: one query ordered by the events
-// index by resource (idx_events_resource), read row by row, one history
-// held at a time. A project or platform selects the resources through a
-// semi-join on the events that name it (idx_events_project).
+// historiesChunk is how many resources one statement of
+// [Ingest.Histories] reads.
+const historiesChunk = 1000
+
+// Histories implements [usage.Store]: the resources in chunks of
+// historiesChunk, each one statement that lists the chunk's keys (through
+// idx_events_resource, or idx_events_project for a project) and reads
+// their events ordered by the events index by resource, row by row, one
+// history held at a time. A statement stays short, so no statement
+// timeout ends a large query; the as-of bound makes every chunk read the
+// same stored set.
 func (s *Ingest) Histories(ctx context.Context, q usage.HistoryQuery, fn func(usage.History) error) error {
-	query, args := historiesQuery(q)
+	n := 0
+	for {
+		chunk := historiesChunk
+		if q.Limit > 0 {
+			chunk = min(chunk, q.Limit-n)
+		}
+		got, last, err := s.historiesChunk(ctx, q, chunk, fn)
+		n += got
+		if err != nil || got < chunk || q.Limit > 0 && n >= q.Limit {
+			return err
+		}
+		q.After = &last
+	}
+}
+
+// historiesChunk reads the histories of at most chunk resources after
+// q.After; it returns how many it read and the last key.
+func (s *Ingest) historiesChunk(ctx context.Context, q usage.HistoryQuery, chunk int, fn func(usage.History) error) (int, projection.Key, error) {
+	query, args := historiesQuery(q, chunk)
 	rows, err := s.db.QueryxContext(ctx, query, args...)
 	if err != nil {
-		return fmt.Errorf("pgstore: read histories: %w", interpretError(err))
+		return 0, projection.Key{}, fmt.Errorf("pgstore: read histories: %w", interpretError(err))
 	}
 	defer rows.Close()
 	var (
@@ -100,15 +125,12 @@ func (s *Ingest) Histories(ctx context.Context, q usage.HistoryQuery, fn func(us
 	for rows.Next() {
 		var r eventRow
 		if err := rows.StructScan(&r); err != nil {
-			return fmt.Errorf("pgstore: read histories: %w", interpretError(err))
+			return n, cur.Key, fmt.Errorf("pgstore: read histories: %w", interpretError(err))
 		}
 		k := projection.Key{Cloud: r.Cloud, ResourceType: r.ResourceType, ResourceID: r.ResourceID}
 		if len(cur.Events) > 0 && k != cur.Key {
 			if err := emit(); err != nil {
-				return err
-			}
-			if q.Limit > 0 && n >= q.Limit {
-				return nil
+				return n, cur.Key, err
 			}
 			cur = usage.History{}
 		}
@@ -118,55 +140,49 @@ func (s *Ingest) Histories(ctx context.Context, q usage.HistoryQuery, fn func(us
 			ResourceType: r.ResourceType, ResourceID: r.ResourceID, ProjectID: r.ProjectID, Source: event.Source(r.Source),
 		}
 		if err := e.Payload.UnmarshalJSON(r.Payload); err != nil {
-			return fmt.Errorf("pgstore: read histories: payload of %q: %w", r.EventID, err)
+			return n, cur.Key, fmt.Errorf("pgstore: read histories: payload of %q: %w", r.EventID, err)
 		}
 		cur.Events = append(cur.Events, e)
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("pgstore: read histories: %w", interpretError(err))
+		return n, cur.Key, fmt.Errorf("pgstore: read histories: %w", interpretError(err))
 	}
 	if len(cur.Events) > 0 {
-		return emit()
+		return n, cur.Key, emit()
 	}
-	return nil
+	return n, cur.Key, nil
 }
 
-// historiesQuery is the SELECT of [Ingest.Histories] for q.
-func historiesQuery(q usage.HistoryQuery) (string, []any) {
+// historiesQuery is the SELECT of one chunk of [Ingest.Histories]: the
+// first chunk keys q selects (in key order through idx_events_resource, or
+// through idx_events_project for a project), then each key's events by a
+// lateral lookup in idx_events_resource, so that a chunk costs its own
+// resources' events, never a scan of the table.
+func historiesQuery(q usage.HistoryQuery, chunk int) (string, []any) {
 	var args []any
 	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
 	bounds := []string{asOfCond(q.AsOf, arg)}
 	if !q.Before.IsZero() {
 		bounds = append(bounds, "timestamp < "+arg(utcMicro(q.Before)))
 	}
-	conds := append([]string(nil), bounds...)
-	for _, f := range []struct{ col, v string }{{"cloud", q.Cloud}, {"resource_type", q.ResourceType}, {"resource_id", q.ResourceID}} {
+	sel := append([]string(nil), bounds...)
+	for _, f := range []struct{ col, v string }{
+		{"cloud", q.Cloud}, {"resource_type", q.ResourceType}, {"resource_id", q.ResourceID},
+		{"project_id", q.ProjectID}, {"platform", q.Platform},
+	} {
 		if f.v != "" {
-			conds = append(conds, f.col+" = "+arg(f.v))
+			sel = append(sel, f.col+" = "+arg(f.v))
 		}
 	}
 	if q.After != nil {
-		conds = append(conds, "(cloud, resource_type, resource_id) > ("+arg(q.After.Cloud)+", "+arg(q.After.ResourceType)+", "+arg(q.After.ResourceID)+")")
+		sel = append(sel, "(cloud, resource_type, resource_id) > ("+arg(q.After.Cloud)+", "+arg(q.After.ResourceType)+", "+arg(q.After.ResourceID)+")")
 	}
-	if q.ProjectID != "" || q.Platform != "" {
-		sel := append([]string(nil), bounds...)
-		if q.ProjectID != "" {
-			sel = append(sel, "project_id = "+arg(q.ProjectID))
-		}
-		if q.Platform != "" {
-			sel = append(sel, "platform = "+arg(q.Platform))
-		}
-		conds = append(conds, "(cloud, resource_type, resource_id) IN (SELECT cloud, resource_type, resource_id FROM events"+where(sel)+")")
-	}
-	if q.Limit > 0 {
-		// The first Limit keys, so that the read stops there.
-		keys := `SELECT DISTINCT cloud, resource_type, resource_id FROM events` + where(conds) +
-			` ORDER BY cloud, resource_type, resource_id LIMIT ` + arg(q.Limit)
-		conds = append(conds, "(cloud, resource_type, resource_id) IN ("+keys+")")
-	}
+	each := append([]string{"e.cloud = k.cloud", "e.resource_type = k.resource_type", "e.resource_id = k.resource_id"}, bounds...)
 	return `
-SELECT event_id, timestamp, event_type, platform, cloud, resource_type, resource_id,
-       project_id, source, payload::text AS payload
-FROM events` + where(conds) + `
-ORDER BY cloud, resource_type, resource_id, timestamp`, args
+SELECT e.event_id, e.timestamp, e.event_type, e.platform, e.cloud, e.resource_type, e.resource_id,
+       e.project_id, e.source, e.payload::text AS payload
+FROM (SELECT DISTINCT cloud, resource_type, resource_id FROM events` + where(sel) + `
+      ORDER BY cloud, resource_type, resource_id LIMIT ` + arg(chunk) + `) k
+CROSS JOIN LATERAL (SELECT * FROM events e` + where(each) + `) e
+ORDER BY k.cloud, k.resource_type, k.resource_id, e.timestamp`, args
 }

@@ -58,7 +58,7 @@ func usageEvent(id, resource, typ string, at time.Time, project, state, size str
 	return e
 }
 
-func commitEvents(t *testing.T, st ingest.Store, evs ...event.Event) {
+func commitEvents(t testing.TB, st ingest.Store, evs ...event.Event) {
 	t.Helper()
 	if _, err := st.Commit(context.Background(), ingest.Batch{Events: evs}); err != nil {
 		t.Fatal(err)
