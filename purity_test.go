@@ -23,6 +23,8 @@ var purePackages = []string{
 	"github.com/tallyhq/tally/event",
 	"github.com/tallyhq/tally/ingest",
 	"github.com/tallyhq/tally/ingest/projection",
+	"github.com/tallyhq/tally/ingest/timeline",
+	"github.com/tallyhq/tally/ingest/usage",
 	"github.com/tallyhq/tally/correlate",
 	"github.com/tallyhq/tally/sizenames",
 }

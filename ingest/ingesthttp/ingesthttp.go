@@ -35,6 +35,7 @@ import (
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/ingest/usage"
 	"github.com/tallyhq/tally/internal/httpbody"
 	"github.com/tallyhq/tally/internal/problem"
 	"github.com/tallyhq/tally/internal/sse"
@@ -63,6 +64,11 @@ type Options struct {
 	// defaults (256 KiB unread before a reset, 10 s per write, a comment
 	// every 10 s).
 	Stream StreamOptions
+	// Usage, when not nil, serves the usage routes (GET /api/v1/usage, a
+	// resource's /lifecycle, a project's /summary) and GET
+	// /api/v1/resources?at=; nil leaves them out of [Handler.Routes] (and
+	// answers at= 400).
+	Usage *usage.Service
 }
 
 // StreamOptions tune a Server-Sent Events stream of a change feed.
@@ -115,7 +121,7 @@ func New(svc *ingest.Service, proj *projection.Service, opts Options) (*Handler,
 func (h *Handler) Routes() []route.Route {
 	readers := []route.Role{route.RoleRead, route.RoleAdmin}
 	admin := []route.Role{route.RoleAdmin}
-	return []route.Route{
+	rs := []route.Route{
 		{Method: http.MethodPost, Path: "/api/v1/events", Roles: []route.Role{route.RoleIngest}, Handler: h.handle(h.postEvents)},
 		{Method: http.MethodGet, Path: "/api/v1/events", Roles: readers, Handler: h.handle(h.listEvents)},
 		{Method: http.MethodGet, Path: "/api/v1/events/feed", Roles: readers, Handler: h.handle(h.followEvents)},
@@ -128,6 +134,14 @@ func (h *Handler) Routes() []route.Route {
 		{Method: http.MethodGet, Path: "/api/v1/resources/{cloud}/{resource_type}/{resource_id}", Roles: readers, Handler: h.handle(h.getResource)},
 		{Method: http.MethodGet, Path: "/api/v1/resources/{cloud}/{resource_type}/{resource_id}/events", Roles: readers, Handler: h.handle(h.getResourceEvents)},
 	}
+	if h.opts.Usage != nil {
+		rs = append(rs,
+			route.Route{Method: http.MethodGet, Path: "/api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle", Roles: readers, Handler: h.handle(h.getLifecycle)},
+			route.Route{Method: http.MethodGet, Path: "/api/v1/projects/{cloud}/{project_id}/summary", Roles: readers, Handler: h.handle(h.getSummary)},
+			route.Route{Method: http.MethodGet, Path: "/api/v1/usage", Roles: readers, Handler: h.handle(h.getUsage)},
+		)
+	}
+	return rs
 }
 
 // eventParams are the query parameters of GET /api/v1/events: the
@@ -135,7 +149,7 @@ func (h *Handler) Routes() []route.Route {
 var eventParams = []string{"cloud", "platform", "project_id", "resource_type", "resource_id", "event_type", "source", "from", "to", "limit", "cursor"}
 
 // resourceParams are the query parameters of GET /api/v1/resources.
-var resourceParams = []string{"cloud", "platform", "resource_type", "project_id", "state", "status", "alive_at", "limit", "cursor"}
+var resourceParams = []string{"cloud", "platform", "resource_type", "project_id", "state", "status", "alive_at", "at", "limit", "cursor"}
 
 // pageParams are the query parameters of GET /api/v1/rejected-events, and
 // with action those of GET /api/v1/audit.
@@ -370,6 +384,13 @@ func (h *Handler) listResources(w http.ResponseWriter, r *http.Request) error {
 		f.Status = projection.StatusActive
 	case v[0] == "":
 		ps.add("status", event.RuleEnum, "must be active, deleted or all")
+	}
+	if _, has := q["at"]; has {
+		if h.opts.Usage == nil {
+			ps.add("at", event.RuleEnum, "this server does not serve resources at an instant")
+		} else {
+			return h.listResourcesAt(w, r, f, ps)
+		}
 	}
 	if err := ps.err(f.Validate(), r, resourceParams...); err != nil {
 		return err
@@ -653,6 +674,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		case errors.Is(err, ingest.ErrHistoryTooLong):
 			return problem.New(problem.CodeHistoryTooLong,
 				fmt.Sprintf("The resource has more than %d stored events; page them with GET /api/v1/events.", ingest.MaxHistory)), true
+		case errors.Is(err, usage.ErrResultTooLarge):
+			return usageProblem(err)
 		case errors.Is(err, ingest.ErrNotJSON):
 			return problem.New(problem.CodeInvalidBody, "The body must be one JSON object or an array of them."), true
 		case errors.Is(err, store.ErrNotFound):

@@ -22,6 +22,7 @@ import (
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/ingesthttp"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/ingest/usage"
 	"github.com/tallyhq/tally/internal/problem"
 	"github.com/tallyhq/tally/route"
 	"github.com/tallyhq/tally/store/memstore"
@@ -41,15 +42,18 @@ type server struct {
 type stores interface {
 	ingest.Store
 	projection() projection.Store
+	usage() usage.Store
 }
 
 // backend is a [stores] of one backend's DB.
 type backend struct {
 	ingest.Store
 	proj projection.Store
+	use  usage.Store
 }
 
 func (b backend) projection() projection.Store { return b.proj }
+func (b backend) usage() usage.Store           { return b.use }
 
 // memIngest returns the stores of a new in-memory database.
 func memIngest(t testing.TB) backend {
@@ -57,7 +61,7 @@ func memIngest(t testing.TB) backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return backend{db.Ingest(), db.Projection()}
+	return backend{db.Ingest(), db.Projection(), db.Ingest()}
 }
 
 // newServer mounts the handlers on a mux. The wrap function stands in for
@@ -74,7 +78,12 @@ func newServer(t *testing.T, st stores, maxBody int64) *server {
 		t.Fatal(err)
 	}
 	logs := &bytes.Buffer{}
+	use, err := usage.New(st.usage())
+	if err != nil {
+		t.Fatal(err)
+	}
 	h, err := ingesthttp.New(svc, proj, ingesthttp.Options{
+		Usage: use,
 		CallerFrom: func(r *http.Request) (ingest.Caller, bool) {
 			if r.Header.Get("Authorization") != "Bearer ok" {
 				return ingest.Caller{}, false
@@ -221,6 +230,9 @@ func TestRoutes(t *testing.T) {
 		"GET /api/v1/resources: read or admin",
 		"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}: read or admin",
 		"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events: read or admin",
+		"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle: read or admin",
+		"GET /api/v1/projects/{cloud}/{project_id}/summary: read or admin",
+		"GET /api/v1/usage: read or admin",
 	}
 	if diff := cmp.Diff(want, s.roles); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)

@@ -46,6 +46,8 @@ const (
 	CodeUnsupportedContentEncoding Code = "unsupported_content_encoding"
 	// CodeHistoryTooLong: 422, a resource history longer than ingest.MaxHistory.
 	CodeHistoryTooLong Code = "history_too_long"
+	// CodeResultTooLarge: 422, a usage query past the windows or items one answer may compute.
+	CodeResultTooLarge Code = "result_too_large"
 	// CodeInternal: 500, a failure of the server.
 	CodeInternal Code = "internal"
 	// CodeStoreUnavailable: 503, the store could not be reached or did not answer in time.
@@ -99,6 +101,8 @@ var codes = []codeInfo{
 		"A `Content-Encoding` the server does not decode, or more than one; `Accept-Encoding` lists those it does."},
 	{CodeHistoryTooLong, http.StatusUnprocessableEntity, "History too long",
 		"The resource has more stored events than a history answer holds; page them with `GET /api/v1/events`."},
+	{CodeResultTooLarge, http.StatusUnprocessableEntity, "Result too large",
+		"A usage query would compute more than 10,000 windows, span more than 400 days with `window=hour`, or hold more than 100,000 items; narrow it."},
 	{CodeInternal, http.StatusInternalServerError, "Internal server error",
 		"The server failed; the error is logged, the text is generic."},
 	{CodeStoreUnavailable, http.StatusServiceUnavailable, "Store unavailable",

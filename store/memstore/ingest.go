@@ -42,8 +42,9 @@ type ingestData struct {
 	nextDL        int64
 	nextAudit     int64
 	// feed is the lifecycle feed: every stored event in commit order; the
-	// event at index i has position (Current, 0, i+1).
+	// event at index i has position (Current, 0, i+1), which seq holds.
 	feed []feedEntry
+	seq  map[eventKey]int64
 }
 
 type feedEntry struct {
@@ -54,6 +55,7 @@ type feedEntry struct {
 func (d *ingestData) init() {
 	d.events = make(map[eventKey]event.Event)
 	d.receivedAt = make(map[eventKey]time.Time)
+	d.seq = make(map[eventKey]int64)
 	d.byResource = make(map[projection.Key][]eventKey)
 	d.resourceTypes = make(map[rtKey]ingest.ResourceType)
 	d.sizeNames = make(map[string][]sizenames.Row)
@@ -242,6 +244,7 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 				}
 			}
 			s.ingest.feed = append(s.ingest.feed, feedEntry{key: k, late: ev.Timestamp.Before(last)})
+			s.ingest.seq[k] = int64(len(s.ingest.feed))
 			if ev.Timestamp.After(last) {
 				last = ev.Timestamp
 			}

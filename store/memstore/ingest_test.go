@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +18,7 @@ func open(tb testing.TB) storetest.Stores {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return storetest.Stores{Ingest: db.Ingest(), Projection: db.Projection(), SizeNames: db.SizeNames(), Correlate: db.Correlate()}
+	return storetest.Stores{Ingest: db.Ingest(), Projection: db.Projection(), SizeNames: db.SizeNames(), Correlate: db.Correlate(), Usage: db.Ingest()}
 }
 
 func TestConformance(t *testing.T) { storetest.Run(t, open) }
@@ -64,4 +65,10 @@ func TestIngestConcurrentLarge(t *testing.T) {
 	if accepted.Load() != n || len(evs) != n {
 		t.Errorf("accepted %d, stored %d, want %d and %d", accepted.Load(), len(evs), n, n)
 	}
+}
+
+// BenchmarkUsage runs storetest.BenchUsage on 2,000 resources, or on
+// TALLY_BENCH_USAGE_RESOURCES of them.
+func BenchmarkUsage(b *testing.B) {
+	storetest.BenchUsage(b, open, storetest.UsageBenchResources(b, os.Getenv("TALLY_BENCH_USAGE_RESOURCES")))
 }

@@ -31,7 +31,7 @@ import (
 // the suite's concurrency cases.
 func stores(db *pgstore.DB, url string) storetest.Stores {
 	return storetest.Stores{
-		Ingest: db.Ingest(), Projection: db.Projection(), SizeNames: db.SizeNames(), Correlate: db.Correlate(),
+		Ingest: db.Ingest(), Projection: db.Projection(), SizeNames: db.SizeNames(), Correlate: db.Correlate(), Usage: db.Ingest(),
 		Reopen: func(tb testing.TB) storetest.Stores { return stores(pgtest.Open(tb, url, pgstore.Options{}), url) },
 	}
 }
@@ -47,6 +47,12 @@ func openStores(tb testing.TB) storetest.Stores {
 // the concurrency cases create through two pools, as two processes sharing
 // one database would.
 func TestConformance(t *testing.T) { storetest.Run(t, openStores) }
+
+// BenchmarkUsage runs storetest.BenchUsage on 2,000 resources, or on
+// TALLY_BENCH_USAGE_RESOURCES of them (docs/performance.md: 100,000).
+func BenchmarkUsage(b *testing.B) {
+	storetest.BenchUsage(b, openStores, storetest.UsageBenchResources(b, os.Getenv("TALLY_BENCH_USAGE_RESOURCES")))
+}
 
 // BenchmarkStore runs the suite's benchmarks (see storetest.Bench):
 //

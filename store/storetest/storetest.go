@@ -22,6 +22,7 @@ import (
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/ingest/usage"
 	"github.com/tallyhq/tally/sizenames"
 )
 
@@ -39,6 +40,9 @@ type Stores struct {
 	SizeNames sizenames.Store
 	// Correlate is the correlation store. Required.
 	Correlate correlate.Store
+	// Usage reads the histories usage queries fold, over the events Ingest
+	// stores (both backends' Ingest store implements it). Required.
+	Usage usage.Store
 	// Reopen, when not nil, returns the stores of a second, independent
 	// handle on the same database (for PostgreSQL, another pool), released
 	// on tb's cleanup. The concurrency cases create through both handles,
@@ -59,7 +63,7 @@ func (s Stores) ingest() ingestStore {
 // once per case, from parallel subtests, so it must be safe for concurrent
 // use. Each case names the spec sentence or docs/decisions.md row it checks.
 //
-// The top-level subtests are Ingest, Projection, Feed, Windows and
+// The top-level subtests are Ingest, Projection, Feed, Windows, Usage and
 // Correlate.
 func Run(t *testing.T, open func(tb testing.TB) Stores) {
 	t.Helper()
@@ -80,6 +84,10 @@ func Run(t *testing.T, open func(tb testing.TB) Stores) {
 	t.Run("Windows", func(t *testing.T) {
 		t.Parallel()
 		runWindows(t, newIngest)
+	})
+	t.Run("Usage", func(t *testing.T) {
+		t.Parallel()
+		runUsage(t, func(t *testing.T) Stores { return open(t) })
 	})
 	t.Run("Correlate", func(t *testing.T) {
 		t.Parallel()

@@ -24,6 +24,9 @@
 //	GET    /api/v1/resources                                        read or admin
 //	GET    /api/v1/resources/{cloud}/{resource_type}/{resource_id}  read or admin
 //	GET    /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events  read or admin
+//	GET    /api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle read or admin
+//	GET    /api/v1/projects/{cloud}/{project_id}/summary            read or admin
+//	GET    /api/v1/usage                                            read or admin
 //	POST   /api/events                                              events
 //	GET    /api/events/list                                         events or read
 //	PUT    /api/events/{id}/status                                  events

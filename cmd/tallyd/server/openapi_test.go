@@ -286,6 +286,7 @@ var scenarios = map[string][]scenario{
 	"GET /api/v1/audit 400": {{name: "bad from", request: fixed("GET", "/api/v1/audit?from=yesterday", tAdmin, "")}},
 	"GET /api/v1/resources 200": {
 		{name: "every resource", request: fixed("GET", "/api/v1/resources", tRead, "")},
+		{name: "as the events up to an instant make them", request: fixed("GET", "/api/v1/resources?at=2026-03-02T00:00:00Z&cloud=os-a&status=all&limit=10", tRead, "")},
 		{name: "the vertical slice's walk (status=all)", request: fixed("GET", "/api/v1/resources?cloud=os-a&project_id=p1&resource_type=instance&status=all&limit=1000", tRead, "")},
 		{name: "status deleted", request: fixed("GET", "/api/v1/resources?status=deleted", tRead, "")},
 		{name: "filtered and alive", request: func(e contractEnv) *http.Request {
@@ -299,6 +300,7 @@ var scenarios = map[string][]scenario{
 		{name: "bad alive_at", request: fixed("GET", "/api/v1/resources?alive_at=tomorrow", tRead, "")},
 		{name: "malformed cursor", request: fixed("GET", "/api/v1/resources?cursor=%21%21", tRead, "")},
 		{name: "unknown status", request: fixed("GET", "/api/v1/resources?status=gone", tRead, "")},
+		{name: "at with alive_at", request: fixed("GET", "/api/v1/resources?at=2026-03-02T00:00:00Z&alive_at=2026-03-02T00:00:00Z", tRead, "")},
 		{name: "unknown parameter", request: fixed("GET", "/api/v1/resources?fields=x", tRead, "")},
 	},
 	"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id} 200": {{name: "with its history", request: func(e contractEnv) *http.Request {
@@ -324,6 +326,36 @@ var scenarios = map[string][]scenario{
 	"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events 400": {{name: "unknown parameter", request: fixed("GET", "/api/v1/resources/os-a/widget/w-1/events?limit=5", tRead, "")}},
 	"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events 404": {{name: "unknown resource", request: fixed("GET", "/api/v1/resources/os-a/widget/nope/events", tRead, "")}},
 	"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id} 404":        {{name: "unknown resource", request: fixed("GET", "/api/v1/resources/os-a/widget/nope", tRead, "")}},
+	"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle 200": {{name: "the timeline of a stored resource", request: func(e contractEnv) *http.Request {
+		if w := e.serve(e.req("POST", "/api/v1/events", tIngest, validEvent)); w.Code != 200 {
+			e.t.Fatalf("ingest: %d %s", w.Code, w.Body)
+		}
+		return e.req("GET", "/api/v1/resources/os-a/widget/w-1/lifecycle", tRead, "")
+	}}},
+	"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle 400": {{name: "unknown parameter", request: fixed("GET", "/api/v1/resources/os-a/widget/w-1/lifecycle?limit=5", tRead, "")}},
+	"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle 404": {{name: "no stored event", request: fixed("GET", "/api/v1/resources/os-a/widget/nope/lifecycle", tRead, "")}},
+	"GET /api/v1/projects/{cloud}/{project_id}/summary 200": {{name: "a project's month", request: func(e contractEnv) *http.Request {
+		if w := e.serve(e.req("POST", "/api/v1/events", tIngest, validEvent)); w.Code != 200 {
+			e.t.Fatalf("ingest: %d %s", w.Code, w.Body)
+		}
+		return e.req("GET", "/api/v1/projects/os-a/p-1/summary?from=2026-03-01T00:00:00Z&to=2026-04-01T00:00:00Z", tRead, "")
+	}}},
+	"GET /api/v1/projects/{cloud}/{project_id}/summary 400": {{name: "from and to missing", request: fixed("GET", "/api/v1/projects/os-a/p-1/summary", tRead, "")}},
+	"GET /api/v1/usage 200": {
+		{name: "the README's vcpu-hours by flavor", request: func(e contractEnv) *http.Request {
+			if w := e.serve(e.req("POST", "/api/v1/events", tIngest, validEvent)); w.Code != 200 {
+				e.t.Fatalf("ingest: %d %s", w.Code, w.Body)
+			}
+			return e.req("GET", "/api/v1/usage?project_id=p-1&from=2026-03-01T00:00:00Z&to=2026-04-01T00:00:00Z&group_by=size.flavor&quantity=size.vcpus&unit=hour", tRead, "")
+		}},
+		{name: "daily, grouped, admin role", request: fixed("GET", "/api/v1/usage?from=2026-03-01T00:00:00Z&to=2026-04-01T00:00:00Z&window=day&group_by=project_id,resource_type&limit=10", tAdmin, "")},
+	},
+	"GET /api/v1/usage 400": {
+		{name: "from and to missing", request: fixed("GET", "/api/v1/usage", tRead, "")},
+		{name: "unknown window", request: fixed("GET", "/api/v1/usage?from=2026-03-01T00:00:00Z&to=2026-04-01T00:00:00Z&window=week", tRead, "")},
+		{name: "as_of not a feed cursor", request: fixed("GET", "/api/v1/usage?from=2026-03-01T00:00:00Z&to=2026-04-01T00:00:00Z&as_of=nope", tRead, "")},
+	},
+	"GET /api/v1/usage 422": {{name: "more than 10,000 windows", request: fixed("GET", "/api/v1/usage?from=2000-01-01T00:00:00Z&to=2040-01-01T00:00:00Z&window=day", tRead, "")}},
 	"GET /api/v1/resource-types 200": {
 		{name: "read role", request: fixed("GET", "/api/v1/resource-types", tRead, "")},
 		{name: "admin role", request: fixed("GET", "/api/v1/resource-types", tAdmin, "")},

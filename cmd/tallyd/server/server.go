@@ -16,6 +16,7 @@ import (
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/ingest/usage"
 	"github.com/tallyhq/tally/internal/httpbody"
 	"github.com/tallyhq/tally/internal/problem"
 	"github.com/tallyhq/tally/route"
@@ -50,6 +51,12 @@ type Store struct {
 	Projection projection.Store
 	// Correlate serves the correlation routes. Required.
 	Correlate correlate.Store
+	// Usage serves GET /api/v1/usage, a resource's /lifecycle, a
+	// project's /summary and GET /api/v1/resources?at=, over the events
+	// Ingest stores. Nil takes Ingest when it implements usage.Store (the
+	// Ingest stores of memstore and pgstore do); otherwise those routes are
+	// not served.
+	Usage usage.Store
 	// Ping, when not nil, tells /readyz whether the database answers
 	// (pgstore.DB.Ping). Nil: always ready (the in-memory store).
 	Ping func(ctx context.Context) error

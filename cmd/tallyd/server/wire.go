@@ -11,6 +11,7 @@ import (
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/ingesthttp"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/ingest/usage"
 	"github.com/tallyhq/tally/internal/problem"
 	"github.com/tallyhq/tally/route"
 )
@@ -43,11 +44,22 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, services, error) {
 	}
 	cfg.Metrics.countResourcesWith(psvc.Count)
 	subs := newSubscribers(cfg.FeedMaxSubscribers, cfg.Metrics)
+	var usvc *usage.Service
+	ust := st.Usage
+	if ust == nil {
+		ust, _ = st.Ingest.(usage.Store)
+	}
+	if ust != nil {
+		if usvc, err = usage.New(ust); err != nil {
+			return nil, services{}, err
+		}
+	}
 	ih, err := ingesthttp.New(isvc, psvc, ingesthttp.Options{
 		CallerFrom:   ingestCaller,
 		Logger:       cfg.Logger,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Subscribers:  subs,
+		Usage:        usvc,
 	})
 	if err != nil {
 		return nil, services{}, err

@@ -137,6 +137,24 @@ func (e FeedItemSource) Valid() bool {
 	}
 }
 
+// Defines values for LifecycleWarnings.
+const (
+	LifecycleWarningsEventAfterDelete           LifecycleWarnings = "event_after_delete"
+	LifecycleWarningsHistoryStartsWithoutCreate LifecycleWarnings = "history_starts_without_create"
+)
+
+// Valid indicates whether the value is a known member of the LifecycleWarnings enum.
+func (e LifecycleWarnings) Valid() bool {
+	switch e {
+	case LifecycleWarningsEventAfterDelete:
+		return true
+	case LifecycleWarningsHistoryStartsWithoutCreate:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ProblemCode.
 const (
 	ProblemCodeBatchTooLarge              ProblemCode = "batch_too_large"
@@ -155,6 +173,7 @@ const (
 	ProblemCodeInvalidSizeSchema          ProblemCode = "invalid_size_schema"
 	ProblemCodeMethodNotAllowed           ProblemCode = "method_not_allowed"
 	ProblemCodeNotFound                   ProblemCode = "not_found"
+	ProblemCodeResultTooLarge             ProblemCode = "result_too_large"
 	ProblemCodeStoreUnavailable           ProblemCode = "store_unavailable"
 	ProblemCodeUnauthorized               ProblemCode = "unauthorized"
 	ProblemCodeUnsupportedContentEncoding ProblemCode = "unsupported_content_encoding"
@@ -195,6 +214,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeMethodNotAllowed:
 		return true
 	case ProblemCodeNotFound:
+		return true
+	case ProblemCodeResultTooLarge:
 		return true
 	case ProblemCodeStoreUnavailable:
 		return true
@@ -257,6 +278,69 @@ func (e StoredEventSource) Valid() bool {
 	case StoredEventSourceCollector:
 		return true
 	case StoredEventSourceReconciliation:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UsageAnswerUnit.
+const (
+	UsageAnswerUnitHour   UsageAnswerUnit = "hour"
+	UsageAnswerUnitSecond UsageAnswerUnit = "second"
+)
+
+// Valid indicates whether the value is a known member of the UsageAnswerUnit enum.
+func (e UsageAnswerUnit) Valid() bool {
+	switch e {
+	case UsageAnswerUnitHour:
+		return true
+	case UsageAnswerUnitSecond:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UsageAnswerWarningsCode.
+const (
+	UsageAnswerWarningsCodeEventAfterDelete           UsageAnswerWarningsCode = "event_after_delete"
+	UsageAnswerWarningsCodeHistoryStartsWithoutCreate UsageAnswerWarningsCode = "history_starts_without_create"
+	UsageAnswerWarningsCodeNonNumericQuantity         UsageAnswerWarningsCode = "non_numeric_quantity"
+)
+
+// Valid indicates whether the value is a known member of the UsageAnswerWarningsCode enum.
+func (e UsageAnswerWarningsCode) Valid() bool {
+	switch e {
+	case UsageAnswerWarningsCodeEventAfterDelete:
+		return true
+	case UsageAnswerWarningsCodeHistoryStartsWithoutCreate:
+		return true
+	case UsageAnswerWarningsCodeNonNumericQuantity:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UsageAnswerWindow.
+const (
+	UsageAnswerWindowDay   UsageAnswerWindow = "day"
+	UsageAnswerWindowHour  UsageAnswerWindow = "hour"
+	UsageAnswerWindowMonth UsageAnswerWindow = "month"
+	UsageAnswerWindowNone  UsageAnswerWindow = "none"
+)
+
+// Valid indicates whether the value is a known member of the UsageAnswerWindow enum.
+func (e UsageAnswerWindow) Valid() bool {
+	switch e {
+	case UsageAnswerWindowDay:
+		return true
+	case UsageAnswerWindowHour:
+		return true
+	case UsageAnswerWindowMonth:
+		return true
+	case UsageAnswerWindowNone:
 		return true
 	default:
 		return false
@@ -431,6 +515,48 @@ func (e ListResourcesParamsStatus) Valid() bool {
 	case ListResourcesParamsStatusAll:
 		return true
 	case ListResourcesParamsStatusDeleted:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetUsageParamsWindow.
+const (
+	GetUsageParamsWindowDay   GetUsageParamsWindow = "day"
+	GetUsageParamsWindowHour  GetUsageParamsWindow = "hour"
+	GetUsageParamsWindowMonth GetUsageParamsWindow = "month"
+	GetUsageParamsWindowNone  GetUsageParamsWindow = "none"
+)
+
+// Valid indicates whether the value is a known member of the GetUsageParamsWindow enum.
+func (e GetUsageParamsWindow) Valid() bool {
+	switch e {
+	case GetUsageParamsWindowDay:
+		return true
+	case GetUsageParamsWindowHour:
+		return true
+	case GetUsageParamsWindowMonth:
+		return true
+	case GetUsageParamsWindowNone:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetUsageParamsUnit.
+const (
+	GetUsageParamsUnitHour   GetUsageParamsUnit = "hour"
+	GetUsageParamsUnitSecond GetUsageParamsUnit = "second"
+)
+
+// Valid indicates whether the value is a known member of the GetUsageParamsUnit enum.
+func (e GetUsageParamsUnit) Valid() bool {
+	switch e {
+	case GetUsageParamsUnitHour:
+		return true
+	case GetUsageParamsUnitSecond:
 		return true
 	default:
 		return false
@@ -692,6 +818,32 @@ type IngestResult struct {
 	} `json:"rejected"`
 }
 
+// Interval A half-open span [from, to) of one life over which state, size and project did not change.
+type Interval struct {
+	From      time.Time               `json:"from"`
+	ProjectId string                  `json:"project_id"`
+	Size      *map[string]interface{} `json:"size"`
+	State     string                  `json:"state"`
+
+	// To Null while the interval is open.
+	To *time.Time `json:"to"`
+}
+
+// Lifecycle defines model for Lifecycle.
+type Lifecycle struct {
+	Events    []CanonicalEvent `json:"events"`
+	Intervals []Interval       `json:"intervals"`
+	Resource  struct {
+		Cloud        string `json:"cloud"`
+		ResourceId   string `json:"resource_id"`
+		ResourceType string `json:"resource_type"`
+	} `json:"resource"`
+	Warnings []LifecycleWarnings `json:"warnings"`
+}
+
+// LifecycleWarnings defines model for Lifecycle.Warnings.
+type LifecycleWarnings string
+
 // Problem RFC 9457 problem details.
 type Problem struct {
 	// Code The stable, machine-readable problem code; docs/http-api.md (Problem codes) gives each one's status and meaning. The list is internal/problem's Codes(), which a test compares with this enum.
@@ -712,6 +864,23 @@ type Problem struct {
 
 // ProblemCode The stable, machine-readable problem code; docs/http-api.md (Problem codes) gives each one's status and meaning. The list is internal/problem's Codes(), which a test compares with this enum.
 type ProblemCode string
+
+// ProjectSummary defines model for ProjectSummary.
+type ProjectSummary struct {
+	Project struct {
+		Cloud     string `json:"cloud"`
+		ProjectId string `json:"project_id"`
+	} `json:"project"`
+	ResourceTypes []struct {
+		ActiveNow    int    `json:"active_now"`
+		Created      int    `json:"created"`
+		Deleted      int    `json:"deleted"`
+		ResourceType string `json:"resource_type"`
+
+		// TotalMinutes Whole minutes, truncated once per row.
+		TotalMinutes int `json:"total_minutes"`
+	} `json:"resource_types"`
+}
 
 // Resource One row of the projection of current resources (the fold of the resource's events).
 type Resource struct {
@@ -780,6 +949,52 @@ type StoredEventPage struct {
 	Items      []StoredEvent `json:"items"`
 	NextCursor *string       `json:"next_cursor"`
 }
+
+// UsageAnswer defines model for UsageAnswer.
+type UsageAnswer struct {
+	// AsOf The feed position the answer reflects.
+	AsOf  string    `json:"as_of"`
+	From  time.Time `json:"from"`
+	Items []struct {
+		// Complete False when the window ends after the as_of instant.
+		Complete bool `json:"complete"`
+
+		// Group The group_by keys and their values.
+		Group map[string]interface{} `json:"group"`
+
+		// Quantity The quantity in unit, exact decimal.
+		Quantity string `json:"quantity"`
+
+		// Resources The distinct resources that contributed.
+		Resources int `json:"resources"`
+
+		// Seconds Exact decimal seconds.
+		Seconds     string    `json:"seconds"`
+		WindowEnd   time.Time `json:"window_end"`
+		WindowStart time.Time `json:"window_start"`
+	} `json:"items"`
+	NextCursor *string         `json:"next_cursor"`
+	Quantity   string          `json:"quantity"`
+	To         time.Time       `json:"to"`
+	Unit       UsageAnswerUnit `json:"unit"`
+	Warnings   []struct {
+		Cloud        string                  `json:"cloud"`
+		Code         UsageAnswerWarningsCode `json:"code"`
+		Message      string                  `json:"message"`
+		ResourceId   string                  `json:"resource_id"`
+		ResourceType string                  `json:"resource_type"`
+	} `json:"warnings"`
+	Window UsageAnswerWindow `json:"window"`
+}
+
+// UsageAnswerUnit defines model for UsageAnswer.Unit.
+type UsageAnswerUnit string
+
+// UsageAnswerWarningsCode defines model for UsageAnswer.Warnings.Code.
+type UsageAnswerWarningsCode string
+
+// UsageAnswerWindow defines model for UsageAnswer.Window.
+type UsageAnswerWindow string
 
 // Cursor defines model for cursor.
 type Cursor = string
@@ -1067,6 +1282,15 @@ type FollowEventsParams struct {
 	LastEventID *LastEventID `json:"Last-Event-ID,omitempty"`
 }
 
+// GetProjectSummaryParams defines parameters for GetProjectSummary.
+type GetProjectSummaryParams struct {
+	// From Inclusive lower bound, RFC 3339.
+	From time.Time `form:"from" json:"from"`
+
+	// To Exclusive upper bound, RFC 3339.
+	To time.Time `form:"to" json:"to"`
+}
+
 // ListRejectedEventsParams defines parameters for ListRejectedEvents.
 type ListRejectedEventsParams struct {
 	// From Inclusive lower bound, RFC 3339.
@@ -1109,7 +1333,10 @@ type ListResourcesParams struct {
 
 	// AliveAt Only resources alive at this instant (RFC 3339) - created (or first seen) at or before it and not deleted at or before it.
 	AliveAt *time.Time `form:"alive_at,omitempty" json:"alive_at,omitempty"`
-	Limit   *Limit     `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// At List each resource as its events with a timestamp at or before this instant (RFC 3339) make it - state, size, project, and state deleted for one deleted by then - with the same filters and paging (docs/usage.md). Given with alive_at, 400.
+	At    *time.Time `form:"at,omitempty" json:"at,omitempty"`
+	Limit *Limit     `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor The next_cursor of the previous page. A page stops at limit items or at 8 MiB of item bytes, whichever comes first (always at least one item), and carries next_cursor whenever more items follow.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
@@ -1117,6 +1344,55 @@ type ListResourcesParams struct {
 
 // ListResourcesParamsStatus defines parameters for ListResources.
 type ListResourcesParamsStatus string
+
+// GetUsageParams defines parameters for GetUsage.
+type GetUsageParams struct {
+	// From Inclusive lower bound, RFC 3339.
+	From time.Time `form:"from" json:"from"`
+
+	// To Exclusive upper bound, RFC 3339.
+	To time.Time `form:"to" json:"to"`
+
+	// Window UTC-aligned buckets.
+	Window *GetUsageParamsWindow `form:"window,omitempty" json:"window,omitempty"`
+
+	// GroupBy Comma list of cloud, platform, project_id, resource_type, resource_id, state and size.<member>, each at most once.
+	GroupBy *string `form:"group_by,omitempty" json:"group_by,omitempty"`
+
+	// Quantity seconds, or size.<member> - the member's value times the seconds.
+	Quantity *string `form:"quantity,omitempty" json:"quantity,omitempty"`
+
+	// Unit The unit of time of quantity.
+	Unit *GetUsageParamsUnit `form:"unit,omitempty" json:"unit,omitempty"`
+
+	// Cloud Only this cloud.
+	Cloud *string `form:"cloud,omitempty" json:"cloud,omitempty"`
+
+	// Platform Only this platform.
+	Platform *string `form:"platform,omitempty" json:"platform,omitempty"`
+
+	// ProjectId Only the intervals owned by this project.
+	ProjectId *string `form:"project_id,omitempty" json:"project_id,omitempty"`
+
+	// ResourceType Only this resource type.
+	ResourceType *string `form:"resource_type,omitempty" json:"resource_type,omitempty"`
+
+	// State Only the intervals in this state.
+	State *string `form:"state,omitempty" json:"state,omitempty"`
+
+	// AsOf A position of the lifecycle feed (a position or next_cursor of GET /api/v1/events/feed, or the as_of of an earlier answer); absent, the feed's head. The same query with the same as_of gives the same body.
+	AsOf  *string `form:"as_of,omitempty" json:"as_of,omitempty"`
+	Limit *Limit  `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The next_cursor of the previous page. A page stops at limit items or at 8 MiB of item bytes, whichever comes first (always at least one item), and carries next_cursor whenever more items follow.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// GetUsageParamsWindow defines parameters for GetUsage.
+type GetUsageParamsWindow string
+
+// GetUsageParamsUnit defines parameters for GetUsage.
+type GetUsageParamsUnit string
 
 // CreateEventApplicationCloudeventsPlusJSONRequestBody defines body for CreateEvent for application/cloudevents+json ContentType.
 type CreateEventApplicationCloudeventsPlusJSONRequestBody = CloudEvent
@@ -2156,6 +2432,11 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/events/feed (the `FollowEvents` operationId).
 	FollowEvents(ctx context.Context, params *FollowEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetProjectSummary One project's activity over [from, to) by resource type, in the shape of Tally's per-project summary (role read or admin).
+	//
+	// Corresponds with GET /api/v1/projects/{cloud}/{project_id}/summary (the `GetProjectSummary` operationId).
+	GetProjectSummary(ctx context.Context, cloud string, projectId string, params *GetProjectSummaryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListRejectedEvents List dead letters, oldest first (role admin).
 	//
 	// Corresponds with GET /api/v1/rejected-events (the `ListRejectedEvents` operationId).
@@ -2233,6 +2514,20 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events (the `GetResourceEvents` operationId).
 	GetResourceEvents(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetResourceLifecycle Read one resource's timeline - its events in fold order and its intervals - in Tally's Lifecycle shape (role read or admin).
+	//
+	// The intervals are half-open [from, to), split only when state, size or project changes; the last is open (to null) while the resource is alive (docs/usage.md, The timeline). More than 10000 stored events is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many).
+	//
+	// Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle (the `GetResourceLifecycle` operationId).
+	GetResourceLifecycle(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetUsage Time-weighted usage of the selected resources over [from, to), bucketed and grouped, as of a feed position (role read or admin).
+	//
+	// Exact decimal strings, never rounded before the end (docs/usage.md). A query of more than 10000 windows, or of more than 400 days with window=hour, is 422 result_too_large before anything is read; one that would hold more than 100000 items is 422 result_too_large too.
+	//
+	// Corresponds with GET /api/v1/usage (the `GetUsage` operationId).
+	GetUsage(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Healthz The process is up.
 	//
@@ -2688,6 +2983,21 @@ func (c *Client) FollowEvents(ctx context.Context, params *FollowEventsParams, r
 	return c.Client.Do(req)
 }
 
+// GetProjectSummary One project's activity over [from, to) by resource type, in the shape of Tally's per-project summary (role read or admin).
+//
+// Corresponds with GET /api/v1/projects/{cloud}/{project_id}/summary (the `GetProjectSummary` operationId).
+func (c *Client) GetProjectSummary(ctx context.Context, cloud string, projectId string, params *GetProjectSummaryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetProjectSummaryRequest(c.Server, cloud, projectId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListRejectedEvents List dead letters, oldest first (role admin).
 //
 // Corresponds with GET /api/v1/rejected-events (the `ListRejectedEvents` operationId).
@@ -2836,6 +3146,40 @@ func (c *Client) GetResource(ctx context.Context, cloud string, resourceType str
 // Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events (the `GetResourceEvents` operationId).
 func (c *Client) GetResourceEvents(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetResourceEventsRequest(c.Server, cloud, resourceType, resourceId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetResourceLifecycle Read one resource's timeline - its events in fold order and its intervals - in Tally's Lifecycle shape (role read or admin).
+//
+// The intervals are half-open [from, to), split only when state, size or project changes; the last is open (to null) while the resource is alive (docs/usage.md, The timeline). More than 10000 stored events is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many).
+//
+// Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle (the `GetResourceLifecycle` operationId).
+func (c *Client) GetResourceLifecycle(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetResourceLifecycleRequest(c.Server, cloud, resourceType, resourceId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetUsage Time-weighted usage of the selected resources over [from, to), bucketed and grouped, as of a feed position (role read or admin).
+//
+// Exact decimal strings, never rounded before the end (docs/usage.md). A query of more than 10000 windows, or of more than 400 days with window=hour, is 422 result_too_large before anything is read; one that would hold more than 100000 items is 422 result_too_large too.
+//
+// Corresponds with GET /api/v1/usage (the `GetUsage` operationId).
+func (c *Client) GetUsage(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetUsageRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4305,6 +4649,78 @@ func NewFollowEventsRequest(server string, params *FollowEventsParams) (*http.Re
 	return req, nil
 }
 
+// NewGetProjectSummaryRequest constructs an http.Request for the GetProjectSummary method
+func NewGetProjectSummaryRequest(server string, cloud string, projectId string, params *GetProjectSummaryParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "cloud", cloud, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "project_id", projectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/projects/%s/%s/summary", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListRejectedEventsRequest constructs an http.Request for the ListRejectedEvents method
 func NewListRejectedEventsRequest(server string, params *ListRejectedEventsParams) (*http.Request, error) {
 	var err error
@@ -4629,6 +5045,18 @@ func NewListResourcesRequest(server string, params *ListResourcesParams) (*http.
 
 		}
 
+		if params.At != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "at", *params.At, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Limit != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
@@ -4753,6 +5181,256 @@ func NewGetResourceEventsRequest(server string, cloud string, resourceType strin
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetResourceLifecycleRequest constructs an http.Request for the GetResourceLifecycle method
+func NewGetResourceLifecycleRequest(server string, cloud string, resourceType string, resourceId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "cloud", cloud, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "resource_type", resourceType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "resource_id", resourceId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/resources/%s/%s/%s/lifecycle", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetUsageRequest constructs an http.Request for the GetUsage method
+func NewGetUsageRequest(server string, params *GetUsageParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/usage")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Window != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "window", *params.Window, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.GroupBy != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "group_by", *params.GroupBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Quantity != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "quantity", *params.Quantity, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Unit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "unit", *params.Unit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cloud != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cloud", *params.Cloud, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Platform != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "platform", *params.Platform, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ProjectId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "project_id", *params.ProjectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ResourceType != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resource_type", *params.ResourceType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.AsOf != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "as_of", *params.AsOf, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -5174,6 +5852,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/events/feed (the `FollowEvents` operationId).
 	FollowEventsWithResponse(ctx context.Context, params *FollowEventsParams, reqEditors ...RequestEditorFn) (*FollowEventsResponse, error)
 
+	// GetProjectSummaryWithResponse One project's activity over [from, to) by resource type, in the shape of Tally's per-project summary (role read or admin).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/projects/{cloud}/{project_id}/summary (the `GetProjectSummary` operationId).
+	GetProjectSummaryWithResponse(ctx context.Context, cloud string, projectId string, params *GetProjectSummaryParams, reqEditors ...RequestEditorFn) (*GetProjectSummaryResponse, error)
+
 	// ListRejectedEventsWithResponse List dead letters, oldest first (role admin).
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -5263,6 +5948,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events (the `GetResourceEvents` operationId).
 	GetResourceEventsWithResponse(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*GetResourceEventsResponse, error)
+
+	// GetResourceLifecycleWithResponse Read one resource's timeline - its events in fold order and its intervals - in Tally's Lifecycle shape (role read or admin).
+	//
+	// The intervals are half-open [from, to), split only when state, size or project changes; the last is open (to null) while the resource is alive (docs/usage.md, The timeline). More than 10000 stored events is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle (the `GetResourceLifecycle` operationId).
+	GetResourceLifecycleWithResponse(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*GetResourceLifecycleResponse, error)
+
+	// GetUsageWithResponse Time-weighted usage of the selected resources over [from, to), bucketed and grouped, as of a feed position (role read or admin).
+	//
+	// Exact decimal strings, never rounded before the end (docs/usage.md). A query of more than 10000 windows, or of more than 400 days with window=hour, is 422 result_too_large before anything is read; one that would hold more than 100000 items is 422 result_too_large too.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/usage (the `GetUsage` operationId).
+	GetUsageWithResponse(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*GetUsageResponse, error)
 
 	// HealthzWithResponse The process is up.
 	//
@@ -6408,6 +7111,75 @@ func (r FollowEventsResponse) ContentType() string {
 	return ""
 }
 
+// GetProjectSummaryResponse401Headers the declared response headers of an HTTP 401 response for GetProjectSummary
+type GetProjectSummaryResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type GetProjectSummaryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ProjectSummary
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetProjectSummaryResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetProjectSummaryResponse) GetJSON200() *ProjectSummary {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetProjectSummaryResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetProjectSummaryResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetProjectSummaryResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r GetProjectSummaryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetProjectSummaryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetProjectSummaryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetProjectSummaryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListRejectedEventsResponse401Headers the declared response headers of an HTTP 401 response for ListRejectedEvents
 type ListRejectedEventsResponse401Headers struct {
 	WWWAuthenticate string
@@ -6940,6 +7712,158 @@ func (r GetResourceEventsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetResourceEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetResourceLifecycleResponse401Headers the declared response headers of an HTTP 401 response for GetResourceLifecycle
+type GetResourceLifecycleResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type GetResourceLifecycleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Lifecycle
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetResourceLifecycleResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetResourceLifecycleResponse) GetJSON200() *Lifecycle {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetResourceLifecycleResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetResourceLifecycleResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetResourceLifecycleResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetResourceLifecycleResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetResourceLifecycleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetResourceLifecycleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetResourceLifecycleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetResourceLifecycleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetUsageResponse401Headers the declared response headers of an HTTP 401 response for GetUsage
+type GetUsageResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type GetUsageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *UsageAnswer
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetUsageResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetUsageResponse) GetJSON200() *UsageAnswer {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetUsageResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetUsageResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetUsageResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetUsageResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r GetUsageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetUsageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetUsageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetUsageResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7483,6 +8407,19 @@ func (c *ClientWithResponses) FollowEventsWithResponse(ctx context.Context, para
 	return ParseFollowEventsResponse(rsp)
 }
 
+// GetProjectSummaryWithResponse One project's activity over [from, to) by resource type, in the shape of Tally's per-project summary (role read or admin).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/projects/{cloud}/{project_id}/summary (the `GetProjectSummary` operationId).
+func (c *ClientWithResponses) GetProjectSummaryWithResponse(ctx context.Context, cloud string, projectId string, params *GetProjectSummaryParams, reqEditors ...RequestEditorFn) (*GetProjectSummaryResponse, error) {
+	rsp, err := c.GetProjectSummary(ctx, cloud, projectId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetProjectSummaryResponse(rsp)
+}
+
 // ListRejectedEventsWithResponse List dead letters, oldest first (role admin).
 //
 // Returns a wrapper object for the known response body format(s).
@@ -7619,6 +8556,36 @@ func (c *ClientWithResponses) GetResourceEventsWithResponse(ctx context.Context,
 		return nil, err
 	}
 	return ParseGetResourceEventsResponse(rsp)
+}
+
+// GetResourceLifecycleWithResponse Read one resource's timeline - its events in fold order and its intervals - in Tally's Lifecycle shape (role read or admin).
+//
+// The intervals are half-open [from, to), split only when state, size or project changes; the last is open (to null) while the resource is alive (docs/usage.md, The timeline). More than 10000 stored events is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle (the `GetResourceLifecycle` operationId).
+func (c *ClientWithResponses) GetResourceLifecycleWithResponse(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*GetResourceLifecycleResponse, error) {
+	rsp, err := c.GetResourceLifecycle(ctx, cloud, resourceType, resourceId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetResourceLifecycleResponse(rsp)
+}
+
+// GetUsageWithResponse Time-weighted usage of the selected resources over [from, to), bucketed and grouped, as of a feed position (role read or admin).
+//
+// Exact decimal strings, never rounded before the end (docs/usage.md). A query of more than 10000 windows, or of more than 400 days with window=hour, is 422 result_too_large before anything is read; one that would hold more than 100000 items is 422 result_too_large too.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/usage (the `GetUsage` operationId).
+func (c *ClientWithResponses) GetUsageWithResponse(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*GetUsageResponse, error) {
+	rsp, err := c.GetUsage(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetUsageResponse(rsp)
 }
 
 // HealthzWithResponse The process is up.
@@ -8687,6 +9654,66 @@ func ParseFollowEventsResponse(rsp *http.Response) (*FollowEventsResponse, error
 	return response, nil
 }
 
+// ParseGetProjectSummaryResponse parses an HTTP response from a GetProjectSummaryWithResponse call
+func ParseGetProjectSummaryResponse(rsp *http.Response) (*GetProjectSummaryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetProjectSummaryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ProjectSummary
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetProjectSummaryResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListRejectedEventsResponse parses an HTTP response from a ListRejectedEventsWithResponse call
 func ParseListRejectedEventsResponse(rsp *http.Response) (*ListRejectedEventsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -9142,6 +10169,140 @@ func ParseGetResourceEventsResponse(rsp *http.Response) (*GetResourceEventsRespo
 	switch {
 	case rsp.StatusCode == 401:
 		var headers GetResourceEventsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetResourceLifecycleResponse parses an HTTP response from a GetResourceLifecycleWithResponse call
+func ParseGetResourceLifecycleResponse(rsp *http.Response) (*GetResourceLifecycleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetResourceLifecycleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Lifecycle
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetResourceLifecycleResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetUsageResponse parses an HTTP response from a GetUsageWithResponse call
+func ParseGetUsageResponse(rsp *http.Response) (*GetUsageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetUsageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest UsageAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetUsageResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

@@ -1,0 +1,216 @@
+package ingesthttp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/ingesthttp"
+	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/ingest/usage"
+	"github.com/tallyhq/tally/route"
+	"github.com/tallyhq/tally/store/memstore"
+)
+
+func instance(id, typ, at, project, size string) string {
+	p := `{"state":"active"`
+	if size != "" {
+		p += `,"size":` + size
+	}
+	p += "}"
+	return `{"event_id":"` + id + `","timestamp":"` + at + `","event_type":"compute.instance.` + typ + `","platform":"openstack",` +
+		`"cloud":"c1","resource_type":"instance","resource_id":"i-1","project_id":"` + project + `","payload":` + p + `}`
+}
+
+var usageHistory = "[" + strings.Join([]string{
+	instance("u1", "create.end", "2026-03-01T00:00:00Z", "P", `{"vcpus":2,"ram_gb":4,"disk_gb":20,"flavor":"m1.small"}`),
+	instance("u2", "resize.confirm.end", "2026-03-11T00:00:00Z", "P", `{"vcpus":4,"ram_gb":8,"disk_gb":40,"flavor":"m1.large"}`),
+	instance("u3", "delete.end", "2026-03-21T00:00:00.5Z", "P", ""),
+}, ",") + "]"
+
+// The README's call, "vcpu-hours of project P in March by flavor", through
+// the route and the Go client, on both stores.
+func TestUsageRoute(t *testing.T) {
+	bothStores(t, func(t *testing.T, st stores) {
+		s := newServer(t, st, 0)
+		if status, _, b := s.do(t, "POST", "/api/v1/events", usageHistory, true); status != 200 || !strings.Contains(b, `"accepted":3`) {
+			t.Fatalf("ingest: %d %s", status, b)
+		}
+		c := newClient(t, s.URL, ingesthttp.ClientOptions{})
+		q := usage.Query{ProjectID: "P", From: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC),
+			GroupBy: []string{"size.flavor"}, Quantity: "size.vcpus", Unit: usage.UnitHour}
+		var a usage.Answer
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var err error
+			if a, err = c.Usage(context.Background(), q); err != nil {
+				t.Fatal(err)
+			}
+			if len(a.Items) == 2 || time.Now().After(deadline) { // PostgreSQL: readable once older transactions end
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		type item struct{ Flavor, Seconds, Quantity string }
+		got := []item{}
+		for _, it := range a.Items {
+			got = append(got, item{string(it.Group[0].Value), it.Seconds, it.Quantity})
+		}
+		want := []item{{`"m1.large"`, "864000.5", "960.0005555555555556"}, {`"m1.small"`, "864000", "480"}}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+		// The same call over raw HTTP, byte for byte the client's answer.
+		status, _, body := s.do(t, "GET", "/api/v1/usage?"+ingesthttp.UsageValues(usage.Query{
+			ProjectID: "P", From: q.From, To: q.To, GroupBy: q.GroupBy, Quantity: q.Quantity, Unit: q.Unit, AsOf: a.AsOf,
+		}).Encode(), "", true)
+		again, _ := json.Marshal(a)
+		if status != 200 || strings.TrimSpace(body) != string(again) {
+			t.Errorf("GET as of %s: %d\n%s\nwant\n%s", a.AsOf, status, body, again)
+		}
+
+		l, err := c.Lifecycle(context.Background(), projection.Key{Cloud: "c1", ResourceType: "instance", ResourceID: "i-1"})
+		if err != nil || len(l.Intervals) != 2 || len(l.Events) != 3 || l.Intervals[1].To == nil {
+			t.Errorf("lifecycle: %+v, %v", l, err)
+		}
+		var se *ingesthttp.StatusError
+		if _, err := c.Lifecycle(context.Background(), projection.Key{Cloud: "c1", ResourceType: "instance", ResourceID: "nope"}); !errors.As(err, &se) || se.StatusCode != 404 {
+			t.Errorf("unknown resource: %v, want 404", err)
+		}
+		sum, err := c.ProjectSummary(context.Background(), usage.SummaryQuery{Cloud: "c1", ProjectID: "P", From: q.From, To: q.To})
+		wantSum := []usage.ProjectActivity{{ResourceType: "instance", Created: 1, Deleted: 1, TotalMinutes: 28800}}
+		if diff := cmp.Diff(wantSum, sum.ResourceTypes); err != nil || diff != "" {
+			t.Errorf("summary (-want +got):\n%s%v", diff, err)
+		}
+		status, _, body = s.do(t, "GET", "/api/v1/resources?at=2026-03-15T00:00:00Z", "", true)
+		if status != 200 || !strings.Contains(body, `"size":{"vcpus":4,"ram_gb":8,"disk_gb":40,"flavor":"m1.large"}`) {
+			t.Errorf("resources at an instant: %d %s", status, body)
+		}
+	})
+}
+
+func TestUsageRouteRefusals(t *testing.T) {
+	s := newServer(t, memIngest(t), 0)
+	month := "from=2026-03-01T00:00:00Z&to=2026-04-01T00:00:00Z"
+	for _, tt := range []struct {
+		name, target string
+		status       int
+		members      []string
+	}{
+		{"every bad parameter at once", "/api/v1/usage?from=yesterday&window=week&unit=day&sort=asc", 400, []string{"/from", "/window", "/unit", "/to", "/sort"}},
+		{"empty group_by", "/api/v1/usage?" + month + "&group_by=", 400, []string{"/group_by"}},
+		{"a cursor of another query", "/api/v1/usage?" + month + "&cursor=WyJ1MSIsMSwiIiwxXQ", 400, []string{"/cursor"}},
+		{"an as_of the store never gave", "/api/v1/usage?" + month + "&as_of=AWUCAOgHJzV0jQ", 400, []string{"/as_of"}},
+		{"window=hour over 400 days", "/api/v1/usage?from=2026-01-01T00:00:00Z&to=2027-03-01T00:00:00Z&window=hour", 422, nil},
+		{"repeated", "/api/v1/usage?" + month + "&unit=hour&unit=second", 400, []string{"/unit"}},
+		{"at with alive_at", "/api/v1/resources?at=2026-03-01T00:00:00Z&alive_at=2026-03-01T00:00:00Z", 400, []string{"/at"}},
+		{"at malformed", "/api/v1/resources?at=soon", 400, []string{"/at"}},
+		{"summary without to", "/api/v1/projects/c1/P/summary?from=2026-03-01T00:00:00Z", 400, []string{"/to"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			status, _, body := s.do(t, "GET", tt.target, "", true)
+			if status != tt.status {
+				t.Fatalf("%d %s, want %d", status, body, tt.status)
+			}
+			var p struct {
+				Code   string `json:"code"`
+				Errors []struct {
+					Member string `json:"member"`
+				} `json:"errors"`
+			}
+			if err := json.Unmarshal([]byte(body), &p); err != nil {
+				t.Fatal(err)
+			}
+			if tt.status == 422 && p.Code != "result_too_large" {
+				t.Errorf("code %s, want result_too_large", p.Code)
+			}
+			got := map[string]bool{}
+			for _, e := range p.Errors {
+				got[e.Member] = true
+			}
+			for _, m := range tt.members {
+				if !got[m] {
+					t.Errorf("no problem for %s in %s", m, body)
+				}
+			}
+		})
+	}
+}
+
+// FuzzUsageQuery: any query string of GET /api/v1/usage is answered 200 with
+// an answer that decodes, or 400/422 with a problem; never a 5xx.
+func FuzzUsageQuery(f *testing.F) {
+	for _, seed := range []string{
+		"from=2026-03-01T00:00:00Z&to=2026-04-01T00:00:00Z",
+		"from=2026-03-01T00:00:00Z&to=2026-04-01T00:00:00Z&window=day&group_by=project_id,size.flavor&quantity=size.vcpus&unit=hour",
+		"from=0001-01-01T00:00:00Z&to=9999-12-31T23:59:59Z&window=month",
+		"from=2026-03-01T00:00:00.123456Z&to=2026-03-01T00:00:00.123457Z&window=hour&limit=1&cursor=x",
+		"from=2026-03-01T00:00:00Z&to=2026-04-01T00:00:00Z&group_by=size.,state,state&as_of=AA",
+	} {
+		f.Add(seed)
+	}
+	h := usageHandler(f)
+	f.Fuzz(func(t *testing.T, raw string) {
+		req := httptest.NewRequest("GET", "/api/v1/usage", nil)
+		req.URL.RawQuery = raw
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		switch w.Code {
+		case 200:
+			var a usage.Answer
+			if err := json.Unmarshal(w.Body.Bytes(), &a); err != nil {
+				t.Fatalf("200 with a body that does not decode: %v\n%s", err, w.Body)
+			}
+		case 400, 422:
+			if !strings.Contains(w.Body.String(), `"code"`) {
+				t.Fatalf("%d without a problem: %s", w.Code, w.Body)
+			}
+		default:
+			t.Fatalf("query %q: %d %s", raw, w.Code, w.Body)
+		}
+	})
+}
+
+// usageHandler serves the ingestion routes over a memstore holding
+// usageHistory.
+func usageHandler(tb testing.TB) http.Handler {
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	svc, err := ingest.New(db.Ingest(), ingest.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	items, err := ingest.SplitBatch([]byte(usageHistory))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := svc.Ingest(context.Background(), ingest.Caller{Credential: "fuzz"}, items); err != nil {
+		tb.Fatal(err)
+	}
+	proj, err := projection.New(db.Projection(), svc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	use, err := usage.New(db.Ingest())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h, err := ingesthttp.New(svc, proj, ingesthttp.Options{CallerFrom: func(*http.Request) (ingest.Caller, bool) { return ingest.Caller{}, false }, Usage: use})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	route.Mount(mux, h.Routes(), func(rt route.Route) http.Handler { return rt.Handler })
+	return mux
+}
+

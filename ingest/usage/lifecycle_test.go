@@ -1,0 +1,134 @@
+package usage_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/ingest/timeline"
+	"github.com/tallyhq/tally/ingest/usage"
+	"github.com/tallyhq/tally/store"
+)
+
+func TestLifecycle(t *testing.T) {
+	h := time.Hour
+	st := newStore(t, []event.Event{
+		ev("a2", "i-a", del, march.Add(2*h), "p1", "", ""),
+		ev("a1", "i-a", update, march.Add(h), "p1", "active", `{"vcpus":2}`),
+		ev("a3", "i-a", update, march.Add(3*h), "p1", "active", ""),
+	})
+	svc, _ := usage.New(st)
+	got, err := svc.Lifecycle(context.Background(), projection.Key{Cloud: "c1", ResourceType: "instance", ResourceID: "i-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{}
+	for _, e := range got.Events {
+		ids = append(ids, e.EventID)
+	}
+	if diff := cmp.Diff([]string{"a1", "a2", "a3"}, ids); diff != "" {
+		t.Errorf("events in fold order (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]timeline.Code{timeline.CodeHistoryStartsWithoutCreate, timeline.CodeEventAfterDelete}, got.Warnings); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
+	}
+	if len(got.Intervals) != 1 || got.Intervals[0].To == nil || !got.Intervals[0].To.Equal(march.Add(2*h)) {
+		t.Errorf("intervals %+v, want one [1h, 2h)", got.Intervals)
+	}
+	_, err = svc.Lifecycle(context.Background(), projection.Key{Cloud: "c1", ResourceType: "instance", ResourceID: "nope"})
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown resource: %v, want store.ErrNotFound", err)
+	}
+}
+
+func TestLifecycleTooLong(t *testing.T) {
+	evs := []event.Event{ev("c", "i-l", create, march, "p1", "active", `{"vcpus":1}`)}
+	for i := range ingest.MaxHistory {
+		evs = append(evs, ev("u"+time.Duration(i).String(), "i-l", update, march.Add(time.Duration(i+1)*time.Second), "p1", "active", ""))
+	}
+	svc, _ := usage.New(newStore(t, evs))
+	_, err := svc.Lifecycle(context.Background(), projection.Key{Cloud: "c1", ResourceType: "instance", ResourceID: "i-l"})
+	if !errors.Is(err, ingest.ErrHistoryTooLong) {
+		t.Errorf("%d events: %v, want ErrHistoryTooLong", len(evs), err)
+	}
+}
+
+func TestSummary(t *testing.T) {
+	h := time.Hour
+	st := newStore(t, []event.Event{
+		ev("a1", "i-a", create, march, "p1", "active", `{"vcpus":2}`),
+		ev("a2", "i-a", update, march.Add(90*time.Second+500*time.Millisecond), "p2", "", ""),
+		ev("b1", "i-b", create, march.Add(h), "p1", "active", `{"vcpus":2}`),
+		ev("b2", "i-b", del, march.Add(h+30*time.Second+500*time.Millisecond), "p1", "", ""),
+		ev("c1", "i-c", create, march.Add(h), "p1", "active", `{"vcpus":2}`),
+	})
+	svc, _ := usage.New(st)
+	got, err := svc.Summary(context.Background(), usage.SummaryQuery{Cloud: "c1", ProjectID: "p1", From: march, To: march.Add(2 * h)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 90.5 s + 30.5 s + 3600 s = 3721 s: 62 minutes, truncated once per row
+	// (per span it would be 1 + 0 + 60 = 61).
+	want := []usage.ProjectActivity{{ResourceType: "instance", Created: 3, Deleted: 1, TotalMinutes: 62, ActiveNow: 1}}
+	if diff := cmp.Diff(want, got.ResourceTypes); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestAt(t *testing.T) {
+	h := time.Hour
+	st := newStore(t, []event.Event{
+		ev("a1", "i-a", create, march, "p1", "active", `{"vcpus":2}`),
+		ev("a2", "i-a", del, march.Add(2*h), "p1", "", ""),
+		ev("a3", "i-a", create, march.Add(5*h), "p1", "active", `{"vcpus":8}`),
+		ev("b1", "i-b", create, march.Add(h), "p2", "active", `{"vcpus":1}`),
+	})
+	svc, _ := usage.New(st)
+	state := func(at time.Duration, f projection.Filter) []string {
+		t.Helper()
+		p, err := svc.At(context.Background(), f, march.Add(at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []string{}
+		for _, r := range p.Items {
+			out = append(out, r.ResourceID+" "+r.State+" "+string(r.Size))
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name string
+		at   time.Duration
+		f    projection.Filter
+		want []string
+	}{
+		{"before anything", -h, projection.Filter{}, []string{}},
+		{"an event exactly at the instant counts", h, projection.Filter{}, []string{`i-a active {"vcpus":2}`, `i-b active {"vcpus":1}`}},
+		{"deleted between lives", 3 * h, projection.Filter{Status: projection.StatusAll}, []string{`i-a deleted {"vcpus":2}`, `i-b active {"vcpus":1}`}},
+		{"active only", 3 * h, projection.Filter{Status: projection.StatusActive}, []string{`i-b active {"vcpus":1}`}},
+		{"the second life", 6 * h, projection.Filter{ProjectID: "p1"}, []string{`i-a active {"vcpus":8}`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, state(tt.at, tt.f)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+	p, err := svc.At(context.Background(), projection.Filter{Limit: 1}, march.Add(6*h))
+	if err != nil || len(p.Items) != 1 || p.NextCursor == nil {
+		t.Fatalf("first page: %+v, %v", p, err)
+	}
+	p, err = svc.At(context.Background(), projection.Filter{Limit: 1, Cursor: *p.NextCursor}, march.Add(6*h))
+	if err != nil || len(p.Items) != 1 || p.Items[0].ResourceID != "i-b" || p.NextCursor != nil {
+		t.Fatalf("second page: %+v, %v", p, err)
+	}
+	if _, err := svc.At(context.Background(), projection.Filter{AliveAt: march}, march); !errors.Is(err, event.ErrInvalid) {
+		t.Errorf("at with alive_at: %v, want a validation error", err)
+	}
+}

@@ -1,0 +1,440 @@
+package usage
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/timeline"
+	"github.com/tallyhq/tally/internal/feed"
+	"github.com/tallyhq/tally/internal/page"
+)
+
+// CodeNonNumericQuantity is the warning of a resource with an interval
+// whose quantity member is missing or not a number: that interval counts
+// in seconds and not in quantity.
+const CodeNonNumericQuantity timeline.Code = "non_numeric_quantity"
+
+// Codes lists every code a [Warning] of an answer may have: the
+// timeline's ([timeline.Codes]) and [CodeNonNumericQuantity].
+func Codes() []timeline.Code { return append(timeline.Codes(), CodeNonNumericQuantity) }
+
+// Service answers usage questions over a [Store]. It is safe for
+// concurrent use.
+type Service struct {
+	store Store
+}
+
+// New returns the Service over st, which is required.
+func New(st Store) (*Service, error) {
+	if st == nil {
+		return nil, errors.New("usage: a store is required")
+	}
+	return &Service{store: st}, nil
+}
+
+// Answer is the answer of [Service.Usage] (GET /api/v1/usage).
+type Answer struct {
+	From     time.Time `json:"from"`
+	To       time.Time `json:"to"`
+	Window   Window    `json:"window"`
+	Quantity string    `json:"quantity"`
+	Unit     Unit      `json:"unit"`
+	// AsOf is the cursor of the feed position the answer reflects: the same
+	// query with it gives the same answer, byte for byte.
+	AsOf string `json:"as_of"`
+	// Items are ordered by WindowStart, then by the group's values (byte
+	// order of their JSON text, in GroupBy order); never nil.
+	Items []Item `json:"items"`
+	// Warnings are the first MaxWarnings of the contributing resources, by
+	// resource key; never nil. Every page carries them.
+	Warnings []Warning `json:"warnings"`
+	// NextCursor continues the items; nil on the last page.
+	NextCursor *string `json:"next_cursor"`
+}
+
+// Item is one (window, group) of an [Answer].
+type Item struct {
+	// WindowStart and WindowEnd are the window, [start, end), clipped to
+	// the query's [From, To).
+	WindowStart time.Time `json:"window_start"`
+	WindowEnd   time.Time `json:"window_end"`
+	Group       Group     `json:"group"`
+	// Resources counts the distinct resources that contributed.
+	Resources int `json:"resources"`
+	// Seconds is the time alive, in seconds, exact to the microsecond.
+	Seconds string `json:"seconds"`
+	// Quantity is the query's quantity in its unit: the seconds, or the
+	// size member's value times the seconds; exact for unit second,
+	// rounded once for unit hour (docs/usage.md, Exactness).
+	Quantity string `json:"quantity"`
+	// Complete is false when the window ends after the as_of instant:
+	// time after it is not counted yet.
+	Complete bool `json:"complete"`
+}
+
+// Group is the values of an item's group_by keys, in GroupBy order,
+// encoded as one JSON object.
+type Group []GroupValue
+
+// GroupValue is one key of a [Group] and its value: a JSON string, or for
+// size.<member> the member's JSON value (numbers in canonical decimal form,
+// [timeline.CanonicalNumber]) or null when the size lacks it.
+type GroupValue struct {
+	Key   string
+	Value jsontext.Value
+}
+
+// MarshalJSON encodes g as an object, its members in order.
+func (g Group) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, v := range g {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = jsontext.AppendQuote(b, v.Key); err != nil {
+			return nil, err
+		}
+		b = append(append(b, ':'), v.Value...)
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON decodes an object into g, keeping the members' order.
+func (g *Group) UnmarshalJSON(b []byte) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return fmt.Errorf("usage: group: must be a JSON object")
+	}
+	out := Group{}
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return fmt.Errorf("usage: group: %w", err)
+		}
+		key := tok.String()
+		v, err := dec.ReadValue()
+		if err != nil {
+			return fmt.Errorf("usage: group: %w", err)
+		}
+		out = append(out, GroupValue{Key: key, Value: bytes.Clone(v)})
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return fmt.Errorf("usage: group: %w", err)
+	}
+	*g = out
+	return nil
+}
+
+// Warning is one thing the answer could not take at face value, about one
+// resource.
+type Warning struct {
+	Cloud        string        `json:"cloud"`
+	ResourceType string        `json:"resource_type"`
+	ResourceID   string        `json:"resource_id"`
+	Code         timeline.Code `json:"code"`
+	Message      string        `json:"message"`
+}
+
+// Usage answers q (docs/usage.md): the time-weighted usage of the
+// resources the filters select over [q.From, q.To), bucketed by q.Window
+// and grouped by q.GroupBy, as of the feed position q.AsOf (the head when
+// empty). It returns an [*event.ValidationError] listing every bad
+// parameter (an as_of the store never gave is /as_of), a *[TooLargeError]
+// for a query past [MaxWindows] or [MaxHourSpan] before reading anything
+// and past [MaxItems] while reading, or the store's error wrapped.
+func (s *Service) Usage(ctx context.Context, q Query) (Answer, error) {
+	var ps page.Params
+	p := q.check(&ps)
+	if err := ps.Err(); err != nil {
+		return Answer{}, err
+	}
+	bounds, err := p.windows()
+	if err != nil {
+		return Answer{}, err
+	}
+	snap, err := s.snapshot(ctx, p.asOf)
+	if err != nil {
+		return Answer{}, err
+	}
+	a := newAggregator(p, bounds, snap.At)
+	hq := HistoryQuery{Cloud: q.Cloud, ResourceType: q.ResourceType, Platform: q.Platform, ProjectID: q.ProjectID, AsOf: snap.Position, Before: q.To}
+	if err := s.store.Histories(ctx, hq, a.add); err != nil {
+		if errors.Is(err, ErrResultTooLarge) {
+			return Answer{}, err
+		}
+		return Answer{}, fmt.Errorf("usage: read histories: %w", err)
+	}
+	out := Answer{
+		From: q.From, To: q.To, Window: p.window, Quantity: cmp.Or(q.Quantity, QuantitySeconds), Unit: p.unit,
+		AsOf: feed.Encode(feed.Lifecycle, snap.Position), Warnings: a.warnings,
+	}
+	items := a.items()
+	start := min(p.offset, len(items))
+	end := min(start+p.limit, len(items))
+	out.Items = items[start:end]
+	if end < len(items) {
+		c := encodeCursor(cursor{offset: end, asOf: out.AsOf, fingerprint: q.fingerprint()})
+		out.NextCursor = &c
+	}
+	return out, nil
+}
+
+// snapshot resolves the as_of position; one the store never gave is a
+// validation error.
+func (s *Service) snapshot(ctx context.Context, at *feed.Position) (Snapshot, error) {
+	snap, err := s.store.Snapshot(ctx, at)
+	if errors.Is(err, ingest.ErrFeedPosition) {
+		return Snapshot{}, &event.ValidationError{Problems: []event.Problem{badAsOf()}}
+	}
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("usage: resolve as_of: %w", err)
+	}
+	return snap, nil
+}
+
+// cellKey identifies one item while aggregating.
+type cellKey struct {
+	window int
+	group  string
+}
+
+type cell struct {
+	group     Group
+	us        int64    // microseconds; overflow moves to usBig
+	usBig     *big.Int // nil until needed
+	qty       decimal
+	resources int
+	last      int // the index of the last resource counted
+}
+
+type aggregator struct {
+	p        plan
+	bounds   []time.Time
+	end      time.Time // min(To, as_of instant)
+	asOfAt   time.Time
+	cells    map[cellKey]*cell
+	n        int // resources read
+	warnings []Warning
+}
+
+func newAggregator(p plan, bounds []time.Time, asOfAt time.Time) *aggregator {
+	end := p.q.To
+	if asOfAt.Before(end) {
+		end = asOfAt
+	}
+	return &aggregator{p: p, bounds: bounds, end: end, asOfAt: asOfAt, cells: map[cellKey]*cell{}, warnings: []Warning{}}
+}
+
+// add folds one resource's history into the cells.
+func (a *aggregator) add(h History) error {
+	a.n++
+	if !a.end.After(a.p.q.From) {
+		return nil
+	}
+	tl := timeline.Build(h.Events)
+	if a.p.q.Platform != "" && tl.Platform != a.p.q.Platform {
+		return nil
+	}
+	contributed, nonNumeric := false, false
+	for _, iv := range timeline.Clip(tl.Intervals, a.p.q.From, a.end) {
+		if a.p.q.ProjectID != "" && iv.ProjectID != a.p.q.ProjectID || a.p.q.State != "" && iv.State != a.p.q.State {
+			continue
+		}
+		contributed = true
+		g, gkey := a.group(h, tl, iv)
+		var (
+			num   number
+			numOK bool
+		)
+		if a.p.member != "" {
+			if v, ok := sizeMember(iv.Size, a.p.member); ok {
+				num, numOK = parseNumber(v)
+			}
+			nonNumeric = nonNumeric || !numOK
+		}
+		if err := a.spread(iv, g, gkey, &num, numOK); err != nil {
+			return err
+		}
+	}
+	if contributed {
+		a.warn(h, tl, nonNumeric)
+	}
+	return nil
+}
+
+// spread adds one clipped interval to the cells of every window it meets.
+func (a *aggregator) spread(iv timeline.Interval, g Group, gkey string, num *number, numOK bool) error {
+	nw := len(a.bounds) - 1
+	i := sort.Search(nw, func(i int) bool { return a.bounds[i+1].After(iv.From) })
+	for ; i < nw && a.bounds[i].Before(*iv.To); i++ {
+		from, to := iv.From, *iv.To
+		if a.bounds[i].After(from) {
+			from = a.bounds[i]
+		}
+		if a.bounds[i+1].Before(to) {
+			to = a.bounds[i+1]
+		}
+		us := to.UnixMicro() - from.UnixMicro()
+		if us <= 0 {
+			continue
+		}
+		k := cellKey{i, gkey}
+		c := a.cells[k]
+		if c == nil {
+			if len(a.cells) >= MaxItems {
+				return &TooLargeError{Reason: fmt.Sprintf("the answer would hold more than %d items; narrow the filters or group_by", MaxItems)}
+			}
+			c = &cell{group: g, last: -1}
+			a.cells[k] = c
+		}
+		if c.us > math.MaxInt64-us {
+			if c.usBig == nil {
+				c.usBig = new(big.Int)
+			}
+			c.usBig.Add(c.usBig, big.NewInt(c.us))
+			c.us = 0
+		}
+		c.us += us
+		if a.p.member == "" {
+			c.qty.add(big.NewInt(us), 6)
+		} else if numOK {
+			c.qty.add(num.times(us))
+		}
+		if c.last != a.n {
+			c.last = a.n
+			c.resources++
+		}
+	}
+	return nil
+}
+
+func (a *aggregator) warn(h History, tl timeline.Timeline, nonNumeric bool) {
+	add := func(code timeline.Code, msg string) {
+		if len(a.warnings) < MaxWarnings {
+			a.warnings = append(a.warnings, Warning{Cloud: h.Key.Cloud, ResourceType: h.Key.ResourceType, ResourceID: h.Key.ResourceID, Code: code, Message: msg})
+		}
+	}
+	for _, w := range tl.Warnings {
+		add(w.Code, w.Message+" (event "+w.EventID+")")
+	}
+	if nonNumeric {
+		add(CodeNonNumericQuantity, "size."+a.p.member+" is missing or not a number in an interval; that time counts in seconds, not in quantity")
+	}
+}
+
+// group returns the group of an interval and its map key.
+func (a *aggregator) group(h History, tl timeline.Timeline, iv timeline.Interval) (Group, string) {
+	g := make(Group, len(a.p.q.GroupBy))
+	var key strings.Builder
+	for i, k := range a.p.q.GroupBy {
+		var v jsontext.Value
+		switch k {
+		case "cloud":
+			v = quote(h.Key.Cloud)
+		case "platform":
+			v = quote(tl.Platform)
+		case "project_id":
+			v = quote(iv.ProjectID)
+		case "resource_type":
+			v = quote(h.Key.ResourceType)
+		case "resource_id":
+			v = quote(h.Key.ResourceID)
+		case "state":
+			v = quote(iv.State)
+		default:
+			v = jsontext.Value("null")
+			if m, ok := sizeMember(iv.Size, k[len(sizePrefix):]); ok {
+				if c, err := timeline.Canonical(m); err == nil {
+					v = c
+				}
+			}
+		}
+		g[i] = GroupValue{Key: k, Value: v}
+		key.Write(v)
+		key.WriteByte(0)
+	}
+	return g, key.String()
+}
+
+func quote(s string) jsontext.Value {
+	b, err := jsontext.AppendQuote(nil, s)
+	if err != nil {
+		// Stored text is valid UTF-8; AppendQuote replaces what is not.
+		return jsontext.Value(`""`)
+	}
+	return b
+}
+
+// sizeMember returns the value of member name of the size object, if any.
+func sizeMember(size jsontext.Value, name string) (jsontext.Value, bool) {
+	if size.Kind() != '{' {
+		return nil, false
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(size))
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, false
+	}
+	for dec.PeekKind() == '"' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil, false
+		}
+		key := tok.String()
+		v, err := dec.ReadValue()
+		if err != nil {
+			return nil, false
+		}
+		if key == name {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+// items returns every cell as an Item, in answer order.
+func (a *aggregator) items() []Item {
+	keys := make([]cellKey, 0, len(a.cells))
+	for k := range a.cells {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(x, y cellKey) int {
+		return cmp.Or(cmp.Compare(x.window, y.window), compareGroups(a.cells[x].group, a.cells[y].group))
+	})
+	out := make([]Item, len(keys))
+	for i, k := range keys {
+		c := a.cells[k]
+		var secs decimal
+		secs.add(big.NewInt(c.us), 6)
+		if c.usBig != nil {
+			secs.add(c.usBig, 6)
+		}
+		out[i] = Item{
+			WindowStart: a.bounds[k.window], WindowEnd: a.bounds[k.window+1], Group: c.group, Resources: c.resources,
+			Seconds: secs.format(UnitSecond), Quantity: c.qty.format(a.p.unit), Complete: !a.bounds[k.window+1].After(a.asOfAt),
+		}
+	}
+	return out
+}
+
+func compareGroups(x, y Group) int {
+	for i := range x {
+		if c := bytes.Compare(x[i].Value, y[i].Value); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
