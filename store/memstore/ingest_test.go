@@ -17,7 +17,7 @@ func open(tb testing.TB) storetest.Stores {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return storetest.Stores{Ingest: db.Ingest(), Projection: db.Projection(), SizeNames: db.SizeNames(), Correlate: db.Correlate()}
+	return storetest.Stores{Ingest: db.Ingest(), Projection: db.Projection(), SizeNames: db.SizeNames(), Correlate: db.Correlate(), Reconcile: db.Reconcile()}
 }
 
 func TestConformance(t *testing.T) { storetest.Run(t, open) }

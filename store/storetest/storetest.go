@@ -22,6 +22,7 @@ import (
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/ingest/reconcile"
 	"github.com/tallyhq/tally/sizenames"
 )
 
@@ -39,6 +40,8 @@ type Stores struct {
 	SizeNames sizenames.Store
 	// Correlate is the correlation store. Required.
 	Correlate correlate.Store
+	// Reconcile is the store of reconciliation runs. Required.
+	Reconcile reconcile.Store
 	// Reopen, when not nil, returns the stores of a second, independent
 	// handle on the same database (for PostgreSQL, another pool), released
 	// on tb's cleanup. The concurrency cases create through both handles,
@@ -59,8 +62,8 @@ func (s Stores) ingest() ingestStore {
 // once per case, from parallel subtests, so it must be safe for concurrent
 // use. Each case names the spec sentence or docs/decisions.md row it checks.
 //
-// The top-level subtests are Ingest, Projection, Feed, Windows and
-// Correlate.
+// The top-level subtests are Ingest, Projection, Feed, Windows, Correlate
+// and Reconcile.
 func Run(t *testing.T, open func(tb testing.TB) Stores) {
 	t.Helper()
 	newIngest := func(t *testing.T) ingestStore { return open(t).ingest() }
@@ -90,6 +93,10 @@ func Run(t *testing.T, open func(tb testing.TB) Stores) {
 			}
 			return s.Correlate, s.Reopen(t).Correlate
 		})
+	})
+	t.Run("Reconcile", func(t *testing.T) {
+		t.Parallel()
+		runReconcile(t, open)
 	})
 }
 
