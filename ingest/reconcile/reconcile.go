@@ -61,7 +61,7 @@ type Observer interface {
 
 type nopObserver struct{}
 
-func (nopObserver) Run(string, ingest.SyncStatus) {}
+func (nopObserver) Run(string, ingest.SyncStatus)  {}
 func (nopObserver) Reconciled(string, Action, int) {}
 func (nopObserver) Errors(string, int)             {}
 

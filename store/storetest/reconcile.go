@@ -258,7 +258,6 @@ func testSyncDrift(t *testing.T, open func(tb testing.TB) Stores) {
 	}
 }
 
-
 // testSyncTwice: "running the same observation twice stores nothing the
 // second time", and records two runs, the second with everything unchanged.
 func testSyncTwice(t *testing.T, st Stores) {
