@@ -157,6 +157,7 @@ type DB struct {
 	projection Projection
 	correlate  Correlate
 	sizeNames  SizeNames
+	reconcile  Reconcile
 	wakeups    wakeups
 }
 
@@ -309,7 +310,7 @@ func New(pool *pgxpool.Pool, opts Options) (*DB, error) {
 		c.now = time.Now
 	}
 	c.db = sqlx.NewDb(c.openDB(), "pgx")
-	return &DB{conn: c, ingest: Ingest{c}, projection: Projection{c}, correlate: Correlate{c}, sizeNames: SizeNames{c}}, nil
+	return &DB{conn: c, ingest: Ingest{c}, projection: Projection{c}, correlate: Correlate{c}, sizeNames: SizeNames{c}, reconcile: Reconcile{c}}, nil
 }
 
 // Ingest returns the ingestion store of db. Every call returns the same
@@ -327,6 +328,9 @@ func (db *DB) Correlate() *Correlate { return &db.correlate }
 // SizeNames returns the size-name store of db. Every call returns the same
 // store.
 func (db *DB) SizeNames() *SizeNames { return &db.sizeNames }
+
+// Reconcile returns the store of reconciliation runs (reconcile.Store).
+func (db *DB) Reconcile() *Reconcile { return &db.reconcile }
 
 // Close releases db: its database/sql handle, and the pool when [Open] made
 // it. The stores of db must not be used afterwards.
