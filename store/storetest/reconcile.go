@@ -164,6 +164,7 @@ func runReconcile(t *testing.T, open func(tb testing.TB) Stores) {
 	t.Run("PartlyRefused", func(t *testing.T) { t.Parallel(); testSyncRefused(t, open(t)) })
 	t.Run("FailedCommit", func(t *testing.T) { t.Parallel(); testSyncFailedCommit(t, open(t)) })
 	t.Run("Runs", func(t *testing.T) { t.Parallel(); testSyncRuns(t, open(t)) })
+	t.Run("RunPages", func(t *testing.T) { t.Parallel(); testSyncRunPages(t, open(t)) })
 	t.Run("SameAsCollected", func(t *testing.T) { t.Parallel(); testSyncSameAsCollected(t, open(t)) })
 }
 
@@ -540,5 +541,37 @@ func testSyncSameAsCollected(t *testing.T, st Stores) {
 	}
 	if diff := cmp.Diff([]string{"compute.instance.create.end", reconcile.TypeCreate}, types); diff != "" {
 		t.Errorf("feed (-want +got):\n%s", diff)
+	}
+}
+
+// testSyncRunPages: the Service pages the runs with next_cursor.
+func testSyncRunPages(t *testing.T, st Stores) {
+	ctx := context.Background()
+	e := newSyncEnv(t, st)
+	for i := range 3 {
+		obs := observation(nil)
+		obs.ObservedAt = syncAt.Add(time.Duration(i) * time.Minute)
+		e.run(t, obs)
+	}
+	var got []int64
+	cursor := ""
+	for range 5 {
+		p, err := e.rec.Runs(ctx, reconcile.RunFilter{Cloud: "c1", Limit: 2, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range p.Items {
+			got = append(got, r.ID)
+		}
+		if p.NextCursor == nil {
+			break
+		}
+		cursor = *p.NextCursor
+	}
+	if len(got) != 3 || got[0] < got[1] || got[1] < got[2] {
+		t.Errorf("paged runs %v, want three, newest first", got)
+	}
+	if _, err := e.rec.Runs(ctx, reconcile.RunFilter{Limit: 1001, Cursor: "x"}); !errors.Is(err, event.ErrInvalid) {
+		t.Errorf("bad limit and cursor: %v", err)
 	}
 }
