@@ -243,10 +243,10 @@ func (p *credentialParser) scope(c Credential) {
 		p.ingestScope(c)
 	} else {
 		if c.Platform != "" {
-			p.bad("platform", "applies only to the ingest and reconcile roles, which the credential does not have")
+			p.bad("platform", "applies only to the ingest role (and the reconcile role), which the credential does not have")
 		}
 		if c.Cloud != "" {
-			p.bad("cloud", "applies only to the ingest and reconcile roles, which the credential does not have")
+			p.bad("cloud", "applies only to the ingest role (and the reconcile role), which the credential does not have")
 		}
 	}
 	if c.Has(route.RoleEvents) && c.Organization == "" {
@@ -257,13 +257,22 @@ func (p *credentialParser) scope(c Credential) {
 	}
 }
 
-// ingestScope checks the (platform, cloud) of an ingest credential.
+// scopedRole names the role of c that needs a (platform, cloud) scope.
+func scopedRole(c Credential) route.Role {
+	if c.Has(route.RoleIngest) {
+		return route.RoleIngest
+	}
+	return route.RoleReconcile
+}
+
+// ingestScope checks the (platform, cloud) of an ingest or reconcile
+// credential.
 func (p *credentialParser) ingestScope(c Credential) {
 	if c.Platform == "" {
-		p.bad("platform", "is required with the ingest and reconcile roles")
+		p.bad("platform", "is required with the %s role", scopedRole(c))
 	}
 	if c.Cloud == "" {
-		p.bad("cloud", "is required with the ingest and reconcile roles")
+		p.bad("cloud", "is required with the %s role", scopedRole(c))
 	}
 	// canonical-event.md, Rules: "platform and cloud are neither meta nor
 	// partner"; a scope naming one could never ingest anything.
