@@ -22,6 +22,7 @@ import (
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/ingesthttp"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/ingest/reconcile"
 	"github.com/tallyhq/tally/internal/problem"
 	"github.com/tallyhq/tally/route"
 	"github.com/tallyhq/tally/store/memstore"
@@ -41,15 +42,18 @@ type server struct {
 type stores interface {
 	ingest.Store
 	projection() projection.Store
+	reconciler() reconcile.Store
 }
 
 // backend is a [stores] of one backend's DB.
 type backend struct {
 	ingest.Store
 	proj projection.Store
+	rec  reconcile.Store
 }
 
 func (b backend) projection() projection.Store { return b.proj }
+func (b backend) reconciler() reconcile.Store  { return b.rec }
 
 // memIngest returns the stores of a new in-memory database.
 func memIngest(t testing.TB) backend {
@@ -57,7 +61,7 @@ func memIngest(t testing.TB) backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return backend{db.Ingest(), db.Projection()}
+	return backend{db.Ingest(), db.Projection(), db.Reconcile()}
 }
 
 // newServer mounts the handlers on a mux. The wrap function stands in for
@@ -74,7 +78,18 @@ func newServer(t *testing.T, st stores, maxBody int64) *server {
 		t.Fatal(err)
 	}
 	logs := &bytes.Buffer{}
+	rec, err := reconcile.New(svc, st.projection(), st.reconciler(), reconcile.Options{Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h, err := ingesthttp.New(svc, proj, ingesthttp.Options{
+		Reconcile: rec,
+		ReconcilerFrom: func(r *http.Request) (ingest.Caller, bool) {
+			if r.Header.Get("Authorization") != "Bearer sync" {
+				return ingest.Caller{}, false
+			}
+			return ingest.Caller{Credential: "c1-reconciler", Platform: "openstack", Cloud: "c1"}, true
+		},
 		CallerFrom: func(r *http.Request) (ingest.Caller, bool) {
 			if r.Header.Get("Authorization") != "Bearer ok" {
 				return ingest.Caller{}, false
@@ -221,6 +236,8 @@ func TestRoutes(t *testing.T) {
 		"GET /api/v1/resources: read or admin",
 		"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}: read or admin",
 		"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/events: read or admin",
+		"POST /api/v1/clouds/{cloud}/sync: reconcile",
+		"GET /api/v1/sync-runs: read or admin",
 	}
 	if diff := cmp.Diff(want, s.roles); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
