@@ -34,17 +34,18 @@ type Observation struct {
 	// CompleteTypes are the resource types the reconciler enumerated
 	// completely (every resource of the cloud, whatever its project). Only
 	// they yield a sync.delete for a resource not listed.
-	CompleteTypes []string `json:"complete_types"`
+	CompleteTypes []string `json:"complete_types,omitempty"`
 	// Resources are the resources seen, each once.
-	Resources []Resource `json:"resources"`
+	Resources []Resource `json:"resources,omitempty"`
 	// Deletes are the deletes the platform dated (nova's servers deleted
 	// since a time), each of a complete type and not listed in Resources.
-	Deletes []Delete `json:"deletes"`
+	Deletes []Delete `json:"deletes,omitempty"`
 	// SizeNames, when not nil (an empty list included), is the cloud's
 	// complete list of size names, which replaces its rows before the drift
 	// is computed (canonical-event.md, Size names). nil (absent or null in
-	// JSON) leaves the rows as they are.
-	SizeNames []SizeName `json:"size_names"`
+	// JSON) leaves the rows as they are; it encodes so (omitted when nil,
+	// [] when empty).
+	SizeNames []SizeName `json:"size_names,omitzero"`
 }
 
 // Resource is one resource as the platform lists it.
