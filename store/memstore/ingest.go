@@ -278,9 +278,20 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 		return s.history(k), nil
 	})
 	s.projection.install(rows)
-	for _, dl := range b.DeadLetters {
-		s.ingest.nextDL++
-		dl.ID = s.ingest.nextDL
+	s.ingest.addRecords(b.DeadLetters, b.Audit, now)
+	var runID int64
+	if b.SyncRun != nil {
+		runID = s.sync.record(*b.SyncRun, now)
+	}
+	return ingest.Committed{Inserted: inserted, Conflicted: conflicted, Replays: replays, SyncRunID: runID}, nil
+}
+
+// addRecords appends the dead letters and audit rows of a batch, each with
+// the next ID and, when its time is zero, now.
+func (d *ingestData) addRecords(dls []ingest.DeadLetter, audit []ingest.AuditEntry, now time.Time) {
+	for _, dl := range dls {
+		d.nextDL++
+		dl.ID = d.nextDL
 		if dl.ReceivedAt.IsZero() {
 			dl.ReceivedAt = now
 		}
@@ -288,22 +299,17 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 		if dl.Raw != nil {
 			dl.Raw = bytes.Clone(dl.Raw)
 		}
-		s.ingest.deadLetters = append(s.ingest.deadLetters, dl)
+		d.deadLetters = append(d.deadLetters, dl)
 	}
-	for _, a := range b.Audit {
-		s.ingest.nextAudit++
-		a.ID = s.ingest.nextAudit
+	for _, a := range audit {
+		d.nextAudit++
+		a.ID = d.nextAudit
 		if a.At.IsZero() {
 			a.At = now
 		}
 		a.At = a.At.UTC().Truncate(time.Microsecond)
-		s.ingest.audit = append(s.ingest.audit, a)
+		d.audit = append(d.audit, a)
 	}
-	var runID int64
-	if b.SyncRun != nil {
-		runID = s.sync.record(*b.SyncRun, now)
-	}
-	return ingest.Committed{Inserted: inserted, Conflicted: conflicted, Replays: replays, SyncRunID: runID}, nil
 }
 
 func cloneEvent(ev event.Event) event.Event {

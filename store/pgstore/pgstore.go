@@ -25,8 +25,8 @@
 // them on start, and `tallyd migrate` applies them alone).
 //
 // Every write that the pure packages describe as one unit runs in one
-// transaction (one unexported function per path: inTx on sqlx, pgx's
-// BeginFunc or Commit's own on pgx): it commits when the work returns nil
+// transaction (one unexported function per path: pgx's BeginFunc or
+// Commit's own on pgx): it commits when the work returns nil
 // and rolls back on an error or a panic. Driver errors
 // are translated in one place (interpretError) so that pgx types never
 // leak to callers, and no driver type is part of the API (apart from the
@@ -450,32 +450,6 @@ func checkNotNewer(ctx context.Context, p *goose.Provider) error {
 	}
 	if have > newest {
 		return fmt.Errorf("%w: the database is at migration %05d, this binary knows migrations up to %05d; run a tallyd release at least as new as the one that migrated it", ErrSchemaNewer, have, newest)
-	}
-	return nil
-}
-
-// inTx runs fn in one transaction: it commits when fn returns nil, and rolls
-// back when fn returns an error or panics (the panic is re-raised). The
-// error returned is fn's, or the commit's, translated by interpretError.
-func (s *conn) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
-	tx, err := s.db.BeginTxx(ctx, nil)
-	if err != nil {
-		return interpretError(fmt.Errorf("pgstore: begin: %w", err))
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			_ = tx.Rollback()
-			panic(p)
-		}
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	if err = fn(tx); err != nil {
-		return interpretError(err)
-	}
-	if err = tx.Commit(); err != nil {
-		return interpretError(fmt.Errorf("pgstore: commit: %w", err))
 	}
 	return nil
 }
