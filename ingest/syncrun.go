@@ -9,12 +9,13 @@ import (
 // SyncStatus is how a reconciliation run ended (package ingest/reconcile).
 type SyncStatus string
 
-// The values of [SyncStatus]. Only [SyncSucceeded] and [SyncPartial] runs
+// The values of [SyncStatus]. Only [SyncCompleted] and [SyncPartial] runs
 // are recorded: a failed or invalid run wrote nothing, and is only counted.
 const (
-	// SyncSucceeded: every synthetic event of the run was stored (or was
-	// stored already).
-	SyncSucceeded SyncStatus = "succeeded"
+	// SyncCompleted: every synthetic event of the run was stored (or was
+	// stored already). The value is Tally's: its alert rules select
+	// tally_sync_runs_total{status="completed"}.
+	SyncCompleted SyncStatus = "completed"
 	// SyncPartial: some synthetic events were refused (dead-lettered) and
 	// the rest stored.
 	SyncPartial SyncStatus = "partial"
@@ -26,7 +27,7 @@ const (
 
 // SyncStatuses lists every [SyncStatus].
 func SyncStatuses() []SyncStatus {
-	return []SyncStatus{SyncSucceeded, SyncPartial, SyncFailed, SyncInvalid}
+	return []SyncStatus{SyncCompleted, SyncPartial, SyncFailed, SyncInvalid}
 }
 
 // MaxSyncErrors bounds [SyncRun].Errors: the first refusal reasons of a run

@@ -183,7 +183,7 @@ func (s *Service) Run(ctx context.Context, credential, cloud string, obs Observa
 		}
 		return Outcome{}, fmt.Errorf("reconcile: run of cloud %q: %w", cloud, err)
 	}
-	status := ingest.SyncSucceeded
+	status := ingest.SyncCompleted
 	if out.Refused > 0 {
 		status = ingest.SyncPartial
 		s.observer.Errors(cloud, out.Refused)
@@ -266,7 +266,7 @@ func (s *Service) run(ctx context.Context, credential, cloud string, obs Observa
 			refused[r.Index] = true
 		}
 		run := &ingest.SyncRun{Cloud: cloud, Platform: obs.Platform, ObservedAt: obs.ObservedAt, StartedAt: started,
-			FinishedAt: event.Normalize(s.now()), Status: ingest.SyncSucceeded, Errors: []string{}}
+			FinishedAt: event.Normalize(s.now()), Status: ingest.SyncCompleted, Errors: []string{}}
 		for i, e := range evs {
 			if !refused[i] {
 				out.add(e.action, 1)

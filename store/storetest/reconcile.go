@@ -514,7 +514,7 @@ func testSyncRuns(t *testing.T, st Stores) {
 		t.Fatal(err)
 	}
 	want := ingest.SyncRun{ID: ids[2], Cloud: "c1", Platform: "openstack", ObservedAt: syncAt.Add(2 * time.Minute),
-		StartedAt: t0, FinishedAt: t0, Status: ingest.SyncSucceeded, Unchanged: 1, Errors: []string{}}
+		StartedAt: t0, FinishedAt: t0, Status: ingest.SyncCompleted, Unchanged: 1, Errors: []string{}}
 	if diff := cmp.Diff([]ingest.SyncRun{want}, runs); diff != "" {
 		t.Errorf("recorded run (-want +got):\n%s", diff)
 	}

@@ -175,7 +175,7 @@ func NewMetrics(reg *prometheus.Registry, _ MetricsOptions) (*Metrics, error) {
 		// observes a cloud"), which its alert rules read.
 		syncRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_sync_runs_total",
-			Help: "Reconciliation runs, by cloud (100 distinct values, then other) and status: succeeded, partial (some synthetic events refused), failed (nothing written) or invalid (the observation was refused).",
+			Help: "Reconciliation runs, by cloud (100 distinct values, then other) and status: completed, partial (some synthetic events refused), failed (nothing written) or invalid (the observation was refused).",
 		}, []string{"cloud", "status"}),
 		syncReconciled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_sync_resources_reconciled_total",

@@ -265,16 +265,16 @@ func (e StoredEventSource) Valid() bool {
 
 // Defines values for SyncRunStatus.
 const (
+	Completed SyncRunStatus = "completed"
 	Partial   SyncRunStatus = "partial"
-	Succeeded SyncRunStatus = "succeeded"
 )
 
 // Valid indicates whether the value is a known member of the SyncRunStatus enum.
 func (e SyncRunStatus) Valid() bool {
 	switch e {
-	case Partial:
+	case Completed:
 		return true
-	case Succeeded:
+	case Partial:
 		return true
 	default:
 		return false
@@ -864,20 +864,22 @@ type SyncRun struct {
 	Deleted int    `json:"deleted"`
 
 	// Errors "<event_id>: <reason>" of the refused events, at most 100.
-	Errors     []string      `json:"errors"`
-	FinishedAt time.Time     `json:"finished_at"`
-	ObservedAt time.Time     `json:"observed_at"`
-	Platform   string        `json:"platform"`
-	Refused    int           `json:"refused"`
-	RunId      int           `json:"run_id"`
-	Skipped    int           `json:"skipped"`
-	StartedAt  time.Time     `json:"started_at"`
-	Status     SyncRunStatus `json:"status"`
-	Unchanged  int           `json:"unchanged"`
-	Updated    int           `json:"updated"`
+	Errors     []string  `json:"errors"`
+	FinishedAt time.Time `json:"finished_at"`
+	ObservedAt time.Time `json:"observed_at"`
+	Platform   string    `json:"platform"`
+	Refused    int       `json:"refused"`
+	RunId      int       `json:"run_id"`
+	Skipped    int       `json:"skipped"`
+	StartedAt  time.Time `json:"started_at"`
+
+	// Status completed: every synthetic event stored; partial: some refused (dead-lettered).
+	Status    SyncRunStatus `json:"status"`
+	Unchanged int           `json:"unchanged"`
+	Updated   int           `json:"updated"`
 }
 
-// SyncRunStatus defines model for SyncRun.Status.
+// SyncRunStatus completed: every synthetic event stored; partial: some refused (dead-lettered).
 type SyncRunStatus string
 
 // SyncRunPage defines model for SyncRunPage.
