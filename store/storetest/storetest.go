@@ -113,6 +113,9 @@ func Run(t *testing.T, open func(tb testing.TB) Stores) {
 //     every create an occurrence of one open key; creates/s.
 //   - Create/fresh-keys, Create/fresh-keys-parallel: every create opens a
 //     new key; creates/s.
+//   - Sync/fresh, Sync/unchanged, Sync/drift: [reconcile.Service.Run] of a
+//     5000-instance observation, every instance new, none changed, or half
+//     of them changed; resources/s.
 //
 // The -parallel variants run b.RunParallel (GOMAXPROCS goroutines, or
 // -cpu). Run one group with, for example,
@@ -122,4 +125,5 @@ func Bench(b *testing.B, open func(tb testing.TB) Stores) {
 	b.Run("Ingest", func(b *testing.B) { benchIngest(b, func(b *testing.B) ingest.Store { return open(b).Ingest }) })
 	b.Run("Commit", func(b *testing.B) { benchCommit(b, func(b *testing.B) ingest.Store { return open(b).Ingest }) })
 	b.Run("Create", func(b *testing.B) { benchCreate(b, func(b *testing.B) correlate.Store { return open(b).Correlate }) })
+	b.Run("Sync", func(b *testing.B) { benchSync(b, open) })
 }
