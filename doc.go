@@ -19,6 +19,10 @@
 //     (scope violations are audited instead); the batch lands whole or not
 //     at all. It also holds the size-schema registry and, with the
 //     projection, the current resources derived from the events.
+//   - [github.com/tallyhq/tally/ingest/reconcile] is the server-side sync
+//     run: an observation of one cloud is compared with the projection, and
+//     the drift goes through the pipeline as sync.create, sync.update and
+//     sync.delete events, with the cloud's size names, in one transaction.
 //
 // # Correlated events (docs/spec/event-correlation.md)
 //

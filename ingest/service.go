@@ -264,29 +264,84 @@ func New(s Store, opts Options) (*Service, error) {
 // that item alone, naming the stage, and is logged at ERROR
 // (docs/http-api.md, Hostile input).
 func (s *Service) Ingest(ctx context.Context, caller Caller, items [][]byte) (Result, error) {
-	source, err := checkCall(caller, len(items))
+	source, err := checkCall(caller, len(items), MaxBatch, ErrBatchTooLarge)
 	if err != nil {
 		return Result{}, err
 	}
 	run := s.newRun(ctx, caller, source, len(items))
+	return run.all(items)
+}
+
+// MaxSyncBatch is the most synthetic events one [Service.Sync] call may
+// carry; a reconciliation observation holds at most as many resources.
+const MaxSyncBatch = 100_000
+
+// ErrSyncTooLarge is returned by [Service.Sync], before anything is read or
+// stored, for more than [MaxSyncBatch] items.
+var ErrSyncTooLarge = fmt.Errorf("ingest: a sync run writes at most %d events", MaxSyncBatch)
+
+// SyncWrite is what a reconciliation run writes with its synthetic events,
+// in the same transaction ([Batch].SizeNames and [Batch].SyncRun).
+type SyncWrite struct {
+	// SizeNames, when not nil, replaces the rows of its cloud; the items of
+	// that cloud are resolved with these rows, not the stored ones
+	// (canonical-event.md, Size names: the names replace before the size
+	// schema validates).
+	SizeNames *SizeNameSet
+	// Run, when not nil, is called once every item has been judged, with
+	// the refusals so far in index order, and returns the run's record to
+	// commit (nil: none). A conflict the store finds at commit is reported
+	// in the Result only.
+	Run func(rejected []Rejection) *SyncRun
+}
+
+// Sync runs the synthetic events of one reconciliation run through the
+// pipeline exactly as [Service.Ingest] runs a batch (every stage, the dead
+// letters, the projection, the feed) and commits them in one [Store.Commit]
+// with w's size names and run record. It returns the result and the ID the
+// store gave the run (0 without one).
+//
+// It returns [ErrSyncTooLarge] for more than [MaxSyncBatch] items,
+// [ErrInvalidCaller] for an invalid caller, or the store's error (wrapped);
+// then nothing is written. Safe for concurrent use.
+func (s *Service) Sync(ctx context.Context, caller Caller, items [][]byte, w SyncWrite) (Result, int64, error) {
+	source, err := checkCall(caller, len(items), MaxSyncBatch, ErrSyncTooLarge)
+	if err != nil {
+		return Result{}, 0, err
+	}
+	run := s.newRun(ctx, caller, source, len(items))
+	run.batch.SizeNames, run.names, run.record = w.SizeNames, w.SizeNames, w.Run
+	res, err := run.all(items)
+	if err != nil {
+		return Result{}, 0, err
+	}
+	return res, run.runID, nil
+}
+
+// all runs every item through the stages, then commits the batch.
+func (r *run) all(items [][]byte) (Result, error) {
+	ctx := r.ctx
 	for i, raw := range items {
 		// A client that is gone gets no answer: stop at once rather than
 		// validate the rest of its batch for nobody.
 		if err := ctx.Err(); err != nil {
 			return Result{}, fmt.Errorf("ingest: batch stopped at item %d: %w", i, err)
 		}
-		if err := run.item(i, raw); err != nil {
+		if err := r.item(i, raw); err != nil {
 			return Result{}, err
 		}
 	}
-	return run.commit()
+	if r.record != nil {
+		r.batch.SyncRun = r.record(slices.Clone(r.res.Rejected))
+	}
+	return r.commit()
 }
 
 // checkCall judges the call before any item: the batch's length and the
 // caller. It returns the pipeline the events are stored with.
-func checkCall(caller Caller, n int) (event.Source, error) {
-	if n > MaxBatch {
-		return "", ErrBatchTooLarge
+func checkCall(caller Caller, n, most int, tooMany error) (event.Source, error) {
+	if n > most {
+		return "", tooMany
 	}
 	if (caller.Platform == "") != (caller.Cloud == "") {
 		return "", fmt.Errorf("%w: a scope names both platform and cloud, or neither", ErrInvalidCaller)
@@ -333,6 +388,9 @@ type run struct {
 	index     []int                        // parallel to batch.Events: the item's index in the call
 	dups      int
 	rejByKind map[Kind]int
+	names     *SizeNameSet                        // a sync run's rows, which its cloud's items resolve with
+	record    func(rejected []Rejection) *SyncRun // a sync run's record, built before the commit
+	runID     int64                               // the ID the store gave the record
 }
 
 func (s *Service) newRun(ctx context.Context, caller Caller, source event.Source, n int) *run {
@@ -450,6 +508,15 @@ func (r *run) inScope(i int, raw []byte, id string, ev event.Event) bool {
 func (r *run) resolveSizeNames(i int, ev event.Event) (jsontext.Value, map[string]string, error) {
 	np := pair{ev.Cloud, ev.ResourceType}
 	rows, ok := r.rows[np]
+	if !ok && r.names != nil && r.names.Cloud == ev.Cloud {
+		rows = []sizenames.Row{}
+		for _, row := range r.names.Rows {
+			if row.ResourceType == ev.ResourceType {
+				rows = append(rows, row)
+			}
+		}
+		r.rows[np], ok = rows, true
+	}
 	if !ok {
 		var err error
 		if rows, err = r.s.store.SizeNames(r.ctx, ev.Cloud, ev.ResourceType); err != nil {
@@ -660,6 +727,7 @@ func (r *run) commit() (Result, error) {
 	if c := committed.Conflicted; c != nil && len(c) != len(r.batch.Events) {
 		return Result{}, fmt.Errorf("ingest: commit batch: store reported %d conflicts for %d events", len(c), len(r.batch.Events))
 	}
+	r.runID = committed.SyncRunID
 	unvalidated := map[pair]int{}
 	byCloud := map[string]int{}
 	conflicts := false

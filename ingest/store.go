@@ -35,7 +35,9 @@ type Store interface {
 	// b.Conflicts is written instead), the fold of the newly stored events
 	// into the projection ([projection.FoldBatch]), every dead letter and
 	// audit row (stamped with the store's clock only when their time is
-	// zero; IDs assigned by the store). On any error nothing is written.
+	// zero; IDs assigned by the store), and, when set, the replacement of a
+	// cloud's size names (b.SizeNames, before the events) and the record of
+	// a sync run (b.SyncRun). On any error nothing is written.
 	Commit(ctx context.Context, b Batch) (Committed, error)
 
 	// DeadLetters lists the dead letters q selects, oldest first by
@@ -67,6 +69,8 @@ type Committed struct {
 	// Replays counts, by cloud, the late events that made a resource replay
 	// its history in the projection (tally_projection_replays_total).
 	Replays map[string]int
+	// SyncRunID is the ID the store gave Batch.SyncRun; 0 without one.
+	SyncRunID int64
 }
 
 // Batch is what one ingest call writes.
@@ -83,6 +87,13 @@ type Batch struct {
 	// (event_id, timestamp) stored for another resource). A store copies
 	// the Raw bytes it keeps.
 	Conflicts []Conflict
+	// SizeNames, when not nil, replaces every size-name row of its Cloud by
+	// its Rows in the same transaction, before the events are written (a
+	// reconciliation run's list; only [Service.Sync] sets it).
+	SizeNames *SizeNameSet
+	// SyncRun, when not nil, is recorded in the same transaction; the store
+	// assigns its ID (Committed.SyncRunID). Only [Service.Sync] sets it.
+	SyncRun *SyncRun
 }
 
 // Conflict is what [Store.Commit] writes for an event of a [Batch] that

@@ -55,5 +55,6 @@ func ExampleRoles() {
 	// read true
 	// admin true
 	// events true
+	// reconcile true
 	// false
 }

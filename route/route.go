@@ -51,10 +51,14 @@ const (
 	// RoleEvents may create, list, mark and delete the correlated events
 	// of its own (organization, user).
 	RoleEvents Role = "events"
+	// RoleReconcile may post a reconciliation run's observation (POST
+	// /api/v1/clouds/{cloud}/sync), within the credential's (platform,
+	// cloud) scope, as RoleIngest.
+	RoleReconcile Role = "reconcile"
 )
 
 // Roles lists every [Role].
-func Roles() []Role { return []Role{RoleIngest, RoleRead, RoleAdmin, RoleEvents} }
+func Roles() []Role { return []Role{RoleIngest, RoleRead, RoleAdmin, RoleEvents, RoleReconcile} }
 
 // Valid reports whether r is one of [Roles].
 func (r Role) Valid() bool { return slices.Contains(Roles(), r) }

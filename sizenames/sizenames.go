@@ -134,10 +134,28 @@ func ReplaceCloud(ctx context.Context, s Store, cloud string, rows []Row) error 
 	if cloud == "" {
 		problems = append(problems, event.Problem{Member: "/cloud", Rule: event.RuleRequired, Message: "is required"})
 	}
+	problems = append(problems, CheckRows("/rows", cloud, rows)...)
+	if problems != nil {
+		return &event.ValidationError{Problems: problems}
+	}
+	if err := s.ReplaceSizeNames(ctx, cloud, rows); err != nil {
+		return fmt.Errorf("sizenames: replace rows of cloud %q: %w", cloud, err)
+	}
+	return nil
+}
+
+// CheckRows returns every problem of rows as the complete list of cloud's
+// rows, in the order [ReplaceCloud] reports them, each member a JSON
+// Pointer below prefix ("/rows/3/name"): a row's cloud that is not cloud
+// (rule const), an empty resource_type, member, value or name (rule
+// required), and a row with the primary key of an earlier one (rule
+// duplicateMember). It returns nil when there is none. Pure.
+func CheckRows(prefix, cloud string, rows []Row) []event.Problem {
+	var problems []event.Problem
 	type pk struct{ rt, member, value string }
 	seen := make(map[pk]int, len(rows))
 	for i, r := range rows {
-		row := "/rows/" + strconv.Itoa(i)
+		row := prefix + "/" + strconv.Itoa(i)
 		if r.Cloud != cloud {
 			problems = append(problems, event.Problem{Member: row + "/cloud", Rule: event.RuleConst,
 				Message: fmt.Sprintf("is %q; every row must name the cloud replaced, %q", r.Cloud, cloud)})
@@ -157,11 +175,5 @@ func ReplaceCloud(ctx context.Context, s Store, cloud string, rows []Row) error 
 			seen[k] = i
 		}
 	}
-	if problems != nil {
-		return &event.ValidationError{Problems: problems}
-	}
-	if err := s.ReplaceSizeNames(ctx, cloud, rows); err != nil {
-		return fmt.Errorf("sizenames: replace rows of cloud %q: %w", cloud, err)
-	}
-	return nil
+	return problems
 }

@@ -168,7 +168,7 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store
 		if err != nil {
 			return server.Store{}, nil, nil, err
 		}
-		return server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate()}, func() {}, nil, nil
+		return server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate(), Reconcile: db.Reconcile()}, func() {}, nil, nil
 	}
 	db, err := openDatabase(ctx, c)
 	if err != nil {
@@ -181,7 +181,7 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store
 	}
 	log.Info("store: PostgreSQL", "migrations_applied", applied)
 	warnInvalidIndexes(ctx, db, func(msg string, names []string) { log.Warn(msg, "indexes", names) })
-	st = server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate(), Ping: db.Ping, FeedLag: db.FeedLag}
+	st = server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate(), Reconcile: db.Reconcile(), Ping: db.Ping, FeedLag: db.FeedLag}
 	if c.FeedNotify {
 		st.NotifyFeed = db.NotifyFeed
 	}

@@ -28,8 +28,9 @@ const MaxBatch = 1000
 // ClientOptions configures a [Client].
 type ClientOptions struct {
 	// Token is the bearer token of the credential: an ingest one for
-	// [Client.Send] and [Client.SendRaw], one with role read or admin for
-	// [Client.Feed] and [Client.Follow]. Required.
+	// [Client.Send] and [Client.SendRaw], a reconcile one for
+	// [Client.Sync], one with role read or admin for [Client.Feed],
+	// [Client.Follow] and [Client.SyncRuns]. Required.
 	Token string
 	// HTTPClient sends the requests; nil means a client with a 30 s
 	// timeout per attempt.
@@ -73,7 +74,8 @@ type ClientOptions struct {
 // smaller than the smallest one refused until an item is found too large
 // alone.
 type Client struct {
-	url  string
+	url  string // POST /api/v1/events
+	base string // the server's base URL, without a trailing slash
 	opts ClientOptions
 }
 
@@ -106,7 +108,8 @@ func NewClient(baseURL string, opts ClientOptions) (*Client, error) {
 	if opts.MaxBatchBytes == 0 {
 		opts.MaxBatchBytes = route.DefaultMaxBodyBytes
 	}
-	return &Client{url: strings.TrimRight(baseURL, "/") + "/api/v1/events", opts: opts}, nil
+	base := strings.TrimRight(baseURL, "/")
+	return &Client{url: base + "/api/v1/events", base: base, opts: opts}, nil
 }
 
 // ItemStatus is what became of one item of a [Client.Send].

@@ -33,7 +33,7 @@ func bothStores(t *testing.T, f func(t *testing.T, st stores)) {
 // pgBackend returns the stores of a fresh PostgreSQL schema.
 func pgBackend(t testing.TB) backend {
 	db := pgtest.DB(t, pgstore.Options{})
-	return backend{db.Ingest(), db.Projection(), db.Ingest()}
+	return backend{db.Ingest(), db.Projection(), db.Ingest(), db.Reconcile()}
 }
 
 // recorded is one request a proxy in front of the server saw.

@@ -35,6 +35,7 @@ import (
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/ingest/reconcile"
 	"github.com/tallyhq/tally/ingest/usage"
 	"github.com/tallyhq/tally/internal/httpbody"
 	"github.com/tallyhq/tally/internal/problem"
@@ -69,6 +70,14 @@ type Options struct {
 	// /api/v1/resources?at=; nil leaves them out of [Handler.Routes] (and
 	// answers at= 400).
 	Usage *usage.Service
+	// Reconcile, when not nil, serves POST /api/v1/clouds/{cloud}/sync and
+	// GET /api/v1/sync-runs (package ingest/reconcile); nil leaves both
+	// routes out of [Handler.Routes].
+	Reconcile *reconcile.Service
+	// ReconcilerFrom returns the authenticated caller of POST
+	// /api/v1/clouds/{cloud}/sync with its (platform, cloud) scope; false
+	// answers 401. Required with Reconcile.
+	ReconcilerFrom func(*http.Request) (ingest.Caller, bool)
 }
 
 // StreamOptions tune a Server-Sent Events stream of a change feed.
@@ -88,7 +97,8 @@ type Handler struct {
 // New returns a Handler over svc and proj, the projection service over
 // the same store (the /api/v1/resources routes). It returns an error (every
 // problem joined) when svc, proj or opts.CallerFrom is nil or
-// opts.MaxBodyBytes is negative.
+// opts.MaxBodyBytes is negative, or when opts.Reconcile is set without
+// opts.ReconcilerFrom.
 func New(svc *ingest.Service, proj *projection.Service, opts Options) (*Handler, error) {
 	var errs []error
 	if svc == nil {
@@ -102,6 +112,9 @@ func New(svc *ingest.Service, proj *projection.Service, opts Options) (*Handler,
 	}
 	if opts.MaxBodyBytes < 0 {
 		errs = append(errs, fmt.Errorf("ingesthttp: MaxBodyBytes must not be negative, is %d", opts.MaxBodyBytes))
+	}
+	if opts.Reconcile != nil && opts.ReconcilerFrom == nil {
+		errs = append(errs, errors.New("ingesthttp: ReconcilerFrom is required with Reconcile"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -139,6 +152,12 @@ func (h *Handler) Routes() []route.Route {
 			route.Route{Method: http.MethodGet, Path: "/api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle", Roles: readers, Handler: h.handle(h.getLifecycle)},
 			route.Route{Method: http.MethodGet, Path: "/api/v1/projects/{cloud}/{project_id}/summary", Roles: readers, Handler: h.handle(h.getSummary)},
 			route.Route{Method: http.MethodGet, Path: "/api/v1/usage", Roles: readers, Handler: h.handle(h.getUsage)},
+		)
+	}
+	if h.opts.Reconcile != nil {
+		rs = append(rs,
+			route.Route{Method: http.MethodPost, Path: "/api/v1/clouds/{cloud}/sync", Roles: []route.Role{route.RoleReconcile}, Handler: h.handle(h.postSync)},
+			route.Route{Method: http.MethodGet, Path: "/api/v1/sync-runs", Roles: readers, Handler: h.handle(h.listSyncRuns)},
 		)
 	}
 	return rs
@@ -660,9 +679,13 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	problem.Fail(w, r, h.log, "ingesthttp", err, func(err error) (problem.Details, bool) {
 		var (
 			schema  *sizeSchemaError
+			obs     *observationError
 			invalid *event.ValidationError
 		)
 		switch {
+		case errors.As(err, &obs):
+			return problem.New(problem.CodeInvalidBody,
+				"The observation breaks the rules listed in errors; nothing was changed.", obs.Problems...), true
 		case errors.As(err, &schema):
 			return problem.New(problem.CodeInvalidSizeSchema,
 				"The size schema breaks the rules listed in errors; nothing was stored.", schema.Problems...), true

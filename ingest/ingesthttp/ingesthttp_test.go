@@ -22,6 +22,7 @@ import (
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/ingesthttp"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/ingest/reconcile"
 	"github.com/tallyhq/tally/ingest/usage"
 	"github.com/tallyhq/tally/internal/problem"
 	"github.com/tallyhq/tally/route"
@@ -43,6 +44,7 @@ type stores interface {
 	ingest.Store
 	projection() projection.Store
 	usage() usage.Store
+	reconciler() reconcile.Store
 }
 
 // backend is a [stores] of one backend's DB.
@@ -50,10 +52,12 @@ type backend struct {
 	ingest.Store
 	proj projection.Store
 	use  usage.Store
+	rec  reconcile.Store
 }
 
 func (b backend) projection() projection.Store { return b.proj }
 func (b backend) usage() usage.Store           { return b.use }
+func (b backend) reconciler() reconcile.Store  { return b.rec }
 
 // memIngest returns the stores of a new in-memory database.
 func memIngest(t testing.TB) backend {
@@ -61,7 +65,7 @@ func memIngest(t testing.TB) backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return backend{db.Ingest(), db.Projection(), db.Ingest()}
+	return backend{db.Ingest(), db.Projection(), db.Ingest(), db.Reconcile()}
 }
 
 // newServer mounts the handlers on a mux. The wrap function stands in for
@@ -82,8 +86,19 @@ func newServer(t *testing.T, st stores, maxBody int64) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rec, err := reconcile.New(svc, st.projection(), st.reconciler(), reconcile.Options{Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h, err := ingesthttp.New(svc, proj, ingesthttp.Options{
-		Usage: use,
+		Usage:     use,
+		Reconcile: rec,
+		ReconcilerFrom: func(r *http.Request) (ingest.Caller, bool) {
+			if r.Header.Get("Authorization") != "Bearer sync" {
+				return ingest.Caller{}, false
+			}
+			return ingest.Caller{Credential: "c1-reconciler", Platform: "openstack", Cloud: "c1"}, true
+		},
 		CallerFrom: func(r *http.Request) (ingest.Caller, bool) {
 			if r.Header.Get("Authorization") != "Bearer ok" {
 				return ingest.Caller{}, false
@@ -233,6 +248,8 @@ func TestRoutes(t *testing.T) {
 		"GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle: read or admin",
 		"GET /api/v1/projects/{cloud}/{project_id}/summary: read or admin",
 		"GET /api/v1/usage: read or admin",
+		"POST /api/v1/clouds/{cloud}/sync: reconcile",
+		"GET /api/v1/sync-runs: read or admin",
 	}
 	if diff := cmp.Diff(want, s.roles); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)

@@ -213,4 +213,3 @@ func usageHandler(tb testing.TB) http.Handler {
 	route.Mount(mux, h.Routes(), func(rt route.Route) http.Handler { return rt.Handler })
 	return mux
 }
-

@@ -104,9 +104,22 @@ func (s *SizeNames) ReplaceSizeNames(ctx context.Context, cloud string, rows []s
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	cp, err := sortedSizeNames(cloud, rows)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ingest.putSizeNames(cloud, cp)
+	return nil
+}
+
+// sortedSizeNames checks rows as the rows of cloud and returns a sorted
+// copy: every row names cloud, no two share a key.
+func sortedSizeNames(cloud string, rows []sizenames.Row) ([]sizenames.Row, error) {
 	for i, r := range rows {
 		if r.Cloud != cloud {
-			return fmt.Errorf("memstore: replace size names of cloud %q: row %d names cloud %q", cloud, i, r.Cloud)
+			return nil, fmt.Errorf("memstore: replace size names of cloud %q: row %d names cloud %q", cloud, i, r.Cloud)
 		}
 	}
 	cp := slices.Clone(rows)
@@ -115,17 +128,19 @@ func (s *SizeNames) ReplaceSizeNames(ctx context.Context, cloud string, rows []s
 	})
 	for i := 1; i < len(cp); i++ {
 		if cp[i].ResourceType == cp[i-1].ResourceType && cp[i].Member == cp[i-1].Member && cp[i].Value == cp[i-1].Value {
-			return fmt.Errorf("memstore: size names of cloud %q: duplicate row (%s, %s, %s)", cloud, cp[i].ResourceType, cp[i].Member, cp[i].Value)
+			return nil, fmt.Errorf("memstore: size names of cloud %q: duplicate row (%s, %s, %s)", cloud, cp[i].ResourceType, cp[i].Member, cp[i].Value)
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(cp) == 0 {
-		delete(s.ingest.sizeNames, cloud)
+	return cp, nil
+}
+
+// putSizeNames makes rows (checked and sorted) the rows of cloud.
+func (d *ingestData) putSizeNames(cloud string, rows []sizenames.Row) {
+	if len(rows) == 0 {
+		delete(d.sizeNames, cloud)
 	} else {
-		s.ingest.sizeNames[cloud] = cp
+		d.sizeNames[cloud] = rows
 	}
-	return nil
 }
 
 // ResourceType implements [ingest.Store].
@@ -194,6 +209,15 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 	if b.Conflicts != nil && len(b.Conflicts) != len(b.Events) {
 		return ingest.Committed{}, fmt.Errorf("memstore: commit: %d conflicts for %d events (nil or parallel)", len(b.Conflicts), len(b.Events))
 	}
+	var names []sizenames.Row
+	if b.SizeNames != nil {
+		var err error
+		if names, err = sortedSizeNames(b.SizeNames.Cloud, b.SizeNames.Rows); err != nil {
+			return ingest.Committed{}, fmt.Errorf("memstore: commit: %w", err)
+		}
+		// Checked before anything is written: from here on nothing fails.
+		s.ingest.putSizeNames(b.SizeNames.Cloud, names)
+	}
 	now := s.stamp()
 	inserted := make([]bool, len(b.Events))
 	var conflicted []bool
@@ -257,9 +281,20 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 		return s.history(k), nil
 	})
 	s.projection.install(rows)
-	for _, dl := range b.DeadLetters {
-		s.ingest.nextDL++
-		dl.ID = s.ingest.nextDL
+	s.ingest.addRecords(b.DeadLetters, b.Audit, now)
+	var runID int64
+	if b.SyncRun != nil {
+		runID = s.sync.record(*b.SyncRun, now)
+	}
+	return ingest.Committed{Inserted: inserted, Conflicted: conflicted, Replays: replays, SyncRunID: runID}, nil
+}
+
+// addRecords appends the dead letters and audit rows of a batch, each with
+// the next ID and, when its time is zero, now.
+func (d *ingestData) addRecords(dls []ingest.DeadLetter, audit []ingest.AuditEntry, now time.Time) {
+	for _, dl := range dls {
+		d.nextDL++
+		dl.ID = d.nextDL
 		if dl.ReceivedAt.IsZero() {
 			dl.ReceivedAt = now
 		}
@@ -267,18 +302,17 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 		if dl.Raw != nil {
 			dl.Raw = bytes.Clone(dl.Raw)
 		}
-		s.ingest.deadLetters = append(s.ingest.deadLetters, dl)
+		d.deadLetters = append(d.deadLetters, dl)
 	}
-	for _, a := range b.Audit {
-		s.ingest.nextAudit++
-		a.ID = s.ingest.nextAudit
+	for _, a := range audit {
+		d.nextAudit++
+		a.ID = d.nextAudit
 		if a.At.IsZero() {
 			a.At = now
 		}
 		a.At = a.At.UTC().Truncate(time.Microsecond)
-		s.ingest.audit = append(s.ingest.audit, a)
+		d.audit = append(d.audit, a)
 	}
-	return ingest.Committed{Inserted: inserted, Conflicted: conflicted, Replays: replays}, nil
 }
 
 func cloneEvent(ev event.Event) event.Event {

@@ -18,7 +18,7 @@ func open(tb testing.TB) storetest.Stores {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return storetest.Stores{Ingest: db.Ingest(), Projection: db.Projection(), SizeNames: db.SizeNames(), Correlate: db.Correlate(), Usage: db.Ingest()}
+	return storetest.Stores{Ingest: db.Ingest(), Projection: db.Projection(), SizeNames: db.SizeNames(), Correlate: db.Correlate(), Usage: db.Ingest(), Reconcile: db.Reconcile()}
 }
 
 func TestConformance(t *testing.T) { storetest.Run(t, open) }

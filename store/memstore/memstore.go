@@ -33,6 +33,7 @@ type DB struct {
 	projection Projection
 	correlate  Correlate
 	sizeNames  SizeNames
+	reconcile  Reconcile
 }
 
 // state is the tables every area store of one DB shares.
@@ -45,6 +46,7 @@ type state struct {
 	ingest      ingestData      // ingest.go
 	correlation correlationData // correlate.go
 	projection  projectionData  // projection.go
+	sync        syncData        // reconcile.go
 }
 
 // Ingest is the store of lifecycle ingestion: it implements ingest.Store
@@ -90,7 +92,7 @@ func New(opts Options) (*DB, error) {
 	s.ingest.seed(s.stamp())
 	s.correlation.init()
 	s.projection.init()
-	return &DB{ingest: Ingest{s}, projection: Projection{s}, correlate: Correlate{s}, sizeNames: SizeNames{s}}, nil
+	return &DB{ingest: Ingest{s}, projection: Projection{s}, correlate: Correlate{s}, sizeNames: SizeNames{s}, reconcile: Reconcile{s}}, nil
 }
 
 // Ingest returns the ingestion store of db. Every call returns the same
@@ -108,3 +110,7 @@ func (db *DB) Correlate() *Correlate { return &db.correlate }
 // SizeNames returns the size-name store of db. Every call returns the same
 // store.
 func (db *DB) SizeNames() *SizeNames { return &db.sizeNames }
+
+// Reconcile returns the store of reconciliation runs of db. Every call
+// returns the same store.
+func (db *DB) Reconcile() *Reconcile { return &db.reconcile }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/jackc/pgx/v5"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
@@ -253,32 +252,41 @@ func (s *conn) forEachRow(ctx context.Context, query string, args, dest []any, f
 // (cloud, resource_type, member, value), refuse the whole call and change
 // nothing. Safe for concurrent use.
 func (s *SizeNames) ReplaceSizeNames(ctx context.Context, cloud string, rows []sizenames.Row) error {
+	pc, err := s.acquireConn(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: replace size names of cloud %q: %w", cloud, interpretError(err))
+	}
+	defer pc.Release()
+	err = pgx.BeginFunc(ctx, pc, func(tx pgx.Tx) error { return replaceSizeNames(ctx, tx, cloud, rows) })
+	if err != nil {
+		return fmt.Errorf("pgstore: replace size names of cloud %q: %w", cloud, interpretError(err))
+	}
+	return nil
+}
+
+// replaceSizeNames is ReplaceSizeNames within tx (also Commit's, for a
+// sync run's names).
+func replaceSizeNames(ctx context.Context, tx pgx.Tx, cloud string, rows []sizenames.Row) error {
 	n := len(rows)
 	rtypes, members, values, names := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	for i, r := range rows {
 		if r.Cloud != cloud {
-			return fmt.Errorf("pgstore: replace size names of cloud %q: row %d names cloud %q", cloud, i, r.Cloud)
+			return fmt.Errorf("size names of cloud %q: row %d names cloud %q", cloud, i, r.Cloud)
 		}
 		rtypes[i], members[i], values[i], names[i] = r.ResourceType, r.Member, r.Value, r.Name
 	}
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM size_names WHERE cloud = $1`, cloud); err != nil {
-			return fmt.Errorf("delete: %w", err)
-		}
-		if n == 0 {
-			return nil
-		}
-		if _, err := tx.ExecContext(ctx, `
+	if _, err := tx.Exec(ctx, `DELETE FROM size_names WHERE cloud = $1`, cloud); err != nil {
+		return fmt.Errorf("delete size names: %w", err)
+	}
+	if n == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `
 INSERT INTO size_names (cloud, resource_type, member, value, name)
 SELECT $1, u.resource_type, u.member, u.value, u.name
 FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS u(resource_type, member, value, name)`,
-			cloud, rtypes, members, values, names); err != nil {
-			return fmt.Errorf("insert: %w", err)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("pgstore: replace size names of cloud %q: %w", cloud, err)
+		cloud, rtypes, members, values, names); err != nil {
+		return fmt.Errorf("insert size names: %w", err)
 	}
 	return nil
 }

@@ -31,7 +31,7 @@ import (
 // the suite's concurrency cases.
 func stores(db *pgstore.DB, url string) storetest.Stores {
 	return storetest.Stores{
-		Ingest: db.Ingest(), Projection: db.Projection(), SizeNames: db.SizeNames(), Correlate: db.Correlate(), Usage: db.Ingest(),
+		Ingest: db.Ingest(), Projection: db.Projection(), SizeNames: db.SizeNames(), Correlate: db.Correlate(), Usage: db.Ingest(), Reconcile: db.Reconcile(),
 		Reopen: func(tb testing.TB) storetest.Stores { return stores(pgtest.Open(tb, url, pgstore.Options{}), url) },
 	}
 }

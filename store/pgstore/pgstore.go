@@ -25,8 +25,8 @@
 // them on start, and `tallyd migrate` applies them alone).
 //
 // Every write that the pure packages describe as one unit runs in one
-// transaction (one unexported function per path: inTx on sqlx, pgx's
-// BeginFunc or Commit's own on pgx): it commits when the work returns nil
+// transaction (one unexported function per path: pgx's BeginFunc or
+// Commit's own on pgx): it commits when the work returns nil
 // and rolls back on an error or a panic. Driver errors
 // are translated in one place (interpretError) so that pgx types never
 // leak to callers, and no driver type is part of the API (apart from the
@@ -157,6 +157,7 @@ type DB struct {
 	projection Projection
 	correlate  Correlate
 	sizeNames  SizeNames
+	reconcile  Reconcile
 	wakeups    wakeups
 }
 
@@ -309,7 +310,7 @@ func New(pool *pgxpool.Pool, opts Options) (*DB, error) {
 		c.now = time.Now
 	}
 	c.db = sqlx.NewDb(c.openDB(), "pgx")
-	return &DB{conn: c, ingest: Ingest{c}, projection: Projection{c}, correlate: Correlate{c}, sizeNames: SizeNames{c}}, nil
+	return &DB{conn: c, ingest: Ingest{c}, projection: Projection{c}, correlate: Correlate{c}, sizeNames: SizeNames{c}, reconcile: Reconcile{c}}, nil
 }
 
 // Ingest returns the ingestion store of db. Every call returns the same
@@ -327,6 +328,9 @@ func (db *DB) Correlate() *Correlate { return &db.correlate }
 // SizeNames returns the size-name store of db. Every call returns the same
 // store.
 func (db *DB) SizeNames() *SizeNames { return &db.sizeNames }
+
+// Reconcile returns the store of reconciliation runs (reconcile.Store).
+func (db *DB) Reconcile() *Reconcile { return &db.reconcile }
 
 // Close releases db: its database/sql handle, and the pool when [Open] made
 // it. The stores of db must not be used afterwards.
@@ -446,32 +450,6 @@ func checkNotNewer(ctx context.Context, p *goose.Provider) error {
 	}
 	if have > newest {
 		return fmt.Errorf("%w: the database is at migration %05d, this binary knows migrations up to %05d; run a tallyd release at least as new as the one that migrated it", ErrSchemaNewer, have, newest)
-	}
-	return nil
-}
-
-// inTx runs fn in one transaction: it commits when fn returns nil, and rolls
-// back when fn returns an error or panics (the panic is re-raised). The
-// error returned is fn's, or the commit's, translated by interpretError.
-func (s *conn) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
-	tx, err := s.db.BeginTxx(ctx, nil)
-	if err != nil {
-		return interpretError(fmt.Errorf("pgstore: begin: %w", err))
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			_ = tx.Rollback()
-			panic(p)
-		}
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	if err = fn(tx); err != nil {
-		return interpretError(err)
-	}
-	if err = tx.Commit(); err != nil {
-		return interpretError(fmt.Errorf("pgstore: commit: %w", err))
 	}
 	return nil
 }

@@ -110,6 +110,11 @@ func commitOnce(ctx context.Context, c *conn, b ingest.Batch, now time.Time, mod
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 		}
 	}()
+	if b.SizeNames != nil {
+		if err := replaceSizeNames(ctx, tx, b.SizeNames.Cloud, b.SizeNames.Rows); err != nil {
+			return res, err
+		}
+	}
 	inserted := make([]bool, len(b.Events))
 	var conflicted []bool
 	if len(b.Events) > 0 {
@@ -120,6 +125,11 @@ func commitOnce(ctx context.Context, c *conn, b ingest.Batch, now time.Time, mod
 	dls, audit := withConflicts(b, conflicted)
 	if err := insertRecords(ctx, tx, dls, audit, now); err != nil {
 		return res, err
+	}
+	if b.SyncRun != nil {
+		if res.SyncRunID, err = insertSyncRun(ctx, tx, *b.SyncRun, now); err != nil {
+			return res, err
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return res, fmt.Errorf("commit: %w", err)

@@ -16,7 +16,7 @@ func Example() {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		return storetest.Stores{Ingest: db.Ingest(), Projection: db.Projection(), SizeNames: db.SizeNames(), Correlate: db.Correlate(), Usage: db.Ingest()}
+		return storetest.Stores{Ingest: db.Ingest(), Projection: db.Projection(), SizeNames: db.SizeNames(), Correlate: db.Correlate(), Usage: db.Ingest(), Reconcile: db.Reconcile()}
 	}
 	_ = func(t *testing.T) { storetest.Run(t, open) }
 	_ = func(b *testing.B) { storetest.Bench(b, open) }

@@ -22,6 +22,7 @@ import (
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/ingest/reconcile"
 	"github.com/tallyhq/tally/ingest/usage"
 	"github.com/tallyhq/tally/sizenames"
 )
@@ -43,6 +44,8 @@ type Stores struct {
 	// Usage reads the histories usage queries fold, over the events Ingest
 	// stores (both backends' Ingest store implements it). Required.
 	Usage usage.Store
+	// Reconcile is the store of reconciliation runs. Required.
+	Reconcile reconcile.Store
 	// Reopen, when not nil, returns the stores of a second, independent
 	// handle on the same database (for PostgreSQL, another pool), released
 	// on tb's cleanup. The concurrency cases create through both handles,
@@ -63,8 +66,8 @@ func (s Stores) ingest() ingestStore {
 // once per case, from parallel subtests, so it must be safe for concurrent
 // use. Each case names the spec sentence or docs/decisions.md row it checks.
 //
-// The top-level subtests are Ingest, Projection, Feed, Windows, Usage and
-// Correlate.
+// The top-level subtests are Ingest, Projection, Feed, Windows, Usage,
+// Correlate and Reconcile.
 func Run(t *testing.T, open func(tb testing.TB) Stores) {
 	t.Helper()
 	newIngest := func(t *testing.T) ingestStore { return open(t).ingest() }
@@ -99,6 +102,10 @@ func Run(t *testing.T, open func(tb testing.TB) Stores) {
 			return s.Correlate, s.Reopen(t).Correlate
 		})
 	})
+	t.Run("Reconcile", func(t *testing.T) {
+		t.Parallel()
+		runReconcile(t, open)
+	})
 }
 
 // Bench runs every benchmark of the suite on the stores open returns (one
@@ -114,6 +121,9 @@ func Run(t *testing.T, open func(tb testing.TB) Stores) {
 //     every create an occurrence of one open key; creates/s.
 //   - Create/fresh-keys, Create/fresh-keys-parallel: every create opens a
 //     new key; creates/s.
+//   - Sync/fresh, Sync/unchanged, Sync/drift: [reconcile.Service.Run] of a
+//     5000-instance observation, every instance new, none changed, or half
+//     of them changed; resources/s.
 //
 // The -parallel variants run b.RunParallel (GOMAXPROCS goroutines, or
 // -cpu). Run one group with, for example,
@@ -123,4 +133,5 @@ func Bench(b *testing.B, open func(tb testing.TB) Stores) {
 	b.Run("Ingest", func(b *testing.B) { benchIngest(b, func(b *testing.B) ingest.Store { return open(b).Ingest }) })
 	b.Run("Commit", func(b *testing.B) { benchCommit(b, func(b *testing.B) ingest.Store { return open(b).Ingest }) })
 	b.Run("Create", func(b *testing.B) { benchCreate(b, func(b *testing.B) correlate.Store { return open(b).Correlate }) })
+	b.Run("Sync", func(b *testing.B) { benchSync(b, open) })
 }

@@ -112,6 +112,19 @@ func TestTallyAlertRuleSeries(t *testing.T) {
 			if err := h.Metrics().RefreshResources(context.Background()); err != nil {
 				t.Fatalf("RefreshResources: %v", err)
 			}
+			// Two reconciliation runs of the scope's cloud: one completed,
+			// one partial (a size the instance schema refuses).
+			for _, size := range []string{`{"vcpus":1,"ram_gb":1,"disk_gb":1,"flavor":"f"}`, `{"n":1}`} {
+				obs := `{"platform":"openstack","observed_at":"2026-03-01T13:00:00Z","resources":[{"resource_type":"instance",` +
+					`"resource_id":"vm-` + size[2:3] + `","project_id":"p","state":"active","size":` + size + `}]}`
+				r = httptest.NewRequest("POST", "/api/v1/clouds/os-a/sync", strings.NewReader(obs))
+				r.Header.Set("Authorization", "Bearer "+tokSync)
+				w = httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != 200 {
+					t.Fatalf("sync: %d %s", w.Code, w.Body.String())
+				}
+			}
 
 			w = httptest.NewRecorder()
 			h.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
@@ -133,13 +146,20 @@ func TestTallyAlertRuleSeries(t *testing.T) {
 			// also for the item that named os-b), source and reason; the
 			// gauge by platform, cloud, resource type and state.
 			got := map[string]float64{}
-			for _, name := range []string{"tally_events_ingested_total", "tally_events_rejected_total", "tally_current_resources"} {
+			for _, name := range []string{"tally_events_ingested_total", "tally_events_rejected_total", "tally_current_resources",
+				"tally_sync_runs_total", "tally_sync_resources_reconciled_total", "tally_sync_errors_total"} {
 				for _, m := range families[name].GetMetric() {
 					got[name+labelString(m)] = value(m)
 				}
 			}
 			wantValues := map[string]float64{
 				`tally_events_ingested_total{cloud="os-a",source="collector"}`:                                     3,
+				`tally_events_ingested_total{cloud="os-a",source="reconciliation"}`:                                1,
+				`tally_events_rejected_total{cloud="os-a",reason="size_schema"}`:                                   1,
+				`tally_sync_runs_total{cloud="os-a",status="completed"}`:                                           1,
+				`tally_sync_runs_total{cloud="os-a",status="partial"}`:                                             1,
+				`tally_sync_resources_reconciled_total{action="created",cloud="os-a"}`:                             1,
+				`tally_sync_errors_total{cloud="os-a"}`:                                                            1,
 				`tally_events_rejected_total{cloud="os-a",reason="schema"}`:                                        1,
 				`tally_events_rejected_total{cloud="os-a",reason="scope"}`:                                         1,
 				`tally_current_resources{cloud="os-a",platform="openstack",resource_type="gadget",state="error"}`:  1,

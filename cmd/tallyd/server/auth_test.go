@@ -25,6 +25,7 @@ func testAuthenticator(t testing.TB) *Authenticator {
 	t.Helper()
 	creds, err := ParseCredentials([]byte(`{"credentials":[
 	  {"name":"col","token":"t-ingest-token-01","roles":["ingest"],"platform":"openstack","cloud":"os-a"},
+	  {"name":"rec","token":"t-reconcile-token","roles":["reconcile"],"platform":"openstack","cloud":"os-a"},
 	  {"name":"ops","token":"t-admin-token-001","roles":["admin"]},
 	  {"name":"dash","token":"t-read-token-0001","roles":["read"],"organization":"acme"},
 	  {"name":"app","token":"t-events-token-01","roles":["events"],"organization":"acme","user":"u"}]}`))

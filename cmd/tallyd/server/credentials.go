@@ -27,9 +27,10 @@ type Credential struct {
 	TokenSHA256 [sha256.Size]byte
 	// Roles are what the credential may do; at least one, no repeats.
 	Roles []route.Role
-	// Platform and Cloud are the scope of an ingest credential (required
-	// with route.RoleIngest): it may post only events of this platform and
-	// cloud (canonical-event.md, Rules: scope).
+	// Platform and Cloud are the scope of an ingest or reconcile credential
+	// (required with route.RoleIngest and route.RoleReconcile): it may post
+	// only events, or observations, of this platform and cloud
+	// (canonical-event.md, Rules: scope).
 	Platform, Cloud string
 	// Organization is the scope of correlated events (required with
 	// route.RoleEvents; optional with route.RoleRead); User is the
@@ -73,14 +74,14 @@ const MinPlainTokenLen = 16
 // ParseCredentials reads a credentials file:
 //
 //	{"credentials":[{"name":"…","token_sha256":"<hex>" or "token":"<plain>",
-//	  "roles":["ingest"|"read"|"admin"|"events"],
+//	  "roles":["ingest"|"read"|"admin"|"events"|"reconcile"],
 //	  "platform":"…","cloud":"…","organization":"…","user":"…"}]}
 //
 // It is strict: an unknown or repeated member, a name missing or used
 // twice, neither or both of token_sha256 and token, a token_sha256 that is
 // not 64 hex digits or is all zeros (the hash of no token), a token used twice, no role or an unknown or repeated
-// role, an ingest role without platform and cloud, platform or cloud
-// without the ingest role, an events role without organization, or user
+// role, an ingest or reconcile role without platform and cloud, platform
+// or cloud without either role, an events role without organization, or user
 // without organization, a plain token shorter than MinPlainTokenLen, and an
 // ingest scope naming meta or partner are refused. Every problem is reported (joined), each
 // naming the entry (index and name) and the member. A plain token is hashed
@@ -217,14 +218,14 @@ func (p *credentialParser) token(i int, e credentialEntry) [sha256.Size]byte {
 // roles returns the entry's known roles, reporting unknown and repeated ones.
 func (p *credentialParser) roles(names []string) []route.Role {
 	if len(names) == 0 {
-		p.bad("roles", "at least one role is required (ingest, read, admin, events)")
+		p.bad("roles", "at least one role is required (ingest, read, admin, events, reconcile)")
 	}
 	var roles []route.Role
 	for _, s := range names {
 		r := route.Role(s)
 		switch {
 		case !r.Valid():
-			p.bad("roles", "unknown role %q (known: ingest, read, admin, events)", s)
+			p.bad("roles", "unknown role %q (known: ingest, read, admin, events, reconcile)", s)
 		case slices.Contains(roles, r):
 			p.bad("roles", "role %q is given twice", s)
 		default:
@@ -238,14 +239,14 @@ func (p *credentialParser) roles(names []string) []route.Role {
 // go with the ingest role and only with it; organization goes with the
 // events role; user needs organization.
 func (p *credentialParser) scope(c Credential) {
-	if c.Has(route.RoleIngest) {
+	if c.Has(route.RoleIngest) || c.Has(route.RoleReconcile) {
 		p.ingestScope(c)
 	} else {
 		if c.Platform != "" {
-			p.bad("platform", "applies only to the ingest role, which the credential does not have")
+			p.bad("platform", "applies only to the ingest role (and the reconcile role), which the credential does not have")
 		}
 		if c.Cloud != "" {
-			p.bad("cloud", "applies only to the ingest role, which the credential does not have")
+			p.bad("cloud", "applies only to the ingest role (and the reconcile role), which the credential does not have")
 		}
 	}
 	if c.Has(route.RoleEvents) && c.Organization == "" {
@@ -256,13 +257,22 @@ func (p *credentialParser) scope(c Credential) {
 	}
 }
 
-// ingestScope checks the (platform, cloud) of an ingest credential.
+// scopedRole names the role of c that needs a (platform, cloud) scope.
+func scopedRole(c Credential) route.Role {
+	if c.Has(route.RoleIngest) {
+		return route.RoleIngest
+	}
+	return route.RoleReconcile
+}
+
+// ingestScope checks the (platform, cloud) of an ingest or reconcile
+// credential.
 func (p *credentialParser) ingestScope(c Credential) {
 	if c.Platform == "" {
-		p.bad("platform", "is required with the ingest role")
+		p.bad("platform", "is required with the %s role", scopedRole(c))
 	}
 	if c.Cloud == "" {
-		p.bad("cloud", "is required with the ingest role")
+		p.bad("cloud", "is required with the %s role", scopedRole(c))
 	}
 	// canonical-event.md, Rules: "platform and cloud are neither meta nor
 	// partner"; a scope naming one could never ingest anything.

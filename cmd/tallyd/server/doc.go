@@ -27,6 +27,8 @@
 //	GET    /api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle read or admin
 //	GET    /api/v1/projects/{cloud}/{project_id}/summary            read or admin
 //	GET    /api/v1/usage                                            read or admin
+//	POST   /api/v1/clouds/{cloud}/sync                              reconcile
+//	GET    /api/v1/sync-runs                                        read or admin
 //	POST   /api/events                                              events
 //	GET    /api/events/list                                         events or read
 //	PUT    /api/events/{id}/status                                  events

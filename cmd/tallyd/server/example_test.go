@@ -27,7 +27,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	api, err := server.New(server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate()}, server.Options{
+	api, err := server.New(server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate(), Reconcile: db.Reconcile()}, server.Options{
 		Authenticator: auth,
 	})
 	if err != nil {

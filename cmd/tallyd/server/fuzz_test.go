@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/reconcile"
 )
 
 // fuzzServer is one handler on the in-memory store, shared by a fuzz
@@ -112,6 +113,55 @@ func FuzzPostEvents(f *testing.F) {
 		want := counts{Events: res.Accepted, DeadLetters: len(res.Rejected) - scope, Audit: scope + conflict}
 		if stored != want {
 			t.Fatalf("stored %+v, want %+v for %s", stored, want, w.Body)
+		}
+	})
+}
+
+// POST /api/v1/clouds/{cloud}/sync (docs/reconciliation.md): any body on the
+// in-memory store gets no 5xx and no panic; a body reconcile.Decode refuses
+// is 400 and changes nothing; a 200 lists one event id per create, update
+// and delete, stores no more events than that, and dead-letters exactly the
+// refused ones.
+func FuzzPostSync(f *testing.F) {
+	f.Add([]byte(`{"platform":"openstack","observed_at":"2026-03-01T12:00:00Z","complete_types":["instance"],` +
+		`"resources":[{"resource_type":"instance","resource_id":"vm-1","project_id":"p","state":"active","size":{"vcpus":2,"ram_gb":4,"disk_gb":20,"flavor":"f"}}],` +
+		`"deletes":[{"resource_type":"instance","resource_id":"vm-2","deleted_at":"2026-03-01T11:00:00Z"}],` +
+		`"size_names":[{"resource_type":"volume","member":"type","value":"id","name":"ssd"}]}`))
+	f.Add([]byte(`{"platform":"openstack","observed_at":"2026-03-01T12:00:00Z","resources":[{"resource_type":"instance","resource_id":"vm-1","project_id":"p","state":"active","size":{"vcpus":1e999}}]}`))
+	f.Add([]byte(`{"platform":"vmware","observed_at":"2026-03-01T12:00:00Z"}`))
+	f.Add([]byte(`{"platform":"openstack","observed_at":"2026-03-01T12:00:00+01:00","size_names":null}`))
+	f.Add([]byte(`{"platform":"openstack","observed_at":"2026-03-01T12:00:00Z","resources":[{"resource_type":"x","resource_id":"\u0000","project_id":"p","state":"s","size":{}}]}`))
+	s := newFuzzServer(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		w, stored := s.post(t, "/api/v1/clouds/os-a/sync", tokSync, body)
+		if w.Code >= 500 {
+			t.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+		_, decodeErr := reconcile.Decode(body)
+		switch {
+		case decodeErr != nil:
+			if w.Code != 400 {
+				t.Fatalf("status %d for an observation Decode refuses (%v): %s", w.Code, decodeErr, w.Body)
+			}
+		case w.Code == 200:
+			var out reconcile.Outcome
+			if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil {
+				t.Fatalf("outcome %s: %v", w.Body, err)
+			}
+			if n := out.Created + out.Updated + out.Deleted; len(out.EventIDs) != n || stored.Events > n {
+				t.Fatalf("%d event ids, %d stored, for %d creates, updates and deletes: %s", len(out.EventIDs), stored.Events, n, w.Body)
+			}
+			if stored.DeadLetters != out.Refused {
+				t.Fatalf("%d dead letters for %d refused: %s", stored.DeadLetters, out.Refused, w.Body)
+			}
+			return
+		case w.Code != 403:
+			t.Fatalf("status %d for an observation Decode accepts: %s", w.Code, w.Body)
+		}
+		if stored != (counts{}) {
+			t.Fatalf("status %d but stored %+v", w.Code, stored)
 		}
 	})
 }

@@ -25,6 +25,7 @@ import (
 // The tokens of testAuthenticator.
 const (
 	tokIngest = "t-ingest-token-01" // ingest, scope (openstack, os-a)
+	tokSync   = "t-reconcile-token" // reconcile, scope (openstack, os-a)
 	tokAdmin  = "t-admin-token-001"
 	tokEvents = "t-events-token-01" // events, (acme, u)
 )

@@ -16,6 +16,7 @@ import (
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/reconcile"
 	"github.com/tallyhq/tally/internal/httpbody"
 )
 
@@ -86,6 +87,9 @@ type Metrics struct {
 	replays         *prometheus.CounterVec
 	httpDuration    *prometheus.HistogramVec
 	credReloads     *prometheus.CounterVec
+	syncRuns        *prometheus.CounterVec
+	syncReconciled  *prometheus.CounterVec
+	syncErrors      *prometheus.CounterVec
 
 	// Labels whose values come from input, each bounded.
 	platformLabel, resourceTypeLabel, cloudLabel, stateLabel *boundedLabel
@@ -167,6 +171,20 @@ func NewMetrics(reg *prometheus.Registry, _ MetricsOptions) (*Metrics, error) {
 			Name: "tally_credentials_reloads_total",
 			Help: "Reloads of the credentials file (SIGHUP), by result: success (the new set is in use) or failure (the file was refused; the old set stays).",
 		}, []string{"result"}),
+		// The series of Tally's sync (B42Labs/tally, "How reconciliation
+		// observes a cloud"), which its alert rules read.
+		syncRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_sync_runs_total",
+			Help: "Reconciliation runs, by cloud (100 distinct values, then other) and status: completed, partial (some synthetic events refused), failed (nothing written) or invalid (the observation was refused).",
+		}, []string{"cloud", "status"}),
+		syncReconciled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_sync_resources_reconciled_total",
+			Help: "Resources a reconciliation run judged, by cloud (100 distinct values, then other) and action: created, updated, deleted, unchanged or skipped (a collector event newer than the observation).",
+		}, []string{"cloud", "action"}),
+		syncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_sync_errors_total",
+			Help: "Errors of reconciliation runs, by cloud (100 distinct values, then other): each refused synthetic event, and one per failed or invalid run.",
+		}, []string{"cloud"}),
 	}
 	m.credReloads.WithLabelValues("success")
 	m.credReloads.WithLabelValues("failure")
@@ -178,6 +196,7 @@ func NewMetrics(reg *prometheus.Registry, _ MetricsOptions) (*Metrics, error) {
 	}
 	for _, c := range []prometheus.Collector{
 		m.unvalidatedSize, m.eventsIngested, m.eventsRejected, m.resources, m.ingested, m.duplicates, m.rejected, m.dispositions, m.feedSubscribers, m.feedItems, m.feedResets, m.replays, m.httpDuration, m.credReloads,
+		m.syncRuns, m.syncReconciled, m.syncErrors,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
@@ -217,6 +236,27 @@ func (o ingestObserver) UnvalidatedSize(platform, resourceType string, n int) {
 
 func (o ingestObserver) ProjectionReplays(cloud string, n int) {
 	o.m.replays.WithLabelValues(o.m.cloudLabel.value(cloud)).Add(float64(n))
+}
+
+// ReconcileObserver returns m as the observer of reconciliation runs
+// (reconcile.Options.Observer): tally_sync_runs_total{cloud,status},
+// tally_sync_resources_reconciled_total{cloud,action} and
+// tally_sync_errors_total{cloud}.
+func (m *Metrics) ReconcileObserver() reconcile.Observer { return reconcileObserver{m} }
+
+// reconcileObserver adapts [Metrics] to reconcile.Observer.
+type reconcileObserver struct{ m *Metrics }
+
+func (o reconcileObserver) Run(cloud string, status ingest.SyncStatus) {
+	o.m.syncRuns.WithLabelValues(o.m.cloudLabel.value(cloud), string(status)).Inc()
+}
+
+func (o reconcileObserver) Reconciled(cloud string, action reconcile.Action, n int) {
+	o.m.syncReconciled.WithLabelValues(o.m.cloudLabel.value(cloud), string(action)).Add(float64(n))
+}
+
+func (o reconcileObserver) Errors(cloud string, n int) {
+	o.m.syncErrors.WithLabelValues(o.m.cloudLabel.value(cloud)).Add(float64(n))
 }
 
 // correlateObserver adapts [Metrics] to correlate.Observer.

@@ -190,6 +190,7 @@ const (
 	tAdmin  = "t-admin-token-001"
 	tRead   = "t-read-token-0001"
 	tEvents = "t-events-token-01"
+	tSync   = "t-reconcile-token"
 
 	testMaxBody = 64 << 10
 	unknownID   = "0190aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee"
@@ -233,6 +234,11 @@ const validEvent = `{"event_id":"e-1","timestamp":"2026-03-01T12:00:00Z","event_
 	`"platform":"openstack","cloud":"os-a","resource_type":"widget","resource_id":"w-1","project_id":"p-1",` +
 	`"payload":{"state":"active","size":{"n":1}}}`
 
+const validObservation = `{"platform":"openstack","observed_at":"2026-03-01T12:00:00Z","complete_types":["instance"],` +
+	`"resources":[{"resource_type":"instance","resource_id":"vm-1","project_id":"p-1","state":"active",` +
+	`"size":{"vcpus":2,"ram_gb":4,"disk_gb":20,"flavor":"m1.small"}}],` +
+	`"size_names":[{"resource_type":"volume","member":"type","value":"id-ssd","name":"ssd"}]}`
+
 // scenario produces one documented status of one operation. respond, when
 // set, serves the request itself (on another handler).
 type scenario struct {
@@ -274,6 +280,43 @@ var scenarios = map[string][]scenario{
 			return w
 		},
 	}},
+	"POST /api/v1/clouds/{cloud}/sync 200": {
+		{name: "an observation", request: fixed("POST", "/api/v1/clouds/os-a/sync", tSync, validObservation)},
+		{name: "an empty observation", request: fixed("POST", "/api/v1/clouds/os-a/sync", tSync, `{"platform":"openstack","observed_at":"2026-03-01T12:00:00Z"}`)},
+	},
+	"POST /api/v1/clouds/{cloud}/sync 400": {
+		{name: "not JSON", request: fixed("POST", "/api/v1/clouds/os-a/sync", tSync, `not json`)},
+		{name: "every rule", request: fixed("POST", "/api/v1/clouds/os-a/sync", tSync, `{"platform":"openstack","observed_at":"2026-03-01T12:00:00Z","resources":[{"resource_type":"instance"}]}`)},
+	},
+	"POST /api/v1/clouds/{cloud}/sync 403": {
+		{name: "another cloud than the credential's", request: fixed("POST", "/api/v1/clouds/os-b/sync", tSync, validObservation)},
+		{name: "an ingest token", request: fixed("POST", "/api/v1/clouds/os-a/sync", tIngest, validObservation)},
+	},
+	"POST /api/v1/clouds/{cloud}/sync 500": {{
+		name:    "store failure",
+		request: fixed("POST", "/api/v1/clouds/os-a/sync", tSync, validObservation),
+		respond: func(e contractEnv, r *http.Request) *httptest.ResponseRecorder {
+			if e.broken == nil {
+				return nil
+			}
+			w := httptest.NewRecorder()
+			e.broken.ServeHTTP(w, r)
+			return w
+		},
+	}},
+	"GET /api/v1/sync-runs 200": {
+		{name: "every run", request: func(e contractEnv) *http.Request {
+			if w := e.serve(e.req("POST", "/api/v1/clouds/os-a/sync", tSync, validObservation)); w.Code != 200 {
+				e.t.Fatalf("sync: %d %s", w.Code, w.Body)
+			}
+			return e.req("GET", "/api/v1/sync-runs", tRead, "")
+		}},
+		{name: "one cloud, one per page", request: fixed("GET", "/api/v1/sync-runs?cloud=os-a&limit=1", tAdmin, "")},
+	},
+	"GET /api/v1/sync-runs 400": {
+		{name: "malformed cursor", request: fixed("GET", "/api/v1/sync-runs?cursor=%21%21", tRead, "")},
+		{name: "unknown parameter", request: fixed("GET", "/api/v1/sync-runs?platform=openstack", tRead, "")},
+	},
 	"GET /api/v1/rejected-events 200": {
 		{name: "first page", request: fixed("GET", "/api/v1/rejected-events?limit=5", tAdmin, "")},
 		{name: "window", request: fixed("GET", "/api/v1/rejected-events?from=2026-01-01T00:00:00Z&to=2030-01-01T00:00:00Z", tAdmin, "")},
@@ -515,13 +558,7 @@ func genericScenario(h *Handler, op operation, status string) []scenario {
 			}
 		}
 	case "415":
-		token := tAdmin
-		switch {
-		case slices.Contains(roles, route.RoleIngest):
-			token = tIngest
-		case slices.Contains(roles, route.RoleEvents):
-			token = tEvents
-		}
+		token := roleToken(roles)
 		return []scenario{{name: "a form body", request: func(e contractEnv) *http.Request {
 			r := e.req(op.method, target, token, body)
 			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -561,15 +598,7 @@ func genericScenario(h *Handler, op operation, status string) []scenario {
 				return w
 			}}}
 	case "413":
-		var token string
-		switch {
-		case slices.Contains(roles, route.RoleIngest):
-			token = tIngest
-		case slices.Contains(roles, route.RoleEvents):
-			token = tEvents
-		default:
-			token = tAdmin
-		}
+		token := roleToken(roles)
 		return []scenario{{name: "body over the cap", request: fixed(op.method, target, token, `"`+strings.Repeat("x", testMaxBody)+`"`)}}
 	}
 	return nil
@@ -580,6 +609,8 @@ func roleToken(roles []route.Role) string {
 	switch {
 	case slices.Contains(roles, route.RoleIngest):
 		return tIngest
+	case slices.Contains(roles, route.RoleReconcile):
+		return tSync
 	case slices.Contains(roles, route.RoleEvents):
 		return tEvents
 	}
@@ -597,6 +628,7 @@ func contractHandlerWith(t *testing.T, st Store, set func(*Options)) *Handler {
 	t.Helper()
 	creds, err := ParseCredentials([]byte(`{"credentials":[
 	  {"name":"col","token":"` + tIngest + `","roles":["ingest"],"platform":"openstack","cloud":"os-a"},
+	  {"name":"rec","token":"` + tSync + `","roles":["reconcile"],"platform":"openstack","cloud":"os-a"},
 	  {"name":"ops","token":"` + tAdmin + `","roles":["admin"]},
 	  {"name":"dash","token":"` + tRead + `","roles":["read"],"organization":"acme"},
 	  {"name":"app","token":"` + tEvents + `","roles":["events"],"organization":"acme","user":"u"}]}`))

@@ -16,6 +16,7 @@ import (
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/ingest/reconcile"
 	"github.com/tallyhq/tally/ingest/usage"
 	"github.com/tallyhq/tally/internal/httpbody"
 	"github.com/tallyhq/tally/internal/problem"
@@ -57,6 +58,10 @@ type Store struct {
 	// Ingest stores of memstore and pgstore do); otherwise those routes are
 	// not served.
 	Usage usage.Store
+	// Reconcile serves the reconciliation routes (POST
+	// /api/v1/clouds/{cloud}/sync, GET /api/v1/sync-runs); the database of
+	// Ingest and Projection. Required.
+	Reconcile reconcile.Store
 	// Ping, when not nil, tells /readyz whether the database answers
 	// (pgstore.DB.Ping). Nil: always ready (the in-memory store).
 	Ping func(ctx context.Context) error
@@ -240,7 +245,7 @@ func (h *Handler) RunIdempotencyPurge(ctx context.Context, retention time.Durati
 // send its body 400 or 408 (also when no byte of it arrives for
 // BodyStallTimeout), or not at all when the client is gone.
 //
-// Errors (joined): a missing st.Ingest, st.Projection, st.Correlate or
+// Errors (joined): a missing st.Ingest, st.Projection, st.Correlate, st.Reconcile or
 // Authenticator, a negative MaxBodyBytes, BodyBudgetBytes, BodyBudgetWait
 // or BodyStallTimeout, a BodyBudgetBytes below
 // MaxBodyBytes, or a library constructor's error.
@@ -328,6 +333,9 @@ func checkOptions(st Store, opts Options) (Options, error) {
 	}
 	if st.Projection == nil {
 		errs = append(errs, errors.New("server: Store.Projection is required"))
+	}
+	if st.Reconcile == nil {
+		errs = append(errs, errors.New("server: Store.Reconcile is required"))
 	}
 	if st.Correlate == nil {
 		errs = append(errs, errors.New("server: Store.Correlate is required"))

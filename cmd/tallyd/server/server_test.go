@@ -23,12 +23,12 @@ func memStore(tb testing.TB) Store {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate()}
+	return Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate(), Reconcile: db.Reconcile()}
 }
 
 // pgStore returns the stores of db.
 func pgStore(db *pgstore.DB) Store {
-	return Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate(), Ping: db.Ping}
+	return Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate(), Reconcile: db.Reconcile(), Ping: db.Ping}
 }
 
 func newTestHandler(t *testing.T, origins ...string) *Handler {

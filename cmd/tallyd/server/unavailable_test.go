@@ -41,7 +41,7 @@ func TestStoreUnavailableIs503(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(Store{Ingest: downIngest{db.Ingest()}, Projection: db.Projection(), Correlate: downCorrelate{db.Correlate()}}, Options{
+	h, err := New(Store{Ingest: downIngest{db.Ingest()}, Projection: db.Projection(), Correlate: downCorrelate{db.Correlate()}, Reconcile: db.Reconcile()}, Options{
 		Authenticator: testAuthenticator(t),
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/ingesthttp"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/ingest/reconcile"
 	"github.com/tallyhq/tally/ingest/usage"
 	"github.com/tallyhq/tally/internal/problem"
 	"github.com/tallyhq/tally/route"
@@ -54,12 +55,18 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, services, error) {
 			return nil, services{}, err
 		}
 	}
+	rsvc, err := reconcile.New(isvc, st.Projection, st.Reconcile, reconcile.Options{Observer: cfg.Metrics.ReconcileObserver(), Now: cfg.Now})
+	if err != nil {
+		return nil, services{}, err
+	}
 	ih, err := ingesthttp.New(isvc, psvc, ingesthttp.Options{
-		CallerFrom:   ingestCaller,
-		Logger:       cfg.Logger,
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		Subscribers:  subs,
-		Usage:        usvc,
+		Reconcile:      rsvc,
+		ReconcilerFrom: reconcilerCaller,
+		CallerFrom:     ingestCaller,
+		Logger:         cfg.Logger,
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		Subscribers:    subs,
+		Usage:          usvc,
 	})
 	if err != nil {
 		return nil, services{}, err
@@ -94,6 +101,17 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, services, error) {
 func ingestCaller(r *http.Request) (ingest.Caller, bool) {
 	c, ok := CredentialFrom(r.Context())
 	if !ok || !c.Has(route.RoleIngest) {
+		return ingest.Caller{}, false
+	}
+	return ingest.Caller{Credential: c.Name, Platform: c.Platform, Cloud: c.Cloud}, true
+}
+
+// reconcilerCaller is the ingest.Caller of an authenticated request to
+// POST /api/v1/clouds/{cloud}/sync: the credential's name and its
+// (platform, cloud) scope, which a reconcile credential always has.
+func reconcilerCaller(r *http.Request) (ingest.Caller, bool) {
+	c, ok := CredentialFrom(r.Context())
+	if !ok || !c.Has(route.RoleReconcile) {
 		return ingest.Caller{}, false
 	}
 	return ingest.Caller{Credential: c.Name, Platform: c.Platform, Cloud: c.Cloud}, true

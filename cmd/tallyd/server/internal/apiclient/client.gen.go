@@ -284,6 +284,24 @@ func (e StoredEventSource) Valid() bool {
 	}
 }
 
+// Defines values for SyncRunStatus.
+const (
+	Completed SyncRunStatus = "completed"
+	Partial   SyncRunStatus = "partial"
+)
+
+// Valid indicates whether the value is a known member of the SyncRunStatus enum.
+func (e SyncRunStatus) Valid() bool {
+	switch e {
+	case Completed:
+		return true
+	case Partial:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for UsageAnswerUnit.
 const (
 	UsageAnswerUnitHour   UsageAnswerUnit = "hour"
@@ -844,6 +862,39 @@ type Lifecycle struct {
 // LifecycleWarnings defines model for Lifecycle.Warnings.
 type LifecycleWarnings string
 
+// Observation defines model for Observation.
+type Observation struct {
+	// CompleteTypes The resource types listed completely (every project); only they yield deletes.
+	CompleteTypes *[]string `json:"complete_types,omitempty"`
+	Deletes       *[]struct {
+		// DeletedAt Not after observed_at.
+		DeletedAt  time.Time `json:"deleted_at"`
+		ResourceId string    `json:"resource_id"`
+
+		// ResourceType One of complete_types.
+		ResourceType string `json:"resource_type"`
+	} `json:"deletes,omitempty"`
+
+	// ObservedAt When the listings were taken; the synthetic creates and updates carry it.
+	ObservedAt time.Time `json:"observed_at"`
+	Platform   string    `json:"platform"`
+	Resources  *[]struct {
+		ProjectId    string                 `json:"project_id"`
+		ResourceId   string                 `json:"resource_id"`
+		ResourceType string                 `json:"resource_type"`
+		Size         map[string]interface{} `json:"size"`
+		State        string                 `json:"state"`
+	} `json:"resources,omitempty"`
+
+	// SizeNames The cloud's complete list of size names, which replaces its rows; absent or null leaves them.
+	SizeNames *[]struct {
+		Member       string `json:"member"`
+		Name         string `json:"name"`
+		ResourceType string `json:"resource_type"`
+		Value        string `json:"value"`
+	} `json:"size_names,omitempty"`
+}
+
 // Problem RFC 9457 problem details.
 type Problem struct {
 	// Code The stable, machine-readable problem code; docs/http-api.md (Problem codes) gives each one's status and meaning. The list is internal/problem's Codes(), which a test compares with this enum.
@@ -948,6 +999,62 @@ type StoredEventSource string
 type StoredEventPage struct {
 	Items      []StoredEvent `json:"items"`
 	NextCursor *string       `json:"next_cursor"`
+}
+
+// SyncOutcome defines model for SyncOutcome.
+type SyncOutcome struct {
+	Created int `json:"created"`
+	Deleted int `json:"deleted"`
+
+	// EventIds The synthetic events not refused, stored now or before.
+	EventIds []string `json:"event_ids"`
+
+	// Refused Synthetic events the pipeline refused (dead-lettered).
+	Refused int `json:"refused"`
+
+	// Rejected The refused synthetic events, as POST /api/v1/events reports refused items (index into the run's events).
+	Rejected []struct {
+		EventId *string `json:"event_id,omitempty"`
+		Index   int     `json:"index"`
+		Reason  string  `json:"reason"`
+	} `json:"rejected"`
+	RunId int `json:"run_id"`
+
+	// Skipped Resources whose history has an event later than observed_at.
+	Skipped   int `json:"skipped"`
+	Unchanged int `json:"unchanged"`
+	Updated   int `json:"updated"`
+}
+
+// SyncRun defines model for SyncRun.
+type SyncRun struct {
+	Cloud   string `json:"cloud"`
+	Created int    `json:"created"`
+	Deleted int    `json:"deleted"`
+
+	// Errors "<event_id>: <reason>" of the refused events, at most 100.
+	Errors     []string  `json:"errors"`
+	FinishedAt time.Time `json:"finished_at"`
+	ObservedAt time.Time `json:"observed_at"`
+	Platform   string    `json:"platform"`
+	Refused    int       `json:"refused"`
+	RunId      int       `json:"run_id"`
+	Skipped    int       `json:"skipped"`
+	StartedAt  time.Time `json:"started_at"`
+
+	// Status completed: every synthetic event stored; partial: some refused (dead-lettered).
+	Status    SyncRunStatus `json:"status"`
+	Unchanged int           `json:"unchanged"`
+	Updated   int           `json:"updated"`
+}
+
+// SyncRunStatus completed: every synthetic event stored; partial: some refused (dead-lettered).
+type SyncRunStatus string
+
+// SyncRunPage defines model for SyncRunPage.
+type SyncRunPage struct {
+	Items      []SyncRun `json:"items"`
+	NextCursor *string   `json:"next_cursor"`
 }
 
 // UsageAnswer defines model for UsageAnswer.
@@ -1345,6 +1452,16 @@ type ListResourcesParams struct {
 // ListResourcesParamsStatus defines parameters for ListResources.
 type ListResourcesParamsStatus string
 
+// ListSyncRunsParams defines parameters for ListSyncRuns.
+type ListSyncRunsParams struct {
+	// Cloud Only this cloud's runs.
+	Cloud *string `form:"cloud,omitempty" json:"cloud,omitempty"`
+	Limit *Limit  `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The next_cursor of the previous page. A page stops at limit items or at 8 MiB of item bytes, whichever comes first (always at least one item), and carries next_cursor whenever more items follow.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // GetUsageParams defines parameters for GetUsage.
 type GetUsageParams struct {
 	// From Inclusive lower bound, RFC 3339.
@@ -1408,6 +1525,9 @@ type BulkUpdateEventStatusJSONRequestBody BulkUpdateEventStatusJSONBody
 
 // UpdateEventStatusJSONRequestBody defines body for UpdateEventStatus for application/json ContentType.
 type UpdateEventStatusJSONRequestBody UpdateEventStatusJSONBody
+
+// SyncCloudJSONRequestBody defines body for SyncCloud for application/json ContentType.
+type SyncCloudJSONRequestBody = Observation
 
 // IngestEventsJSONRequestBody defines body for IngestEvents for application/json ContentType.
 type IngestEventsJSONRequestBody = IngestBody
@@ -2355,6 +2475,54 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/audit (the `ListAudit` operationId).
 	ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// SyncCloudWithBody Run one reconciliation of a cloud from an observation (role reconcile).
+	//
+	// docs/reconciliation.md. The observation is compared with the
+	// projection of the cloud: an observed resource the projection lacks
+	// (or holds as deleted) gets a sync.create, one whose state, size
+	// (after size names) or project differs a sync.update, and an alive
+	// resource of a type listed in complete_types that the observation
+	// does not name a sync.delete (dated by deletes[].deleted_at where
+	// given, else observed_at). A resource whose history has an event
+	// later than observed_at is skipped. The synthetic events (source
+	// reconciliation, deterministic event ids) go through the ingest
+	// pipeline; size_names, when given, replace the cloud's rows first; all
+	// of it and the run's record are committed in one transaction, so a
+	// 200 means the run is stored. The same observation twice stores
+	// nothing the second time. The credential's platform and cloud must be
+	// the observation's platform and the path's cloud (else 403). A
+	// malformed observation is 400 (code invalid_body) listing every member
+	// and rule, and changes nothing.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/clouds/{cloud}/sync (the `SyncCloud` operationId).
+	SyncCloudWithBody(ctx context.Context, cloud string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SyncCloud Run one reconciliation of a cloud from an observation (role reconcile).
+	//
+	// docs/reconciliation.md. The observation is compared with the
+	// projection of the cloud: an observed resource the projection lacks
+	// (or holds as deleted) gets a sync.create, one whose state, size
+	// (after size names) or project differs a sync.update, and an alive
+	// resource of a type listed in complete_types that the observation
+	// does not name a sync.delete (dated by deletes[].deleted_at where
+	// given, else observed_at). A resource whose history has an event
+	// later than observed_at is skipped. The synthetic events (source
+	// reconciliation, deterministic event ids) go through the ingest
+	// pipeline; size_names, when given, replace the cloud's rows first; all
+	// of it and the run's record are committed in one transaction, so a
+	// 200 means the run is stored. The same observation twice stores
+	// nothing the second time. The credential's platform and cloud must be
+	// the observation's platform and the path's cloud (else 403). A
+	// malformed observation is 400 (code invalid_body) listing every member
+	// and rule, and changes nothing.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/clouds/{cloud}/sync (the `SyncCloud` operationId).
+	SyncCloud(ctx context.Context, cloud string, body SyncCloudJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListEvents List stored events with when each was received, ordered by (timestamp, event_id) (role read or admin).
 	//
 	// Tally's Reporting API listEvents: each filter is an exact match; from
@@ -2521,6 +2689,11 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle (the `GetResourceLifecycle` operationId).
 	GetResourceLifecycle(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSyncRuns List the recorded reconciliation runs, newest first (role read or admin).
+	//
+	// Corresponds with GET /api/v1/sync-runs (the `ListSyncRuns` operationId).
+	ListSyncRuns(ctx context.Context, params *ListSyncRunsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetUsage Time-weighted usage of the selected resources over [from, to), bucketed and grouped, as of a feed position (role read or admin).
 	//
@@ -2866,6 +3039,74 @@ func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEdit
 	return c.Client.Do(req)
 }
 
+// SyncCloudWithBody Run one reconciliation of a cloud from an observation (role reconcile).
+//
+// docs/reconciliation.md. The observation is compared with the
+// projection of the cloud: an observed resource the projection lacks
+// (or holds as deleted) gets a sync.create, one whose state, size
+// (after size names) or project differs a sync.update, and an alive
+// resource of a type listed in complete_types that the observation
+// does not name a sync.delete (dated by deletes[].deleted_at where
+// given, else observed_at). A resource whose history has an event
+// later than observed_at is skipped. The synthetic events (source
+// reconciliation, deterministic event ids) go through the ingest
+// pipeline; size_names, when given, replace the cloud's rows first; all
+// of it and the run's record are committed in one transaction, so a
+// 200 means the run is stored. The same observation twice stores
+// nothing the second time. The credential's platform and cloud must be
+// the observation's platform and the path's cloud (else 403). A
+// malformed observation is 400 (code invalid_body) listing every member
+// and rule, and changes nothing.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/clouds/{cloud}/sync (the `SyncCloud` operationId).
+func (c *Client) SyncCloudWithBody(ctx context.Context, cloud string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSyncCloudRequestWithBody(c.Server, cloud, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SyncCloud Run one reconciliation of a cloud from an observation (role reconcile).
+//
+// docs/reconciliation.md. The observation is compared with the
+// projection of the cloud: an observed resource the projection lacks
+// (or holds as deleted) gets a sync.create, one whose state, size
+// (after size names) or project differs a sync.update, and an alive
+// resource of a type listed in complete_types that the observation
+// does not name a sync.delete (dated by deletes[].deleted_at where
+// given, else observed_at). A resource whose history has an event
+// later than observed_at is skipped. The synthetic events (source
+// reconciliation, deterministic event ids) go through the ingest
+// pipeline; size_names, when given, replace the cloud's rows first; all
+// of it and the run's record are committed in one transaction, so a
+// 200 means the run is stored. The same observation twice stores
+// nothing the second time. The credential's platform and cloud must be
+// the observation's platform and the path's cloud (else 403). A
+// malformed observation is 400 (code invalid_body) listing every member
+// and rule, and changes nothing.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/clouds/{cloud}/sync (the `SyncCloud` operationId).
+func (c *Client) SyncCloud(ctx context.Context, cloud string, body SyncCloudJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSyncCloudRequest(c.Server, cloud, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListEvents List stored events with when each was received, ordered by (timestamp, event_id) (role read or admin).
 //
 // Tally's Reporting API listEvents: each filter is an exact match; from
@@ -3163,6 +3404,21 @@ func (c *Client) GetResourceEvents(ctx context.Context, cloud string, resourceTy
 // Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle (the `GetResourceLifecycle` operationId).
 func (c *Client) GetResourceLifecycle(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetResourceLifecycleRequest(c.Server, cloud, resourceType, resourceId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSyncRuns List the recorded reconciliation runs, newest first (role read or admin).
+//
+// Corresponds with GET /api/v1/sync-runs (the `ListSyncRuns` operationId).
+func (c *Client) ListSyncRuns(ctx context.Context, params *ListSyncRunsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSyncRunsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4282,6 +4538,53 @@ func NewListAuditRequest(server string, params *ListAuditParams) (*http.Request,
 	return req, nil
 }
 
+// NewSyncCloudRequest calls the generic SyncCloud builder with application/json body
+func NewSyncCloudRequest(server string, cloud string, body SyncCloudJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSyncCloudRequestWithBody(server, cloud, "application/json", bodyReader)
+}
+
+// NewSyncCloudRequestWithBody constructs an http.Request for the SyncCloud method, with any body, and a specified content type
+func NewSyncCloudRequestWithBody(server string, cloud string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "cloud", cloud, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/clouds/%s/sync", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListEventsRequest constructs an http.Request for the ListEvents method
 func NewListEventsRequest(server string, params *ListEventsParams) (*http.Request, error) {
 	var err error
@@ -5239,6 +5542,84 @@ func NewGetResourceLifecycleRequest(server string, cloud string, resourceType st
 	return req, nil
 }
 
+// NewListSyncRunsRequest constructs an http.Request for the ListSyncRuns method
+func NewListSyncRunsRequest(server string, params *ListSyncRunsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sync-runs")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cloud != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cloud", *params.Cloud, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetUsageRequest constructs an http.Request for the GetUsage method
 func NewGetUsageRequest(server string, params *GetUsageParams) (*http.Request, error) {
 	var err error
@@ -5771,6 +6152,54 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/audit (the `ListAudit` operationId).
 	ListAuditWithResponse(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*ListAuditResponse, error)
 
+	// SyncCloudWithBodyWithResponse Run one reconciliation of a cloud from an observation (role reconcile).
+	//
+	// docs/reconciliation.md. The observation is compared with the
+	// projection of the cloud: an observed resource the projection lacks
+	// (or holds as deleted) gets a sync.create, one whose state, size
+	// (after size names) or project differs a sync.update, and an alive
+	// resource of a type listed in complete_types that the observation
+	// does not name a sync.delete (dated by deletes[].deleted_at where
+	// given, else observed_at). A resource whose history has an event
+	// later than observed_at is skipped. The synthetic events (source
+	// reconciliation, deterministic event ids) go through the ingest
+	// pipeline; size_names, when given, replace the cloud's rows first; all
+	// of it and the run's record are committed in one transaction, so a
+	// 200 means the run is stored. The same observation twice stores
+	// nothing the second time. The credential's platform and cloud must be
+	// the observation's platform and the path's cloud (else 403). A
+	// malformed observation is 400 (code invalid_body) listing every member
+	// and rule, and changes nothing.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/clouds/{cloud}/sync (the `SyncCloud` operationId).
+	SyncCloudWithBodyWithResponse(ctx context.Context, cloud string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SyncCloudResponse, error)
+
+	// SyncCloudWithResponse Run one reconciliation of a cloud from an observation (role reconcile).
+	//
+	// docs/reconciliation.md. The observation is compared with the
+	// projection of the cloud: an observed resource the projection lacks
+	// (or holds as deleted) gets a sync.create, one whose state, size
+	// (after size names) or project differs a sync.update, and an alive
+	// resource of a type listed in complete_types that the observation
+	// does not name a sync.delete (dated by deletes[].deleted_at where
+	// given, else observed_at). A resource whose history has an event
+	// later than observed_at is skipped. The synthetic events (source
+	// reconciliation, deterministic event ids) go through the ingest
+	// pipeline; size_names, when given, replace the cloud's rows first; all
+	// of it and the run's record are committed in one transaction, so a
+	// 200 means the run is stored. The same observation twice stores
+	// nothing the second time. The credential's platform and cloud must be
+	// the observation's platform and the path's cloud (else 403). A
+	// malformed observation is 400 (code invalid_body) listing every member
+	// and rule, and changes nothing.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/clouds/{cloud}/sync (the `SyncCloud` operationId).
+	SyncCloudWithResponse(ctx context.Context, cloud string, body SyncCloudJSONRequestBody, reqEditors ...RequestEditorFn) (*SyncCloudResponse, error)
+
 	// ListEventsWithResponse List stored events with when each was received, ordered by (timestamp, event_id) (role read or admin).
 	//
 	// Tally's Reporting API listEvents: each filter is an exact match; from
@@ -5957,6 +6386,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle (the `GetResourceLifecycle` operationId).
 	GetResourceLifecycleWithResponse(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*GetResourceLifecycleResponse, error)
+
+	// ListSyncRunsWithResponse List the recorded reconciliation runs, newest first (role read or admin).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/sync-runs (the `ListSyncRuns` operationId).
+	ListSyncRunsWithResponse(ctx context.Context, params *ListSyncRunsParams, reqEditors ...RequestEditorFn) (*ListSyncRunsResponse, error)
 
 	// GetUsageWithResponse Time-weighted usage of the selected resources over [from, to), bucketed and grouped, as of a feed position (role read or admin).
 	//
@@ -6856,6 +7292,117 @@ func (r ListAuditResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListAuditResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SyncCloudResponse401Headers the declared response headers of an HTTP 401 response for SyncCloud
+type SyncCloudResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// SyncCloudResponse415Headers the declared response headers of an HTTP 415 response for SyncCloud
+type SyncCloudResponse415Headers struct {
+	AcceptEncoding *string
+}
+
+type SyncCloudResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SyncOutcome
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SyncCloudResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *SyncCloudResponse415Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SyncCloudResponse) GetJSON200() *SyncOutcome {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SyncCloudResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SyncCloudResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SyncCloudResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r SyncCloudResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r SyncCloudResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r SyncCloudResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r SyncCloudResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r SyncCloudResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r SyncCloudResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SyncCloudResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SyncCloudResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SyncCloudResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7794,6 +8341,75 @@ func (r GetResourceLifecycleResponse) ContentType() string {
 	return ""
 }
 
+// ListSyncRunsResponse401Headers the declared response headers of an HTTP 401 response for ListSyncRuns
+type ListSyncRunsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type ListSyncRunsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SyncRunPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListSyncRunsResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSyncRunsResponse) GetJSON200() *SyncRunPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListSyncRunsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListSyncRunsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListSyncRunsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSyncRunsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSyncRunsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSyncRunsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSyncRunsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetUsageResponse401Headers the declared response headers of an HTTP 401 response for GetUsage
 type GetUsageResponse401Headers struct {
 	WWWAuthenticate string
@@ -8302,6 +8918,66 @@ func (c *ClientWithResponses) ListAuditWithResponse(ctx context.Context, params 
 	return ParseListAuditResponse(rsp)
 }
 
+// SyncCloudWithBodyWithResponse Run one reconciliation of a cloud from an observation (role reconcile).
+//
+// docs/reconciliation.md. The observation is compared with the
+// projection of the cloud: an observed resource the projection lacks
+// (or holds as deleted) gets a sync.create, one whose state, size
+// (after size names) or project differs a sync.update, and an alive
+// resource of a type listed in complete_types that the observation
+// does not name a sync.delete (dated by deletes[].deleted_at where
+// given, else observed_at). A resource whose history has an event
+// later than observed_at is skipped. The synthetic events (source
+// reconciliation, deterministic event ids) go through the ingest
+// pipeline; size_names, when given, replace the cloud's rows first; all
+// of it and the run's record are committed in one transaction, so a
+// 200 means the run is stored. The same observation twice stores
+// nothing the second time. The credential's platform and cloud must be
+// the observation's platform and the path's cloud (else 403). A
+// malformed observation is 400 (code invalid_body) listing every member
+// and rule, and changes nothing.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/clouds/{cloud}/sync (the `SyncCloud` operationId).
+func (c *ClientWithResponses) SyncCloudWithBodyWithResponse(ctx context.Context, cloud string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SyncCloudResponse, error) {
+	rsp, err := c.SyncCloudWithBody(ctx, cloud, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSyncCloudResponse(rsp)
+}
+
+// SyncCloudWithResponse Run one reconciliation of a cloud from an observation (role reconcile).
+//
+// docs/reconciliation.md. The observation is compared with the
+// projection of the cloud: an observed resource the projection lacks
+// (or holds as deleted) gets a sync.create, one whose state, size
+// (after size names) or project differs a sync.update, and an alive
+// resource of a type listed in complete_types that the observation
+// does not name a sync.delete (dated by deletes[].deleted_at where
+// given, else observed_at). A resource whose history has an event
+// later than observed_at is skipped. The synthetic events (source
+// reconciliation, deterministic event ids) go through the ingest
+// pipeline; size_names, when given, replace the cloud's rows first; all
+// of it and the run's record are committed in one transaction, so a
+// 200 means the run is stored. The same observation twice stores
+// nothing the second time. The credential's platform and cloud must be
+// the observation's platform and the path's cloud (else 403). A
+// malformed observation is 400 (code invalid_body) listing every member
+// and rule, and changes nothing.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/clouds/{cloud}/sync (the `SyncCloud` operationId).
+func (c *ClientWithResponses) SyncCloudWithResponse(ctx context.Context, cloud string, body SyncCloudJSONRequestBody, reqEditors ...RequestEditorFn) (*SyncCloudResponse, error) {
+	rsp, err := c.SyncCloud(ctx, cloud, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSyncCloudResponse(rsp)
+}
+
 // ListEventsWithResponse List stored events with when each was received, ordered by (timestamp, event_id) (role read or admin).
 //
 // Tally's Reporting API listEvents: each filter is an exact match; from
@@ -8571,6 +9247,19 @@ func (c *ClientWithResponses) GetResourceLifecycleWithResponse(ctx context.Conte
 		return nil, err
 	}
 	return ParseGetResourceLifecycleResponse(rsp)
+}
+
+// ListSyncRunsWithResponse List the recorded reconciliation runs, newest first (role read or admin).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/sync-runs (the `ListSyncRuns` operationId).
+func (c *ClientWithResponses) ListSyncRunsWithResponse(ctx context.Context, params *ListSyncRunsParams, reqEditors ...RequestEditorFn) (*ListSyncRunsResponse, error) {
+	rsp, err := c.ListSyncRuns(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSyncRunsResponse(rsp)
 }
 
 // GetUsageWithResponse Time-weighted usage of the selected resources over [from, to), bucketed and grouped, as of a feed position (role read or admin).
@@ -9426,6 +10115,111 @@ func ParseListAuditResponse(rsp *http.Response) (*ListAuditResponse, error) {
 	return response, nil
 }
 
+// ParseSyncCloudResponse parses an HTTP response from a SyncCloudWithResponse call
+func ParseSyncCloudResponse(rsp *http.Response) (*SyncCloudResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SyncCloudResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SyncOutcome
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers SyncCloudResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers SyncCloudResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListEventsResponse parses an HTTP response from a ListEventsWithResponse call
 func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10236,6 +11030,66 @@ func ParseGetResourceLifecycleResponse(rsp *http.Response) (*GetResourceLifecycl
 	switch {
 	case rsp.StatusCode == 401:
 		var headers GetResourceLifecycleResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListSyncRunsResponse parses an HTTP response from a ListSyncRunsWithResponse call
+func ParseListSyncRunsResponse(rsp *http.Response) (*ListSyncRunsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSyncRunsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SyncRunPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListSyncRunsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

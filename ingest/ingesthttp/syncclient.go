@@ -1,0 +1,117 @@
+package ingesthttp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/go-json-experiment/json"
+
+	"github.com/tallyhq/tally/ingest/reconcile"
+	"github.com/tallyhq/tally/internal/retry"
+)
+
+// Sync posts one observation of cloud to POST /api/v1/clouds/{cloud}/sync
+// (docs/reconciliation.md) with the client's token (role reconcile, scoped
+// to the observation's platform and cloud) and returns the run's outcome.
+// The observation is checked locally first ([reconcile.Observation.Check]:
+// an invalid one is never sent; the error is an *event.ValidationError).
+// A run is idempotent (the same observation again stores nothing new), so
+// transport errors and the answers 408, 429 and 5xx are retried as
+// [Client.Send] retries, up to MaxAttempts; a retry after a run that was
+// committed but whose answer was lost records one more run, all unchanged.
+// Any other answer is a [*StatusError] (400 naming the members, 403 for a
+// scope the credential does not have).
+func (c *Client) Sync(ctx context.Context, cloud string, obs reconcile.Observation) (reconcile.Outcome, error) {
+	if err := obs.Check(); err != nil {
+		return reconcile.Outcome{}, err
+	}
+	body, err := json.Marshal(obs)
+	if err != nil {
+		return reconcile.Outcome{}, fmt.Errorf("ingesthttp: encode the observation: %w", err)
+	}
+	target := c.base + "/api/v1/clouds/" + url.PathEscape(cloud) + "/sync"
+	b := retry.NewBackoff(c.opts.Backoff)
+	for attempt := 1; ; attempt++ {
+		var out reconcile.Outcome
+		retryAfter, err := c.do(ctx, http.MethodPost, target, body, "POST /api/v1/clouds/{cloud}/sync", &out)
+		if err == nil {
+			return out, nil
+		}
+		if retryAfter < 0 || attempt == c.opts.MaxAttempts {
+			return reconcile.Outcome{}, err
+		}
+		if err := retry.Sleep(ctx, b.Next(retryAfter)); err != nil {
+			return reconcile.Outcome{}, fmt.Errorf("ingesthttp: %w", err)
+		}
+	}
+}
+
+// SyncRuns reads one page of the recorded runs (GET /api/v1/sync-runs)
+// with the client's token (role read or admin): f.Cloud's runs ("" every
+// cloud's), newest first, f.Limit a page (0: the server's 100), from
+// f.Cursor. It makes one attempt; a refusal is a [*StatusError].
+func (c *Client) SyncRuns(ctx context.Context, f reconcile.RunFilter) (reconcile.RunPage, error) {
+	v := url.Values{}
+	if f.Cloud != "" {
+		v.Set("cloud", f.Cloud)
+	}
+	if f.Limit > 0 {
+		v.Set("limit", strconv.Itoa(f.Limit))
+	}
+	if f.Cursor != "" {
+		v.Set("cursor", f.Cursor)
+	}
+	target := c.base + "/api/v1/sync-runs"
+	if len(v) > 0 {
+		target += "?" + v.Encode()
+	}
+	var p reconcile.RunPage
+	if _, err := c.do(ctx, http.MethodGet, target, nil, "GET /api/v1/sync-runs", &p); err != nil {
+		return reconcile.RunPage{}, err
+	}
+	return p, nil
+}
+
+// do makes one JSON request and decodes a 200 answer into out.
+// retryAfter is negative when the error must not be retried, else the
+// least wait the server asked for.
+func (c *Client) do(ctx context.Context, method, target string, body []byte, request string, out any) (time.Duration, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return -1, fmt.Errorf("ingesthttp: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", "Bearer "+c.opts.Token)
+	res, err := c.opts.HTTPClient.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return -1, fmt.Errorf("ingesthttp: %w", err)
+		}
+		return 0, fmt.Errorf("ingesthttp: %w", err)
+	}
+	defer res.Body.Close()
+	if s := res.StatusCode; s != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+		after := time.Duration(-1)
+		if retry.Status(s) {
+			after = retry.After(res.Header, time.Now())
+		}
+		return after, &StatusError{StatusCode: s, Body: b, request: request}
+	}
+	if err := json.UnmarshalRead(io.LimitReader(res.Body, maxAnswer), out); err != nil {
+		return 0, fmt.Errorf("ingesthttp: read the answer of %s: %w", request, err)
+	}
+	return 0, nil
+}
