@@ -105,6 +105,49 @@ func URL(t testing.TB) string {
 	return u
 }
 
+// LastUnpartitioned is the last migration of the layout whose events
+// table is one plain table; the next one (00016) partitions it by month.
+const LastUnpartitioned = 14
+
+// ConvertedURL is [URL] for a schema that had the unpartitioned layout,
+// with one event stored, when the partitioning migration converted it: it
+// is migrated to [LastUnpartitioned], given an event (event_id
+// "pgtest-legacy", 2000-01-01), migrated to the end (which attaches the
+// table as events_legacy), and that event deleted again, so that the
+// schema holds no event, as URL's does, yet keeps the converted layout.
+func ConvertedURL(t testing.TB) string {
+	t.Helper()
+	u := EmptyURL(t)
+	ctx := context.Background()
+	db, err := pgstore.Open(ctx, u, pgstore.Options{})
+	if err != nil {
+		t.Fatalf("pgtest: open: %v", err)
+	}
+	defer db.Close()
+	if _, err := db.MigrateTo(ctx, LastUnpartitioned); err != nil {
+		t.Fatalf("pgtest: migrate to %d: %v", LastUnpartitioned, err)
+	}
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	defer conn.Close(ctx)
+	const row = `INSERT INTO events (event_id, timestamp, event_type, platform, cloud, resource_type, resource_id,
+                    project_id, source, payload, category, received_at)
+VALUES ('pgtest-legacy', '2000-01-01 00:00:00+00', 'compute.instance.create.end', 'openstack', 'pgtest',
+        'instance', 'pgtest-legacy', 'p', 'collector', '{}', 'compute', now())`
+	if _, err := conn.Exec(ctx, row); err != nil {
+		t.Fatalf("pgtest: store the legacy event: %v", err)
+	}
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatalf("pgtest: migrate: %v", err)
+	}
+	if _, err := conn.Exec(ctx, `DELETE FROM events WHERE event_id = 'pgtest-legacy'`); err != nil {
+		t.Fatalf("pgtest: delete the legacy event: %v", err)
+	}
+	return u
+}
+
 // EmptyURL is [URL] without the migrations: the schema exists and holds
 // nothing.
 func EmptyURL(t testing.TB) string {

@@ -139,11 +139,31 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 	if b.Conflicts != nil && len(b.Conflicts) != len(b.Events) {
 		return ingest.Committed{}, fmt.Errorf("pgstore: commit batch: %d conflicts for %d events (nil or parallel)", len(b.Conflicts), len(b.Events))
 	}
-	res, err := commitBatch(ctx, s.conn, b, utcMicro(s.now()))
+	res, err := s.commitPartitioned(ctx, b)
 	if err != nil {
 		return ingest.Committed{}, fmt.Errorf("pgstore: commit batch: %w", interpretError(err))
 	}
 	return res, nil
+}
+
+// commitPartitioned is commitBatch on a partitioned events table: the
+// partitions of the batch's months are made first when the cache of
+// partitions has none, and a batch that still meets a month without one
+// (dropped or made elsewhere since the cache was read) is retried once
+// after making it. So an event is never refused for its month.
+func (s *Ingest) commitPartitioned(ctx context.Context, b ingest.Batch) (ingest.Committed, error) {
+	months := eventMonths(b.Events)
+	if err := s.ensureMonths(ctx, months, false); err != nil {
+		return ingest.Committed{}, err
+	}
+	res, err := commitBatch(ctx, s.conn, b, utcMicro(s.now()))
+	if !noPartition(err) {
+		return res, err
+	}
+	if err := s.ensureMonths(ctx, months, true); err != nil {
+		return ingest.Committed{}, err
+	}
+	return commitBatch(ctx, s.conn, b, utcMicro(s.now()))
 }
 
 // eventRow is an events row as sqlx scans it.
