@@ -90,6 +90,7 @@ type partitionCache struct {
 	loaded      bool
 	partitioned bool // events is a partitioned table
 	parts       []Partition
+	horizon     time.Time // events_horizon's; zero: none
 }
 
 // covers reports, for the loaded cache, whether every month of months has
@@ -144,16 +145,41 @@ func (c *conn) ensureMonths(ctx context.Context, months []time.Time, refresh boo
 // (whose mu the caller holds).
 func (c *conn) loadPartitions(ctx context.Context) error {
 	pc := &c.partitions
-	var kind string
-	if err := c.pool.QueryRow(ctx, `SELECT coalesce((SELECT relkind::text FROM pg_class WHERE oid = to_regclass('events')), '')`).Scan(&kind); err != nil {
+	var (
+		kind       string
+		hasHorizon bool
+		horizon    time.Time
+	)
+	if err := c.pool.QueryRow(ctx, `SELECT coalesce((SELECT relkind::text FROM pg_class WHERE oid = to_regclass('events')), ''),
+       to_regclass('events_horizon') IS NOT NULL`).Scan(&kind, &hasHorizon); err != nil {
 		return fmt.Errorf("partitions of events: %w", err)
+	}
+	if hasHorizon {
+		err := c.pool.QueryRow(ctx, `SELECT horizon FROM events_horizon`).Scan(&horizon)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("retention horizon: %w", err)
+		}
 	}
 	parts, err := listPartitions(ctx, c.pool)
 	if err != nil {
 		return err
 	}
-	pc.loaded, pc.partitioned, pc.parts = true, kind == "p", parts
+	pc.loaded, pc.partitioned, pc.parts, pc.horizon = true, kind == "p", parts, horizon.UTC()
 	return nil
+}
+
+// cachedHorizon is the retention horizon as last read (loading the cache
+// first when it is not), or, with refresh, as the database holds it now.
+func (c *conn) cachedHorizon(ctx context.Context, refresh bool) (time.Time, error) {
+	pc := &c.partitions
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if !pc.loaded || refresh {
+		if err := c.loadPartitions(ctx); err != nil {
+			return time.Time{}, err
+		}
+	}
+	return pc.horizon, nil
 }
 
 // queryer runs a query on a pool, a connection or a transaction.
@@ -275,8 +301,13 @@ func (c *conn) makePartitions(ctx context.Context, months []time.Time) (made []s
 	if err != nil {
 		return nil, err
 	}
+	var horizon *time.Time
+	if err := tx.QueryRow(ctx, `SELECT max(horizon) FROM events_horizon`).Scan(&horizon); err != nil {
+		return nil, fmt.Errorf("make partitions: retention horizon: %w", err)
+	}
 	for _, m := range months {
-		if slices.ContainsFunc(parts, func(p Partition) bool { return p.holds(m) }) {
+		// never a month retention dropped: its events are refused
+		if horizon != nil && m.Before(*horizon) || slices.ContainsFunc(parts, func(p Partition) bool { return p.holds(m) }) {
 			continue
 		}
 		if err := makePartition(ctx, tx, m); err != nil {
@@ -305,11 +336,20 @@ func makePartition(ctx context.Context, tx pgx.Tx, m time.Time) error {
 	return nil
 }
 
+// retiredConstraint is the CHECK (false) that retention adds to a
+// partition before the horizon, so that no row lands in it while its
+// resources' checkpoints are written and it is detached.
+const retiredConstraint = "events_retired"
+
 // noPartition reports whether err is PostgreSQL's refusal of a row that no
-// partition of events holds (SQLSTATE 23514, "no partition of relation").
+// partition of events holds (SQLSTATE 23514, "no partition of relation"),
+// or that a partition retention retired refuses (23514 on
+// retiredConstraint): the partitions or the horizon changed since the
+// cache was read.
 func noPartition(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23514" && strings.HasPrefix(pgErr.Message, "no partition of relation")
+	return errors.As(err, &pgErr) && pgErr.Code == "23514" &&
+		(strings.HasPrefix(pgErr.Message, "no partition of relation") || pgErr.ConstraintName == retiredConstraint)
 }
 
 // EventPartitions lists the partitions of events, ordered by From

@@ -156,7 +156,45 @@ END
 $$;
 -- +goose StatementEnd
 
+-- Retention (pgstore DB.Retention, tallyd retention; docs/operations.md,
+-- Retention). events_horizon holds, in its one row, the horizon: events
+-- before it are no longer kept, and a late one is refused as a dead
+-- letter (reason "retention: …"). resource_checkpoints holds, for every
+-- resource with events before a horizon, the projection row those events
+-- fold to (columns as current_resources'), at that horizon (at): a fold of
+-- the resource's history starts from it and reads only its events from at
+-- on, so the projection rebuild and late events answer exactly as before
+-- the old partitions were dropped.
+CREATE TABLE IF NOT EXISTS events_horizon (
+    one     boolean     PRIMARY KEY DEFAULT true CHECK (one),
+    horizon timestamptz NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS resource_checkpoints (
+    cloud           text        NOT NULL,
+    resource_type   text        NOT NULL,
+    resource_id     text        NOT NULL,
+    at              timestamptz NOT NULL,
+    platform        text        NOT NULL,
+    project_id      text        NOT NULL,
+    state           text        NOT NULL,
+    size            json,
+    created_at      timestamptz,
+    deleted_at      timestamptz,
+    first_event_at  timestamptz NOT NULL,
+    last_event_at   timestamptz NOT NULL,
+    last_event_type text        NOT NULL,
+    last_event_id   text        NOT NULL,
+    PRIMARY KEY (cloud, resource_type, resource_id)
+);
+
+-- The purges of retention read these in bounded batches by their time.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_correlated_events_deleted ON correlated_events (deleted_at) WHERE deleted_at IS NOT NULL;
+
 -- +goose Down
+DROP INDEX CONCURRENTLY IF EXISTS idx_correlated_events_deleted;
+DROP TABLE IF EXISTS resource_checkpoints;
+DROP TABLE IF EXISTS events_horizon;
 -- Back to one plain table: the rows are copied (a rollback is for a
 -- development database, not for a live one).
 -- +goose StatementBegin
