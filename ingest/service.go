@@ -94,7 +94,9 @@ func RetentionReason(horizon time.Time) string {
 }
 
 // Kinds lists every [Kind].
-func Kinds() []Kind { return []Kind{KindSchema, KindSizeSchema, KindScope, KindConflict, KindRetention} }
+func Kinds() []Kind {
+	return []Kind{KindSchema, KindSizeSchema, KindScope, KindConflict, KindRetention}
+}
 
 // Observer receives the counters of ingestion (the server backs them with
 // Prometheus), after a batch is committed and only then; a count of 0 is
