@@ -95,7 +95,7 @@ func TestRetentionKeepsAnswers(t *testing.T) {
 		lifeEvent("a3", "vm-a", "delete", d(4, 5), "deleted", 4),
 		lifeEvent("b1", "vm-b", "create", d(1, 6), "active", 2), // created before, updated after
 		lifeEvent("b2", "vm-b", "update", d(11, 7), "stopped", 2),
-		lifeEvent("c1", "vm-c", "create", d(3, 8), "active", 8), // only before
+		lifeEvent("c1", "vm-c", "create", d(3, 8), "active", 8),  // only before
 		lifeEvent("d1", "vm-d", "create", d(11, 9), "active", 1), // only after
 		lifeEvent("e1", "vm-e", "create", d(8, 31), "active", 2), // the last day before the horizon
 		lifeEvent("e2", "vm-e", "update", d(9, 1), "stopped", 2),
