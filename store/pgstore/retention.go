@@ -391,8 +391,55 @@ WHERE inhrelid = to_regclass($1) AND inhparent = to_regclass('events')`, name).S
 		return 0, err
 	}
 	defer func() { _, _ = pc.Exec(context.WithoutCancel(ctx), `RESET lock_timeout`) }()
-	if _, err := pc.Exec(ctx, `DROP TABLE `+ident); err != nil {
+	err = pgx.BeginFunc(ctx, pc, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DROP TABLE `+ident); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE events_horizon SET partitions_dropped = partitions_dropped + 1, events_dropped = events_dropped + $1`, n)
+		return err
+	})
+	if err != nil {
 		return 0, fmt.Errorf("drop %s: %w", name, err)
 	}
 	return n, nil
+}
+
+// EventStorage is the state of the events table that tallyd's metrics
+// report (docs/operations.md, Partitions and Retention).
+type EventStorage struct {
+	// Partitions counts the partitions of events (0: not partitioned).
+	Partitions int
+	// Horizon is the retention horizon; zero when none was set.
+	Horizon time.Time
+	// OldestEvent is the timestamp of the oldest stored event; zero when
+	// none is stored.
+	OldestEvent time.Time
+	// PartitionsDropped and EventsDropped count what every retention run
+	// dropped, in every process.
+	PartitionsDropped, EventsDropped int64
+}
+
+// EventStorage reads the state of the events table in one statement (the
+// oldest event through the (timestamp, event_id) index of each
+// partition). Errors: the database's.
+func (db *DB) EventStorage(ctx context.Context) (EventStorage, error) {
+	var (
+		st              EventStorage
+		horizon, oldest *time.Time
+	)
+	err := db.conn.pool.QueryRow(ctx, `SELECT
+    (SELECT count(*) FROM pg_inherits WHERE inhparent = to_regclass('events')),
+    (SELECT min(timestamp) FROM events),
+    h.horizon, coalesce(h.partitions_dropped, 0), coalesce(h.events_dropped, 0)
+FROM (SELECT 1) one LEFT JOIN events_horizon h ON true`).Scan(&st.Partitions, &oldest, &horizon, &st.PartitionsDropped, &st.EventsDropped)
+	if err != nil {
+		return st, fmt.Errorf("pgstore: event storage: %w", interpretError(err))
+	}
+	if horizon != nil {
+		st.Horizon = horizon.UTC()
+	}
+	if oldest != nil {
+		st.OldestEvent = oldest.UTC()
+	}
+	return st, nil
 }

@@ -165,9 +165,13 @@ $$;
 -- the resource's history starts from it and reads only its events from at
 -- on, so the projection rebuild and late events answer exactly as before
 -- the old partitions were dropped.
+-- partitions_dropped and events_dropped count what every run dropped
+-- (tally_retention_*_dropped_total).
 CREATE TABLE IF NOT EXISTS events_horizon (
-    one     boolean     PRIMARY KEY DEFAULT true CHECK (one),
-    horizon timestamptz NOT NULL
+    one                boolean     PRIMARY KEY DEFAULT true CHECK (one),
+    horizon            timestamptz NOT NULL,
+    partitions_dropped bigint      NOT NULL DEFAULT 0,
+    events_dropped     bigint      NOT NULL DEFAULT 0
 );
 
 CREATE TABLE IF NOT EXISTS resource_checkpoints (
