@@ -90,7 +90,29 @@ func announceSkip() {
 // URL creates a fresh schema, applies every embedded migration to it, and
 // returns a connection URL whose search_path selects it. The schema is
 // dropped when the test and its subtests finish.
+//
+// With the environment variable [EnvLayout] set to "converted" or
+// "unpartitioned", URL returns [ConvertedURL] or [UnpartitionedURL]
+// instead, so that any package's tests run on that layout of events
+// (docs/testing.md).
 func URL(t testing.TB) string {
+	t.Helper()
+	switch os.Getenv(EnvLayout) {
+	case "converted":
+		return ConvertedURL(t)
+	case "unpartitioned":
+		return UnpartitionedURL(t)
+	}
+	return migratedURL(t)
+}
+
+// EnvLayout names the environment variable that selects the layout of
+// events [URL] gives: "" (partitioned, as a new database is),
+// "converted" or "unpartitioned".
+const EnvLayout = "TALLY_TEST_EVENTS_LAYOUT"
+
+// migratedURL is URL's schema with every migration applied.
+func migratedURL(t testing.TB) string {
 	t.Helper()
 	u := EmptyURL(t)
 	ctx := context.Background()
@@ -144,6 +166,39 @@ VALUES ('pgtest-legacy', '2000-01-01 00:00:00+00', 'compute.instance.create.end'
 	}
 	if _, err := conn.Exec(ctx, `DELETE FROM events WHERE event_id = 'pgtest-legacy'`); err != nil {
 		t.Fatalf("pgtest: delete the legacy event: %v", err)
+	}
+	return u
+}
+
+// UnpartitionedURL is [URL] for a schema whose events table is one plain
+// table, as on a database where timescaledb's branch of migration 00001
+// left it so (00016 then partitions nothing): migrated to the end, then
+// events turned back into a plain table with the same columns, defaults
+// and indexes. It holds no event.
+func UnpartitionedURL(t testing.TB) string {
+	t.Helper()
+	u := migratedURL(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	defer conn.Close(ctx)
+	const plain = `
+CREATE TABLE events_plain (LIKE events INCLUDING DEFAULTS);
+ALTER SEQUENCE events_feed_seq OWNED BY events_plain.seq;
+DROP TABLE events;
+ALTER TABLE events_plain RENAME TO events;
+ALTER TABLE events ADD PRIMARY KEY (event_id, timestamp);
+CREATE INDEX idx_events_resource ON events (cloud, resource_type, resource_id, timestamp);
+CREATE INDEX idx_events_time ON events (timestamp, event_id COLLATE "C");
+CREATE INDEX idx_events_project ON events (project_id, timestamp, event_id COLLATE "C");
+CREATE INDEX idx_events_type ON events (event_type, timestamp, event_id COLLATE "C");
+CREATE INDEX idx_events_resource_id ON events (resource_id, timestamp, event_id COLLATE "C");
+CREATE INDEX idx_events_feed ON events (tx, seq);
+CREATE INDEX idx_events_feed_legacy ON events (timestamp, event_id COLLATE "C") WHERE tx IS NULL;`
+	if _, err := conn.Exec(ctx, plain); err != nil {
+		t.Fatalf("pgtest: unpartition events: %v", err)
 	}
 	return u
 }

@@ -259,6 +259,16 @@ func TestConformanceConverted(t *testing.T) {
 	})
 }
 
+// The conformance suite passes on the unpartitioned layout too (a
+// database where timescaledb keeps events one table): Commit makes no
+// partition there.
+func TestConformanceUnpartitioned(t *testing.T) {
+	storetest.Run(t, func(tb testing.TB) storetest.Stores {
+		u := pgtest.UnpartitionedURL(tb)
+		return stores(pgtest.Open(tb, u, pgstore.Options{}), u)
+	})
+}
+
 // "converting a database with 1,000,000 events keeps every row and its
 // duplicate detection": a schema at the last unpartitioned version with
 // 1M events (200k with -short) is migrated; every row is kept, in
