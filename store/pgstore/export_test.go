@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -45,14 +44,3 @@ func FeedReadQuery(after feed.Position, limit int) (string, []any) {
 
 // FeedHeadQuery is feedHead's query.
 const FeedHeadQuery = headQuery
-
-// MakePartitions makes the partitions of events of every UTC month from
-// the month of from to that of to, for tests that insert rows by hand
-// (which, unlike Commit, make no partition on demand).
-func MakePartitions(ctx context.Context, db *DB, from, to time.Time) error {
-	var months []time.Time
-	for m := monthOf(from); !m.After(to); m = m.AddDate(0, 1, 0) {
-		months = append(months, m)
-	}
-	return db.conn.ensureMonths(ctx, months, true)
-}

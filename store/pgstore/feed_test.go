@@ -118,7 +118,7 @@ func TestFeedNoEventSkippedByALateCommit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			u := pgtest.URL(t)
 			db := pgtest.Open(t, u, pgstore.Options{})
-			if err := pgstore.MakePartitions(context.Background(), db, ts, ts); err != nil {
+			if _, err := db.MakePartitions(context.Background(), ts, ts); err != nil {
 				t.Fatal(err)
 			}
 			st := db.Ingest()
@@ -234,7 +234,7 @@ func TestFeedConcurrentWritersReaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	if err := pgstore.MakePartitions(context.Background(), db, ts, ts); err != nil {
+	if _, err := db.MakePartitions(context.Background(), ts, ts); err != nil {
 		t.Fatal(err)
 	}
 	const writers, batches = 32, 6
@@ -562,7 +562,7 @@ func TestFeedPlans(t *testing.T) {
 	db := pgtest.DB(t, pgstore.Options{})
 	ctx := context.Background()
 	pool := pgstore.PoolOf(db)
-	if err := pgstore.MakePartitions(ctx, db, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+	if _, err := db.MakePartitions(ctx, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
 		t.Fatal(err)
 	}
 	for range 4 { // a few transactions, so that tx has several values

@@ -144,7 +144,7 @@ func TestEventListingPlans(t *testing.T) {
 	db := pgtest.DB(t, pgstore.Options{})
 	ctx := context.Background()
 	pool := pgstore.PoolOf(db)
-	if err := pgstore.MakePartitions(ctx, db, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 31, 0, 0, 0, 0, time.UTC)); err != nil {
+	if _, err := db.MakePartitions(ctx, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 31, 0, 0, 0, 0, time.UTC)); err != nil {
 		t.Fatal(err)
 	}
 	// 200k events over 30 days: 4 clouds, 3 platforms, 50 projects, 5

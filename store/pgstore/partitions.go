@@ -402,3 +402,32 @@ func (db *DB) KeepPartitionsAhead(ctx context.Context, ahead int) ([]string, err
 	}
 	return made, nil
 }
+
+// MakePartitions makes the partitions of every UTC month from from's to
+// to's (inclusive) that no partition holds, as KeepPartitionsAhead does,
+// and returns the names of those it made: before a bulk load that writes
+// to events directly (COPY, INSERT), which makes no partition on demand,
+// unlike Ingest.Commit. A month before the retention horizon is never
+// made. Errors: to before from; the database's (store.ErrUnavailable past
+// a 2 s lock wait).
+func (db *DB) MakePartitions(ctx context.Context, from, to time.Time) ([]string, error) {
+	if to.Before(from) {
+		return nil, fmt.Errorf("pgstore: make partitions: %v is before %v", to, from)
+	}
+	var months []time.Time
+	for m := monthOf(from); !m.After(to); m = m.AddDate(0, 1, 0) {
+		months = append(months, m)
+	}
+	c := db.conn
+	pc := &c.partitions
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	made, err := c.makePartitions(ctx, months)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: make partitions: %w", interpretError(err))
+	}
+	if err := c.loadPartitions(ctx); err != nil {
+		return made, fmt.Errorf("pgstore: make partitions: %w", interpretError(err))
+	}
+	return made, nil
+}

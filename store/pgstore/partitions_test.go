@@ -204,7 +204,8 @@ func TestPartitionRacingReplicas(t *testing.T) {
 }
 
 // KeepPartitionsAhead makes the current month's partition and those of the
-// months after it, once: a second call makes none.
+// months after it, once: a second call makes none. MakePartitions makes
+// those of a span of months.
 func TestKeepPartitionsAhead(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2029, 12, 15, 0, 0, 0, 0, time.UTC)
@@ -221,6 +222,13 @@ func TestKeepPartitionsAhead(t *testing.T) {
 	}
 	if _, err := db.KeepPartitionsAhead(ctx, -1); err == nil {
 		t.Error("a negative ahead: no error")
+	}
+	made, err = db.MakePartitions(ctx, time.Date(2020, 1, 15, 0, 0, 0, 0, time.UTC), time.Date(2020, 3, 1, 0, 0, 0, 0, time.UTC))
+	if diff := cmp.Diff([]string{"events_2020_01", "events_2020_02", "events_2020_03"}, made); err != nil || diff != "" {
+		t.Errorf("MakePartitions of January to March 2020: %v (-want +got):\n%s", err, diff)
+	}
+	if _, err := db.MakePartitions(ctx, time.Date(2020, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)); err == nil {
+		t.Error("MakePartitions with to before from: no error")
 	}
 }
 

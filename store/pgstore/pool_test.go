@@ -189,7 +189,7 @@ func TestAcquireTimeout(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			// the partition of t0 exists, as the months ahead do in service
-			if err := pgstore.MakePartitions(ctx, db, t0, t0); err != nil {
+			if _, err := db.MakePartitions(ctx, t0, t0); err != nil {
 				t.Fatal(err)
 			}
 			release := lockTable(t, u, "events")
