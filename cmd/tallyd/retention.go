@@ -52,13 +52,16 @@ func (v days) Set(s string) error {
 
 func (v days) Type() string { return "duration" }
 
+// maxDays is the most days a time.Duration holds (about 292 years).
+const maxDays = int64(1<<63-1) / int64(24*time.Hour)
+
 // parseDays parses a Go duration or a whole number of days followed by d.
 // Errors: anything else, or a negative duration.
 func parseDays(s string) (time.Duration, error) {
 	var d time.Duration
 	if n, ok := strings.CutSuffix(s, "d"); ok {
 		v, err := strconv.ParseInt(n, 10, 32)
-		if err != nil {
+		if err != nil || v > maxDays {
 			return 0, fmt.Errorf("%q is not a duration (such as 720h) nor a number of days (such as 365d)", s)
 		}
 		d = time.Duration(v) * 24 * time.Hour
