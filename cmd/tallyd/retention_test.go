@@ -22,7 +22,7 @@ import (
 // more than a year old, and `tallyd projection rebuild` afterwards gives
 // the rows from before; a late event of that month is then refused.
 func TestRetentionCommand(t *testing.T) {
-	url := pgtest.URL(t)
+	url := pgtest.PartitionedURL(t)
 	ctx := context.Background()
 	st, err := pgstore.Open(ctx, url, pgstore.Options{})
 	if err != nil {

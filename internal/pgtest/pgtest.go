@@ -103,7 +103,7 @@ func URL(t testing.TB) string {
 	case "unpartitioned":
 		return UnpartitionedURL(t)
 	}
-	return migratedURL(t)
+	return PartitionedURL(t)
 }
 
 // EnvLayout names the environment variable that selects the layout of
@@ -111,8 +111,11 @@ func URL(t testing.TB) string {
 // "converted" or "unpartitioned".
 const EnvLayout = "TALLY_TEST_EVENTS_LAYOUT"
 
-// migratedURL is URL's schema with every migration applied.
-func migratedURL(t testing.TB) string {
+// PartitionedURL is [URL] whatever [EnvLayout] says: a fresh schema with
+// every migration applied, whose events is partitioned by month as a new
+// database's is, for the tests of that layout itself (partitions,
+// retention).
+func PartitionedURL(t testing.TB) string {
 	t.Helper()
 	u := EmptyURL(t)
 	ctx := context.Background()
@@ -177,7 +180,7 @@ VALUES ('pgtest-legacy', '2000-01-01 00:00:00+00', 'compute.instance.create.end'
 // and indexes. It holds no event.
 func UnpartitionedURL(t testing.TB) string {
 	t.Helper()
-	u := migratedURL(t)
+	u := PartitionedURL(t)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, u)
 	if err != nil {

@@ -154,7 +154,7 @@ func TestPartitionBoundsAreUTCMonthStarts(t *testing.T) {
 // at once; every batch is stored, and the month has exactly one partition.
 func TestPartitionRacingReplicas(t *testing.T) {
 	ctx := context.Background()
-	u := pgtest.URL(t)
+	u := pgtest.PartitionedURL(t)
 	const replicas = 8
 	month := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
 	var (
@@ -209,7 +209,7 @@ func TestPartitionRacingReplicas(t *testing.T) {
 func TestKeepPartitionsAhead(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2029, 12, 15, 0, 0, 0, 0, time.UTC)
-	db := pgtest.Open(t, pgtest.URL(t), pgstore.Options{Now: func() time.Time { return now }})
+	db := pgtest.Open(t, pgtest.PartitionedURL(t), pgstore.Options{Now: func() time.Time { return now }})
 	made, err := db.KeepPartitionsAhead(ctx, 2)
 	if err != nil {
 		t.Fatal(err)

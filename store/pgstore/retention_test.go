@@ -77,7 +77,7 @@ func TestRetentionKeepsAnswers(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 15, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	u := pgtest.URL(t)
+	u := pgtest.PartitionedURL(t)
 	db := pgtest.Open(t, u, pgstore.Options{Now: clock})
 	stale := pgtest.Open(t, u, pgstore.Options{Now: clock})
 	svc, err := ingest.New(db.Ingest(), ingest.Options{})
@@ -199,7 +199,7 @@ func TestRetentionKeepsAnswers(t *testing.T) {
 func TestRetentionPurgesExactlyWhatItNames(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 15, 12, 0, 0, 0, time.UTC)
-	u := pgtest.URL(t)
+	u := pgtest.PartitionedURL(t)
 	db := pgtest.Open(t, u, pgstore.Options{Now: func() time.Time { return now }})
 	conn, err := pgx.Connect(ctx, u)
 	if err != nil {
