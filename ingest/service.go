@@ -76,10 +76,27 @@ const (
 	// make the stored event or the newcomer disappear. It is kept as a dead
 	// letter with an audit row of action [ActionConflict].
 	KindConflict Kind = "conflict"
+	// KindRetention refuses an event older than the store's retention
+	// horizon ([Committed].Expired): the events before it are no longer
+	// kept, and folding this one would change answers that retention
+	// fixed (docs/operations.md, Retention). It is kept as a dead letter
+	// whose reason names the horizon ([RetentionReason]), never dropped
+	// silently.
+	KindRetention Kind = "retention"
 )
 
+// RetentionReason is the reason of a [KindRetention] refusal of an event
+// older than horizon, the instant before which a store keeps no event.
+func RetentionReason(horizon time.Time) string {
+	return reason(KindRetention, event.Problem{Member: "/timestamp", Rule: event.RuleMinimum,
+		Message: "is before the retention horizon " + horizon.UTC().Format(time.RFC3339) +
+			": events older than it are no longer kept, so this item was not stored (it is kept here)"})
+}
+
 // Kinds lists every [Kind].
-func Kinds() []Kind { return []Kind{KindSchema, KindSizeSchema, KindScope, KindConflict} }
+func Kinds() []Kind {
+	return []Kind{KindSchema, KindSizeSchema, KindScope, KindConflict, KindRetention}
+}
 
 // Observer receives the counters of ingestion (the server backs them with
 // Prometheus), after a batch is committed and only then; a count of 0 is
@@ -724,6 +741,9 @@ func (r *run) commit() (Result, error) {
 	if len(committed.Inserted) != len(r.batch.Events) {
 		return Result{}, fmt.Errorf("ingest: commit batch: store reported %d results for %d events", len(committed.Inserted), len(r.batch.Events))
 	}
+	if c := committed.Expired; c != nil && len(c) != len(r.batch.Events) {
+		return Result{}, fmt.Errorf("ingest: commit batch: store reported %d expired events for %d events", len(c), len(r.batch.Events))
+	}
 	if c := committed.Conflicted; c != nil && len(c) != len(r.batch.Events) {
 		return Result{}, fmt.Errorf("ingest: commit batch: store reported %d conflicts for %d events", len(c), len(r.batch.Events))
 	}
@@ -733,6 +753,13 @@ func (r *run) commit() (Result, error) {
 	conflicts := false
 	for i, ok := range committed.Inserted {
 		if !ok {
+			if committed.Expired != nil && committed.Expired[i] {
+				// Stored by the store as a dead letter with the batch.
+				r.res.Rejected = append(r.res.Rejected, Rejection{Index: r.index[i], EventID: r.batch.Conflicts[i].DeadLetter.EventID, Reason: RetentionReason(committed.Horizon)})
+				r.rejByKind[KindRetention]++
+				conflicts = true
+				continue
+			}
 			if committed.Conflicted != nil && committed.Conflicted[i] {
 				// Stored by the store with the batch: the dead letter and
 				// audit row of entry i of r.batch.Conflicts.

@@ -66,6 +66,15 @@ type Committed struct {
 	// true when the event was not stored because its (event_id, timestamp)
 	// names another resource ([event.Collides]).
 	Conflicted []bool
+	// Expired, nil when no event is, is parallel to Batch.Events: true
+	// when the event was not stored because its timestamp is before the
+	// store's retention horizon (Horizon); the store wrote the dead letter
+	// of Batch.Conflicts[i] with the reason [RetentionReason] of Horizon
+	// instead, and no audit row. Only a store with retention sets it.
+	Expired []bool
+	// Horizon is the retention horizon Expired was judged by; zero when
+	// Expired is nil.
+	Horizon time.Time
 	// Replays counts, by cloud, the late events that made a resource replay
 	// its history in the projection (tally_projection_replays_total).
 	Replays map[string]int

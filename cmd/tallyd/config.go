@@ -91,6 +91,9 @@ Usage:
   tallyd token             print a new random token and its sha256 for the credentials file
   tallyd projection rebuild [--cloud C] [--resource-type T]
                            recompute the projection of current resources from the events
+  tallyd retention [--keep-events D] [--keep-dead-letters D] [--keep-audit D]
+                   [--keep-idempotency-keys D] [--keep-deleted-events D]
+                           drop what is older than each horizon, once (docs/operations.md, Retention)
 
 Every flag has an environment fallback, named after it. Precedence:
 a flag on the command line > its TALLY_* environment variable > the default.

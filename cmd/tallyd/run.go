@@ -26,7 +26,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cmd := "serve"
 	if len(args) > 0 {
 		switch args[0] {
-		case "serve", "migrate", "token", "projection":
+		case "serve", "migrate", "token", "projection", "retention":
 			cmd, args = args[0], args[1:]
 		}
 	}
@@ -42,6 +42,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return printToken(stdout)
 	case "projection":
 		return projectionCmd(ctx, args, getenv, stdout)
+	case "retention":
+		return retentionCmd(ctx, args, getenv, stdout)
 	case "migrate":
 		c, err := parseConfig("tallyd migrate", args, getenv, stdout)
 		if err != nil {
@@ -278,6 +280,17 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	purged := make(chan struct{})
 	go func() { defer close(purged); h.RunIdempotencyPurge(rctx, c.IdempotencyRetention, log) }()
 	defer func() { stopRefresh(); <-purged }()
+	if pg != nil {
+		// The partitions of the next months, made ahead at start and
+		// hourly (docs/operations.md, Partitions); the metrics of the
+		// events table's storage.
+		kept := make(chan struct{})
+		go func() { defer close(kept); keepPartitionsAhead(rctx, pg, time.Hour, log) }()
+		defer func() { stopRefresh(); <-kept }()
+		if err := metrics.ObserveEventStorage(eventStorage(pg), log); err != nil {
+			return err
+		}
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {

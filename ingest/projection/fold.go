@@ -161,6 +161,24 @@ func Fold(history []event.Event) Resource {
 	return r
 }
 
+// FoldFrom returns the row of one resource from start, the fold of every
+// event before the earliest of history (a checkpoint a store wrote when it
+// dropped those events: docs/operations.md, Retention), and history, in any
+// order: it applies history's events, sorted by [Compare], to a copy of
+// start. A zero start (no checkpoint) makes it [Fold], so history must not
+// then be empty. Because the fold is a left fold over the [Compare] order,
+// FoldFrom(Fold(h[:i]), h[i:]) equals Fold(h) whenever every event of
+// h[:i] sorts before every event of h[i:].
+func FoldFrom(start Resource, history []event.Event) Resource {
+	sorted := slices.Clone(history)
+	slices.SortFunc(sorted, func(a, b event.Event) int { return Compare(&a, &b) })
+	r := start
+	for i := range sorted {
+		Apply(&r, &sorted[i])
+	}
+	return r
+}
+
 // FoldBatch computes the rows that folding a batch of newly stored events
 // gives, the way both stores do it inside the ingest transaction:
 //

@@ -90,7 +90,32 @@ func announceSkip() {
 // URL creates a fresh schema, applies every embedded migration to it, and
 // returns a connection URL whose search_path selects it. The schema is
 // dropped when the test and its subtests finish.
+//
+// With the environment variable [EnvLayout] set to "converted" or
+// "unpartitioned", URL returns [ConvertedURL] or [UnpartitionedURL]
+// instead, so that any package's tests run on that layout of events
+// (docs/testing.md).
 func URL(t testing.TB) string {
+	t.Helper()
+	switch os.Getenv(EnvLayout) {
+	case "converted":
+		return ConvertedURL(t)
+	case "unpartitioned":
+		return UnpartitionedURL(t)
+	}
+	return PartitionedURL(t)
+}
+
+// EnvLayout names the environment variable that selects the layout of
+// events [URL] gives: "" (partitioned, as a new database is),
+// "converted" or "unpartitioned".
+const EnvLayout = "TALLY_TEST_EVENTS_LAYOUT"
+
+// PartitionedURL is [URL] whatever [EnvLayout] says: a fresh schema with
+// every migration applied, whose events is partitioned by month as a new
+// database's is, for the tests of that layout itself (partitions,
+// retention).
+func PartitionedURL(t testing.TB) string {
 	t.Helper()
 	u := EmptyURL(t)
 	ctx := context.Background()
@@ -101,6 +126,82 @@ func URL(t testing.TB) string {
 	defer db.Close()
 	if _, err := db.Migrate(ctx); err != nil {
 		t.Fatalf("pgtest: migrate: %v", err)
+	}
+	return u
+}
+
+// LastUnpartitioned is the last migration of the layout whose events
+// table is one plain table; the next one (00016) partitions it by month.
+const LastUnpartitioned = 14
+
+// ConvertedURL is [URL] for a schema that had the unpartitioned layout,
+// with one event stored, when the partitioning migration converted it: it
+// is migrated to [LastUnpartitioned], given an event (event_id
+// "pgtest-legacy", 2000-01-01), migrated to the end (which attaches the
+// table as events_legacy), and that event deleted again, so that the
+// schema holds no event, as URL's does, yet keeps the converted layout.
+func ConvertedURL(t testing.TB) string {
+	t.Helper()
+	u := EmptyURL(t)
+	ctx := context.Background()
+	db, err := pgstore.Open(ctx, u, pgstore.Options{})
+	if err != nil {
+		t.Fatalf("pgtest: open: %v", err)
+	}
+	defer db.Close()
+	if _, err := db.MigrateTo(ctx, LastUnpartitioned); err != nil {
+		t.Fatalf("pgtest: migrate to %d: %v", LastUnpartitioned, err)
+	}
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	defer conn.Close(ctx)
+	const row = `INSERT INTO events (event_id, timestamp, event_type, platform, cloud, resource_type, resource_id,
+                    project_id, source, payload, category, received_at)
+VALUES ('pgtest-legacy', '2000-01-01 00:00:00+00', 'compute.instance.create.end', 'openstack', 'pgtest',
+        'instance', 'pgtest-legacy', 'p', 'collector', '{}', 'compute', now())`
+	if _, err := conn.Exec(ctx, row); err != nil {
+		t.Fatalf("pgtest: store the legacy event: %v", err)
+	}
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatalf("pgtest: migrate: %v", err)
+	}
+	if _, err := conn.Exec(ctx, `DELETE FROM events WHERE event_id = 'pgtest-legacy'`); err != nil {
+		t.Fatalf("pgtest: delete the legacy event: %v", err)
+	}
+	return u
+}
+
+// UnpartitionedURL is [URL] for a schema whose events table is one plain
+// table, as on a database where timescaledb's branch of migration 00001
+// left it so (00016 then partitions nothing): migrated to the end, then
+// events turned back into a plain table with the same columns, defaults
+// and indexes. It holds no event.
+func UnpartitionedURL(t testing.TB) string {
+	t.Helper()
+	u := PartitionedURL(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	defer conn.Close(ctx)
+	const plain = `
+CREATE TABLE events_plain (LIKE events INCLUDING DEFAULTS);
+ALTER SEQUENCE events_feed_seq OWNED BY events_plain.seq;
+DROP TABLE events;
+ALTER TABLE events_plain RENAME TO events;
+ALTER TABLE events ADD PRIMARY KEY (event_id, timestamp);
+CREATE INDEX idx_events_resource ON events (cloud, resource_type, resource_id, timestamp);
+CREATE INDEX idx_events_time ON events (timestamp, event_id COLLATE "C");
+CREATE INDEX idx_events_project ON events (project_id, timestamp, event_id COLLATE "C");
+CREATE INDEX idx_events_type ON events (event_type, timestamp, event_id COLLATE "C");
+CREATE INDEX idx_events_resource_id ON events (resource_id, timestamp, event_id COLLATE "C");
+CREATE INDEX idx_events_feed ON events (tx, seq);
+CREATE INDEX idx_events_feed_legacy ON events (timestamp, event_id COLLATE "C") WHERE tx IS NULL;`
+	if _, err := conn.Exec(ctx, plain); err != nil {
+		t.Fatalf("pgtest: unpartition events: %v", err)
 	}
 	return u
 }

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -138,11 +139,101 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 	if b.Conflicts != nil && len(b.Conflicts) != len(b.Events) {
 		return ingest.Committed{}, fmt.Errorf("pgstore: commit batch: %d conflicts for %d events (nil or parallel)", len(b.Conflicts), len(b.Events))
 	}
-	res, err := commitBatch(ctx, s.conn, b, utcMicro(s.now()))
+	res, err := s.commitPartitioned(ctx, b)
 	if err != nil {
 		return ingest.Committed{}, fmt.Errorf("pgstore: commit batch: %w", interpretError(err))
 	}
 	return res, nil
+}
+
+// commitPartitioned is commitBatch on a partitioned events table: the
+// events before the retention horizon are refused (expire), the
+// partitions of the other events' months are made first when the cache of
+// partitions has none, and a batch that still meets a month without one
+// (dropped or made elsewhere since the cache was read) or a partition
+// retention retired is retried once with the partitions and the horizon
+// read again. So an event is never refused for its month, and an event
+// before the horizon is never stored (docs/operations.md, Retention).
+func (s *Ingest) commitPartitioned(ctx context.Context, b ingest.Batch) (ingest.Committed, error) {
+	res, err := s.commitKept(ctx, b, false)
+	if !noPartition(err) {
+		return res, err
+	}
+	return s.commitKept(ctx, b, true)
+}
+
+// commitKept commits the events of b at or after the retention horizon
+// (read again with refresh) and writes a dead letter for each other.
+func (s *Ingest) commitKept(ctx context.Context, b ingest.Batch, refresh bool) (ingest.Committed, error) {
+	horizon, err := s.cachedHorizon(ctx, refresh)
+	if err != nil {
+		return ingest.Committed{}, err
+	}
+	kept, expired := expire(b, horizon)
+	if err := s.ensureMonths(ctx, eventMonths(kept.Events), refresh); err != nil {
+		return ingest.Committed{}, err
+	}
+	res, err := commitBatch(ctx, s.conn, kept, utcMicro(s.now()))
+	if err != nil || expired == nil {
+		return res, err
+	}
+	return spread(res, expired, horizon), nil
+}
+
+// expire splits b at horizon: the batch of its events at or after it, and
+// which of b's events are before it (nil when none is). Each of those
+// becomes the dead letter of its Conflicts entry with the reason
+// ingest.RetentionReason, added to the batch's dead letters.
+func expire(b ingest.Batch, horizon time.Time) (ingest.Batch, []bool) {
+	if horizon.IsZero() || b.Conflicts == nil {
+		return b, nil
+	}
+	var expired []bool
+	for i := range b.Events {
+		if b.Events[i].Timestamp.Before(horizon) {
+			if expired == nil {
+				expired = make([]bool, len(b.Events))
+			}
+			expired[i] = true
+		}
+	}
+	if expired == nil {
+		return b, nil
+	}
+	kept := ingest.Batch{DeadLetters: slices.Clone(b.DeadLetters), Audit: b.Audit}
+	reason := ingest.RetentionReason(horizon)
+	for i, x := range expired {
+		if x {
+			dl := b.Conflicts[i].DeadLetter
+			dl.Reason = reason
+			kept.DeadLetters = append(kept.DeadLetters, dl)
+			continue
+		}
+		kept.Events = append(kept.Events, b.Events[i])
+		kept.Conflicts = append(kept.Conflicts, b.Conflicts[i])
+	}
+	return kept, expired
+}
+
+// spread maps res, Commit's answer for the kept events, back onto the
+// whole batch that expired is parallel to.
+func spread(res ingest.Committed, expired []bool, horizon time.Time) ingest.Committed {
+	out := ingest.Committed{Inserted: make([]bool, len(expired)), Expired: expired, Horizon: horizon, Replays: res.Replays}
+	if res.Conflicted != nil {
+		out.Conflicted = make([]bool, len(expired))
+	}
+	j := 0
+	for i, x := range expired {
+		if x {
+			continue
+		}
+		out.Inserted[i] = res.Inserted[j]
+		if res.Conflicted != nil {
+			out.Conflicted[i] = res.Conflicted[j]
+		}
+		j++
+	}
+	return out
 }
 
 // eventRow is an events row as sqlx scans it.

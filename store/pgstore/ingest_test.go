@@ -59,6 +59,18 @@ func BenchmarkUsage(b *testing.B) {
 //	go test -run='^$' -bench=BenchmarkStore ./store/pgstore
 func BenchmarkStore(b *testing.B) { storetest.Bench(b, openStores) }
 
+// BenchmarkStoreUnpartitioned is BenchmarkStore on the unpartitioned
+// layout (pgtest.UnpartitionedURL), the baseline of the partitioned
+// table's cost (docs/performance.md):
+//
+//	go test -run='^$' -bench='BenchmarkStore(Unpartitioned)?/(Ingest|Commit)/fresh' ./store/pgstore
+func BenchmarkStoreUnpartitioned(b *testing.B) {
+	storetest.Bench(b, func(tb testing.TB) storetest.Stores {
+		u := pgtest.UnpartitionedURL(tb)
+		return stores(pgtest.Open(tb, u, pgstore.Options{}), u)
+	})
+}
+
 // t0 is the store clock of these tests.
 var t0 = time.Date(2026, 11, 30, 9, 0, 0, 123456000, time.UTC)
 

@@ -188,6 +188,10 @@ func TestAcquireTimeout(t *testing.T) {
 			db := tc.open(t, u)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
+			// the partition of t0 exists, as the months ahead do in service
+			if _, err := db.MakePartitions(ctx, t0, t0); err != nil {
+				t.Fatal(err)
+			}
 			release := lockTable(t, u, "events")
 			batch := func(id string) ingest.Batch { return ingest.Batch{Events: []event.Event{ev(id, t0)}} }
 

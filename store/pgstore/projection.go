@@ -189,6 +189,9 @@ func (s *Projection) Rebuild(ctx context.Context, q projection.RebuildQuery, pro
 	}
 }
 
+// rebuildKeys lists the next keys after after (at most limit, in key
+// order) that have stored events or a checkpoint (a resource whose every
+// event retention dropped keeps its row through its checkpoint).
 func (s *Projection) rebuildKeys(ctx context.Context, q projection.RebuildQuery, after *projection.Key, limit int) ([]projection.Key, error) {
 	var rows []struct {
 		Cloud        string `db:"cloud"`
@@ -201,9 +204,17 @@ func (s *Projection) rebuildKeys(ctx context.Context, q projection.RebuildQuery,
 		afterC, afterT, afterI = after.Cloud, after.ResourceType, after.ResourceID
 	}
 	err := s.db.SelectContext(ctx, &rows, `
-SELECT DISTINCT cloud, resource_type, resource_id FROM events
-WHERE ($1 = '' OR cloud = $1) AND ($2 = '' OR resource_type = $2)
-  AND (NOT $3 OR (cloud, resource_type, resource_id) > ($4, $5, $6))
+SELECT cloud, resource_type, resource_id FROM (
+    (SELECT DISTINCT cloud, resource_type, resource_id FROM events
+     WHERE ($1 = '' OR cloud = $1) AND ($2 = '' OR resource_type = $2)
+       AND (NOT $3 OR (cloud, resource_type, resource_id) > ($4, $5, $6))
+     ORDER BY cloud, resource_type, resource_id LIMIT $7)
+    UNION
+    (SELECT cloud, resource_type, resource_id FROM resource_checkpoints
+     WHERE ($1 = '' OR cloud = $1) AND ($2 = '' OR resource_type = $2)
+       AND (NOT $3 OR (cloud, resource_type, resource_id) > ($4, $5, $6))
+     ORDER BY cloud, resource_type, resource_id LIMIT $7)
+) k
 ORDER BY cloud, resource_type, resource_id
 LIMIT $7`, q.Cloud, q.ResourceType, hasAfter, afterC, afterT, afterI, limit)
 	if err != nil {

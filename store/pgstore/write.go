@@ -566,12 +566,11 @@ func rebuildBatch(ctx context.Context, c *conn, keys []projection.Key) error {
 		rows := make([]projection.Resource, 0, len(keys))
 		var gone []projection.Key
 		for _, k := range keys {
-			h := hs[k]
-			if len(h) == 0 {
+			if !hs.has(k) {
 				gone = append(gone, k)
 				continue
 			}
-			rows = append(rows, projection.Fold(h))
+			rows = append(rows, hs.fold(k))
 		}
 		slices.SortFunc(rows, func(a, b projection.Resource) int { return a.Key.Compare(b.Key) })
 		if _, err := tx.Exec(ctx, upsertSQL, resourceArgs(rows)...); err != nil {
@@ -720,7 +719,7 @@ ORDER BY cloud, resource_type, resource_id FOR UPDATE`, clouds, types, ids)
 		replays = make(map[string]int)
 		for _, k := range late {
 			replays[k.Cloud]++
-			out = append(out, projection.Fold(hs[k]))
+			out = append(out, hs.fold(k))
 		}
 	}
 	slices.SortFunc(out, func(a, b projection.Resource) int { return a.Key.Compare(b.Key) })
@@ -760,14 +759,92 @@ func resourceArgs(rows []projection.Resource) []any {
 	return []any{clouds, types, ids, platforms, projects, states, sizes, created, deleted, first, last, lastTypes, lastIDs}
 }
 
-// historiesTx is every stored event of each resource of keys, in fold
-// order, by key (a key without events is absent), read through tx (which
-// sees its own inserts) in one statement, not one per key (the performance rules).
-func historiesTx(ctx context.Context, tx pgx.Tx, keys []projection.Key) (map[projection.Key][]event.Event, error) {
+// histories is what the fold of each of some resources starts from: the
+// checkpoint retention wrote (zero when none) and the stored events from
+// its at on, in fold order.
+type histories struct {
+	start  map[projection.Key]projection.Resource
+	events map[projection.Key][]event.Event
+}
+
+// has reports whether k has a checkpoint or an event.
+func (h histories) has(k projection.Key) bool {
+	_, ok := h.start[k]
+	return ok || len(h.events[k]) > 0
+}
+
+// fold is the row of k: its checkpoint folded with its events.
+func (h histories) fold(k projection.Key) projection.Resource {
+	return projection.FoldFrom(h.start[k], h.events[k])
+}
+
+// historiesTx reads the histories of keys through tx (which sees its own
+// inserts): their checkpoints, and their stored events not before their
+// checkpoint's at (a partition retention retired may still hold older
+// ones), each in one statement, not one per key (the performance rules).
+func historiesTx(ctx context.Context, tx pgx.Tx, keys []projection.Key) (histories, error) {
+	start, err := checkpointsTx(ctx, tx, keys)
+	if err != nil {
+		return histories{}, err
+	}
+	events, err := eventHistoriesTx(ctx, tx, keys, time.Time{})
+	if err != nil {
+		return histories{}, err
+	}
+	for k, cp := range start {
+		events[k] = slices.DeleteFunc(events[k], func(e event.Event) bool { return e.Timestamp.Before(cp.at) })
+	}
+	out := histories{start: make(map[projection.Key]projection.Resource, len(start)), events: events}
+	for k, cp := range start {
+		out.start[k] = cp.Resource
+	}
+	return out, nil
+}
+
+// checkpoint is a row of resource_checkpoints.
+type checkpoint struct {
+	projection.Resource
+	at time.Time
+}
+
+// checkpointsTx reads the checkpoints of keys through tx, by key.
+func checkpointsTx(ctx context.Context, tx pgx.Tx, keys []projection.Key) (map[projection.Key]checkpoint, error) {
 	clouds, types, ids := splitKeys(keys)
+	rows, err := tx.Query(ctx, `SELECT `+resourceColumns+`, at FROM resource_checkpoints
+WHERE (cloud, resource_type, resource_id) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))`, clouds, types, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoints: %w", err)
+	}
+	out := make(map[projection.Key]checkpoint)
+	var (
+		r  resourceRow
+		at time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&r.Cloud, &r.ResourceType, &r.ResourceID, &r.Platform, &r.ProjectID, &r.State, &r.Size,
+		&r.CreatedAt, &r.DeletedAt, &r.FirstEventAt, &r.LastEventAt, &r.LastEventType, &r.LastEventID, &at}, func() error {
+		res := r.resource()
+		out[res.Key] = checkpoint{Resource: res, at: at.UTC()}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoints: %w", err)
+	}
+	return out, nil
+}
+
+// eventHistoriesTx is every stored event of each resource of keys (before
+// before, unless it is zero), in fold order, by key (a key without events
+// is absent), read through tx in one statement.
+func eventHistoriesTx(ctx context.Context, tx pgx.Tx, keys []projection.Key, before time.Time) (map[projection.Key][]event.Event, error) {
+	clouds, types, ids := splitKeys(keys)
+	var bound any // NULL: no bound
+	if !before.IsZero() {
+		bound = before
+	}
 	rows, err := tx.Query(ctx, `SELECT event_id, timestamp, event_type, platform, cloud, resource_type, resource_id,
        project_id, source, payload::text FROM events
-WHERE (cloud, resource_type, resource_id) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))`, clouds, types, ids)
+WHERE (cloud, resource_type, resource_id) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
+  AND ($4::timestamptz IS NULL OR timestamp < $4)`, clouds, types, ids, bound)
 	if err != nil {
 		return nil, fmt.Errorf("read history: %w", err)
 	}

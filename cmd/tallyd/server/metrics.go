@@ -287,6 +287,80 @@ func (m *Metrics) ObserveConns(l *ConnLimiter) error {
 	)
 }
 
+// EventStorage is the state of the events table that
+// [Metrics.ObserveEventStorage] reports (pgstore.DB.EventStorage).
+type EventStorage struct {
+	// Partitions counts the partitions of events.
+	Partitions int
+	// Horizon is the retention horizon, OldestEvent the oldest stored
+	// event's timestamp; zero when none.
+	Horizon, OldestEvent time.Time
+	// PartitionsDropped and EventsDropped count what retention dropped.
+	PartitionsDropped, EventsDropped int64
+}
+
+// ObserveEventStorage registers, over read (called at most once a second,
+// within one second; a failed read reports the last values and is logged
+// at debug level): the gauges tally_events_partitions,
+// tally_events_horizon_timestamp_seconds and
+// tally_events_oldest_timestamp_seconds (Unix seconds; 0 when none), and
+// the counters tally_retention_partitions_dropped_total and
+// tally_retention_events_dropped_total (docs/operations.md, Retention).
+// Errors: registered already.
+func (m *Metrics) ObserveEventStorage(read func(context.Context) (EventStorage, error), log *slog.Logger) error {
+	var (
+		mu   sync.Mutex
+		last EventStorage
+		at   time.Time
+	)
+	get := func() EventStorage {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(at) < time.Second {
+			return last
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		st, err := read(ctx)
+		if err != nil {
+			if log != nil {
+				log.Debug("event storage", "err", err)
+			}
+			return last
+		}
+		last, at = st, time.Now()
+		return st
+	}
+	unix := func(t time.Time) float64 {
+		if t.IsZero() {
+			return 0
+		}
+		return float64(t.UnixMicro()) / 1e6
+	}
+	return registerAll(m.registry,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tally_events_partitions",
+			Help: "Partitions of the events table (one per UTC month, and events_legacy on a converted database).",
+		}, func() float64 { return float64(get().Partitions) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tally_events_horizon_timestamp_seconds",
+			Help: "The retention horizon (Unix seconds): events before it are no longer kept and are refused; 0 when none.",
+		}, func() float64 { return unix(get().Horizon) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tally_events_oldest_timestamp_seconds",
+			Help: "Timestamp of the oldest stored event (Unix seconds); 0 when none.",
+		}, func() float64 { return unix(get().OldestEvent) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tally_retention_partitions_dropped_total",
+			Help: "Partitions of events dropped by retention, by every process.",
+		}, func() float64 { return float64(get().PartitionsDropped) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tally_retention_events_dropped_total",
+			Help: "Events dropped with those partitions.",
+		}, func() float64 { return float64(get().EventsDropped) }),
+	)
+}
+
 // observeBudget registers the gauges of the request body budget and the
 // counter of the bodies it failed for stalling.
 // observeFeedLag registers tally_feed_lag_seconds over lag (nil: always

@@ -235,9 +235,13 @@ func generate(cfg genConfig) *workload {
 	return w
 }
 
+// workloadStart is the timestamp the workload's events start from; they
+// span a few days of it.
+var workloadStart = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+
 // stream returns n events of one cloud in timestamp order.
 func (g *gen) stream(cloud string, c, n int) []*genEvent {
-	ts := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(c) * time.Second)
+	ts := workloadStart.Add(time.Duration(c) * time.Second)
 	var live []*liveResource
 	out := make([]*genEvent, 0, n)
 	for len(out) < n {

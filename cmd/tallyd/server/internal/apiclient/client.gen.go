@@ -687,7 +687,7 @@ type DeadLetterPage struct {
 		// RawSize The item's size in bytes.
 		RawSize int `json:"raw_size"`
 
-		// Reason "schema: …", "size_schema: …" or "conflict: …", as the reason of a rejected item.
+		// Reason "schema: …", "size_schema: …", "conflict: …" or "retention: …", as the reason of a rejected item.
 		Reason     string    `json:"reason"`
 		ReceivedAt time.Time `json:"received_at"`
 	} `json:"items"`
@@ -831,7 +831,7 @@ type IngestResult struct {
 		EventId *string `json:"event_id,omitempty"`
 		Index   int     `json:"index"`
 
-		// Reason "<kind>: <JSON Pointer>: <rule>: <message>"; the kind (schema, size_schema, scope or conflict) is the contract.
+		// Reason "<kind>: <JSON Pointer>: <rule>: <message>"; the kind (schema, size_schema, scope, conflict or retention) is the contract.
 		Reason string `json:"reason"`
 	} `json:"rejected"`
 }
@@ -2538,7 +2538,8 @@ type ClientInterface interface {
 	// (event_id, timestamp), or refused with a reason that reads
 	// `<kind>: <JSON Pointer>: <rule>: <message>` (several problems joined
 	// by `; ` after the kind), the kind being `schema`, `size_schema`,
-	// `scope` or `conflict`; only the kind is a contract. Refused items are
+	// `scope`, `conflict` or `retention` (an event older than the retention
+	// horizon, which the reason names); only the kind is a contract. Refused items are
 	// dead-lettered (scope violations are audited instead). An item whose
 	// (event_id, timestamp) is stored, or came earlier in the batch, for
 	// another platform, cloud, resource_type or resource_id is not a
@@ -2562,7 +2563,8 @@ type ClientInterface interface {
 	// (event_id, timestamp), or refused with a reason that reads
 	// `<kind>: <JSON Pointer>: <rule>: <message>` (several problems joined
 	// by `; ` after the kind), the kind being `schema`, `size_schema`,
-	// `scope` or `conflict`; only the kind is a contract. Refused items are
+	// `scope`, `conflict` or `retention` (an event older than the retention
+	// horizon, which the reason names); only the kind is a contract. Refused items are
 	// dead-lettered (scope violations are audited instead). An item whose
 	// (event_id, timestamp) is stored, or came earlier in the batch, for
 	// another platform, cloud, resource_type or resource_id is not a
@@ -3132,7 +3134,8 @@ func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEd
 // (event_id, timestamp), or refused with a reason that reads
 // `<kind>: <JSON Pointer>: <rule>: <message>` (several problems joined
 // by `; ` after the kind), the kind being `schema`, `size_schema`,
-// `scope` or `conflict`; only the kind is a contract. Refused items are
+// `scope`, `conflict` or `retention` (an event older than the retention
+// horizon, which the reason names); only the kind is a contract. Refused items are
 // dead-lettered (scope violations are audited instead). An item whose
 // (event_id, timestamp) is stored, or came earlier in the batch, for
 // another platform, cloud, resource_type or resource_id is not a
@@ -3166,7 +3169,8 @@ func (c *Client) IngestEventsWithBody(ctx context.Context, contentType string, b
 // (event_id, timestamp), or refused with a reason that reads
 // `<kind>: <JSON Pointer>: <rule>: <message>` (several problems joined
 // by `; ` after the kind), the kind being `schema`, `size_schema`,
-// `scope` or `conflict`; only the kind is a contract. Refused items are
+// `scope`, `conflict` or `retention` (an event older than the retention
+// horizon, which the reason names); only the kind is a contract. Refused items are
 // dead-lettered (scope violations are audited instead). An item whose
 // (event_id, timestamp) is stored, or came earlier in the batch, for
 // another platform, cloud, resource_type or resource_id is not a
@@ -6217,7 +6221,8 @@ type ClientWithResponsesInterface interface {
 	// (event_id, timestamp), or refused with a reason that reads
 	// `<kind>: <JSON Pointer>: <rule>: <message>` (several problems joined
 	// by `; ` after the kind), the kind being `schema`, `size_schema`,
-	// `scope` or `conflict`; only the kind is a contract. Refused items are
+	// `scope`, `conflict` or `retention` (an event older than the retention
+	// horizon, which the reason names); only the kind is a contract. Refused items are
 	// dead-lettered (scope violations are audited instead). An item whose
 	// (event_id, timestamp) is stored, or came earlier in the batch, for
 	// another platform, cloud, resource_type or resource_id is not a
@@ -6241,7 +6246,8 @@ type ClientWithResponsesInterface interface {
 	// (event_id, timestamp), or refused with a reason that reads
 	// `<kind>: <JSON Pointer>: <rule>: <message>` (several problems joined
 	// by `; ` after the kind), the kind being `schema`, `size_schema`,
-	// `scope` or `conflict`; only the kind is a contract. Refused items are
+	// `scope`, `conflict` or `retention` (an event older than the retention
+	// horizon, which the reason names); only the kind is a contract. Refused items are
 	// dead-lettered (scope violations are audited instead). An item whose
 	// (event_id, timestamp) is stored, or came earlier in the batch, for
 	// another platform, cloud, resource_type or resource_id is not a
@@ -9001,7 +9007,8 @@ func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params
 // (event_id, timestamp), or refused with a reason that reads
 // `<kind>: <JSON Pointer>: <rule>: <message>` (several problems joined
 // by `; ` after the kind), the kind being `schema`, `size_schema`,
-// `scope` or `conflict`; only the kind is a contract. Refused items are
+// `scope`, `conflict` or `retention` (an event older than the retention
+// horizon, which the reason names); only the kind is a contract. Refused items are
 // dead-lettered (scope violations are audited instead). An item whose
 // (event_id, timestamp) is stored, or came earlier in the batch, for
 // another platform, cloud, resource_type or resource_id is not a
@@ -9031,7 +9038,8 @@ func (c *ClientWithResponses) IngestEventsWithBodyWithResponse(ctx context.Conte
 // (event_id, timestamp), or refused with a reason that reads
 // `<kind>: <JSON Pointer>: <rule>: <message>` (several problems joined
 // by `; ` after the kind), the kind being `schema`, `size_schema`,
-// `scope` or `conflict`; only the kind is a contract. Refused items are
+// `scope`, `conflict` or `retention` (an event older than the retention
+// horizon, which the reason names); only the kind is a contract. Refused items are
 // dead-lettered (scope violations are audited instead). An item whose
 // (event_id, timestamp) is stored, or came earlier in the batch, for
 // another platform, cloud, resource_type or resource_id is not a

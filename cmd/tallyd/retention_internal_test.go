@@ -1,0 +1,34 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+// parseDays takes Go durations and whole days, and nothing negative.
+func TestParseDays(t *testing.T) {
+	for in, want := range map[string]time.Duration{"0": 0, "365d": 365 * 24 * time.Hour, "720h": 720 * time.Hour, "1h30m": 90 * time.Minute, "0d": 0} {
+		if got, err := parseDays(in); err != nil || got != want {
+			t.Errorf("%q: %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "d", "1.5d", "-1d", "-1h", "5x", "99999999999d"} {
+		if _, err := parseDays(in); err == nil {
+			t.Errorf("%q: no error", in)
+		}
+	}
+}
+
+// FuzzParseDays: any text is a non-negative duration or an error, never a
+// panic.
+func FuzzParseDays(f *testing.F) {
+	for _, s := range []string{"365d", "720h", "-1d", "9223372036854775807d", "1e9h"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := parseDays(s)
+		if err == nil && d < 0 {
+			t.Errorf("%q: %v is negative", s, d)
+		}
+	})
+}

@@ -1,0 +1,275 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/internal/pgtest"
+	"github.com/tallyhq/tally/store/pgstore"
+)
+
+// lifeEvent is an event of resource res of category kind ("create",
+// "update", "delete") at ts with state.
+func lifeEvent(id, res, kind string, ts time.Time, state string, vcpus int) event.Event {
+	e := ev(id, ts)
+	e.ResourceID = res
+	e.EventType = "compute.instance." + kind + ".end"
+	e.Payload = event.PayloadEnvelope{
+		State: event.StateOf(state),
+		Size:  jsontext.Value(fmt.Sprintf(`{"vcpus":%d,"ram_gb":4,"disk_gb":20,"flavor":"m1.small"}`, vcpus)),
+	}
+	return e
+}
+
+// listAll is every projection row, in key order.
+func listAll(t *testing.T, db *pgstore.DB) []projection.Resource {
+	t.Helper()
+	rows, err := db.Projection().List(context.Background(), projection.Query{Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+// foldAll is the projection row of each resource of evs, folded in Go
+// from its whole history.
+func foldAll(evs []event.Event) map[projection.Key]projection.Resource {
+	by := map[projection.Key][]event.Event{}
+	for _, e := range evs {
+		by[projection.KeyOf(&e)] = append(by[projection.KeyOf(&e)], e)
+	}
+	out := map[projection.Key]projection.Resource{}
+	for k, h := range by {
+		out[k] = projection.Fold(h)
+	}
+	return out
+}
+
+func byKey(rows []projection.Resource) map[projection.Key]projection.Resource {
+	out := map[projection.Key]projection.Resource{}
+	for _, r := range rows {
+		out[r.Key] = r
+	}
+	return out
+}
+
+// "Retention that keeps history answerable": with a horizon of
+// 2026-09-01 (KeepEvents 100 days on 2026-12-15), the partitions of
+// January to August 2026 are dropped, after checkpoints of the resources
+// with events in them; the projection, and a rebuild after the drop, are
+// the rows folding every event gives (resources whose whole history is
+// gone included); a late event after the horizon folds from the
+// checkpoint as from the whole history; a late event before it is a dead
+// letter whose reason names the horizon, on this replica and on one whose
+// cache predates the run; no DEFAULT partition appears, and a second run
+// drops nothing more.
+func TestRetentionKeepsAnswers(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 15, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	u := pgtest.PartitionedURL(t)
+	db := pgtest.Open(t, u, pgstore.Options{Now: clock})
+	stale := pgtest.Open(t, u, pgstore.Options{Now: clock})
+	svc, err := ingest.New(db.Ingest(), ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	staleSvc, err := ingest.New(stale.Ingest(), ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := func(m time.Month, day int) time.Time { return time.Date(2026, m, day, 10, 0, 0, 0, time.UTC) }
+	history := []event.Event{
+		lifeEvent("a1", "vm-a", "create", d(2, 3), "active", 2), // created, resized, deleted: all before the horizon
+		lifeEvent("a2", "vm-a", "update", d(3, 4), "active", 4),
+		lifeEvent("a3", "vm-a", "delete", d(4, 5), "deleted", 4),
+		lifeEvent("b1", "vm-b", "create", d(1, 6), "active", 2), // created before, updated after
+		lifeEvent("b2", "vm-b", "update", d(11, 7), "stopped", 2),
+		lifeEvent("c1", "vm-c", "create", d(3, 8), "active", 8),  // only before
+		lifeEvent("d1", "vm-d", "create", d(11, 9), "active", 1), // only after
+		lifeEvent("e1", "vm-e", "create", d(8, 31), "active", 2), // the last day before the horizon
+		lifeEvent("e2", "vm-e", "update", d(9, 1), "stopped", 2),
+	}
+	var items [][]byte
+	for _, e := range history {
+		items = append(items, raw(t, e))
+	}
+	if res, err := svc.Ingest(ctx, ingest.Caller{Credential: "c"}, items); err != nil || res.Accepted != len(history) {
+		t.Fatalf("ingest: %+v, %v", res, err)
+	}
+	// the stale replica reads its cache of partitions and horizon now
+	if res, err := staleSvc.Ingest(ctx, ingest.Caller{Credential: "c"}, [][]byte{raw(t, lifeEvent("d2", "vm-d", "update", d(12, 1), "active", 1))}); err != nil || res.Accepted != 1 {
+		t.Fatalf("ingest on the stale replica: %+v, %v", res, err)
+	}
+	history = append(history, lifeEvent("d2", "vm-d", "update", d(12, 1), "active", 1))
+	want := foldAll(history)
+	if diff := cmp.Diff(want, byKey(listAll(t, db))); diff != "" {
+		t.Fatalf("projection before retention (-fold +stored):\n%s", diff)
+	}
+
+	res, err := db.Retention(ctx, pgstore.RetentionOptions{KeepEvents: 100 * 24 * time.Hour, BatchSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	horizon := time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)
+	if !res.Horizon.Equal(horizon) {
+		t.Errorf("horizon %v, want %v", res.Horizon, horizon)
+	}
+	wantDropped := []string{"events_2026_01", "events_2026_02", "events_2026_03", "events_2026_04", "events_2026_08"}
+	if diff := cmp.Diff(wantDropped, res.PartitionsDropped); diff != "" {
+		t.Errorf("partitions dropped (-want +got):\n%s", diff)
+	}
+	if res.EventsDropped != 6 || res.Checkpoints != 4 {
+		t.Errorf("events dropped %d, checkpoints %d; want 6 and 4 (vm-a, vm-b, vm-c, vm-e)", res.EventsDropped, res.Checkpoints)
+	}
+	if want := d(9, 1); !res.OldestEvent.Equal(want) {
+		t.Errorf("oldest event kept %v, want %v", res.OldestEvent, want)
+	}
+	if diff := cmp.Diff(want, byKey(listAll(t, db))); diff != "" {
+		t.Errorf("projection after the drop (-fold +stored):\n%s", diff)
+	}
+	if _, err := db.Projection().Rebuild(ctx, projection.RebuildQuery{BatchSize: 2}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, byKey(listAll(t, db))); diff != "" {
+		t.Errorf("projection rebuilt after the drop (-fold of every event +rebuilt):\n%s", diff)
+	}
+
+	// A late event after the horizon, before vm-b's November update: the
+	// resource replays from its checkpoint.
+	late := lifeEvent("b-late", "vm-b", "update", d(10, 2), "paused", 16)
+	if r, err := svc.Ingest(ctx, ingest.Caller{Credential: "c"}, [][]byte{raw(t, late)}); err != nil || r.Accepted != 1 {
+		t.Fatalf("late event after the horizon: %+v, %v", r, err)
+	}
+	history = append(history, late)
+	want = foldAll(history)
+	if diff := cmp.Diff(want, byKey(listAll(t, db))); diff != "" {
+		t.Errorf("projection after a late event past the horizon (-fold +stored):\n%s", diff)
+	}
+
+	// Late events before the horizon: dead letters naming it, on both
+	// replicas (the stale one's insert meets a dropped month and reads the
+	// horizon again).
+	for name, s := range map[string]*ingest.Service{"this replica": svc, "a stale replica": staleSvc} {
+		old := lifeEvent("old-"+strings.ReplaceAll(name, " ", "-"), "vm-b", "update", d(5, 1), "active", 2)
+		r, err := s.Ingest(ctx, ingest.Caller{Credential: "c"}, [][]byte{raw(t, old)})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if r.Accepted != 0 || len(r.Rejected) != 1 || !strings.HasPrefix(r.Rejected[0].Reason, "retention: /timestamp: minimum: ") ||
+			!strings.Contains(r.Rejected[0].Reason, "2026-09-01T00:00:00Z") {
+			t.Errorf("%s: an event before the horizon: %+v; want one refusal naming the horizon", name, r)
+		}
+	}
+	dls, err := db.Ingest().DeadLetters(ctx, ingest.DeadLetterQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dls) != 2 || dls[0].Reason != ingest.RetentionReason(horizon) {
+		t.Errorf("dead letters %+v; want 2 with the retention reason", dls)
+	}
+	if diff := cmp.Diff(want, byKey(listAll(t, db))); diff != "" {
+		t.Errorf("projection after refused late events (-fold +stored):\n%s", diff)
+	}
+	if _, hasDefault := partitionBounds(t, u); hasDefault {
+		t.Error("a DEFAULT partition exists")
+	}
+	again, err := db.Retention(ctx, pgstore.RetentionOptions{KeepEvents: 100 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.PartitionsDropped) != 0 || !again.Horizon.Equal(horizon) {
+		t.Errorf("a second run: %+v; want nothing dropped, the same horizon", again)
+	}
+}
+
+// "every --keep-* purges exactly what it names": rows of each kind, one
+// older than its cut-off and one newer; each Keep option deletes the old
+// row of its kind only, the others are untouched; a zero Keep keeps all.
+func TestRetentionPurgesExactlyWhatItNames(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 15, 12, 0, 0, 0, time.UTC)
+	u := pgtest.PartitionedURL(t)
+	db := pgtest.Open(t, u, pgstore.Options{Now: func() time.Time { return now }})
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	old, fresh := now.Add(-40*24*time.Hour), now.Add(-time.Hour)
+	for i, at := range []time.Time{old, fresh} {
+		id := fmt.Sprint(i)
+		for _, q := range []string{
+			`INSERT INTO dead_letters (raw, raw_size, reason, event_id, received_at) VALUES ('{}', 2, 'schema: x', $1, $2)`,
+			`INSERT INTO audit_log (at, action, credential, event_id, platform, cloud) VALUES ($2, 'events.scope_violation', 'c', $1, 'p', 'c')`,
+			`INSERT INTO correlated_events (id, organization, category, action, severity, status, created_at, updated_at, deleted_at)
+VALUES (('00000000-0000-0000-0000-00000000000' || $1)::uuid, 'o', 'c', 'a', 'informational', 'read', $2, $2, $2)`,
+			`INSERT INTO correlated_events (id, organization, category, action, severity, status, created_at, updated_at)
+VALUES (('00000000-0000-0000-0000-00000000001' || $1)::uuid, 'o', 'c', 'a', 'informational', 'read', $2, $2)`,
+			`INSERT INTO correlated_event_idempotency_keys (organization, user_id, key, event_id, bound_at)
+VALUES ('o', 'u', 'k' || $1, ('00000000-0000-0000-0000-00000000001' || $1)::uuid, $2)`,
+		} {
+			if _, err := conn.Exec(ctx, q, id, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	counts := func() map[string]int {
+		out := map[string]int{}
+		for _, table := range []string{"dead_letters", "audit_log", "correlated_event_idempotency_keys"} {
+			out[table] = count(t, conn, table)
+		}
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM correlated_events WHERE deleted_at IS NOT NULL`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		out["deleted correlated_events"] = n
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM correlated_events WHERE deleted_at IS NULL`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		out["live correlated_events"] = n
+		return out
+	}
+	month := 30 * 24 * time.Hour
+	all := map[string]int{"dead_letters": 2, "audit_log": 2, "correlated_event_idempotency_keys": 2, "deleted correlated_events": 2, "live correlated_events": 2}
+	steps := []struct {
+		name string
+		o    pgstore.RetentionOptions
+		row  string
+		n    func(pgstore.RetentionResult) int64
+	}{
+		{"nothing", pgstore.RetentionOptions{}, "", nil},
+		{"KeepDeadLetters", pgstore.RetentionOptions{KeepDeadLetters: month}, "dead_letters", func(r pgstore.RetentionResult) int64 { return r.DeadLetters }},
+		{"KeepAudit", pgstore.RetentionOptions{KeepAudit: month}, "audit_log", func(r pgstore.RetentionResult) int64 { return r.Audit }},
+		{"KeepIdempotencyKeys", pgstore.RetentionOptions{KeepIdempotencyKeys: month}, "correlated_event_idempotency_keys", func(r pgstore.RetentionResult) int64 { return r.IdempotencyKeys }},
+		{"KeepDeletedEvents", pgstore.RetentionOptions{KeepDeletedEvents: month, BatchSize: 1}, "deleted correlated_events", func(r pgstore.RetentionResult) int64 { return r.DeletedEvents }},
+	}
+	for _, s := range steps {
+		res, err := db.Retention(ctx, s.o)
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if s.row != "" {
+			all[s.row]--
+			if got := s.n(res); got != 1 {
+				t.Errorf("%s: deleted %d rows, want 1", s.name, got)
+			}
+		}
+		if diff := cmp.Diff(all, counts()); diff != "" {
+			t.Errorf("after %s (-want +got):\n%s", s.name, diff)
+		}
+	}
+	if _, err := db.Retention(ctx, pgstore.RetentionOptions{KeepAudit: -1}); err == nil {
+		t.Error("a negative Keep: no error")
+	}
+}
