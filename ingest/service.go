@@ -190,10 +190,11 @@ type Rejection struct {
 	// EventID is the event_id the item carried, exactly as sent (after JSON
 	// unescaping), read best effort even from an invalid item, and never
 	// truncated (docs/decisions.md, Echoed event_id: "A truncated id matches
-	// nothing the client sent; the body cap bounds it"). "" (absent in
-	// JSON) when the item has none, or one that is not a string of valid
-	// UTF-8 without NUL.
-	EventID string `json:"event_id,omitempty"`
+	// nothing the client sent; the body cap bounds it"). "" when the item
+	// has none, or one that is not a string of valid UTF-8 without NUL;
+	// the member is always present in JSON, as Tally's RejectedEvent
+	// requires it (a string) of every refused item.
+	EventID string `json:"event_id"`
 	// Reason is "<kind>: <member>: <rule>: <message>", one such
 	// "<member>: <rule>: <message>" per problem joined by "; " after the
 	// kind (docs/decisions.md, Refusal reasons): the kind is "schema",

@@ -337,7 +337,8 @@ var sortAliases = map[string]correlate.SortField{
 // action, severity and status each hold a string or an array of strings),
 // category, action, severity, status (each repeatable, comma-separated or
 // a JSON array of strings such as ["error","warning"], which Meshery's UI
-// sends; any of the values matches; values from filter join them),
+// sends; any of the values matches; a member given both in filter and as
+// a parameter is refused, 400 naming /filter/<member> with rule conflict),
 // correlationKey, and resolved (true: resolved events only; false: open
 // events only). An unknown parameter is refused, named. The answer is
 // {"page","pageSize","totalCount","readCount","countBySeverityLevel","data"}.
@@ -416,6 +417,23 @@ func filterParams(v url.Values, ps *[]event.Problem) correlate.Query {
 	if s := v.Get("filter"); s != "" {
 		f, fps := parseFilter(s)
 		*ps = append(*ps, fps...)
+		// A member given both ways is refused, not joined: Meshery reads
+		// the two as both holding, and a union would widen the answer.
+		for _, m := range []struct {
+			name      string
+			inFilter  bool
+			parameter bool
+		}{
+			{"category", len(f.Category) > 0, len(q.Category) > 0},
+			{"action", len(f.Action) > 0, len(q.Action) > 0},
+			{"severity", len(f.Severity) > 0, len(q.Severity) > 0},
+			{"status", len(f.Status) > 0, len(q.Status) > 0},
+		} {
+			if m.inFilter && m.parameter {
+				*ps = append(*ps, event.Problem{Member: "/filter/" + m.name, Rule: event.RuleConflict,
+					Message: "is also given as the " + m.name + " parameter: give it one way (both would have to hold)"})
+			}
+		}
 		q.Category = append(q.Category, f.Category...)
 		q.Action = append(q.Action, f.Action...)
 		q.Severity = append(q.Severity, typed[correlate.Severity](f.Severity)...)

@@ -103,9 +103,9 @@ func TestGeneratedClient(t *testing.T) {
 					t.Fatalf("status %d: %s", resp.StatusCode(), resp.Body)
 				}
 				want := apiclient.IngestResult{Accepted: 1, Rejected: []struct {
-					EventId *string `json:"event_id,omitempty"`
-					Index   int     `json:"index"`
-					Reason  string  `json:"reason"`
+					EventId string `json:"event_id"`
+					Index   int    `json:"index"`
+					Reason  string `json:"reason"`
 				}{}}
 				if diff := cmp.Diff(want, *resp.JSON200); diff != "" {
 					t.Errorf("ingest result (-want +got):\n%s", diff)

@@ -197,6 +197,10 @@ func TestMesheryUIGetEvents(t *testing.T) {
 			{"filter=%7B%22provider%22%3A%5B%22x%22%5D%7D", "/filter/provider"},
 			{"filter=nope", "/filter"},
 			{"sort=firstName", "/sort"},
+			// filter={"category":[…]} with category=…: refused, not one of
+			// them silently ignored (nor joined, which widens the answer).
+			{"filter=%7B%22category%22%3A%5B%22istio%22%5D%7D&category=mesh", "/filter/category"},
+			{"filter=%7B%22severity%22%3A%22error%22%7D&severity=warning", "/filter/severity"},
 		} {
 			code, m := get(tt.query)
 			errs, _ := m["errors"].([]any)

@@ -827,9 +827,9 @@ type IngestResult struct {
 	Accepted   int `json:"accepted"`
 	Duplicates int `json:"duplicates"`
 	Rejected   []struct {
-		// EventId The event_id the item carried, exactly as sent (never truncated); absent when it has none that could be read.
-		EventId *string `json:"event_id,omitempty"`
-		Index   int     `json:"index"`
+		// EventId The event_id the item carried, exactly as sent (never truncated); "" when it has none that could be read (always present: Tally's RejectedEvent requires it).
+		EventId string `json:"event_id"`
+		Index   int    `json:"index"`
 
 		// Reason "<kind>: <JSON Pointer>: <rule>: <message>"; the kind (schema, size_schema, scope, conflict or retention) is the contract.
 		Reason string `json:"reason"`
@@ -1014,9 +1014,9 @@ type SyncOutcome struct {
 
 	// Rejected The refused synthetic events, as POST /api/v1/events reports refused items (index into the run's events).
 	Rejected []struct {
-		EventId *string `json:"event_id,omitempty"`
-		Index   int     `json:"index"`
-		Reason  string  `json:"reason"`
+		EventId string `json:"event_id"`
+		Index   int    `json:"index"`
+		Reason  string `json:"reason"`
 	} `json:"rejected"`
 	RunId int `json:"run_id"`
 
