@@ -531,6 +531,7 @@ func testSyncSameAsCollected(t *testing.T, st Stores) {
 	if diff := cmp.Diff(a, b, cmpopts.IgnoreFields(rowState{}, "LastEventType")); diff != "" {
 		t.Errorf("corrected row vs collected row (-collected +corrected):\n%s", diff)
 	}
+	awaitFeed(t, st.Ingest) // on PostgreSQL, once the server's older transactions have ended
 	fb, err := st.Ingest.Feed(context.Background(), ingest.FeedRead{Limit: 10})
 	if err != nil {
 		t.Fatal(err)
