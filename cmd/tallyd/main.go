@@ -23,6 +23,11 @@ import (
 	"github.com/spf13/pflag"
 )
 
+// version is the release this binary is, stamped by a release build:
+// go build -ldflags "-X main.version=v0.3.0" ./cmd/tallyd. Empty: the
+// module version the go command recorded ("(devel)" from a checkout).
+var version string
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)

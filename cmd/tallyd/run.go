@@ -24,6 +24,10 @@ import (
 // shutdown) or on an error.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cmd := "serve"
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "version") {
+		_, err := fmt.Fprintln(stdout, server.ReadBuild(version))
+		return err
+	}
 	if len(args) > 0 {
 		switch args[0] {
 		case "serve", "migrate", "token", "projection", "retention":
@@ -202,7 +206,7 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	}
 	defer closeStore() // after the server has shut down: see below
 
-	metrics, err := server.NewMetrics(nil, server.MetricsOptions{})
+	metrics, err := server.NewMetrics(nil, server.MetricsOptions{Build: server.ReadBuild(version)})
 	if err != nil {
 		return err
 	}

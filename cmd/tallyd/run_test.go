@@ -447,3 +447,17 @@ func TestOperationsGuideListsEveryFlag(t *testing.T) {
 		t.Errorf("docs/operations.md flag table (-tallyd's flags +the table):\n%s", d)
 	}
 }
+
+// tallyd --version prints one line naming the build, and nothing starts.
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"--version", "version"} {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{arg}, env(nil), &out, io.Discard); err != nil {
+			t.Fatalf("%s: %v", arg, err)
+		}
+		re := regexp.MustCompile(`^tallyd \S+ \(revision \S+, go\S+\)\n$`)
+		if !re.MatchString(out.String()) {
+			t.Errorf("%s printed %q, want a line matching %s", arg, out.String(), re)
+		}
+	}
+}

@@ -95,17 +95,21 @@ type Metrics struct {
 	platformLabel, resourceTypeLabel, cloudLabel, stateLabel *boundedLabel
 }
 
-// MetricsOptions configures [NewMetrics]. It has no field yet: it gives the
-// constructor the library's one shape, New(dependency, Options) (*T,
-// error), so that an option never breaks a caller.
-type MetricsOptions struct{}
+// MetricsOptions configures [NewMetrics].
+type MetricsOptions struct {
+	// Build labels the gauge tally_build_info; zero: [ReadBuild]("").
+	Build Build
+}
 
 // NewMetrics returns the collectors registered on reg, and the Go runtime
 // and process collectors with them. A nil reg gets a new private registry.
 // Errors: a collector already registered on reg.
-func NewMetrics(reg *prometheus.Registry, _ MetricsOptions) (*Metrics, error) {
+func NewMetrics(reg *prometheus.Registry, opts MetricsOptions) (*Metrics, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
+	}
+	if opts.Build == (Build{}) {
+		opts.Build = ReadBuild("")
 	}
 	m := &Metrics{
 		registry:          reg,
@@ -196,7 +200,7 @@ func NewMetrics(reg *prometheus.Registry, _ MetricsOptions) (*Metrics, error) {
 	}
 	for _, c := range []prometheus.Collector{
 		m.unvalidatedSize, m.eventsIngested, m.eventsRejected, m.resources, m.ingested, m.duplicates, m.rejected, m.dispositions, m.feedSubscribers, m.feedItems, m.feedResets, m.replays, m.httpDuration, m.credReloads,
-		m.syncRuns, m.syncReconciled, m.syncErrors,
+		m.syncRuns, m.syncReconciled, m.syncErrors, buildInfoGauge(opts.Build),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
