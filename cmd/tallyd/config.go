@@ -49,6 +49,7 @@ type config struct {
 	LogFormat            string
 	LogLevel             slog.Level
 	ShutdownTimeout      time.Duration
+	ShutdownDelay        time.Duration
 	MetricsRefresh       time.Duration
 }
 
@@ -80,6 +81,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"log-format", "TALLY_LOG_FORMAT"},
 	{"log-level", "TALLY_LOG_LEVEL"},
 	{"shutdown-timeout", "TALLY_SHUTDOWN_TIMEOUT"},
+	{"shutdown-delay", "TALLY_SHUTDOWN_DELAY"},
 	{"metrics-refresh-interval", "TALLY_METRICS_REFRESH_INTERVAL"},
 }
 
@@ -183,6 +185,7 @@ func (c *config) flagSet(name string) (*pflag.FlagSet, *rawFlags) {
 	fs.StringVar(&c.LogFormat, "log-format", "text", usage("log format: text or json", "log-format"))
 	fs.StringVar(logLevel, "log-level", "info", usage("log level: debug, info, warn or error", "log-level"))
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, usage("on SIGINT/SIGTERM, how long in-flight requests may take to finish", "shutdown-timeout"))
+	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", 0, usage("on SIGINT/SIGTERM, how long /readyz answers 503 while every route still serves, before the listener closes (so that a load balancer stops sending first); 0: close at once", "shutdown-delay"))
 	fs.DurationVar(&c.MetricsRefresh, "metrics-refresh-interval", server.DefaultResourcesRefreshInterval, usage("how often the gauge tally_current_resources is recomputed from the projection (one aggregate query)", "metrics-refresh-interval"))
 	return fs, &raw
 }
@@ -331,6 +334,9 @@ func (c *config) checkIntervals() []error {
 	var errs []error
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout %s: must be positive", c.ShutdownTimeout))
+	}
+	if c.ShutdownDelay < 0 {
+		errs = append(errs, fmt.Errorf("--shutdown-delay %s: must not be negative (0: close at once)", c.ShutdownDelay))
 	}
 	if c.MetricsRefresh <= 0 {
 		errs = append(errs, fmt.Errorf("--metrics-refresh-interval %s: must be positive", c.MetricsRefresh))

@@ -303,8 +303,19 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	case <-ctx.Done():
 	}
 
-	// Graceful shutdown: stop accepting, let in-flight requests finish
-	// (each writes its batch whole or not at all), then close the store.
+	// Graceful shutdown: first drain (/readyz 503 while every route still
+	// serves, so that a load balancer stops routing here), then stop
+	// accepting, let in-flight requests finish (each writes its batch
+	// whole or not at all), then close the store.
+	if c.ShutdownDelay > 0 {
+		h.Drain()
+		log.Info("draining: /readyz answers 503 until the listener closes", "delay_seconds", c.ShutdownDelay.Seconds())
+		select {
+		case <-time.After(c.ShutdownDelay):
+		case err := <-served:
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
 	log.Info("shutting down", "timeout", c.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
 	defer cancel()

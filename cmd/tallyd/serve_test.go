@@ -164,3 +164,74 @@ func TestServeRequireSizeSchema(t *testing.T) {
 		})
 	}
 }
+
+// --shutdown-delay: on SIGTERM (the context's end) /readyz answers 503
+// busy at once while the other routes still serve, and the listener
+// closes only after the delay.
+func TestServeShutdownDelayDrainsFirst(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdout, stderr := &lockedBuffer{}, &lockedBuffer{}
+	done := make(chan error, 1)
+	const delay = 1500 * time.Millisecond
+	go func() {
+		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--store", "memory", "--credentials-file", writeCredentials(t), "--shutdown-delay", delay.String()},
+			env(nil), stdout, stderr)
+	}()
+	var base string
+	re := regexp.MustCompile(`tallyd listening on (http://\S+)`)
+	for deadline := time.Now().Add(10 * time.Second); base == ""; time.Sleep(10 * time.Millisecond) {
+		if m := re.FindStringSubmatch(stdout.String()); m != nil {
+			base = m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run did not listen:\n%s", stderr.String())
+		}
+	}
+	get := func(path string) (int, string, error) {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Retry-After") + " " + string(b), nil
+	}
+	if code, body, err := get("/readyz"); err != nil || code != 200 {
+		t.Fatalf("/readyz before the signal: %d %s %v", code, body, err)
+	}
+	signalled := time.Now()
+	cancel()
+	// Within the delay: /readyz 503 busy, /healthz (any route) still served.
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(10 * time.Millisecond) {
+		code, body, err := get("/readyz")
+		if err == nil && code == 503 && strings.Contains(body, `"code":"busy"`) && !strings.HasPrefix(body, " ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz after the signal: %d %q %v, want 503 busy with Retry-After", code, body, err)
+		}
+	}
+	if code, body, err := get("/healthz"); err != nil || code != 200 {
+		t.Errorf("/healthz while draining: %d %s %v, want 200", code, body, err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("run returned %v after %s, before the %s delay", err, time.Since(signalled), delay)
+	case <-time.After(delay / 2):
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		if since := time.Since(signalled); since < delay {
+			t.Errorf("run returned after %s, before the %s delay", since, delay)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return after the delay")
+	}
+	if _, _, err := get("/healthz"); err == nil {
+		t.Error("the listener still answers after shutdown")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/cors"
@@ -148,7 +149,15 @@ type Handler struct {
 	handler     http.Handler
 	routes      []route.Route
 	metrics     *Metrics
+	draining    *atomic.Bool // set by Drain: /readyz answers 503
 }
+
+// Drain marks the server as leaving: from now on /readyz answers 503 busy
+// (with Retry-After), so that a load balancer stops routing new requests
+// to it, while every other route keeps serving. A graceful shutdown calls
+// it, waits for the balancer to notice (tallyd's --shutdown-delay), then
+// closes the listener. Safe for concurrent use; it cannot be undone.
+func (h *Handler) Drain() { h.draining.Store(true) }
 
 // ServeHTTP serves the API.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.handler.ServeHTTP(w, r) }
@@ -279,6 +288,7 @@ func New(st Store, opts Options) (*Handler, error) {
 	}
 
 	warnUncorrelated(cfg.Logger, cfg.Authenticator)
+	draining := new(atomic.Bool)
 	api, svcs, err := apiRoutes(st, cfg)
 	if err != nil {
 		return nil, err
@@ -286,11 +296,11 @@ func New(st Store, opts Options) (*Handler, error) {
 	routes := append(api,
 		route.Route{Method: http.MethodGet, Path: "/metrics", Handler: cfg.Metrics.Handler()},
 		route.Route{Method: http.MethodGet, Path: "/healthz", Handler: http.HandlerFunc(healthz)},
-		route.Route{Method: http.MethodGet, Path: "/readyz", Handler: readyz(st, cfg.Logger)},
+		route.Route{Method: http.MethodGet, Path: "/readyz", Handler: readyz(st, cfg.Logger, draining)},
 		route.Route{Method: http.MethodGet, Path: "/openapi.yaml", Handler: http.HandlerFunc(serveOpenAPI)},
 	)
 
-	h := &Handler{correlate: svcs.correlate, ingest: svcs.ingest, subscribers: svcs.subscribers, mux: http.NewServeMux(), metrics: cfg.Metrics}
+	h := &Handler{correlate: svcs.correlate, ingest: svcs.ingest, subscribers: svcs.subscribers, mux: http.NewServeMux(), metrics: cfg.Metrics, draining: draining}
 	route.Mount(h.mux, routes, func(rt route.Route) http.Handler {
 		if len(rt.Roles) > 0 {
 			rt.Handler = require(cfg.Authenticator, rt.Roles, requireJSON(checkBody(cfg.Logger, cfg.MaxBodyBytes, budget.Handler(rt.Handler))))
@@ -438,9 +448,14 @@ func healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // readyz answers 200 when the store is reachable (a store without Ping
-// always is), else 503.
-func readyz(st Store, log *slog.Logger) http.Handler {
+// always is), else 503; 503 busy once the server drains.
+func readyz(st Store, log *slog.Logger, draining *atomic.Bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if draining.Load() {
+			w.Header().Set("Retry-After", strconv.Itoa(problem.RetryAfterSeconds))
+			problem.Write(w, problem.New(problem.CodeBusy, "The server is shutting down; send requests to another replica."))
+			return
+		}
 		if st.Ping != nil {
 			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 			defer cancel()
