@@ -261,6 +261,9 @@ func UnknownParameters(q url.Values, known []string) []event.Problem {
 		if len(ps) == MaxParameterProblems {
 			continue
 		}
+		// A name that is not UTF-8 (?%AA=1) is named with U+FFFD in its
+		// place: the problem body must stay valid JSON.
+		name = strings.ToValidUTF8(name, "\uFFFD")
 		if len(name) > MaxParameterName {
 			cut := MaxParameterName
 			for cut > 0 && !utf8.RuneStart(name[cut]) {

@@ -149,3 +149,14 @@ func TestUnknownParameters(t *testing.T) {
 		})
 	}
 }
+
+// A parameter name that is not UTF-8 (?%AA=1) is named with U+FFFD, so
+// that the problem body stays valid JSON (found by FuzzUsageQuery: it was
+// a 500).
+func TestUnknownParametersNotUTF8(t *testing.T) {
+	got := problem.UnknownParameters(url.Values{"\xaa": {"1"}}, []string{"limit"})
+	want := []event.Problem{{Member: "/\uFFFD", Rule: event.RuleAdditionalProperties, Message: "is not a parameter of this operation (it takes limit)"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
