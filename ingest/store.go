@@ -69,8 +69,9 @@ type Committed struct {
 	// Expired, nil when no event is, is parallel to Batch.Events: true
 	// when the event was not stored because its timestamp is before the
 	// store's retention horizon (Horizon); the store wrote the dead letter
-	// of entry i of Batch.Conflicts with the reason [RetentionReason] of Horizon
-	// instead, and no audit row. Only a store with retention sets it.
+	// of the event's entry of Batch.Conflicts with the reason
+	// [RetentionReason] of Horizon instead, and no audit row. Only a store
+	// with retention sets it.
 	Expired []bool
 	// Horizon is the retention horizon Expired was judged by; zero when
 	// Expired is nil.

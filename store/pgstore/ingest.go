@@ -200,7 +200,8 @@ func expire(b ingest.Batch, horizon time.Time) (ingest.Batch, []bool) {
 	if expired == nil {
 		return b, nil
 	}
-	kept := ingest.Batch{DeadLetters: slices.Clone(b.DeadLetters), Audit: b.Audit}
+	kept := b // the rest of the batch (size names, a sync run) as it is
+	kept.Events, kept.Conflicts, kept.DeadLetters = nil, nil, slices.Clone(b.DeadLetters)
 	reason := ingest.RetentionReason(horizon)
 	for i, x := range expired {
 		if x {
@@ -218,7 +219,8 @@ func expire(b ingest.Batch, horizon time.Time) (ingest.Batch, []bool) {
 // spread maps res, Commit's answer for the kept events, back onto the
 // whole batch that expired is parallel to.
 func spread(res ingest.Committed, expired []bool, horizon time.Time) ingest.Committed {
-	out := ingest.Committed{Inserted: make([]bool, len(expired)), Expired: expired, Horizon: horizon, Replays: res.Replays}
+	out := res // Replays, SyncRunID and what else is not per event
+	out.Inserted, out.Expired, out.Horizon, out.Conflicted = make([]bool, len(expired)), expired, horizon, nil
 	if res.Conflicted != nil {
 		out.Conflicted = make([]bool, len(expired))
 	}

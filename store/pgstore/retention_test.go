@@ -273,3 +273,34 @@ VALUES ('o', 'u', 'k' || $1, ('00000000-0000-0000-0000-00000000001' || $1)::uuid
 		t.Error("a negative Keep: no error")
 	}
 }
+
+// A batch with an event before the horizon keeps the rest of what it
+// writes: its other events, and the sync run it records (Committed's
+// SyncRunID), as a batch without one would.
+func TestRetentionExpiredKeepsTheRestOfTheBatch(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 15, 12, 0, 0, 0, time.UTC)
+	db := pgtest.Open(t, pgtest.PartitionedURL(t), pgstore.Options{Now: func() time.Time { return now }})
+	old := time.Date(2026, 1, 10, 0, 0, 0, 0, time.UTC)
+	if _, err := db.Ingest().Commit(ctx, ingest.Batch{Events: []event.Event{ev("jan", old)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Retention(ctx, pgstore.RetentionOptions{KeepEvents: 100 * 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	evs := []event.Event{ev("late", old.Add(time.Hour)), ev("fresh", now.Add(-time.Hour))}
+	conflicts := make([]ingest.Conflict, len(evs))
+	for i, e := range evs {
+		conflicts[i] = ingest.Conflict{DeadLetter: ingest.DeadLetter{Raw: []byte("{}"), RawSize: 2, EventID: e.EventID, ReceivedAt: now}}
+	}
+	run := &ingest.SyncRun{Cloud: "east", Platform: "openstack", ObservedAt: now, StartedAt: now, FinishedAt: now,
+		Status: ingest.SyncCompleted, Errors: []string{}}
+	res, err := db.Ingest().Commit(ctx, ingest.Batch{Events: evs, Conflicts: conflicts, SyncRun: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(ingest.Committed{Inserted: []bool{false, true}, Expired: []bool{true, false}, Horizon: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC),
+		SyncRunID: res.SyncRunID}, res); diff != "" || res.SyncRunID == 0 {
+		t.Errorf("Commit (-want +got), sync run %d:\n%s", res.SyncRunID, diff)
+	}
+}

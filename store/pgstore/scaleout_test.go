@@ -19,6 +19,7 @@ var citusLayout = map[string]struct{ role, column string }{
 	"resource_checkpoints":              {"distributed", "resource_id"},
 	"dead_letters":                      {"distributed", "id"},
 	"audit_log":                         {"distributed", "id"},
+	"sync_runs":                         {"distributed", "id"},
 	"resource_types":                    {"reference", ""},
 	"size_names":                        {"reference", ""},
 	"events_horizon":                    {"reference", ""},

@@ -779,15 +779,19 @@ func (h histories) fold(k projection.Key) projection.Resource {
 }
 
 // historiesTx reads the histories of keys through tx (which sees its own
-// inserts): their checkpoints, and their stored events not before their
-// checkpoint's at (a partition retention retired may still hold older
-// ones), each in one statement, not one per key (the performance rules).
+// inserts): their stored events, then their checkpoints, each in one
+// statement, not one per key (the performance rules), keeping the events
+// not before their checkpoint's at (a partition retention retired may
+// still hold older ones). The events come first: reading them locks every
+// partition of events for the rest of tx, so retention's DETACH waits for
+// tx, and the checkpoints read after them include every one written
+// before a partition could go.
 func historiesTx(ctx context.Context, tx pgx.Tx, keys []projection.Key) (histories, error) {
-	start, err := checkpointsTx(ctx, tx, keys)
+	events, err := eventHistoriesTx(ctx, tx, keys, time.Time{})
 	if err != nil {
 		return histories{}, err
 	}
-	events, err := eventHistoriesTx(ctx, tx, keys, time.Time{})
+	start, err := checkpointsTx(ctx, tx, keys)
 	if err != nil {
 		return histories{}, err
 	}
