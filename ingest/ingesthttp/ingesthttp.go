@@ -691,6 +691,9 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 				"The size schema breaks the rules listed in errors; nothing was stored.", schema.Problems...), true
 		case errors.As(err, &invalid):
 			return problem.InvalidParameter(invalid.Problems...), true
+		case errors.Is(err, ingest.ErrSyncTooLarge):
+			return problem.New(problem.CodeBatchTooLarge,
+				fmt.Sprintf("The run's drift is more than %d events; nothing was changed. Reconcile the cloud's resource types in separate runs.", ingest.MaxSyncBatch)), true
 		case errors.Is(err, ingest.ErrBatchTooLarge):
 			return problem.New(problem.CodeBatchTooLarge,
 				fmt.Sprintf("A batch holds at most %d events; nothing was stored.", ingest.MaxBatch)), true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"testing"
 
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/reconcile"
@@ -22,6 +23,23 @@ const example = `{
   ],
   "size_names": [{"resource_type": "volume", "member": "type", "value": "7a8b9c0d", "name": "ssd"}]
 }`
+
+// newService is a Service on a new in-memory store.
+func newService(tb testing.TB) *reconcile.Service {
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ing, err := ingest.New(db.Ingest(), ingest.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rec, err := reconcile.New(ing, db.Projection(), db.Reconcile(), reconcile.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return rec
+}
 
 // A run on the in-memory store: the first creates both resources (the
 // volume under its type's name), the same observation again changes

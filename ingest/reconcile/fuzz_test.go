@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"unicode/utf8"
@@ -69,4 +70,23 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("round trip (-first +again):\n%s", diff)
 		}
 	})
+}
+
+// A cloud that cannot name anything stored is refused as /cloud, before
+// anything is read.
+func TestRunRefusesCloud(t *testing.T) {
+	rec := newService(t)
+	obs, err := reconcile.Decode([]byte(example))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ cloud, rule string }{
+		{"", event.RuleRequired}, {"meta", event.RuleReserved}, {"a\x00b", event.RuleNUL}, {"\xff", event.RuleUTF8},
+	} {
+		_, err := rec.Run(context.Background(), "t", c.cloud, obs)
+		var ve *event.ValidationError
+		if !errors.As(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Member != "/cloud" || ve.Problems[0].Rule != c.rule {
+			t.Errorf("cloud %q: %v, want /cloud %s", c.cloud, err, c.rule)
+		}
+	}
 }

@@ -155,18 +155,27 @@ type Outcome struct {
 //     run's record in one transaction.
 //
 // credential names the caller in audit rows. It returns the outcome, an
-// [*event.ValidationError], or the error of the store or the pipeline
-// (then nothing was written and the run is counted failed).
+// [*event.ValidationError] (for obs, or for a cloud that is empty, longer
+// than [event.IdentifierMaxLen] bytes, not UTF-8, holds NUL, or is meta or
+// partner: member /cloud), an error wrapping [ingest.ErrSyncTooLarge] when
+// the drift is more than [ingest.MaxSyncBatch] events, or the error of the
+// store or the pipeline (then nothing was written and the run is counted
+// failed).
 func (s *Service) Run(ctx context.Context, credential, cloud string, obs Observation) (Outcome, error) {
 	if err := obs.Check(); err != nil {
 		s.observer.Run(cloud, ingest.SyncInvalid)
 		s.observer.Errors(cloud, 1)
 		return Outcome{}, err
 	}
-	if cloud == "" {
+	var ps probs
+	ps.text("/cloud", cloud, event.IdentifierMaxLen)
+	if cloud == "meta" || cloud == "partner" {
+		ps.add("/cloud", event.RuleReserved, fmt.Sprintf("must not be %q: meta and partner name the virtual projects, which own no resources", cloud))
+	}
+	if ps != nil {
 		s.observer.Run(cloud, ingest.SyncInvalid)
 		s.observer.Errors(cloud, 1)
-		return Outcome{}, &event.ValidationError{Problems: []event.Problem{{Member: "/cloud", Rule: event.RuleRequired, Message: "is required"}}}
+		return Outcome{}, &event.ValidationError{Problems: ps}
 	}
 	var out Outcome
 	err := s.store.Exclusive(ctx, cloud, func(ctx context.Context) error {

@@ -17,6 +17,8 @@ import (
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/ingest/reconcile"
+	"github.com/tallyhq/tally/ingest/timeline"
+	"github.com/tallyhq/tally/ingest/usage"
 	"github.com/tallyhq/tally/sizenames"
 )
 
@@ -542,6 +544,45 @@ func testSyncSameAsCollected(t *testing.T, st Stores) {
 	}
 	if diff := cmp.Diff([]string{"compute.instance.create.end", reconcile.TypeCreate}, types); diff != "" {
 		t.Errorf("feed (-want +got):\n%s", diff)
+	}
+
+	// Both end an hour later: vm-a by the collector's delete, vm-b by a run
+	// that no longer lists it. Their timelines and usage are the same.
+	e.collect(t, vm("vm-a", "compute.instance.delete.end", syncAfter, "deleted", "m1.small", "p1"))
+	gone := observation([]string{"instance"})
+	gone.ObservedAt = syncAfter
+	if out := e.run(t, gone); out.Deleted != 1 {
+		t.Fatalf("second run deleted %d, want vm-b", out.Deleted)
+	}
+	if st.Usage == nil {
+		return
+	}
+	us, err := usage.New(st.Usage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var intervals [][]timeline.Interval
+	for _, id := range []string{"vm-a", "vm-b"} {
+		lc, err := us.Lifecycle(ctx, projection.Key{Cloud: "c1", ResourceType: "instance", ResourceID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		intervals = append(intervals, lc.Intervals)
+	}
+	if diff := cmp.Diff(intervals[0], intervals[1]); diff != "" {
+		t.Errorf("timeline of the corrected vm-b vs the collected vm-a (-collected +corrected):\n%s", diff)
+	}
+	ans, err := us.Usage(ctx, usage.Query{From: syncBefore, To: syncAfter.Add(time.Hour), GroupBy: []string{"resource_id"}, Quantity: "size.vcpus"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, it := range ans.Items {
+		got = append(got, it.Seconds+" s, "+it.Quantity+" vcpu·s")
+	}
+	if diff := cmp.Diff([]string{"3600 s, 7200 vcpu·s", "3600 s, 7200 vcpu·s"}, got); diff != "" {
+		t.Errorf("usage of vm-a and vm-b (-want +got):\n%s", diff)
 	}
 }
 
