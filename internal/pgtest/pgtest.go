@@ -131,7 +131,7 @@ func PartitionedURL(t testing.TB) string {
 }
 
 // LastUnpartitioned is the last migration of the layout whose events
-// table is one plain table; the next one (00016) partitions it by month.
+// table is one plain table; the next one (00015) partitions it by month.
 const LastUnpartitioned = 14
 
 // ConvertedURL is [URL] for a schema that had the unpartitioned layout,
@@ -175,7 +175,7 @@ VALUES ('pgtest-legacy', '2000-01-01 00:00:00+00', 'compute.instance.create.end'
 
 // UnpartitionedURL is [URL] for a schema whose events table is one plain
 // table, as on a database where timescaledb's branch of migration 00001
-// left it so (00016 then partitions nothing): migrated to the end, then
+// left it so (00015 then partitions nothing): migrated to the end, then
 // events turned back into a plain table with the same columns, defaults
 // and indexes. It holds no event.
 func UnpartitionedURL(t testing.TB) string {

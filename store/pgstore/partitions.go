@@ -17,7 +17,7 @@ import (
 	"github.com/tallyhq/tally/event"
 )
 
-// Partitions of events (migration 00016, docs/operations.md, Partitions):
+// Partitions of events (migration 00015, docs/operations.md, Partitions):
 // one per UTC month, named events_YYYY_MM, bounds [YYYY-MM-01 00:00:00+00,
 // the next month's start), plus events_legacy (from MINVALUE) on a database
 // converted from the unpartitioned layout. There is never a DEFAULT
