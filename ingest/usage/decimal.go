@@ -36,9 +36,6 @@ func (d *decimal) add(m *big.Int, scale int) {
 	}
 }
 
-// plus adds o.
-func (d *decimal) plus(o *decimal) { d.add(&o.v, o.scale) }
-
 // number is a parsed size member: digits × 10^exp.
 type number struct {
 	digits big.Int
