@@ -306,10 +306,11 @@ type SyncWrite struct {
 	// (canonical-event.md, Size names: the names replace before the size
 	// schema validates).
 	SizeNames *SizeNameSet
-	// Run, when not nil, is called once every item has been judged, with
-	// the refusals so far in index order, and returns the run's record to
-	// commit (nil: none). A conflict the store finds at commit is reported
-	// in the Result only.
+	// Run, when not nil, is called once every item has been judged, the
+	// store's judgement included, with every refusal in index order (the
+	// stages', and the store's: an event that conflicts with a stored one
+	// or is older than the retention horizon), and returns the run's
+	// record to commit in the same transaction (nil: none).
 	Run func(rejected []Rejection) *SyncRun
 }
 
@@ -350,7 +351,16 @@ func (r *run) all(items [][]byte) (Result, error) {
 		}
 	}
 	if r.record != nil {
-		r.batch.SyncRun = r.record(slices.Clone(r.res.Rejected))
+		r.batch.SyncRun = func(c Committed) *SyncRun {
+			rejected := slices.Clone(r.res.Rejected)
+			for i := range c.Inserted {
+				if rej, _, ok := r.refusedAtCommit(c, i); ok {
+					rejected = append(rejected, rej)
+				}
+			}
+			slices.SortStableFunc(rejected, func(a, b Rejection) int { return cmp.Compare(a.Index, b.Index) })
+			return r.record(rejected)
+		}
 	}
 	return r.commit()
 }
@@ -407,7 +417,7 @@ type run struct {
 	dups      int
 	rejByKind map[Kind]int
 	names     *SizeNameSet                        // a sync run's rows, which its cloud's items resolve with
-	record    func(rejected []Rejection) *SyncRun // a sync run's record, built before the commit
+	record    func(rejected []Rejection) *SyncRun // a sync run's record, built by the store's commit
 	runID     int64                               // the ID the store gave the record
 }
 
@@ -754,18 +764,9 @@ func (r *run) commit() (Result, error) {
 	conflicts := false
 	for i, ok := range committed.Inserted {
 		if !ok {
-			if committed.Expired != nil && committed.Expired[i] {
-				// Stored by the store as a dead letter with the batch.
-				r.res.Rejected = append(r.res.Rejected, Rejection{Index: r.index[i], EventID: r.batch.Conflicts[i].DeadLetter.EventID, Reason: RetentionReason(committed.Horizon)})
-				r.rejByKind[KindRetention]++
-				conflicts = true
-				continue
-			}
-			if committed.Conflicted != nil && committed.Conflicted[i] {
-				// Stored by the store with the batch: the dead letter and
-				// audit row of entry i of r.batch.Conflicts.
-				r.res.Rejected = append(r.res.Rejected, Rejection{Index: r.index[i], EventID: r.batch.Conflicts[i].DeadLetter.EventID, Reason: conflictReason})
-				r.rejByKind[KindConflict]++
+			if rej, kind, refused := r.refusedAtCommit(committed, i); refused {
+				r.res.Rejected = append(r.res.Rejected, rej)
+				r.rejByKind[kind]++
 				conflicts = true
 				continue
 			}
@@ -790,6 +791,23 @@ func (r *run) commit() (Result, error) {
 	}
 	r.observe(byCloud, unvalidated, committed.Replays)
 	return r.res, nil
+}
+
+// refusedAtCommit reports whether the store refused event i of the batch
+// at commit, not storing it, and why: it is older than the retention
+// horizon (stored as a dead letter with the batch) or conflicts with a
+// stored event (stored as the dead letter and audit row of entry i of
+// r.batch.Conflicts). An event neither stored nor refused is a duplicate.
+func (r *run) refusedAtCommit(c Committed, i int) (Rejection, Kind, bool) {
+	switch {
+	case c.Inserted[i]:
+		return Rejection{}, "", false
+	case c.Expired != nil && c.Expired[i]:
+		return Rejection{Index: r.index[i], EventID: r.batch.Conflicts[i].DeadLetter.EventID, Reason: RetentionReason(c.Horizon)}, KindRetention, true
+	case c.Conflicted != nil && c.Conflicted[i]:
+		return Rejection{Index: r.index[i], EventID: r.batch.Conflicts[i].DeadLetter.EventID, Reason: conflictReason}, KindConflict, true
+	}
+	return Rejection{}, "", false
 }
 
 // observe reports a committed batch's counts to the Observer.

@@ -101,9 +101,13 @@ type Batch struct {
 	// its Rows in the same transaction, before the events are written (a
 	// reconciliation run's list; only [Service.Sync] sets it).
 	SizeNames *SizeNameSet
-	// SyncRun, when not nil, is recorded in the same transaction; the store
-	// assigns its ID (Committed.SyncRunID). Only [Service.Sync] sets it.
-	SyncRun *SyncRun
+	// SyncRun, when not nil, gives the sync run to record in the same
+	// transaction. The store calls it once, after it has judged every
+	// event, with the Committed it is about to return (Inserted and, when
+	// any, Conflicted, Expired and Horizon; SyncRunID still 0), records
+	// what it returns (nothing for nil) and assigns the run's ID
+	// (Committed.SyncRunID). Only [Service.Sync] sets it.
+	SyncRun func(Committed) *SyncRun
 }
 
 // Conflict is what [Store.Commit] writes for an event of a [Batch] that

@@ -282,11 +282,13 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 	})
 	s.projection.install(rows)
 	s.ingest.addRecords(b.DeadLetters, b.Audit, now)
-	var runID int64
+	res := ingest.Committed{Inserted: inserted, Conflicted: conflicted, Replays: replays}
 	if b.SyncRun != nil {
-		runID = s.sync.record(*b.SyncRun, now)
+		if run := b.SyncRun(res); run != nil {
+			res.SyncRunID = s.sync.record(*run, now)
+		}
 	}
-	return ingest.Committed{Inserted: inserted, Conflicted: conflicted, Replays: replays, SyncRunID: runID}, nil
+	return res, nil
 }
 
 // addRecords appends the dead letters and audit rows of a batch, each with

@@ -200,8 +200,12 @@ func expire(b ingest.Batch, horizon time.Time) (ingest.Batch, []bool) {
 	if expired == nil {
 		return b, nil
 	}
-	kept := b // the rest of the batch (size names, a sync run) as it is
+	kept := b // the rest of the batch (size names) as it is
 	kept.Events, kept.Conflicts, kept.DeadLetters = nil, nil, slices.Clone(b.DeadLetters)
+	if run := b.SyncRun; run != nil {
+		// The run is judged on the whole batch, the expired events too.
+		kept.SyncRun = func(c ingest.Committed) *ingest.SyncRun { return run(spread(c, expired, horizon)) }
+	}
 	reason := ingest.RetentionReason(horizon)
 	for i, x := range expired {
 		if x {

@@ -295,9 +295,15 @@ func TestRetentionExpiredKeepsTheRestOfTheBatch(t *testing.T) {
 	}
 	run := &ingest.SyncRun{Cloud: "east", Platform: "openstack", ObservedAt: now, StartedAt: now, FinishedAt: now,
 		Status: ingest.SyncCompleted, Errors: []string{}}
-	res, err := db.Ingest().Commit(ctx, ingest.Batch{Events: evs, Conflicts: conflicts, SyncRun: run})
+	var judged ingest.Committed // what the sync run is recorded by
+	record := func(c ingest.Committed) *ingest.SyncRun { judged = c; return run }
+	res, err := db.Ingest().Commit(ctx, ingest.Batch{Events: evs, Conflicts: conflicts, SyncRun: record})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The run is judged on the whole batch, the expired event too.
+	if diff := cmp.Diff(ingest.Committed{Inserted: []bool{false, true}, Expired: []bool{true, false}, Horizon: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)}, judged); diff != "" {
+		t.Errorf("SyncRun called with (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(ingest.Committed{Inserted: []bool{false, true}, Expired: []bool{true, false}, Horizon: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC),
 		SyncRunID: res.SyncRunID}, res); diff != "" || res.SyncRunID == 0 {

@@ -126,15 +126,17 @@ func commitOnce(ctx context.Context, c *conn, b ingest.Batch, now time.Time, mod
 	if err := insertRecords(ctx, tx, dls, audit, now); err != nil {
 		return res, err
 	}
+	res.Inserted, res.Conflicted = inserted, conflicted
 	if b.SyncRun != nil {
-		if res.SyncRunID, err = insertSyncRun(ctx, tx, *b.SyncRun, now); err != nil {
-			return res, err
+		if run := b.SyncRun(res); run != nil {
+			if res.SyncRunID, err = insertSyncRun(ctx, tx, *run, now); err != nil {
+				return res, err
+			}
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return res, fmt.Errorf("commit: %w", err)
 	}
-	res.Inserted, res.Conflicted = inserted, conflicted
 	return res, nil
 }
 

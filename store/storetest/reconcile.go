@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -164,6 +165,7 @@ func runReconcile(t *testing.T, open func(tb testing.TB) Stores) {
 	t.Run("Concurrent", func(t *testing.T) { t.Parallel(); testSyncConcurrent(t, open(t)) })
 	t.Run("SizeNames", func(t *testing.T) { t.Parallel(); testSyncSizeNames(t, open(t)) })
 	t.Run("PartlyRefused", func(t *testing.T) { t.Parallel(); testSyncRefused(t, open(t)) })
+	t.Run("Conflict", func(t *testing.T) { t.Parallel(); testSyncConflict(t, open(t)) })
 	t.Run("FailedCommit", func(t *testing.T) { t.Parallel(); testSyncFailedCommit(t, open(t)) })
 	t.Run("Runs", func(t *testing.T) { t.Parallel(); testSyncRuns(t, open(t)) })
 	t.Run("RunPages", func(t *testing.T) { t.Parallel(); testSyncRunPages(t, open(t)) })
@@ -414,6 +416,44 @@ func testSyncRefused(t *testing.T, st Stores) {
 	defer e.count.mu.Unlock()
 	if e.count.runs[ingest.SyncPartial] != 1 || e.count.errors != 1 || e.count.actions[reconcile.ActionCreated] != 1 {
 		t.Errorf("counters %+v %d %+v", e.count.runs, e.count.errors, e.count.actions)
+	}
+}
+
+// testSyncConflict: the deterministic event id names no resource_type
+// (canonical-event.md, Deterministic event id), so an instance and a
+// volume listed with the same resource_id at the same instant get one
+// (event_id, timestamp). When the instance's create is already stored, the
+// store refuses the volume's at commit as a conflict (docs/decisions.md,
+// Same (event_id, timestamp) stored for another resource); the outcome and
+// the recorded run count it as refused, as the dead letter does.
+func testSyncConflict(t *testing.T, st Stores) {
+	e := newSyncEnv(t, st)
+	e.run(t, observation(nil, observed("same", "active", "m1.small", "p1")))
+	vol := reconcile.Resource{ResourceType: "volume", ResourceID: "same", ProjectID: "p1", State: "available",
+		Size: jsontext.Value(`{"size_gb":10,"type":"ssd"}`)}
+	out := e.run(t, observation(nil, vol, observed("vm-2", "active", "m1.small", "p1")))
+	if diff := cmp.Diff(counts{Created: 1, Refused: 1}, countsOf(out)); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+	if len(out.Rejected) != 1 || !strings.HasPrefix(out.Rejected[0].Reason, "conflict:") || len(out.EventIDs) != 1 {
+		t.Fatalf("rejected %+v, event ids %v: want one conflict and one stored event", out.Rejected, out.EventIDs)
+	}
+	if dls := allDeadLetters(t, st.Ingest); len(dls) != 1 {
+		t.Errorf("dead letters %+v, want the conflict's", dls)
+	}
+	runs, err := st.Reconcile.SyncRuns(context.Background(), reconcile.RunQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 2 {
+		t.Fatalf("runs %+v, want two", runs)
+	}
+	got := runs[0]
+	if runs[1].ID > got.ID {
+		got = runs[1]
+	}
+	if got.Status != ingest.SyncPartial || got.Created != 1 || got.Refused != 1 || len(got.Errors) != 1 {
+		t.Fatalf("run %+v, want a partial run with one create and the conflict", got)
 	}
 }
 

@@ -129,6 +129,9 @@ func FuzzPostSync(f *testing.F) {
 		`"size_names":[{"resource_type":"volume","member":"type","value":"id","name":"ssd"}]}`))
 	f.Add([]byte(`{"platform":"openstack","observed_at":"2026-03-01T12:00:00Z","resources":[{"resource_type":"instance","resource_id":"vm-1","project_id":"p","state":"active","size":{"vcpus":1e999}}]}`))
 	f.Add([]byte(`{"platform":"vmware","observed_at":"2026-03-01T12:00:00Z"}`))
+	// An id listed under two types gets one deterministic event id: with
+	// the seed above stored, the instance's create is a conflict.
+	f.Add([]byte(`{"platform":"openstack","observed_at":"2026-03-01T12:00:00Z","resources":[{"resource_type":"volume","resource_id":"vm-1","project_id":"p","state":"available","size":{"size_gb":1,"type":"ssd"}},{"resource_type":"instance","resource_id":"vm-1","project_id":"p","state":"active","size":{"vcpus":2,"ram_gb":4,"disk_gb":20,"flavor":"f"}}]}`))
 	f.Add([]byte(`{"platform":"openstack","observed_at":"2026-03-01T12:00:00+01:00","size_names":null}`))
 	f.Add([]byte(`{"platform":"openstack","observed_at":"2026-03-01T12:00:00Z","resources":[{"resource_type":"x","resource_id":"\u0000","project_id":"p","state":"s","size":{}}]}`))
 	s := newFuzzServer(f)
