@@ -25,6 +25,7 @@ var errUsage = errors.New("usage")
 type config struct {
 	Listen               string
 	DatabaseURL          string
+	ReadDatabaseURL      string
 	Store                string
 	DBMaxConns           int
 	DBConnectTimeout     time.Duration
@@ -57,6 +58,7 @@ type config struct {
 var flagEnv = []struct{ flag, env string }{
 	{"listen", "TALLY_LISTEN"},
 	{"database-url", "TALLY_DATABASE_URL"},
+	{"read-database-url", "TALLY_READ_DATABASE_URL"},
 	{"store", "TALLY_STORE"},
 	{"db-max-conns", "TALLY_DB_MAX_CONNS"},
 	{"db-connect-timeout", "TALLY_DB_CONNECT_TIMEOUT"},
@@ -161,6 +163,7 @@ func (c *config) flagSet(name string) (*pflag.FlagSet, *rawFlags) {
 	usage := func(text string, flag string) string { return text + " (env " + envByFlag[flag] + ")" }
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", usage("address to listen on, host:port", "listen"))
 	fs.StringVar(&c.DatabaseURL, "database-url", "", usage("PostgreSQL URL (the store; migrations are applied on start)", "database-url"))
+	fs.StringVar(&c.ReadDatabaseURL, "read-database-url", "", usage("PostgreSQL URL of a streaming replica of --database-url that serves the listings of resources, usage, lifecycles and summaries (answers say Tally-As-Of; the primary answers when the replica is down or behind); empty: the primary serves every route", "read-database-url"))
 	fs.StringVar(&c.Store, "store", "", usage("the store: postgres (needs --database-url) or memory (nothing survives a restart); empty: postgres with --database-url, memory with --dev, else tallyd refuses to start", "store"))
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", 0, usage("PostgreSQL connections per process at most, shared by every route; 0: the URL's pool_max_conns, else 16", "db-max-conns"))
 	fs.DurationVar(&c.DBConnectTimeout, "db-connect-timeout", 0, usage("how long making one PostgreSQL connection may take (start fails after it); 0: the URL's connect_timeout, else 5s", "db-connect-timeout"))
@@ -291,6 +294,8 @@ func (c *config) storeKind() (string, error) {
 		return "", fmt.Errorf("%w: --store %q: must be postgres or memory", errUsage, c.Store)
 	case c.Store == "memory" && c.DatabaseURL != "":
 		return "", fmt.Errorf("%w: --store memory and --database-url (or TALLY_DATABASE_URL) both given: choose one store", errUsage)
+	case c.ReadDatabaseURL != "" && c.DatabaseURL == "":
+		return "", fmt.Errorf("%w: --read-database-url needs --database-url (or TALLY_DATABASE_URL): a replica serves the reads of a primary", errUsage)
 	case c.Store == "postgres" && c.DatabaseURL == "":
 		return "", fmt.Errorf("%w: --store postgres needs --database-url (or TALLY_DATABASE_URL)", errUsage)
 	case c.DatabaseURL != "":

@@ -191,7 +191,19 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store
 	if c.FeedNotify {
 		st.NotifyFeed = db.NotifyFeed
 	}
-	return st, db.Close, db, nil
+	if c.ReadDatabaseURL == "" {
+		return st, db.Close, db, nil
+	}
+	rc := c
+	rc.DatabaseURL = c.ReadDatabaseURL
+	replica, err := openDatabase(ctx, rc)
+	if err != nil {
+		db.Close()
+		return server.Store{}, nil, nil, fmt.Errorf("read replica (--read-database-url): %w", err)
+	}
+	st.Replica = &server.Replica{Projection: replica.Projection(), Usage: replica.Ingest(), ReplayedAt: replica.ReplayedAt}
+	log.Info("read replica: serves the listings of resources, usage, lifecycles and summaries")
+	return st, func() { replica.Close(); db.Close() }, db, nil
 }
 
 func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {

@@ -90,6 +90,7 @@ type Metrics struct {
 	syncRuns        *prometheus.CounterVec
 	syncReconciled  *prometheus.CounterVec
 	syncErrors      *prometheus.CounterVec
+	readFallbacks   *prometheus.CounterVec
 
 	// Labels whose values come from input, each bounded.
 	platformLabel, resourceTypeLabel, cloudLabel, stateLabel *boundedLabel
@@ -189,8 +190,14 @@ func NewMetrics(reg *prometheus.Registry, opts MetricsOptions) (*Metrics, error)
 			Name: "tally_sync_errors_total",
 			Help: "Errors of reconciliation runs, by cloud (100 distinct values, then other): each refused synthetic event, and one per failed or invalid run.",
 		}, []string{"cloud"}),
+		readFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_read_replica_fallbacks_total",
+			Help: "Reads of the read-only routes that the primary answered instead of the read replica (--read-database-url), by reason: unavailable (the replica did not answer) or behind (it has not replayed the as_of asked for).",
+		}, []string{"reason"}),
 	}
 	m.credReloads.WithLabelValues("success")
+	m.readFallbacks.WithLabelValues("unavailable")
+	m.readFallbacks.WithLabelValues("behind")
 	m.credReloads.WithLabelValues("failure")
 	for _, k := range ingest.Kinds() {
 		m.rejected.WithLabelValues(string(k)) // every kind shows, at 0
@@ -200,7 +207,7 @@ func NewMetrics(reg *prometheus.Registry, opts MetricsOptions) (*Metrics, error)
 	}
 	for _, c := range []prometheus.Collector{
 		m.unvalidatedSize, m.eventsIngested, m.eventsRejected, m.resources, m.ingested, m.duplicates, m.rejected, m.dispositions, m.feedSubscribers, m.feedItems, m.feedResets, m.replays, m.httpDuration, m.credReloads,
-		m.syncRuns, m.syncReconciled, m.syncErrors, buildInfoGauge(opts.Build),
+		m.syncRuns, m.syncReconciled, m.syncErrors, m.readFallbacks, buildInfoGauge(opts.Build),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {

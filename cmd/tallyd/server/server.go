@@ -71,6 +71,10 @@ type Store struct {
 	// read at each scrape into tally_feed_lag_seconds. Nil: no lag (the
 	// in-memory store reads in commit order).
 	FeedLag func(ctx context.Context) (time.Duration, error)
+	// Replica, when not nil, serves the read-only routes over lifecycle
+	// events from a streaming replica of Ingest's database ([Replica]).
+	// It needs Usage (or an Ingest that implements usage.Store).
+	Replica *Replica
 	// NotifyFeed, when not nil, is called after each commit the change
 	// feeds carry, to wake the other replicas' feeds (pgstore.DB.NotifyFeed;
 	// tallyd --feed-notify). Nil: other replicas find it by polling.
@@ -349,6 +353,9 @@ func checkOptions(st Store, opts Options) (Options, error) {
 	}
 	if st.Correlate == nil {
 		errs = append(errs, errors.New("server: Store.Correlate is required"))
+	}
+	if r := st.Replica; r != nil && (r.Projection == nil || r.Usage == nil || r.ReplayedAt == nil) {
+		errs = append(errs, errors.New("server: Store.Replica needs Projection, Usage and ReplayedAt"))
 	}
 	if cfg.Authenticator == nil {
 		errs = append(errs, errors.New("server: Authenticator is required"))

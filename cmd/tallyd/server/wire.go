@@ -39,7 +39,13 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, services, error) {
 	if err != nil {
 		return nil, services{}, err
 	}
-	psvc, err := projection.New(st.Projection, isvc)
+	pst := st.Projection
+	var reads *replicaReads
+	if st.Replica != nil {
+		reads = &replicaReads{Replica: *st.Replica, fallbacks: cfg.Metrics.readFallbacks}
+		pst = replicaProjection{Store: st.Projection, reads: reads}
+	}
+	psvc, err := projection.New(pst, isvc)
 	if err != nil {
 		return nil, services{}, err
 	}
@@ -49,6 +55,9 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, services, error) {
 	ust := st.Usage
 	if ust == nil {
 		ust, _ = st.Ingest.(usage.Store)
+	}
+	if ust != nil && reads != nil {
+		ust = replicaUsage{primary: ust, reads: reads}
 	}
 	if ust != nil {
 		if usvc, err = usage.New(ust); err != nil {
@@ -93,7 +102,15 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, services, error) {
 		// read credential may lack.
 		events[i].Handler = needOrganization(events[i].Handler)
 	}
-	return slices.Concat(ih.Routes(), events), services{isvc, csvc, subs}, nil
+	lifecycle := ih.Routes()
+	if reads != nil {
+		for i, r := range lifecycle {
+			if replicaRoutes[r.Pattern()] {
+				lifecycle[i].Handler = withAsOf(r.Handler)
+			}
+		}
+	}
+	return slices.Concat(lifecycle, events), services{isvc, csvc, subs}, nil
 }
 
 // ingestCaller is the ingest.Caller of an authenticated request: the
