@@ -397,6 +397,7 @@ func TestServeStoreMustBeChosen(t *testing.T) {
 		{"--dev with a URL: postgres", config{Dev: true, DatabaseURL: "postgres://x"}, "postgres", false},
 		{"--store postgres without a URL", config{Store: "postgres"}, "--store postgres needs --database-url", true},
 		{"--store memory with a URL", config{Store: "memory", DatabaseURL: "postgres://x"}, "both given: choose one store", true},
+		{"--read-database-url without a primary", config{Dev: true, ReadDatabaseURL: "postgres://replica"}, "--read-database-url needs --database-url", true},
 		{"unknown store", config{Store: "sqlite"}, `--store "sqlite": must be postgres or memory`, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

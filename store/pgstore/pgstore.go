@@ -505,7 +505,9 @@ var (
 
 // interpretError translates driver errors in one place: no rows becomes
 // store.ErrNotFound, SQLSTATE 23505 errUniqueViolation, 40001 and 40P01
-// errSerialization, and an unreachable or unanswering database
+// errSerialization and store.ErrUnavailable (transient: a retry can
+// succeed; on a standby 40001 is also a query cancelled by a conflict
+// with recovery), and an unreachable or unanswering database
 // store.ErrUnavailable (see unavailable). Any other error is returned
 // unchanged.
 func interpretError(err error) error {
@@ -521,7 +523,7 @@ func interpretError(err error) error {
 		case "23505":
 			return errors.Join(errUniqueViolation, err)
 		case "40001", "40P01":
-			return errors.Join(errSerialization, err)
+			return errors.Join(errSerialization, store.ErrUnavailable, err)
 		}
 	}
 	if unavailable(err) {

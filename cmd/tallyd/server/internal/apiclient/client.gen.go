@@ -7664,6 +7664,11 @@ func (r FollowEventsResponse) ContentType() string {
 	return ""
 }
 
+// GetProjectSummaryResponse200Headers the declared response headers of an HTTP 200 response for GetProjectSummary
+type GetProjectSummaryResponse200Headers struct {
+	TallyAsOf *time.Time
+}
+
 // GetProjectSummaryResponse401Headers the declared response headers of an HTTP 401 response for GetProjectSummary
 type GetProjectSummaryResponse401Headers struct {
 	WWWAuthenticate string
@@ -7680,6 +7685,8 @@ type GetProjectSummaryResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *Forbidden
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetProjectSummaryResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetProjectSummaryResponse401Headers
 }
@@ -8041,6 +8048,11 @@ func (r PutResourceTypeResponse) ContentType() string {
 	return ""
 }
 
+// ListResourcesResponse200Headers the declared response headers of an HTTP 200 response for ListResources
+type ListResourcesResponse200Headers struct {
+	TallyAsOf *time.Time
+}
+
 // ListResourcesResponse401Headers the declared response headers of an HTTP 401 response for ListResources
 type ListResourcesResponse401Headers struct {
 	WWWAuthenticate string
@@ -8057,6 +8069,8 @@ type ListResourcesResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *Forbidden
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListResourcesResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListResourcesResponse401Headers
 }
@@ -8271,6 +8285,11 @@ func (r GetResourceEventsResponse) ContentType() string {
 	return ""
 }
 
+// GetResourceLifecycleResponse200Headers the declared response headers of an HTTP 200 response for GetResourceLifecycle
+type GetResourceLifecycleResponse200Headers struct {
+	TallyAsOf *time.Time
+}
+
 // GetResourceLifecycleResponse401Headers the declared response headers of an HTTP 401 response for GetResourceLifecycle
 type GetResourceLifecycleResponse401Headers struct {
 	WWWAuthenticate string
@@ -8289,6 +8308,8 @@ type GetResourceLifecycleResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetResourceLifecycleResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetResourceLifecycleResponse401Headers
 }
@@ -8416,6 +8437,11 @@ func (r ListSyncRunsResponse) ContentType() string {
 	return ""
 }
 
+// GetUsageResponse200Headers the declared response headers of an HTTP 200 response for GetUsage
+type GetUsageResponse200Headers struct {
+	TallyAsOf *time.Time
+}
+
 // GetUsageResponse401Headers the declared response headers of an HTTP 401 response for GetUsage
 type GetUsageResponse401Headers struct {
 	WWWAuthenticate string
@@ -8434,6 +8460,8 @@ type GetUsageResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetUsageResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetUsageResponse401Headers
 }
@@ -10501,6 +10529,16 @@ func ParseGetProjectSummaryResponse(rsp *http.Response) (*GetProjectSummaryRespo
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetProjectSummaryResponse200Headers
+		if values := rsp.Header.Values("Tally-As-Of"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Tally-As-Of", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.TallyAsOf = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetProjectSummaryResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -10834,6 +10872,16 @@ func ParseListResourcesResponse(rsp *http.Response) (*ListResourcesResponse, err
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListResourcesResponse200Headers
+		if values := rsp.Header.Values("Tally-As-Of"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Tally-As-Of", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.TallyAsOf = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListResourcesResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -11036,6 +11084,16 @@ func ParseGetResourceLifecycleResponse(rsp *http.Response) (*GetResourceLifecycl
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetResourceLifecycleResponse200Headers
+		if values := rsp.Header.Values("Tally-As-Of"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Tally-As-Of", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.TallyAsOf = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetResourceLifecycleResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -11163,6 +11221,16 @@ func ParseGetUsageResponse(rsp *http.Response) (*GetUsageResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetUsageResponse200Headers
+		if values := rsp.Header.Values("Tally-As-Of"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Tally-As-Of", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.TallyAsOf = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetUsageResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
