@@ -393,7 +393,37 @@ func applyCloudEvent(p *correlate.Payload, ce *cloudEvent, attrs map[string]json
 		return ps
 	}
 	ps = fillAttributes(p, ce, str, at, ps)
+	ps = fillTrace(p, ce, attrs, ps)
 	return fillExtensions(p, ce, attrs, ps)
+}
+
+// fillTrace applies the CloudEvents Distributed Tracing extension: its
+// traceparent attribute (the ce-traceparent header in binary mode, a
+// traceparent member in structured mode; W3C Trace Context) fills the
+// payload's traceId and parentId when the payload has neither, before the
+// request's own traceparent header would (docs/decisions.md, CloudEvents
+// HTTP binding): the extension is the trace the event was made in, the
+// header only the hop that delivered it. One that is not a string or not
+// W3C Trace Context is a problem naming it; it is kept with the event as
+// every extension is (tracestate too).
+func fillTrace(p *correlate.Payload, ce *cloudEvent, attrs map[string]jsontext.Value, ps []event.Problem) []event.Problem {
+	v, ok := attrs["traceparent"]
+	if !ok || ce.bad["traceparent"] {
+		return ps
+	}
+	var s string
+	if v.Kind() != '"' || json.Unmarshal(v, &s) != nil {
+		return append(ps, event.Problem{Member: "/traceparent", Rule: event.RuleType, Message: ce.name("traceparent") + " must be a string"})
+	}
+	trace, parent, err := traceparent(s)
+	if err != nil {
+		return append(ps, event.Problem{Member: "/traceparent", Rule: event.RuleFormat,
+			Message: ce.name("traceparent") + " is not W3C Trace Context: " + err.Error()})
+	}
+	if p.TraceID == "" && p.ParentID == "" {
+		p.TraceID, p.ParentID = trace, parent
+	}
+	return ps
 }
 
 // ceStrings returns the string attributes of a CloudEvent (ceStringAttrs)

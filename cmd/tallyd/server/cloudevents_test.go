@@ -11,6 +11,7 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/cloudevents/sdk-go/v2/extensions"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/google/go-cmp/cmp"
 
@@ -306,6 +307,87 @@ func TestCloudEventsSDKBinaryThenStructuredOneKey(t *testing.T) {
 						t.Errorf("binary then structured: answers (-want +got):\n%s", diff)
 					}
 				})
+			}
+		})
+	}
+}
+
+// The CloudEvents Distributed Tracing extension, as the SDK adds it
+// (extensions.DistributedTracingExtension: ce-traceparent in binary mode, a
+// traceparent member in structured mode), fills traceId and parentId, ahead
+// of the request's own traceparent header (docs/decisions.md, CloudEvents
+// HTTP binding); a malformed one is 400 naming it. Both stores.
+func TestCloudEventsSDKTracingExtension(t *testing.T) {
+	const (
+		eventTrace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" // the extension: the trace the event was made in
+		hopTrace   = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" // the header: the hop that delivered it
+	)
+	for name, open := range map[string]func(t *testing.T) Store{
+		"memstore": func(t *testing.T) Store { return memStore(t) },
+		"pgstore":  func(t *testing.T) Store { return pgStore(pgtest.DB(t, pgstore.Options{})) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			h, err := New(open(t), Options{Authenticator: testAuthenticator(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(h)
+			t.Cleanup(srv.Close)
+			c, err := cloudevents.NewClientHTTP(
+				cehttp.WithTarget(srv.URL+"/api/events"),
+				cehttp.WithHeader("Authorization", "Bearer t-events-token-01"),
+				cehttp.WithHeader("traceparent", hopTrace))
+			if err != nil {
+				t.Fatal(err)
+			}
+			send := func(ctx context.Context, id, tp string) (int, string) {
+				t.Helper()
+				e := cloudevents.NewEvent()
+				e.SetID(id)
+				e.SetSource("meshery-server")
+				e.SetType("io.meshery.k8s.unreachable")
+				extensions.DistributedTracingExtension{TraceParent: tp, TraceState: "rojo=00f067aa0ba902b7"}.AddTracingAttributes(&e)
+				if err := e.SetData(cloudevents.ApplicationJSON, map[string]any{"category": id, "action": "connect", "correlationKey": id}); err != nil {
+					t.Fatal(err)
+				}
+				var hr *cehttp.Result
+				if res := c.Send(ctx, e); !cloudevents.ResultAs(res, &hr) {
+					t.Fatalf("send %s: %v", id, res)
+				}
+				return hr.StatusCode, fmt.Sprint(hr.Format, hr.Args)
+			}
+			for _, mode := range []string{"binary", "structured"} {
+				ctx := cloudevents.WithEncodingBinary(context.Background())
+				if mode == "structured" {
+					ctx = cloudevents.WithEncodingStructured(context.Background())
+				}
+				if code, msg := send(ctx, mode, eventTrace); code != 201 {
+					t.Errorf("%s mode: %d %s, want 201", mode, code, msg)
+				}
+				if code, msg := send(ctx, mode+"-bad", "00-not-a-trace"); code != 400 || !strings.Contains(msg, "traceparent") {
+					t.Errorf("%s mode, a malformed traceparent extension: %d %s, want 400 naming it", mode, code, msg)
+				}
+			}
+			r := httptest.NewRequest("GET", "/api/events/list?order=asc", nil)
+			r.Header.Set("Authorization", "Bearer t-events-token-01")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			var page struct {
+				Data []listed `json:"data"`
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &page); err != nil || w.Code != 200 {
+				t.Fatalf("list: %d %s", w.Code, w.Body)
+			}
+			got := map[string][2]string{}
+			for _, e := range page.Data {
+				got[e.Category] = [2]string{e.TraceID, e.ParentID}
+			}
+			want := map[string][2]string{
+				"binary":     {"0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"},
+				"structured": {"0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"},
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("traceId, parentId by mode (-want +got):\n%s", diff)
 			}
 		})
 	}
