@@ -187,7 +187,7 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store
 	}
 	log.Info("store: PostgreSQL", "migrations_applied", applied)
 	warnInvalidIndexes(ctx, db, func(msg string, names []string) { log.Warn(msg, "indexes", names) })
-	st = server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate(), Reconcile: db.Reconcile(), Ping: db.Ping, FeedLag: db.FeedLag}
+	st = server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate(), Reconcile: db.Reconcile(), Ping: db.Ping, FeedLag: db.FeedLag, Leader: db.Leader}
 	if c.FeedNotify {
 		st.NotifyFeed = db.NotifyFeed
 	}

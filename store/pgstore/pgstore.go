@@ -159,6 +159,7 @@ type DB struct {
 	sizeNames  SizeNames
 	reconcile  Reconcile
 	wakeups    wakeups
+	leader     leader
 }
 
 // conn is what every area store of one DB shares.
@@ -339,6 +340,7 @@ func (db *DB) Reconcile() *Reconcile { return &db.reconcile }
 // it. The stores of db must not be used afterwards.
 func (db *DB) Close() {
 	db.wakeups.stop()
+	db.closeLeader()
 	_ = db.conn.db.Close()
 	if db.ownsPool {
 		db.conn.pool.Close()

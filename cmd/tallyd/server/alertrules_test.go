@@ -233,7 +233,7 @@ func TestRefreshResources(t *testing.T) {
 		counts []projection.Count
 		fail   error
 	)
-	m.countResourcesWith(func(context.Context) ([]projection.Count, error) { return counts, fail })
+	m.countResourcesWith(func(context.Context) ([]projection.Count, error) { return counts, fail }, nil)
 	gauge := func() map[string]float64 {
 		fams, err := m.Registry().Gather()
 		if err != nil {
@@ -297,7 +297,7 @@ func TestRefreshResources(t *testing.T) {
 	counts = counts[:1]
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	m.countResourcesWith(func(context.Context) ([]projection.Count, error) { cancel(); return counts, nil })
+	m.countResourcesWith(func(context.Context) ([]projection.Count, error) { cancel(); return counts, nil }, nil)
 	go func() { defer close(done); m.RunResourcesRefresh(rctx, time.Hour, nil) }()
 	<-done
 	if len(gauge()) != 1 {

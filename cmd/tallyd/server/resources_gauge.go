@@ -30,18 +30,30 @@ type resourcesGauge struct {
 
 	mu      sync.Mutex
 	count   func(context.Context) ([]projection.Count, error)
+	leader  func(context.Context) (bool, error) // nil: always
 	samples map[[4]string]float64
+	// leads is tally_metrics_leader: 1 while this process exports the
+	// fleet-wide gauge, 0 while another replica does.
+	leads prometheus.Gauge
 }
 
 func newResourcesGauge() *resourcesGauge {
 	return &resourcesGauge{desc: prometheus.NewDesc("tally_current_resources",
 		"Resources the projection of current resources holds, by platform, cloud, resource_type and state (a deleted resource keeps its row, state deleted), as counted at the last refresh; each label keeps 100 distinct values, then other.",
-		[]string{"platform", "cloud", "resource_type", "state"}, nil)}
+		[]string{"platform", "cloud", "resource_type", "state"}, nil),
+		leads: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tally_metrics_leader",
+			Help: "1 while this process exports tally_current_resources for the whole database (the replicas sharing a database elect one by an advisory lock), 0 while another replica does.",
+		})}
 }
 
-func (g *resourcesGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+func (g *resourcesGauge) Describe(ch chan<- *prometheus.Desc) {
+	ch <- g.desc
+	g.leads.Describe(ch)
+}
 
 func (g *resourcesGauge) Collect(ch chan<- prometheus.Metric) {
+	g.leads.Collect(ch)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for k, v := range g.samples {
@@ -53,11 +65,13 @@ func (g *resourcesGauge) Collect(ch chan<- prometheus.Metric) {
 // been built with.
 var errNoResourceSource = errors.New("server: no handler counts resources for these metrics (build one with NewHandler)")
 
-// countResourcesWith sets where the gauge reads its counts: the ingest
-// service of the handler (NewHandler). The last handler built wins.
-func (m *Metrics) countResourcesWith(count func(context.Context) ([]projection.Count, error)) {
+// countResourcesWith sets where the gauge reads its counts (the
+// projection service of the handler, NewHandler) and who decides whether
+// this process exports them (Store.Leader; nil: it does). The last
+// handler built wins.
+func (m *Metrics) countResourcesWith(count func(context.Context) ([]projection.Count, error), leader func(context.Context) (bool, error)) {
 	m.resources.mu.Lock()
-	m.resources.count = count
+	m.resources.count, m.resources.leader = count, leader
 	m.resources.mu.Unlock()
 }
 
@@ -65,16 +79,33 @@ func (m *Metrics) countResourcesWith(count func(context.Context) ([]projection.C
 // projection (projection.Service.Count: one GROUP BY on PostgreSQL).
 // Label values are bounded as every label from input is ([MaxLabelValues]
 // each, then [OtherLabelValue]); groups that collapse into one are summed.
+// With a Store.Leader, a replica that does not lead exports no counts
+// (tally_metrics_leader 0): the leader's are the database's.
 // On error the gauge keeps the last counts, so a database that is briefly
 // unreachable never reads as an empty fleet. Errors: no handler was built
 // with m, or the store's.
 func (m *Metrics) RefreshResources(ctx context.Context) error {
 	m.resources.mu.Lock()
-	count := m.resources.count
+	count, leader := m.resources.count, m.resources.leader
 	m.resources.mu.Unlock()
 	if count == nil {
 		return errNoResourceSource
 	}
+	if leader != nil {
+		leads, err := leader(ctx)
+		if err != nil {
+			return fmt.Errorf("server: refresh tally_current_resources: elect the exporting replica: %w", err)
+		}
+		if !leads {
+			// Another replica exports the database's counts.
+			m.resources.leads.Set(0)
+			m.resources.mu.Lock()
+			m.resources.samples = nil
+			m.resources.mu.Unlock()
+			return nil
+		}
+	}
+	m.resources.leads.Set(1)
 	counts, err := count(ctx)
 	if err != nil {
 		return fmt.Errorf("server: refresh tally_current_resources: %w", err)

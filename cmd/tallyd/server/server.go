@@ -71,6 +71,13 @@ type Store struct {
 	// read at each scrape into tally_feed_lag_seconds. Nil: no lag (the
 	// in-memory store reads in commit order).
 	FeedLag func(ctx context.Context) (time.Duration, error)
+	// Leader, when not nil, tells whether this process leads the replicas
+	// that share the database (pgstore.DB.Leader): only the leader exports
+	// tally_current_resources, which counts the whole database, so that
+	// Tally's alert rules (sum by cloud and resource_type) count each
+	// resource once however many replicas run. Nil: this process exports
+	// it (the in-memory store, one process).
+	Leader func(ctx context.Context) (bool, error)
 	// Replica, when not nil, serves the read-only routes over lifecycle
 	// events from a streaming replica of Ingest's database ([Replica]).
 	// It needs Usage (or an Ingest that implements usage.Store).

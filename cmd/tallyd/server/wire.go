@@ -49,7 +49,7 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, services, error) {
 	if err != nil {
 		return nil, services{}, err
 	}
-	cfg.Metrics.countResourcesWith(psvc.Count)
+	cfg.Metrics.countResourcesWith(psvc.Count, st.Leader)
 	subs := newSubscribers(cfg.FeedMaxSubscribers, cfg.Metrics)
 	var usvc *usage.Service
 	ust := st.Usage

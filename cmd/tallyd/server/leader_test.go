@@ -1,0 +1,88 @@
+package server
+
+import (
+	"context"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tallyhq/tally/internal/pgtest"
+	"github.com/tallyhq/tally/store/pgstore"
+)
+
+// gaugeTotal sums the samples of one series on h's /metrics.
+func gaugeTotal(t *testing.T, h *Handler, series string) (total float64, samples int) {
+	t.Helper()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	for _, line := range strings.Split(w.Body.String(), "\n") {
+		if !strings.HasPrefix(line, series+"{") && !strings.HasPrefix(line, series+" ") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		total += v
+		samples++
+	}
+	return total, samples
+}
+
+// Replicas sharing a database export tally_current_resources once: the
+// one holding the leader lock (pgstore.DB.Leader) exports the database's
+// counts and the others none, so Tally's alert rules, which sum by cloud
+// and resource_type over every replica, count each resource once. When the
+// leader's session ends, another replica takes over at its next refresh.
+func TestCurrentResourcesExportedByOneReplica(t *testing.T) {
+	ctx := context.Background()
+	u := pgtest.URL(t)
+	var handlers []*Handler
+	var dbs []*pgstore.DB
+	for range 3 {
+		db := pgtest.Open(t, u, pgstore.Options{})
+		st := pgStore(db)
+		st.Leader = db.Leader
+		m, err := NewMetrics(nil, MetricsOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := New(st, Options{Authenticator: testAuthenticator(t), Metrics: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		handlers, dbs = append(handlers, h), append(dbs, db)
+	}
+	r := httptest.NewRequest("POST", "/api/v1/events", strings.NewReader("["+hostileEvent("l1", "", "")+","+hostileEvent("l2", "", "")+"]"))
+	r.Header.Set("Authorization", "Bearer "+tokIngest)
+	w := httptest.NewRecorder()
+	handlers[0].ServeHTTP(w, r)
+	if w.Code != 200 {
+		t.Fatalf("ingest: %d %s", w.Code, w.Body)
+	}
+	refresh := func(hs ...*Handler) (total float64, leaders []int) {
+		t.Helper()
+		for i, h := range hs {
+			if err := h.metrics.RefreshResources(ctx); err != nil {
+				t.Fatal(err)
+			}
+			n, _ := gaugeTotal(t, h, "tally_current_resources")
+			total += n
+			if l, _ := gaugeTotal(t, h, "tally_metrics_leader"); l == 1 {
+				leaders = append(leaders, i)
+			}
+		}
+		return total, leaders
+	}
+	total, leaders := refresh(handlers...)
+	if total != 2 || len(leaders) != 1 {
+		t.Fatalf("over 3 replicas: tally_current_resources sums to %v, leaders %v; want 2 and one leader", total, leaders)
+	}
+	// The leader stops: another takes over.
+	dbs[leaders[0]].Close()
+	rest := append(append([]*Handler{}, handlers[:leaders[0]]...), handlers[leaders[0]+1:]...)
+	if total, leaders := refresh(rest...); total != 2 || len(leaders) != 1 {
+		t.Errorf("after the leader stopped: tally_current_resources sums to %v over the other two, leaders %v; want 2 and one leader", total, leaders)
+	}
+}
