@@ -45,13 +45,12 @@ func (s *Service) Lifecycle(ctx context.Context, k projection.Key) (Lifecycle, e
 	if err := page.CheckText("cloud", k.Cloud, "resource_type", k.ResourceType, "resource_id", k.ResourceID); err != nil {
 		return Lifecycle{}, err
 	}
-	snap, err := s.snapshot(ctx, nil)
-	if err != nil {
-		return Lifecycle{}, err
-	}
 	var h *History
-	q := HistoryQuery{Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID, AsOf: snap.Position}
-	err = s.store.Histories(ctx, q, func(got History) error {
+	// Every committed event: a lifecycle names no feed position, and a
+	// resource just stored must not read as unknown while the feed's
+	// watermark waits for another writer.
+	q := HistoryQuery{Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID, Latest: true}
+	err := s.store.Histories(ctx, q, func(got History) error {
 		if got.Key != k {
 			return nil
 		}

@@ -47,6 +47,11 @@ type HistoryQuery struct {
 	ResourceID string
 	// AsOf bounds the events by their feed position (inclusive).
 	AsOf ingest.FeedPosition
+	// Latest, when true, ignores AsOf: every event committed when the
+	// read runs is read, whether or not the feed's watermark has passed
+	// it yet (a resource's lifecycle, which reports no position, reads its
+	// own writes so).
+	Latest bool
 	// Before, when not zero, keeps the events with a timestamp before it.
 	Before time.Time
 	// After, when set, starts strictly after that key; Limit, when

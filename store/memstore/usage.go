@@ -43,7 +43,7 @@ func (s *Ingest) Snapshot(ctx context.Context, at *ingest.FeedPosition) (usage.S
 // Histories implements [usage.Store]. Each history is copied under the
 // store's lock and fn is called without it.
 func (s *Ingest) Histories(ctx context.Context, q usage.HistoryQuery, fn func(usage.History) error) error {
-	if q.AsOf.Kind != feed.Current || q.AsOf.TX != 0 {
+	if !q.Latest && (q.AsOf.Kind != feed.Current || q.AsOf.TX != 0) {
 		if q.AsOf.Kind != feed.Start {
 			return fmt.Errorf("memstore: histories as of %+v: %w", q.AsOf, ingest.ErrFeedPosition)
 		}
@@ -60,7 +60,7 @@ func (s *Ingest) Histories(ctx context.Context, q usage.HistoryQuery, fn func(us
 		h := usage.History{Key: k}
 		for _, ek := range s.ingest.byResource[k] {
 			e := s.ingest.events[ek]
-			if s.ingest.seq[ek] <= q.AsOf.Seq && (q.Before.IsZero() || e.Timestamp.Before(q.Before)) {
+			if (q.Latest || s.ingest.seq[ek] <= q.AsOf.Seq) && (q.Before.IsZero() || e.Timestamp.Before(q.Before)) {
 				h.Events = append(h.Events, cloneEvent(e))
 			}
 		}
@@ -88,7 +88,7 @@ func (s *Ingest) selected(ctx context.Context, q usage.HistoryQuery) ([]projecti
 		}
 		if slices.ContainsFunc(eks, func(ek eventKey) bool {
 			e := s.ingest.events[ek]
-			return s.ingest.seq[ek] <= q.AsOf.Seq && (q.Before.IsZero() || e.Timestamp.Before(q.Before)) &&
+			return (q.Latest || s.ingest.seq[ek] <= q.AsOf.Seq) && (q.Before.IsZero() || e.Timestamp.Before(q.Before)) &&
 				(q.Platform == "" || e.Platform == q.Platform) && (q.ProjectID == "" || e.ProjectID == q.ProjectID)
 		}) {
 			keys = append(keys, k)

@@ -161,7 +161,10 @@ func (s *Ingest) historiesChunk(ctx context.Context, q usage.HistoryQuery, chunk
 func historiesQuery(q usage.HistoryQuery, chunk int) (string, []any) {
 	var args []any
 	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
-	bounds := []string{asOfCond(q.AsOf, arg)}
+	bounds := []string{"true"}
+	if !q.Latest {
+		bounds[0] = asOfCond(q.AsOf, arg)
+	}
 	if !q.Before.IsZero() {
 		bounds = append(bounds, "timestamp < "+arg(utcMicro(q.Before)))
 	}

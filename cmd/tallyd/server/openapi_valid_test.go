@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/go-cmp/cmp"
 	"gopkg.in/yaml.v3"
@@ -35,10 +37,23 @@ func TestOpenAPIValidInKinOpenAPI(t *testing.T) {
 	if doc.OpenAPI != "3.1.0" {
 		t.Errorf("openapi: %q, want 3.1.0", doc.OpenAPI)
 	}
-	// "There is no fixed servers host": at most the relative "/".
+	// "There is no fixed servers host": the relative "/", and a URL whose
+	// host is a variable.
 	for _, s := range doc.Servers {
-		if s.URL != "/" {
-			t.Errorf("servers: %q pins a host; use the relative /", s.URL)
+		if s.URL != "/" && s.URL != "{scheme}://{host}" {
+			t.Errorf("servers: %q pins a host; use the relative / or {scheme}://{host}", s.URL)
+		}
+	}
+	// "Every documented request, sent to any base URL, matches": kin-openapi's
+	// router finds the operation of a request as a server sees it (a path
+	// alone) and as a client sends it, to any scheme, host and port.
+	r, err := legacy.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"/api/v1/events", "http://127.0.0.1:8080/api/v1/events", "https://tally.example.org/api/v1/events", "http://[::1]:9/api/v1/events"} {
+		if rt, _, err := r.FindRoute(httptest.NewRequest("POST", target, nil)); err != nil || rt.Path != "/api/v1/events" {
+			t.Errorf("POST %s: the router finds %v (%v), want /api/v1/events", target, rt, err)
 		}
 	}
 }

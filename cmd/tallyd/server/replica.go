@@ -191,6 +191,23 @@ func (u replicaUsage) Snapshot(ctx context.Context, at *ingest.FeedPosition) (us
 }
 
 func (u replicaUsage) Histories(ctx context.Context, q usage.HistoryQuery, fn func(usage.History) error) error {
+	if q.Latest {
+		// No position to honour: the replica answers what it has.
+		err := u.reads.readFrom(ctx)
+		called := false
+		if err == nil {
+			err = u.reads.Usage.Histories(ctx, q, func(h usage.History) error { called = true; return fn(h) })
+			if err == nil || called || !errors.Is(err, store.ErrUnavailable) {
+				return err
+			}
+		}
+		if !errors.Is(err, store.ErrUnavailable) {
+			return err
+		}
+		u.reads.fellBack("unavailable")
+		unmark(ctx)
+		return u.primary.Histories(ctx, q, fn)
+	}
 	if m, _ := ctx.Value(replicaMarkKey{}).(*replicaMark); m == nil || !marked(m) {
 		return u.primary.Histories(ctx, q, fn)
 	}
