@@ -495,62 +495,83 @@ func (d *drift) emit(a Action, typ, rt, id, project string, at time.Time, state 
 // member by member whatever their order, arrays element by element,
 // strings by their value, numbers by their exact text (no float64 round
 // trip: 100 and 100.0 differ), white space aside. A nil value equals only
-// a nil one.
+// a nil one. Its cost is linear in len(a)+len(b), however deep they nest.
 func sameJSON(a, b jsontext.Value) (bool, error) {
 	if len(a) == 0 || len(b) == 0 {
 		return len(a) == 0 && len(b) == 0, nil
 	}
-	if a.Kind() != b.Kind() {
-		return false, nil
+	na, err := readNode(jsontext.NewDecoder(bytes.NewReader(a)))
+	if err != nil {
+		return false, err
 	}
-	switch a.Kind() {
+	nb, err := readNode(jsontext.NewDecoder(bytes.NewReader(b)))
+	if err != nil {
+		return false, err
+	}
+	return na.equal(nb), nil
+}
+
+// node is a JSON value read once: an object's members by name, an array's
+// elements, or a string's value, a number's text or a literal's.
+type node struct {
+	kind    jsontext.Kind
+	text    string
+	members map[string]*node
+	elems   []*node
+}
+
+// readNode reads the next value of dec.
+func readNode(dec *jsontext.Decoder) (*node, error) {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return nil, err
+	}
+	n := &node{kind: tok.Kind()}
+	switch n.kind {
 	case '{':
-		var ma, mb map[string]jsontext.Value
-		if err := json.Unmarshal(a, &ma); err != nil {
-			return false, err
-		}
-		if err := json.Unmarshal(b, &mb); err != nil {
-			return false, err
-		}
-		if len(ma) != len(mb) {
-			return false, nil
-		}
-		for k, va := range ma {
-			vb, ok := mb[k]
-			if !ok {
-				return false, nil
+		n.members = map[string]*node{}
+		for dec.PeekKind() != '}' {
+			name, err := dec.ReadToken()
+			if err != nil {
+				return nil, err
 			}
-			if same, err := sameJSON(va, vb); err != nil || !same {
-				return false, err
+			k := name.String() // before the next read voids the token
+			v, err := readNode(dec)
+			if err != nil {
+				return nil, err
 			}
+			n.members[k] = v
 		}
-		return true, nil
+		_, err = dec.ReadToken()
 	case '[':
-		var la, lb []jsontext.Value
-		if err := json.Unmarshal(a, &la); err != nil {
-			return false, err
-		}
-		if err := json.Unmarshal(b, &lb); err != nil {
-			return false, err
-		}
-		if len(la) != len(lb) {
-			return false, nil
-		}
-		for i := range la {
-			if same, err := sameJSON(la[i], lb[i]); err != nil || !same {
-				return false, err
+		for dec.PeekKind() != ']' {
+			v, err := readNode(dec)
+			if err != nil {
+				return nil, err
 			}
+			n.elems = append(n.elems, v)
 		}
-		return true, nil
-	case '"':
-		var sa, sb string
-		if err := json.Unmarshal(a, &sa); err != nil {
-			return false, err
-		}
-		if err := json.Unmarshal(b, &sb); err != nil {
-			return false, err
-		}
-		return sa == sb, nil
+		_, err = dec.ReadToken()
+	default:
+		n.text = tok.String()
 	}
-	return bytes.Equal(bytes.TrimSpace(a), bytes.TrimSpace(b)), nil
+	return n, err
+}
+
+func (n *node) equal(o *node) bool {
+	if n.kind != o.kind || n.text != o.text || len(n.members) != len(o.members) || len(n.elems) != len(o.elems) {
+		return false
+	}
+	for k, v := range n.members {
+		w, ok := o.members[k]
+		if !ok || !v.equal(w) {
+			return false
+		}
+	}
+	for i, v := range n.elems {
+		if !v.equal(o.elems[i]) {
+			return false
+		}
+	}
+	return true
 }
