@@ -50,12 +50,15 @@ type Observer interface {
 	// Run counts one run of cloud that ended with status
 	// (tally_sync_runs_total{cloud,status}).
 	Run(cloud string, status ingest.SyncStatus)
-	// Reconciled counts n resources of cloud given action
-	// (tally_sync_resources_reconciled_total{cloud,action}); n > 0.
+	// Reconciled counts n resources of cloud a recorded run corrected with
+	// action: [ActionCreated], [ActionUpdated] or [ActionDeleted] alone
+	// (tally_sync_resources_reconciled_total{cloud,action}, which Tally's
+	// drift alert sums as the resources corrected); n >= 0, each of the
+	// three reported once per recorded run, so that the series exist.
 	Reconciled(cloud string, action Action, n int)
 	// Errors counts n errors of a run of cloud: each refused synthetic
-	// event, and one for a run that failed or was invalid
-	// (tally_sync_errors_total{cloud}); n > 0.
+	// event (n >= 0, reported once per recorded run), and one for a run
+	// that failed or was invalid (tally_sync_errors_total{cloud}).
 	Errors(cloud string, n int)
 }
 
@@ -195,13 +198,13 @@ func (s *Service) Run(ctx context.Context, credential, cloud string, obs Observa
 	status := ingest.SyncCompleted
 	if out.Refused > 0 {
 		status = ingest.SyncPartial
-		s.observer.Errors(cloud, out.Refused)
 	}
 	s.observer.Run(cloud, status)
-	for _, a := range Actions() {
-		if n := out.count(a); n > 0 {
-			s.observer.Reconciled(cloud, a, n)
-		}
+	s.observer.Errors(cloud, out.Refused)
+	// The corrections alone: unchanged and skipped resources are in the
+	// run's record, not in the series Tally's drift alert sums.
+	for _, a := range []Action{ActionCreated, ActionUpdated, ActionDeleted} {
+		s.observer.Reconciled(cloud, a, out.count(a))
 	}
 	return out, nil
 }

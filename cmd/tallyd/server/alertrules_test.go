@@ -159,6 +159,8 @@ func TestTallyAlertRuleSeries(t *testing.T) {
 				`tally_sync_runs_total{cloud="os-a",status="completed"}`:                                           1,
 				`tally_sync_runs_total{cloud="os-a",status="partial"}`:                                             1,
 				`tally_sync_resources_reconciled_total{action="created",cloud="os-a"}`:                             1,
+				`tally_sync_resources_reconciled_total{action="updated",cloud="os-a"}`:                             0,
+				`tally_sync_resources_reconciled_total{action="deleted",cloud="os-a"}`:                             0,
 				`tally_sync_errors_total{cloud="os-a"}`:                                                            1,
 				`tally_events_rejected_total{cloud="os-a",reason="schema"}`:                                        1,
 				`tally_events_rejected_total{cloud="os-a",reason="scope"}`:                                         1,
