@@ -362,3 +362,53 @@ func TestTallySyncRulesReadCorrections(t *testing.T) {
 		t.Errorf("after a run that corrected nothing (-want +got):\n%s", d)
 	}
 }
+
+// TestSyncInvalidRunsCounted (docs/reconciliation.md, Metrics:
+// tally_sync_runs_total status "invalid (observation refused)", and
+// tally_sync_errors_total "one per failed or invalid run"): an observation
+// the route refuses with 400 is counted under the credential's cloud, so
+// TallySyncErrors sees a reconciler that only ever sends broken ones; one
+// for another cloud than the credential's (403) is not counted, as no run of
+// that cloud was tried.
+func TestSyncInvalidRunsCounted(t *testing.T) {
+	h, err := New(memStore(t), Options{Authenticator: testAuthenticator(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path, body string
+		code       int
+	}{
+		{"/api/v1/clouds/os-a/sync", `{"platform":"openstack"}`, 400},                                     // observed_at required
+		{"/api/v1/clouds/os-a/sync", `{"platform":"openstack","observed_at":"2026-03-01T13:00:00Z"`, 400}, // truncated
+		{"/api/v1/clouds/os-b/sync", `{"platform":"openstack"}`, 403},
+	} {
+		r := httptest.NewRequest("POST", tc.path, strings.NewReader(tc.body))
+		r.Header.Set("Authorization", "Bearer "+tokSync)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tc.code {
+			t.Fatalf("POST %s %s: %d %s, want %d", tc.path, tc.body, w.Code, w.Body.String(), tc.code)
+		}
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(w.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	got := map[string]float64{}
+	for _, name := range []string{"tally_sync_runs_total", "tally_sync_errors_total"} {
+		for _, m := range families[name].GetMetric() {
+			got[name+labelString(m)] = value(m)
+		}
+	}
+	want := map[string]float64{
+		`tally_sync_runs_total{cloud="os-a",status="invalid"}`: 2,
+		`tally_sync_errors_total{cloud="os-a"}`:                2,
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("series (-want +got):\n%s", d)
+	}
+}
