@@ -166,8 +166,7 @@ type Outcome struct {
 // failed).
 func (s *Service) Run(ctx context.Context, credential, cloud string, obs Observation) (Outcome, error) {
 	if err := obs.Check(); err != nil {
-		s.observer.Run(cloud, ingest.SyncInvalid)
-		s.observer.Errors(cloud, 1)
+		s.Invalid(cloud)
 		return Outcome{}, err
 	}
 	var ps probs
@@ -176,8 +175,7 @@ func (s *Service) Run(ctx context.Context, credential, cloud string, obs Observa
 		ps.add("/cloud", event.RuleReserved, fmt.Sprintf("must not be %q: meta and partner name the virtual projects, which own no resources", cloud))
 	}
 	if ps != nil {
-		s.observer.Run(cloud, ingest.SyncInvalid)
-		s.observer.Errors(cloud, 1)
+		s.Invalid(cloud)
 		return Outcome{}, &event.ValidationError{Problems: ps}
 	}
 	var out Outcome
@@ -207,6 +205,15 @@ func (s *Service) Run(ctx context.Context, credential, cloud string, obs Observa
 		s.observer.Reconciled(cloud, a, out.count(a))
 	}
 	return out, nil
+}
+
+// Invalid counts a run of cloud whose observation was refused (status
+// invalid, and one error): [Run] counts so the observations it refuses,
+// and a caller that refuses one before Run (as the HTTP route does, whose
+// [Decode] fails) calls Invalid.
+func (s *Service) Invalid(cloud string) {
+	s.observer.Run(cloud, ingest.SyncInvalid)
+	s.observer.Errors(cloud, 1)
 }
 
 func (o *Outcome) count(a Action) int {
