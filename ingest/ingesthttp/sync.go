@@ -25,7 +25,9 @@ func (e *observationError) Unwrap() error { return e.ValidationError }
 // [reconcile.Outcome] once the run is committed; 400 invalid_body naming
 // every member and rule of a malformed observation (nothing changed); 401
 // when ReconcilerFrom finds no caller; 413 for a body over the cap; 500
-// when the store fails (nothing changed).
+// when the store fails (nothing changed). A path cloud other than the
+// scope's is refused before the body is read; a 400 counts an invalid
+// run of the cloud ([reconcile.Service.Invalid]).
 func (h *Handler) postSync(w http.ResponseWriter, r *http.Request) error {
 	if err := noParams(r); err != nil {
 		return err
@@ -35,6 +37,12 @@ func (h *Handler) postSync(w http.ResponseWriter, r *http.Request) error {
 		return problem.ErrNoCaller
 	}
 	cloud := r.PathValue("cloud")
+	if caller.Cloud != cloud {
+		// Refused before the body is read: nothing of it is needed.
+		problem.Write(w, problem.Forbidden("Credential "+quote(caller.Credential)+" may reconcile platform "+quote(caller.Platform)+
+			" and cloud "+quote(caller.Cloud)+" only; this request names cloud "+quote(cloud)+"."))
+		return nil
+	}
 	body, err := h.readBody(w, r)
 	if err != nil {
 		return err
@@ -42,12 +50,13 @@ func (h *Handler) postSync(w http.ResponseWriter, r *http.Request) error {
 	obs, err := reconcile.Decode(body)
 	var ve *event.ValidationError
 	if errors.As(err, &ve) {
+		h.opts.Reconcile.Invalid(cloud)
 		return &observationError{ve}
 	}
 	if err != nil {
 		return err
 	}
-	if caller.Platform != obs.Platform || caller.Cloud != cloud {
+	if caller.Platform != obs.Platform {
 		problem.Write(w, problem.Forbidden("Credential "+quote(caller.Credential)+" may reconcile platform "+quote(caller.Platform)+
 			" and cloud "+quote(caller.Cloud)+" only; this observation names platform "+quote(obs.Platform)+" and cloud "+quote(cloud)+"."))
 		return nil

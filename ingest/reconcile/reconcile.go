@@ -50,12 +50,15 @@ type Observer interface {
 	// Run counts one run of cloud that ended with status
 	// (tally_sync_runs_total{cloud,status}).
 	Run(cloud string, status ingest.SyncStatus)
-	// Reconciled counts n resources of cloud given action
-	// (tally_sync_resources_reconciled_total{cloud,action}); n > 0.
+	// Reconciled counts n resources of cloud a recorded run corrected with
+	// action: [ActionCreated], [ActionUpdated] or [ActionDeleted] alone
+	// (tally_sync_resources_reconciled_total{cloud,action}, which Tally's
+	// drift alert sums as the resources corrected); n >= 0, each of the
+	// three reported once per recorded run, so that the series exist.
 	Reconciled(cloud string, action Action, n int)
 	// Errors counts n errors of a run of cloud: each refused synthetic
-	// event, and one for a run that failed or was invalid
-	// (tally_sync_errors_total{cloud}); n > 0.
+	// event (n >= 0, reported once per recorded run), and one for a run
+	// that failed or was invalid (tally_sync_errors_total{cloud}).
 	Errors(cloud string, n int)
 }
 
@@ -163,8 +166,7 @@ type Outcome struct {
 // failed).
 func (s *Service) Run(ctx context.Context, credential, cloud string, obs Observation) (Outcome, error) {
 	if err := obs.Check(); err != nil {
-		s.observer.Run(cloud, ingest.SyncInvalid)
-		s.observer.Errors(cloud, 1)
+		s.Invalid(cloud)
 		return Outcome{}, err
 	}
 	var ps probs
@@ -173,8 +175,7 @@ func (s *Service) Run(ctx context.Context, credential, cloud string, obs Observa
 		ps.add("/cloud", event.RuleReserved, fmt.Sprintf("must not be %q: meta and partner name the virtual projects, which own no resources", cloud))
 	}
 	if ps != nil {
-		s.observer.Run(cloud, ingest.SyncInvalid)
-		s.observer.Errors(cloud, 1)
+		s.Invalid(cloud)
 		return Outcome{}, &event.ValidationError{Problems: ps}
 	}
 	var out Outcome
@@ -195,15 +196,24 @@ func (s *Service) Run(ctx context.Context, credential, cloud string, obs Observa
 	status := ingest.SyncCompleted
 	if out.Refused > 0 {
 		status = ingest.SyncPartial
-		s.observer.Errors(cloud, out.Refused)
 	}
 	s.observer.Run(cloud, status)
-	for _, a := range Actions() {
-		if n := out.count(a); n > 0 {
-			s.observer.Reconciled(cloud, a, n)
-		}
+	s.observer.Errors(cloud, out.Refused)
+	// The corrections alone: unchanged and skipped resources are in the
+	// run's record, not in the series Tally's drift alert sums.
+	for _, a := range []Action{ActionCreated, ActionUpdated, ActionDeleted} {
+		s.observer.Reconciled(cloud, a, out.count(a))
 	}
 	return out, nil
+}
+
+// Invalid counts a run of cloud whose observation was refused (status
+// invalid, and one error): [Run] counts so the observations it refuses,
+// and a caller that refuses one before Run (as the HTTP route does, whose
+// [Decode] fails) calls Invalid.
+func (s *Service) Invalid(cloud string) {
+	s.observer.Run(cloud, ingest.SyncInvalid)
+	s.observer.Errors(cloud, 1)
 }
 
 func (o *Outcome) count(a Action) int {
@@ -495,62 +505,83 @@ func (d *drift) emit(a Action, typ, rt, id, project string, at time.Time, state 
 // member by member whatever their order, arrays element by element,
 // strings by their value, numbers by their exact text (no float64 round
 // trip: 100 and 100.0 differ), white space aside. A nil value equals only
-// a nil one.
+// a nil one. Its cost is linear in len(a)+len(b), however deep they nest.
 func sameJSON(a, b jsontext.Value) (bool, error) {
 	if len(a) == 0 || len(b) == 0 {
 		return len(a) == 0 && len(b) == 0, nil
 	}
-	if a.Kind() != b.Kind() {
-		return false, nil
+	na, err := readNode(jsontext.NewDecoder(bytes.NewReader(a)))
+	if err != nil {
+		return false, err
 	}
-	switch a.Kind() {
+	nb, err := readNode(jsontext.NewDecoder(bytes.NewReader(b)))
+	if err != nil {
+		return false, err
+	}
+	return na.equal(nb), nil
+}
+
+// node is a JSON value read once: an object's members by name, an array's
+// elements, or a string's value, a number's text or a literal's.
+type node struct {
+	kind    jsontext.Kind
+	text    string
+	members map[string]*node
+	elems   []*node
+}
+
+// readNode reads the next value of dec.
+func readNode(dec *jsontext.Decoder) (*node, error) {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return nil, err
+	}
+	n := &node{kind: tok.Kind()}
+	switch n.kind {
 	case '{':
-		var ma, mb map[string]jsontext.Value
-		if err := json.Unmarshal(a, &ma); err != nil {
-			return false, err
-		}
-		if err := json.Unmarshal(b, &mb); err != nil {
-			return false, err
-		}
-		if len(ma) != len(mb) {
-			return false, nil
-		}
-		for k, va := range ma {
-			vb, ok := mb[k]
-			if !ok {
-				return false, nil
+		n.members = map[string]*node{}
+		for dec.PeekKind() != '}' {
+			name, err := dec.ReadToken()
+			if err != nil {
+				return nil, err
 			}
-			if same, err := sameJSON(va, vb); err != nil || !same {
-				return false, err
+			k := name.String() // before the next read voids the token
+			v, err := readNode(dec)
+			if err != nil {
+				return nil, err
 			}
+			n.members[k] = v
 		}
-		return true, nil
+		_, err = dec.ReadToken()
 	case '[':
-		var la, lb []jsontext.Value
-		if err := json.Unmarshal(a, &la); err != nil {
-			return false, err
-		}
-		if err := json.Unmarshal(b, &lb); err != nil {
-			return false, err
-		}
-		if len(la) != len(lb) {
-			return false, nil
-		}
-		for i := range la {
-			if same, err := sameJSON(la[i], lb[i]); err != nil || !same {
-				return false, err
+		for dec.PeekKind() != ']' {
+			v, err := readNode(dec)
+			if err != nil {
+				return nil, err
 			}
+			n.elems = append(n.elems, v)
 		}
-		return true, nil
-	case '"':
-		var sa, sb string
-		if err := json.Unmarshal(a, &sa); err != nil {
-			return false, err
-		}
-		if err := json.Unmarshal(b, &sb); err != nil {
-			return false, err
-		}
-		return sa == sb, nil
+		_, err = dec.ReadToken()
+	default:
+		n.text = tok.String()
 	}
-	return bytes.Equal(bytes.TrimSpace(a), bytes.TrimSpace(b)), nil
+	return n, err
+}
+
+func (n *node) equal(o *node) bool {
+	if n.kind != o.kind || n.text != o.text || len(n.members) != len(o.members) || len(n.elems) != len(o.elems) {
+		return false
+	}
+	for k, v := range n.members {
+		w, ok := o.members[k]
+		if !ok || !v.equal(w) {
+			return false
+		}
+	}
+	for i, v := range n.elems {
+		if !v.equal(o.elems[i]) {
+			return false
+		}
+	}
+	return true
 }

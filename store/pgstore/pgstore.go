@@ -314,7 +314,7 @@ func New(pool *pgxpool.Pool, opts Options) (*DB, error) {
 		c.now = time.Now
 	}
 	c.db = sqlx.NewDb(c.openDB(), "pgx")
-	return &DB{conn: c, ingest: Ingest{c}, projection: Projection{c}, correlate: Correlate{c}, sizeNames: SizeNames{c}, reconcile: Reconcile{c}}, nil
+	return &DB{conn: c, ingest: Ingest{c}, projection: Projection{c}, correlate: Correlate{c}, sizeNames: SizeNames{c}, reconcile: Reconcile{c, newSyncTurns(c.pool.Config().MaxConns)}}, nil
 }
 
 // Ingest returns the ingestion store of db. Every call returns the same

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/reconcile"
@@ -20,7 +22,10 @@ var _ reconcile.Store = (*Reconcile)(nil)
 // size_names, and serialises the runs of one cloud with a PostgreSQL
 // advisory lock. Get it from [DB.Reconcile]; the zero value is not usable.
 // Safe for concurrent use.
-type Reconcile struct{ *conn }
+type Reconcile struct {
+	*conn
+	turns *syncTurns
+}
 
 // insertSyncRun records run in tx and returns its ID.
 func insertSyncRun(ctx context.Context, tx pgx.Tx, run ingest.SyncRun, now time.Time) (int64, error) {
@@ -91,26 +96,133 @@ ORDER BY id DESC`+lim, args,
 }
 
 // Exclusive implements [reconcile.Store]: fn runs while this session holds
-// the advisory lock of cloud (pg_advisory_lock on a hash of the cloud's
+// the advisory lock of cloud (pg_advisory_lock's key, a hash of the cloud's
 // name), which every process sharing the database takes for a run of that
-// cloud. The wait ends with ctx. The lock is released after fn, or with its
+// cloud. Waiting holds no connection of the pool: the calls of one cloud
+// in this process take turns in memory, the turn's holder then tries the
+// lock (pg_try_advisory_lock) and, while another process holds it, gives
+// its connection back between tries, so the wait is bounded by ctx alone
+// (never by the statement timeout) and the runs of other clouds and every
+// other request keep the pool. At most a quarter of the pool's connections
+// (at least one) hold locks at once, so that each holder finds the
+// connection its run needs. The lock is released after fn, or with its
 // connection should the release fail.
 func (s *Reconcile) Exclusive(ctx context.Context, cloud string, fn func(ctx context.Context) error) error {
-	pc, err := s.acquireConn(ctx)
+	release, err := s.turns.take(ctx, cloud)
 	if err != nil {
-		return fmt.Errorf("pgstore: sync turn of cloud %q: %w", cloud, interpretError(err))
+		return fmt.Errorf("pgstore: sync turn of cloud %q: %w", cloud, err)
 	}
-	defer pc.Release()
-	const lockKey = `hashtextextended('tally.sync:' || $1, 0)`
-	if _, err := pc.Exec(ctx, `SELECT pg_advisory_lock(`+lockKey+`)`, cloud); err != nil {
-		return fmt.Errorf("pgstore: sync turn of cloud %q: %w", cloud, interpretError(err))
+	defer release()
+	pc, err := s.lock(ctx, cloud)
+	if err != nil {
+		return fmt.Errorf("pgstore: sync turn of cloud %q: %w", cloud, err)
 	}
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if _, err := pc.Exec(uctx, `SELECT pg_advisory_unlock(`+lockKey+`)`, cloud); err != nil {
+		if _, err := pc.Exec(uctx, `SELECT pg_advisory_unlock(`+syncLockKey+`)`, cloud); err != nil {
 			_ = pc.Conn().Close(uctx) // a closed session holds no lock
 		}
+		pc.Release()
+		s.turns.giveSlot()
 	}()
 	return fn(ctx)
 }
+
+const syncLockKey = `hashtextextended('tally.sync:' || $1, 0)`
+
+// Bounds of the pause between two tries of a lock another process holds.
+const (
+	syncRetryFirst = 10 * time.Millisecond
+	syncRetryMost  = 250 * time.Millisecond
+)
+
+// lock returns a connection holding the advisory lock of cloud, and a slot
+// of s.turns with it.
+func (s *Reconcile) lock(ctx context.Context, cloud string) (*pgxpool.Conn, error) {
+	for pause := syncRetryFirst; ; pause = min(2*pause, syncRetryMost) {
+		if err := s.turns.takeSlot(ctx); err != nil {
+			return nil, err
+		}
+		pc, err := s.acquireConn(ctx)
+		if err != nil {
+			s.turns.giveSlot()
+			return nil, interpretError(err)
+		}
+		var got bool
+		if err := pc.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+syncLockKey+`)`, cloud).Scan(&got); err != nil {
+			pc.Release()
+			s.turns.giveSlot()
+			return nil, interpretError(err)
+		}
+		if got {
+			return pc, nil
+		}
+		pc.Release()
+		s.turns.giveSlot()
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// syncTurns orders the Exclusive calls of one process: one call per cloud
+// goes on to the advisory lock, the others wait in memory; and slots
+// bounds the connections that hold (or try) a lock at once.
+type syncTurns struct {
+	mu     sync.Mutex
+	clouds map[string]*syncTurn
+	slots  chan struct{}
+}
+
+type syncTurn struct {
+	held    chan struct{} // holds a value while a call has the cloud's turn
+	callers int           // calls holding or awaiting the turn; the entry goes with the last
+}
+
+// newSyncTurns returns the turns of a pool of maxConns connections.
+func newSyncTurns(maxConns int32) *syncTurns {
+	return &syncTurns{clouds: map[string]*syncTurn{}, slots: make(chan struct{}, max(1, maxConns/4))}
+}
+
+// take waits for cloud's turn in this process until ctx is done, and
+// returns the function that gives it back.
+func (t *syncTurns) take(ctx context.Context, cloud string) (func(), error) {
+	t.mu.Lock()
+	turn, ok := t.clouds[cloud]
+	if !ok {
+		turn = &syncTurn{held: make(chan struct{}, 1)}
+		t.clouds[cloud] = turn
+	}
+	turn.callers++
+	t.mu.Unlock()
+	leave := func() {
+		t.mu.Lock()
+		if turn.callers--; turn.callers == 0 {
+			delete(t.clouds, cloud)
+		}
+		t.mu.Unlock()
+	}
+	select {
+	case turn.held <- struct{}{}:
+		return func() { <-turn.held; leave() }, nil
+	case <-ctx.Done():
+		leave()
+		return nil, ctx.Err()
+	}
+}
+
+func (t *syncTurns) takeSlot(ctx context.Context) error {
+	select {
+	case t.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (t *syncTurns) giveSlot() { <-t.slots }

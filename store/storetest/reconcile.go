@@ -597,6 +597,9 @@ func testSyncSameAsCollected(t *testing.T, st Stores) {
 	if st.Usage == nil {
 		return
 	}
+	// Usage answers as of the feed's head, which on PostgreSQL reaches the
+	// deletes once the server's older transactions (other tests') ended.
+	awaitFeed(t, st.Ingest)
 	us, err := usage.New(st.Usage)
 	if err != nil {
 		t.Fatal(err)

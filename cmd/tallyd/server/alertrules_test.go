@@ -159,6 +159,8 @@ func TestTallyAlertRuleSeries(t *testing.T) {
 				`tally_sync_runs_total{cloud="os-a",status="completed"}`:                                           1,
 				`tally_sync_runs_total{cloud="os-a",status="partial"}`:                                             1,
 				`tally_sync_resources_reconciled_total{action="created",cloud="os-a"}`:                             1,
+				`tally_sync_resources_reconciled_total{action="updated",cloud="os-a"}`:                             0,
+				`tally_sync_resources_reconciled_total{action="deleted",cloud="os-a"}`:                             0,
 				`tally_sync_errors_total{cloud="os-a"}`:                                                            1,
 				`tally_events_rejected_total{cloud="os-a",reason="schema"}`:                                        1,
 				`tally_events_rejected_total{cloud="os-a",reason="scope"}`:                                         1,
@@ -302,5 +304,111 @@ func TestRefreshResources(t *testing.T) {
 	<-done
 	if len(gauge()) != 1 {
 		t.Errorf("RunResourcesRefresh did not refresh before returning: %v", gauge())
+	}
+}
+
+// TestTallySyncRulesReadCorrections: Tally's TallyReconciliationDriftHigh
+// reads "sum by (cloud) (increase(tally_sync_resources_reconciled_total[6h]))
+// > 50" as "Reconciliation corrected N resources", and its own series holds
+// the actions created, updated and deleted alone. A run that finds nothing
+// to correct must add nothing to that sum (else every cloud of more than
+// eight resources, reconciled hourly, fires it for ever), and a clean run
+// exports its actions and errors as zeros, so that a rate over them reads
+// none rather than no data.
+func TestTallySyncRulesReadCorrections(t *testing.T) {
+	h, err := New(memStore(t), Options{Authenticator: testAuthenticator(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := `{"platform":"openstack","observed_at":"2026-03-01T13:00:00Z","complete_types":["instance"],"resources":[` +
+		`{"resource_type":"instance","resource_id":"vm-1","project_id":"p","state":"active","size":{"vcpus":1,"ram_gb":1,"disk_gb":1,"flavor":"f"}},` +
+		`{"resource_type":"instance","resource_id":"vm-2","project_id":"p","state":"active","size":{"vcpus":1,"ram_gb":1,"disk_gb":1,"flavor":"f"}}]}`
+	sync := func() map[string]float64 {
+		t.Helper()
+		r := httptest.NewRequest("POST", "/api/v1/clouds/os-a/sync", strings.NewReader(obs))
+		r.Header.Set("Authorization", "Bearer "+tokSync)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != 200 {
+			t.Fatalf("sync: %d %s", w.Code, w.Body.String())
+		}
+		w = httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := p.TextToMetricFamilies(w.Body)
+		if err != nil {
+			t.Fatalf("parse /metrics: %v", err)
+		}
+		got := map[string]float64{}
+		for _, name := range []string{"tally_sync_resources_reconciled_total", "tally_sync_errors_total"} {
+			for _, m := range families[name].GetMetric() {
+				got[name+labelString(m)] = value(m)
+			}
+		}
+		return got
+	}
+	first := sync()
+	want := map[string]float64{
+		`tally_sync_resources_reconciled_total{action="created",cloud="os-a"}`: 2,
+		`tally_sync_resources_reconciled_total{action="updated",cloud="os-a"}`: 0,
+		`tally_sync_resources_reconciled_total{action="deleted",cloud="os-a"}`: 0,
+		`tally_sync_errors_total{cloud="os-a"}`:                                0,
+	}
+	if d := cmp.Diff(want, first); d != "" {
+		t.Errorf("after the first run (-want +got):\n%s", d)
+	}
+	// The same observation again: both resources unchanged, nothing corrected.
+	if d := cmp.Diff(want, sync()); d != "" {
+		t.Errorf("after a run that corrected nothing (-want +got):\n%s", d)
+	}
+}
+
+// TestSyncInvalidRunsCounted (docs/reconciliation.md, Metrics:
+// tally_sync_runs_total status "invalid (observation refused)", and
+// tally_sync_errors_total "one per failed or invalid run"): an observation
+// the route refuses with 400 is counted under the credential's cloud, so
+// TallySyncErrors sees a reconciler that only ever sends broken ones; one
+// for another cloud than the credential's (403) is not counted, as no run of
+// that cloud was tried.
+func TestSyncInvalidRunsCounted(t *testing.T) {
+	h, err := New(memStore(t), Options{Authenticator: testAuthenticator(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path, body string
+		code       int
+	}{
+		{"/api/v1/clouds/os-a/sync", `{"platform":"openstack"}`, 400},                                     // observed_at required
+		{"/api/v1/clouds/os-a/sync", `{"platform":"openstack","observed_at":"2026-03-01T13:00:00Z"`, 400}, // truncated
+		{"/api/v1/clouds/os-b/sync", `{"platform":"openstack"}`, 403},
+	} {
+		r := httptest.NewRequest("POST", tc.path, strings.NewReader(tc.body))
+		r.Header.Set("Authorization", "Bearer "+tokSync)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tc.code {
+			t.Fatalf("POST %s %s: %d %s, want %d", tc.path, tc.body, w.Code, w.Body.String(), tc.code)
+		}
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(w.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	got := map[string]float64{}
+	for _, name := range []string{"tally_sync_runs_total", "tally_sync_errors_total"} {
+		for _, m := range families[name].GetMetric() {
+			got[name+labelString(m)] = value(m)
+		}
+	}
+	want := map[string]float64{
+		`tally_sync_runs_total{cloud="os-a",status="invalid"}`: 2,
+		`tally_sync_errors_total{cloud="os-a"}`:                2,
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("series (-want +got):\n%s", d)
 	}
 }

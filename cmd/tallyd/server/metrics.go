@@ -184,7 +184,7 @@ func NewMetrics(reg *prometheus.Registry, opts MetricsOptions) (*Metrics, error)
 		}, []string{"cloud", "status"}),
 		syncReconciled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_sync_resources_reconciled_total",
-			Help: "Resources a reconciliation run judged, by cloud (100 distinct values, then other) and action: created, updated, deleted, unchanged or skipped (a collector event newer than the observation).",
+			Help: "Resources a reconciliation run corrected, by cloud (100 distinct values, then other) and action: created, updated or deleted (a recorded run reports all three, zeros included; unchanged and skipped resources are in the run's record only).",
 		}, []string{"cloud", "action"}),
 		syncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_sync_errors_total",
