@@ -291,13 +291,25 @@ func (p plan) windows() ([]time.Time, error) {
 	return append(out, to), nil
 }
 
-// estimate counts the windows from start to to without listing them.
+// estimate counts the windows from start (aligned) to to without listing
+// them: the aligned steps that begin before to. A span past what a
+// time.Duration holds (292 years) saturates, far above MaxWindows.
 func estimate(w Window, start, to time.Time) int64 {
+	step := time.Hour
 	switch w {
-	case WindowHour:
-		return int64(to.Sub(start)/time.Hour) + 1
 	case WindowDay:
-		return int64(to.Sub(start)/(24*time.Hour)) + 1
+		step = 24 * time.Hour
+	case WindowMonth:
+		n := int64(to.Year()-start.Year())*12 + int64(to.Month()-start.Month())
+		if to.After(time.Date(to.Year(), to.Month(), 1, 0, 0, 0, 0, time.UTC)) {
+			n++
+		}
+		return n
 	}
-	return int64(to.Year()-start.Year())*12 + int64(to.Month()-start.Month()) + 1
+	d := to.Sub(start)
+	n := int64(d / step)
+	if d%step != 0 {
+		n++
+	}
+	return n
 }

@@ -373,3 +373,31 @@ func TestUsageReproducibleAsOf(t *testing.T) {
 		t.Error("without as_of the answer does not reflect the late event")
 	}
 }
+
+// "A query that would produce more than 10,000 windows ... is 422
+// result_too_large": exactly 10,000 windows is an answer, one more is not.
+func TestUsageWindowBoundExact(t *testing.T) {
+	svc, _ := usage.New(newStore(t))
+	y2k := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	hour := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name     string
+		q        usage.Query
+		tooLarge bool
+	}{
+		{"10,000 days", usage.Query{From: y2k, To: y2k.AddDate(0, 0, 10000), Window: usage.WindowDay}, false},
+		{"10,000 days and a microsecond", usage.Query{From: y2k, To: y2k.AddDate(0, 0, 10000).Add(time.Microsecond), Window: usage.WindowDay}, true},
+		{"10,001 days", usage.Query{From: y2k, To: y2k.AddDate(0, 0, 10001), Window: usage.WindowDay}, true},
+		{"10,000 days from mid-day", usage.Query{From: y2k.Add(12 * time.Hour), To: y2k.AddDate(0, 0, 10000), Window: usage.WindowDay}, false},
+		{"10,000 months", usage.Query{From: y2k, To: y2k.AddDate(0, 10000, 0), Window: usage.WindowMonth}, false},
+		{"10,001 months", usage.Query{From: y2k, To: y2k.AddDate(0, 10000, 1), Window: usage.WindowMonth}, true},
+		{"400 days of hours", usage.Query{From: hour, To: hour.AddDate(0, 0, 400), Window: usage.WindowHour}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := svc.Usage(context.Background(), tt.q)
+			if got := isTooLarge(err); got != tt.tooLarge || !got && err != nil {
+				t.Errorf("err %v, want too large %v", err, tt.tooLarge)
+			}
+		})
+	}
+}
