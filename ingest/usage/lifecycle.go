@@ -118,6 +118,7 @@ func (s *Service) Summary(ctx context.Context, q SummaryQuery) (ProjectSummary, 
 	var ps page.Params
 	ps.Text("cloud", q.Cloud)
 	ps.Text("project_id", q.ProjectID)
+	q.From, q.To = page.CeilMicro(q.From), page.CeilMicro(q.To)
 	Query{From: q.From, To: q.To}.checkSpan(&ps)
 	if err := ps.Err(); err != nil {
 		return ProjectSummary{}, err
@@ -262,9 +263,12 @@ func (s *Service) At(ctx context.Context, f projection.Filter, at time.Time) (pr
 	if err != nil {
 		return projection.Page{}, err
 	}
+	// Stored timestamps are whole microseconds: one is at or before at
+	// when it is before the microsecond after at's.
+	before := at.UTC().Truncate(time.Microsecond).Add(time.Microsecond)
 	items := []projection.Resource{}
 	for len(items) <= limit {
-		q := HistoryQuery{Cloud: f.Cloud, ResourceType: f.ResourceType, AsOf: snap.Position, Before: at.Add(time.Microsecond), After: after, Limit: atBatch}
+		q := HistoryQuery{Cloud: f.Cloud, ResourceType: f.ResourceType, AsOf: snap.Position, Before: before, After: after, Limit: atBatch}
 		n := 0
 		err := s.store.Histories(ctx, q, func(h History) error {
 			n++

@@ -110,6 +110,7 @@ func TestAt(t *testing.T) {
 	}{
 		{"before anything", -h, projection.Filter{}, []string{}},
 		{"an event exactly at the instant counts", h, projection.Filter{}, []string{`i-a active {"vcpus":2}`, `i-b active {"vcpus":1}`}},
+		{"an event a fraction of a microsecond after the instant does not count", h - 500*time.Nanosecond, projection.Filter{}, []string{`i-a active {"vcpus":2}`}},
 		{"deleted between lives", 3 * h, projection.Filter{Status: projection.StatusAll}, []string{`i-a deleted {"vcpus":2}`, `i-b active {"vcpus":1}`}},
 		{"active only", 3 * h, projection.Filter{Status: projection.StatusActive}, []string{`i-b active {"vcpus":1}`}},
 		{"the second life", 6 * h, projection.Filter{ProjectID: "p1"}, []string{`i-a active {"vcpus":8}`}},

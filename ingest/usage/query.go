@@ -129,6 +129,10 @@ type plan struct {
 }
 
 func (q Query) check(ps *page.Params) plan {
+	// Bounds in UTC at the microsecond every stored time has (rounded up,
+	// as every listing's window): windows align to UTC, and both stores
+	// select the same events.
+	q.From, q.To = page.CeilMicro(q.From), page.CeilMicro(q.To)
 	p := plan{q: q, window: q.Window, unit: q.Unit}
 	for _, t := range [...]struct{ name, v string }{
 		{"cloud", q.Cloud}, {"platform", q.Platform}, {"project_id", q.ProjectID},

@@ -162,6 +162,7 @@ func (s *Service) Usage(ctx context.Context, q Query) (Answer, error) {
 	if err := ps.Err(); err != nil {
 		return Answer{}, err
 	}
+	q = p.q
 	bounds, err := p.windows()
 	if err != nil {
 		return Answer{}, err

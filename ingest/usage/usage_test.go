@@ -401,3 +401,36 @@ func TestUsageWindowBoundExact(t *testing.T) {
 		})
 	}
 }
+
+// "window ... UTC-aligned buckets": a library query whose bounds carry
+// another zone, or a fraction finer than the microsecond every stored time
+// has, is answered in UTC at the microsecond, as GET /api/v1/events treats
+// a bound (rounded up).
+func TestUsageBoundsNormalized(t *testing.T) {
+	st := newStore(t, []event.Event{ev("a1", "i-a", create, march.Add(-48*time.Hour), "p1", "active", `{"vcpus":1}`)})
+	plus5 := time.FixedZone("+05:00", 5*3600)
+	for _, tt := range []struct {
+		name string
+		q    usage.Query
+		from string
+		want []row
+	}{
+		{"a zone other than UTC", usage.Query{From: time.Date(2026, 3, 1, 2, 0, 0, 0, plus5), To: time.Date(2026, 3, 2, 2, 0, 0, 0, plus5), Window: usage.WindowDay},
+			"2026-02-28T21:00:00Z", []row{
+				{"2026-02-28T21:00:00Z", "{}", 1, "10800", "10800", true},
+				{"2026-03-01T00:00:00Z", "{}", 1, "75600", "75600", true},
+			}},
+		{"a fraction finer than a microsecond", usage.Query{From: march.Add(100 * time.Nanosecond), To: march.Add(time.Second + 400*time.Nanosecond)},
+			"2026-03-01T00:00:00.000001Z", []row{{"2026-03-01T00:00:00Z", "{}", 1, "1", "1", true}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := answer(t, st, tt.q)
+			if got := a.From.Format(time.RFC3339Nano); got != tt.from {
+				t.Errorf("from %s, want %s", got, tt.from)
+			}
+			if diff := cmp.Diff(tt.want, rows(a)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
