@@ -62,6 +62,9 @@ const (
 	// MaxItems bounds the items a query may compute before paging; a query
 	// past it is [ErrResultTooLarge].
 	MaxItems = 100000
+	// MaxGroupBy bounds the keys of group_by: each key adds a value to
+	// every item.
+	MaxGroupBy = 16
 	// MaxWarnings bounds the warnings of an answer (the first by resource
 	// key, then code).
 	MaxWarnings = 100
@@ -202,6 +205,11 @@ func validMember(m string) bool {
 }
 
 func checkGroupBy(ps *page.Params, keys []string) {
+	if len(keys) > MaxGroupBy {
+		*ps = append(*ps, event.Problem{Member: "/group_by", Rule: event.RuleMaximum,
+			Message: fmt.Sprintf("names %d keys, more than %d", len(keys), MaxGroupBy)})
+		return
+	}
 	seen := map[string]bool{}
 	for _, k := range keys {
 		ok := strings.HasPrefix(k, sizePrefix) && validMember(k[len(sizePrefix):])

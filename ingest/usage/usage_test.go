@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,6 +194,7 @@ func TestUsageRefusals(t *testing.T) {
 		{"to after from", usage.Query{From: to, To: march}, "/to: minimum"},
 		{"window enum", usage.Query{From: march, To: to, Window: "week"}, "/window: enum"},
 		{"group_by keys", usage.Query{From: march, To: to, GroupBy: []string{"flavor"}}, "/group_by: enum"},
+		{"group_by at most 16 keys", usage.Query{From: march, To: to, GroupBy: strings.Split("size.a,size.b,size.c,size.d,size.e,size.f,size.g,size.h,size.i,size.j,size.k,size.l,size.m,size.n,size.o,size.p,size.q", ",")}, "/group_by: maximum"},
 		{"group_by twice", usage.Query{From: march, To: to, GroupBy: []string{"state", "state"}}, "/group_by: duplicateMember"},
 		{"quantity", usage.Query{From: march, To: to, Quantity: "size."}, "/quantity: enum"},
 		{"unit", usage.Query{From: march, To: to, Unit: "day"}, "/unit: enum"},
@@ -432,5 +434,30 @@ func TestUsageBoundsNormalized(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// "Bounded answers": a page holds at most 8 MiB of items (page.MaxBytes,
+// as every listing), whatever the size members grouped by hold; the cursor
+// pages on without skipping or repeating an item.
+func TestUsagePageBytes(t *testing.T) {
+	blob := strings.Repeat("x", 3<<20)
+	var evs []event.Event
+	for _, id := range []string{"i-a", "i-b", "i-c"} {
+		evs = append(evs, ev("c-"+id, id, create, march, "p1", "active", `{"blob":"`+id+blob+`"}`))
+	}
+	st := newStore(t, evs)
+	q := usage.Query{From: march, To: march.Add(time.Hour), GroupBy: []string{"size.blob"}}
+	var pages []int
+	for {
+		a := answer(t, st, q)
+		pages = append(pages, len(a.Items))
+		if a.NextCursor == nil {
+			break
+		}
+		q.Cursor = *a.NextCursor
+	}
+	if diff := cmp.Diff([]int{2, 1}, pages); diff != "" {
+		t.Errorf("items per page (-want +got):\n%s", diff)
 	}
 }
