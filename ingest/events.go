@@ -140,7 +140,7 @@ func (s *Service) Events(ctx context.Context, f EventFilter) (EventPage, error) 
 	items, err := s.store.Events(ctx, EventQuery{
 		Cloud: f.Cloud, Platform: f.Platform, ProjectID: f.ProjectID, ResourceType: f.ResourceType,
 		ResourceID: f.ResourceID, EventType: f.EventType, Source: f.Source,
-		From: ceilMicro(f.From), To: ceilMicro(f.To), After: after, Limit: limit + 1, MaxBytes: MaxPageBytes,
+		From: page.CeilMicro(f.From), To: page.CeilMicro(f.To), After: after, Limit: limit + 1, MaxBytes: MaxPageBytes,
 	})
 	if err != nil {
 		return EventPage{}, fmt.Errorf("ingest: list events: %w", err)

@@ -77,22 +77,6 @@ func decodeCursor(c string) (Position, bool) {
 	return Position{At: at, ID: id}, true
 }
 
-// ceilMicro rounds t up to the next microsecond, the precision every stored
-// time has, so that a window [From, To) finer than a microsecond selects the
-// same rows on every store: a row at T is before From = T+400ns (From rounds
-// to T+1µs) and before To = T+400ns (To rounds to T+1µs), as exact
-// arithmetic says.
-func ceilMicro(t time.Time) time.Time {
-	if t.IsZero() {
-		return t
-	}
-	u := t.UTC().Truncate(time.Microsecond)
-	if u.Before(t) {
-		u = u.Add(time.Microsecond)
-	}
-	return u
-}
-
 // Validate returns an [*event.ValidationError] listing every bad parameter
 // of p (/limit outside 1..MaxLimit, /cursor not issued by a listing), or
 // nil. [Service.DeadLetters] and [Service.Audit] call it; an HTTP adapter
@@ -128,7 +112,7 @@ func (s *Service) DeadLetters(ctx context.Context, p Page) (DeadLetterPage, erro
 	if err := ps.Err(); err != nil {
 		return DeadLetterPage{}, err
 	}
-	items, err := s.store.DeadLetters(ctx, DeadLetterQuery{From: ceilMicro(p.From), To: ceilMicro(p.To), After: after, Limit: limit + 1, MaxBytes: MaxPageBytes})
+	items, err := s.store.DeadLetters(ctx, DeadLetterQuery{From: page.CeilMicro(p.From), To: page.CeilMicro(p.To), After: after, Limit: limit + 1, MaxBytes: MaxPageBytes})
 	if err != nil {
 		return DeadLetterPage{}, fmt.Errorf("ingest: list dead letters: %w", err)
 	}
@@ -150,7 +134,7 @@ func (s *Service) Audit(ctx context.Context, action string, p Page) (AuditPage, 
 	if err := ps.Err(); err != nil {
 		return AuditPage{}, err
 	}
-	items, err := s.store.Audit(ctx, AuditQuery{Action: action, From: ceilMicro(p.From), To: ceilMicro(p.To), After: after, Limit: limit + 1, MaxBytes: MaxPageBytes})
+	items, err := s.store.Audit(ctx, AuditQuery{Action: action, From: page.CeilMicro(p.From), To: page.CeilMicro(p.To), After: after, Limit: limit + 1, MaxBytes: MaxPageBytes})
 	if err != nil {
 		return AuditPage{}, fmt.Errorf("ingest: list audit rows: %w", err)
 	}

@@ -117,6 +117,7 @@ func (s *Service) Summary(ctx context.Context, q SummaryQuery) (ProjectSummary, 
 	var ps page.Params
 	ps.Text("cloud", q.Cloud)
 	ps.Text("project_id", q.ProjectID)
+	q.From, q.To = page.CeilMicro(q.From), page.CeilMicro(q.To)
 	Query{From: q.From, To: q.To}.checkSpan(&ps)
 	if err := ps.Err(); err != nil {
 		return ProjectSummary{}, err
@@ -130,7 +131,10 @@ func (s *Service) Summary(ctx context.Context, q SummaryQuery) (ProjectSummary, 
 		end = snap.At
 	}
 	rows := map[string]*ProjectActivity{}
-	micros := map[string]int64{}
+	// Each row's time as whole minutes and the microseconds left over, so
+	// that no number of resources wraps an int64.
+	type total struct{ minutes, micros int64 }
+	totals := map[string]*total{}
 	hq := HistoryQuery{Cloud: q.Cloud, ProjectID: q.ProjectID, AsOf: snap.Position}
 	err = s.store.Histories(ctx, hq, func(h History) error {
 		row := rows[h.Key.ResourceType]
@@ -140,7 +144,14 @@ func (s *Service) Summary(ctx context.Context, q SummaryQuery) (ProjectSummary, 
 		us, touched := activity(row, timeline.Build(h.Events), q, end)
 		if touched {
 			rows[h.Key.ResourceType] = row
-			micros[h.Key.ResourceType] += us
+			tt := totals[h.Key.ResourceType]
+			if tt == nil {
+				tt = &total{}
+				totals[h.Key.ResourceType] = tt
+			}
+			tt.micros += us
+			tt.minutes += tt.micros / microsPerMinute
+			tt.micros %= microsPerMinute
 		}
 		return nil
 	})
@@ -150,12 +161,14 @@ func (s *Service) Summary(ctx context.Context, q SummaryQuery) (ProjectSummary, 
 	out := ProjectSummary{ResourceTypes: []ProjectActivity{}}
 	out.Project.Cloud, out.Project.ProjectID = q.Cloud, q.ProjectID
 	for rt, row := range rows {
-		row.TotalMinutes = micros[rt] / int64(time.Minute/time.Microsecond)
+		row.TotalMinutes = totals[rt].minutes
 		out.ResourceTypes = append(out.ResourceTypes, *row)
 	}
 	slices.SortFunc(out.ResourceTypes, func(a, b ProjectActivity) int { return strings.Compare(a.ResourceType, b.ResourceType) })
 	return out, nil
 }
+
+const microsPerMinute = int64(time.Minute / time.Microsecond)
 
 // activity adds one resource's timeline to row: its lives begun and ended
 // in the window while in the project, whether it is alive in it now, and
@@ -261,9 +274,12 @@ func (s *Service) At(ctx context.Context, f projection.Filter, at time.Time) (pr
 	if err != nil {
 		return projection.Page{}, err
 	}
+	// Stored timestamps are whole microseconds: one is at or before at
+	// when it is before the microsecond after at's.
+	before := at.UTC().Truncate(time.Microsecond).Add(time.Microsecond)
 	items := []projection.Resource{}
 	for len(items) <= limit {
-		q := HistoryQuery{Cloud: f.Cloud, ResourceType: f.ResourceType, AsOf: snap.Position, Before: at.Add(time.Microsecond), After: after, Limit: atBatch}
+		q := HistoryQuery{Cloud: f.Cloud, ResourceType: f.ResourceType, AsOf: snap.Position, Before: before, After: after, Limit: atBatch}
 		n := 0
 		err := s.store.Histories(ctx, q, func(h History) error {
 			n++

@@ -3,6 +3,8 @@ package usage_test
 import (
 	"context"
 	"errors"
+	"math/big"
+	"strconv"
 	"testing"
 	"time"
 
@@ -110,6 +112,7 @@ func TestAt(t *testing.T) {
 	}{
 		{"before anything", -h, projection.Filter{}, []string{}},
 		{"an event exactly at the instant counts", h, projection.Filter{}, []string{`i-a active {"vcpus":2}`, `i-b active {"vcpus":1}`}},
+		{"an event a fraction of a microsecond after the instant does not count", h - 500*time.Nanosecond, projection.Filter{}, []string{`i-a active {"vcpus":2}`}},
 		{"deleted between lives", 3 * h, projection.Filter{Status: projection.StatusAll}, []string{`i-a deleted {"vcpus":2}`, `i-b active {"vcpus":1}`}},
 		{"active only", 3 * h, projection.Filter{Status: projection.StatusActive}, []string{`i-b active {"vcpus":1}`}},
 		{"the second life", 6 * h, projection.Filter{ProjectID: "p1"}, []string{`i-a active {"vcpus":8}`}},
@@ -130,5 +133,27 @@ func TestAt(t *testing.T) {
 	}
 	if _, err := svc.At(context.Background(), projection.Filter{AliveAt: march}, march); !errors.Is(err, event.ErrInvalid) {
 		t.Errorf("at with alive_at: %v, want a validation error", err)
+	}
+}
+
+// "total_minutes ... summed exactly": 200 resources alive since the year 1
+// hold more microseconds than an int64 does; the row must not wrap.
+func TestSummaryNoOverflow(t *testing.T) {
+	since := time.Date(1, 1, 2, 0, 0, 0, 0, time.UTC)
+	var evs []event.Event
+	for i := range 200 {
+		evs = append(evs, ev("c"+strconv.Itoa(i), "i-"+strconv.Itoa(i), create, since, "p1", "active", `{"vcpus":1}`))
+	}
+	svc, _ := usage.New(newStore(t, evs))
+	got, err := svc.Summary(context.Background(), usage.SummaryQuery{Cloud: "c1", ProjectID: "p1", From: since, To: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC) // the store's clock: the as_of instant
+	perResource := new(big.Int).Sub(big.NewInt(now.Unix()), big.NewInt(since.Unix()))
+	want := new(big.Int).Mul(perResource, big.NewInt(200))
+	want.Quo(want, big.NewInt(60))
+	if len(got.ResourceTypes) != 1 || !want.IsInt64() || got.ResourceTypes[0].TotalMinutes != want.Int64() {
+		t.Errorf("rows %+v, want total_minutes %s", got.ResourceTypes, want)
 	}
 }

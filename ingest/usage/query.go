@@ -62,6 +62,9 @@ const (
 	// MaxItems bounds the items a query may compute before paging; a query
 	// past it is [ErrResultTooLarge].
 	MaxItems = 100000
+	// MaxGroupBy bounds the keys of group_by: each key adds a value to
+	// every item.
+	MaxGroupBy = 16
 	// MaxWarnings bounds the warnings of an answer (the first by resource
 	// key, then code).
 	MaxWarnings = 100
@@ -129,6 +132,10 @@ type plan struct {
 }
 
 func (q Query) check(ps *page.Params) plan {
+	// Bounds in UTC at the microsecond every stored time has (rounded up,
+	// as every listing's window): windows align to UTC, and both stores
+	// select the same events.
+	q.From, q.To = page.CeilMicro(q.From), page.CeilMicro(q.To)
 	p := plan{q: q, window: q.Window, unit: q.Unit}
 	for _, t := range [...]struct{ name, v string }{
 		{"cloud", q.Cloud}, {"platform", q.Platform}, {"project_id", q.ProjectID},
@@ -198,6 +205,11 @@ func validMember(m string) bool {
 }
 
 func checkGroupBy(ps *page.Params, keys []string) {
+	if len(keys) > MaxGroupBy {
+		*ps = append(*ps, event.Problem{Member: "/group_by", Rule: event.RuleMaximum,
+			Message: fmt.Sprintf("names %d keys, more than %d", len(keys), MaxGroupBy)})
+		return
+	}
 	seen := map[string]bool{}
 	for _, k := range keys {
 		ok := strings.HasPrefix(k, sizePrefix) && validMember(k[len(sizePrefix):])
@@ -291,13 +303,25 @@ func (p plan) windows() ([]time.Time, error) {
 	return append(out, to), nil
 }
 
-// estimate counts the windows from start to to without listing them.
+// estimate counts the windows from start (aligned) to to without listing
+// them: the aligned steps that begin before to. A span past what a
+// time.Duration holds (292 years) saturates, far above MaxWindows.
 func estimate(w Window, start, to time.Time) int64 {
+	step := time.Hour
 	switch w {
-	case WindowHour:
-		return int64(to.Sub(start)/time.Hour) + 1
 	case WindowDay:
-		return int64(to.Sub(start)/(24*time.Hour)) + 1
+		step = 24 * time.Hour
+	case WindowMonth:
+		n := int64(to.Year()-start.Year())*12 + int64(to.Month()-start.Month())
+		if to.After(time.Date(to.Year(), to.Month(), 1, 0, 0, 0, 0, time.UTC)) {
+			n++
+		}
+		return n
 	}
-	return int64(to.Year()-start.Year())*12 + int64(to.Month()-start.Month()) + 1
+	d := to.Sub(start)
+	n := int64(d / step)
+	if d%step != 0 {
+		n++
+	}
+	return n
 }

@@ -85,6 +85,16 @@ type Item struct {
 	Complete bool `json:"complete"`
 }
 
+// bytes is the size of it counted against page.MaxBytes: its group's keys
+// and values plus page.ItemOverhead for the rest.
+func (it Item) bytes() int {
+	n := page.ItemOverhead + len(it.Seconds) + len(it.Quantity)
+	for _, v := range it.Group {
+		n += len(v.Key) + len(v.Value)
+	}
+	return n
+}
+
 // Group is the values of an item's group_by keys, in GroupBy order,
 // encoded as one JSON object.
 type Group []GroupValue
@@ -162,6 +172,7 @@ func (s *Service) Usage(ctx context.Context, q Query) (Answer, error) {
 	if err := ps.Err(); err != nil {
 		return Answer{}, err
 	}
+	q = p.q
 	bounds, err := p.windows()
 	if err != nil {
 		return Answer{}, err
@@ -184,7 +195,7 @@ func (s *Service) Usage(ctx context.Context, q Query) (Answer, error) {
 	}
 	items := a.items()
 	start := min(p.offset, len(items))
-	end := min(start+p.limit, len(items))
+	end := start + page.Cut(items[start:], p.limit, Item.bytes)
 	out.Items = items[start:end]
 	if end < len(items) {
 		c := encodeCursor(cursor{offset: end, asOf: out.AsOf, fingerprint: q.fingerprint()})

@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,6 +194,7 @@ func TestUsageRefusals(t *testing.T) {
 		{"to after from", usage.Query{From: to, To: march}, "/to: minimum"},
 		{"window enum", usage.Query{From: march, To: to, Window: "week"}, "/window: enum"},
 		{"group_by keys", usage.Query{From: march, To: to, GroupBy: []string{"flavor"}}, "/group_by: enum"},
+		{"group_by at most 16 keys", usage.Query{From: march, To: to, GroupBy: strings.Split("size.a,size.b,size.c,size.d,size.e,size.f,size.g,size.h,size.i,size.j,size.k,size.l,size.m,size.n,size.o,size.p,size.q", ",")}, "/group_by: maximum"},
 		{"group_by twice", usage.Query{From: march, To: to, GroupBy: []string{"state", "state"}}, "/group_by: duplicateMember"},
 		{"quantity", usage.Query{From: march, To: to, Quantity: "size."}, "/quantity: enum"},
 		{"unit", usage.Query{From: march, To: to, Unit: "day"}, "/unit: enum"},
@@ -371,5 +373,91 @@ func TestUsageReproducibleAsOf(t *testing.T) {
 	fresh, _ := json.Marshal(answer(t, st, q))
 	if string(fresh) == string(before) {
 		t.Error("without as_of the answer does not reflect the late event")
+	}
+}
+
+// "A query that would produce more than 10,000 windows ... is 422
+// result_too_large": exactly 10,000 windows is an answer, one more is not.
+func TestUsageWindowBoundExact(t *testing.T) {
+	svc, _ := usage.New(newStore(t))
+	y2k := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	hour := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name     string
+		q        usage.Query
+		tooLarge bool
+	}{
+		{"10,000 days", usage.Query{From: y2k, To: y2k.AddDate(0, 0, 10000), Window: usage.WindowDay}, false},
+		{"10,000 days and a microsecond", usage.Query{From: y2k, To: y2k.AddDate(0, 0, 10000).Add(time.Microsecond), Window: usage.WindowDay}, true},
+		{"10,001 days", usage.Query{From: y2k, To: y2k.AddDate(0, 0, 10001), Window: usage.WindowDay}, true},
+		{"10,000 days from mid-day", usage.Query{From: y2k.Add(12 * time.Hour), To: y2k.AddDate(0, 0, 10000), Window: usage.WindowDay}, false},
+		{"10,000 months", usage.Query{From: y2k, To: y2k.AddDate(0, 10000, 0), Window: usage.WindowMonth}, false},
+		{"10,001 months", usage.Query{From: y2k, To: y2k.AddDate(0, 10000, 1), Window: usage.WindowMonth}, true},
+		{"400 days of hours", usage.Query{From: hour, To: hour.AddDate(0, 0, 400), Window: usage.WindowHour}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := svc.Usage(context.Background(), tt.q)
+			if got := isTooLarge(err); got != tt.tooLarge || !got && err != nil {
+				t.Errorf("err %v, want too large %v", err, tt.tooLarge)
+			}
+		})
+	}
+}
+
+// "window ... UTC-aligned buckets": a library query whose bounds carry
+// another zone, or a fraction finer than the microsecond every stored time
+// has, is answered in UTC at the microsecond, as GET /api/v1/events treats
+// a bound (rounded up).
+func TestUsageBoundsNormalized(t *testing.T) {
+	st := newStore(t, []event.Event{ev("a1", "i-a", create, march.Add(-48*time.Hour), "p1", "active", `{"vcpus":1}`)})
+	plus5 := time.FixedZone("+05:00", 5*3600)
+	for _, tt := range []struct {
+		name string
+		q    usage.Query
+		from string
+		want []row
+	}{
+		{"a zone other than UTC", usage.Query{From: time.Date(2026, 3, 1, 2, 0, 0, 0, plus5), To: time.Date(2026, 3, 2, 2, 0, 0, 0, plus5), Window: usage.WindowDay},
+			"2026-02-28T21:00:00Z", []row{
+				{"2026-02-28T21:00:00Z", "{}", 1, "10800", "10800", true},
+				{"2026-03-01T00:00:00Z", "{}", 1, "75600", "75600", true},
+			}},
+		{"a fraction finer than a microsecond", usage.Query{From: march.Add(100 * time.Nanosecond), To: march.Add(time.Second + 400*time.Nanosecond)},
+			"2026-03-01T00:00:00.000001Z", []row{{"2026-03-01T00:00:00Z", "{}", 1, "1", "1", true}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := answer(t, st, tt.q)
+			if got := a.From.Format(time.RFC3339Nano); got != tt.from {
+				t.Errorf("from %s, want %s", got, tt.from)
+			}
+			if diff := cmp.Diff(tt.want, rows(a)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// "Bounded answers": a page holds at most 8 MiB of items (page.MaxBytes,
+// as every listing), whatever the size members grouped by hold; the cursor
+// pages on without skipping or repeating an item.
+func TestUsagePageBytes(t *testing.T) {
+	blob := strings.Repeat("x", 3<<20)
+	var evs []event.Event
+	for _, id := range []string{"i-a", "i-b", "i-c"} {
+		evs = append(evs, ev("c-"+id, id, create, march, "p1", "active", `{"blob":"`+id+blob+`"}`))
+	}
+	st := newStore(t, evs)
+	q := usage.Query{From: march, To: march.Add(time.Hour), GroupBy: []string{"size.blob"}}
+	var pages []int
+	for {
+		a := answer(t, st, q)
+		pages = append(pages, len(a.Items))
+		if a.NextCursor == nil {
+			break
+		}
+		q.Cursor = *a.NextCursor
+	}
+	if diff := cmp.Diff([]int{2, 1}, pages); diff != "" {
+		t.Errorf("items per page (-want +got):\n%s", diff)
 	}
 }

@@ -170,3 +170,19 @@ func Paginate[T any](items []T, limit int, size func(T) int, cursor func(T) stri
 	}
 	return items, nil
 }
+
+// CeilMicro rounds t up to the next microsecond, the precision every stored
+// time has, in UTC, so that a window [From, To) finer than a microsecond
+// selects the same rows on every store: a row at T is before From = T+400ns
+// (From rounds to T+1µs) and before To = T+400ns (To rounds to T+1µs), as
+// exact arithmetic says. The zero time stays zero.
+func CeilMicro(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	u := t.UTC().Truncate(time.Microsecond)
+	if u.Before(t) {
+		u = u.Add(time.Microsecond)
+	}
+	return u
+}

@@ -1473,7 +1473,7 @@ type GetUsageParams struct {
 	// Window UTC-aligned buckets.
 	Window *GetUsageParamsWindow `form:"window,omitempty" json:"window,omitempty"`
 
-	// GroupBy Comma list of cloud, platform, project_id, resource_type, resource_id, state and size.<member>, each at most once.
+	// GroupBy Comma list of at most 16 keys of cloud, platform, project_id, resource_type, resource_id, state and size.<member>, each at most once.
 	GroupBy *string `form:"group_by,omitempty" json:"group_by,omitempty"`
 
 	// Quantity seconds, or size.<member> - the member's value times the seconds.
@@ -2699,7 +2699,7 @@ type ClientInterface interface {
 
 	// GetUsage Time-weighted usage of the selected resources over [from, to), bucketed and grouped, as of a feed position (role read or admin).
 	//
-	// Exact decimal strings, never rounded before the end (docs/usage.md). A query of more than 10000 windows, or of more than 400 days with window=hour, is 422 result_too_large before anything is read; one that would hold more than 100000 items is 422 result_too_large too.
+	// Exact decimal strings, never rounded before the end (docs/usage.md). A query of more than 10000 windows, or of more than 400 days with window=hour, is 422 result_too_large before anything is read; one that would hold more than 100000 items is 422 result_too_large too. A page holds limit items or 8 MiB of them, whichever comes first, and has next_cursor whenever more follow.
 	//
 	// Corresponds with GET /api/v1/usage (the `GetUsage` operationId).
 	GetUsage(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3435,7 +3435,7 @@ func (c *Client) ListSyncRuns(ctx context.Context, params *ListSyncRunsParams, r
 
 // GetUsage Time-weighted usage of the selected resources over [from, to), bucketed and grouped, as of a feed position (role read or admin).
 //
-// Exact decimal strings, never rounded before the end (docs/usage.md). A query of more than 10000 windows, or of more than 400 days with window=hour, is 422 result_too_large before anything is read; one that would hold more than 100000 items is 422 result_too_large too.
+// Exact decimal strings, never rounded before the end (docs/usage.md). A query of more than 10000 windows, or of more than 400 days with window=hour, is 422 result_too_large before anything is read; one that would hold more than 100000 items is 422 result_too_large too. A page holds limit items or 8 MiB of them, whichever comes first, and has next_cursor whenever more follow.
 //
 // Corresponds with GET /api/v1/usage (the `GetUsage` operationId).
 func (c *Client) GetUsage(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6402,7 +6402,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetUsageWithResponse Time-weighted usage of the selected resources over [from, to), bucketed and grouped, as of a feed position (role read or admin).
 	//
-	// Exact decimal strings, never rounded before the end (docs/usage.md). A query of more than 10000 windows, or of more than 400 days with window=hour, is 422 result_too_large before anything is read; one that would hold more than 100000 items is 422 result_too_large too.
+	// Exact decimal strings, never rounded before the end (docs/usage.md). A query of more than 10000 windows, or of more than 400 days with window=hour, is 422 result_too_large before anything is read; one that would hold more than 100000 items is 422 result_too_large too. A page holds limit items or 8 MiB of them, whichever comes first, and has next_cursor whenever more follow.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9300,7 +9300,7 @@ func (c *ClientWithResponses) ListSyncRunsWithResponse(ctx context.Context, para
 
 // GetUsageWithResponse Time-weighted usage of the selected resources over [from, to), bucketed and grouped, as of a feed position (role read or admin).
 //
-// Exact decimal strings, never rounded before the end (docs/usage.md). A query of more than 10000 windows, or of more than 400 days with window=hour, is 422 result_too_large before anything is read; one that would hold more than 100000 items is 422 result_too_large too.
+// Exact decimal strings, never rounded before the end (docs/usage.md). A query of more than 10000 windows, or of more than 400 days with window=hour, is 422 result_too_large before anything is read; one that would hold more than 100000 items is 422 result_too_large too. A page holds limit items or 8 MiB of them, whichever comes first, and has next_cursor whenever more follow.
 //
 // Returns a wrapper object for the known response body format(s).
 //
