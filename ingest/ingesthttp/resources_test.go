@@ -43,9 +43,9 @@ func TestResources(t *testing.T) {
 		// Errors: one answer lists every problem, an unknown
 		// parameter among the others (it was answered alone).
 		{"unknown parameter beside a bad one", "/api/v1/resources?limit=x&fields=x", 400,
-			`"errors":[{"member":"/limit","rule":"type","message":"must be an integer from 1 to 1000"},{"member":"/fields","rule":"additionalProperties",`},
+			`"errors":[{"member":"/limit","rule":"type","message":"must be an integer from 1 to 1000","loc":"query.limit","msg":"must be an integer from 1 to 1000"},{"member":"/fields","rule":"additionalProperties",`},
 		{"unknown parameter beside a bad one in a listing", "/api/v1/audit?from=noon&sort=asc", 400,
-			`"errors":[{"member":"/from","rule":"format","message":"must be an RFC 3339 date-time with Z or an offset, such as 2026-03-01T12:00:00Z (\"noon\" is too short for date, time and zone)"},{"member":"/sort","rule":"additionalProperties",`},
+			`"errors":[{"member":"/from","rule":"format","message":"must be an RFC 3339 date-time with Z or an offset, such as 2026-03-01T12:00:00Z (\"noon\" is too short for date, time and zone)","loc":"query.from","msg":"must be an RFC 3339 date-time with Z or an offset, such as 2026-03-01T12:00:00Z (\"noon\" is too short for date, time and zone)"},{"member":"/sort","rule":"additionalProperties",`},
 		{"bad alive_at", "/api/v1/resources?alive_at=noon", 400, `"member":"/alive_at"`},
 		{"bad limit", "/api/v1/resources?limit=0", 400, `"member":"/limit"`},
 		{"bad cursor", "/api/v1/resources?cursor=zzz", 400, `"member":"/cursor"`},

@@ -3,7 +3,7 @@ package problem
 import "net/http"
 
 // Code is a problem's stable, machine-readable identifier, the code member
-// of every problem body (and, as "urn:tally:problem:" + code, its type).
+// of every problem body (its type is the Tally kind's URN, [Code.Kind]).
 // Every code tally answers with is declared here, once, and listed by
 // [Codes]; openapi.yaml's Problem.code enum and the code table of
 // docs/http-api.md are checked against that list.
@@ -61,53 +61,54 @@ const (
 type codeInfo struct {
 	code    Code
 	status  int
+	kind    string // Tally's problem kind, of its type urn:tally:error:<kind>
 	title   string
 	meaning string
 }
 
 // codes is the one table of codes; [Codes] lists it in this order.
 var codes = []codeInfo{
-	{CodeInvalidParameter, http.StatusBadRequest, "Invalid parameter",
+	{CodeInvalidParameter, http.StatusBadRequest, "validation", "Invalid parameter",
 		"A query or path parameter is malformed, out of range, repeated or not one the route takes; `errors` lists every one."},
-	{CodeInvalidEvent, http.StatusBadRequest, "Invalid event",
+	{CodeInvalidEvent, http.StatusBadRequest, "validation", "Invalid event",
 		"A correlation request body (createEvent, a status update, a bulk body) breaks the rules listed in `errors`; nothing was stored."},
-	{CodeInvalidSizeSchema, http.StatusBadRequest, "Invalid size schema",
+	{CodeInvalidSizeSchema, http.StatusBadRequest, "validation", "Invalid size schema",
 		"A size schema breaks the rules listed in `errors`; nothing was stored."},
-	{CodeInvalidBody, http.StatusBadRequest, "Body is not JSON",
+	{CodeInvalidBody, http.StatusBadRequest, "validation", "Body is not JSON",
 		"An ingestion body is neither one JSON object nor an array of them."},
-	{CodeInvalidBodyFraming, http.StatusBadRequest, "Invalid body framing",
+	{CodeInvalidBodyFraming, http.StatusBadRequest, "validation", "Invalid body framing",
 		"The body's HTTP framing is malformed (a chunk length, a trailer); nothing was stored."},
-	{CodeBodyIncomplete, http.StatusBadRequest, "Body incomplete",
+	{CodeBodyIncomplete, http.StatusBadRequest, "validation", "Body incomplete",
 		"The body ended before its declared length or its last chunk; nothing was stored."},
-	{CodeInvalidContentEncoding, http.StatusBadRequest, "Invalid content encoding",
+	{CodeInvalidContentEncoding, http.StatusBadRequest, "validation", "Invalid content encoding",
 		"The body is not valid in its `Content-Encoding`; nothing was stored."},
-	{CodeUnauthorized, http.StatusUnauthorized, "Unauthorized",
+	{CodeUnauthorized, http.StatusUnauthorized, "unauthorized", "Unauthorized",
 		"No bearer token, or one the credentials file does not hold; the answer carries `WWW-Authenticate`."},
-	{CodeForbidden, http.StatusForbidden, "Forbidden",
+	{CodeForbidden, http.StatusForbidden, "forbidden", "Forbidden",
 		"The credential lacks the role the route needs, or (on the correlation routes) has no organization."},
-	{CodeNotFound, http.StatusNotFound, "Not found",
+	{CodeNotFound, http.StatusNotFound, "not_found", "Not found",
 		"Nothing is stored under the path, or no route matches it."},
-	{CodeMethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed",
+	{CodeMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed",
 		"The path does not serve the method; `Allow` lists those it serves."},
-	{CodeBodyTimeout, http.StatusRequestTimeout, "Body timeout",
+	{CodeBodyTimeout, http.StatusRequestTimeout, "validation", "Body timeout",
 		"The body did not arrive within the server's read timeout, or no byte of it arrived for `--body-stall-timeout`; the connection is closed."},
-	{CodeBodyTooLarge, http.StatusRequestEntityTooLarge, "Body too large",
+	{CodeBodyTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large", "Body too large",
 		"The body is over the server's cap, as sent or decoded; nothing was stored."},
-	{CodeBatchTooLarge, http.StatusRequestEntityTooLarge, "Batch too large",
+	{CodeBatchTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large", "Batch too large",
 		"An ingestion batch holds more events than `ingest.MaxBatch`; nothing was stored."},
-	{CodeUnsupportedMediaType, http.StatusUnsupportedMediaType, "Unsupported media type",
+	{CodeUnsupportedMediaType, http.StatusUnsupportedMediaType, "validation", "Unsupported media type",
 		"The body's `Content-Type` is not JSON (or, on createEvent, is a CloudEvents batch)."},
-	{CodeUnsupportedContentEncoding, http.StatusUnsupportedMediaType, "Unsupported content encoding",
+	{CodeUnsupportedContentEncoding, http.StatusUnsupportedMediaType, "validation", "Unsupported content encoding",
 		"A `Content-Encoding` the server does not decode, or more than one; `Accept-Encoding` lists those it does."},
-	{CodeHistoryTooLong, http.StatusUnprocessableEntity, "History too long",
+	{CodeHistoryTooLong, http.StatusUnprocessableEntity, "history_too_long", "History too long",
 		"The resource has more stored events than a history answer holds; page them with `GET /api/v1/events`."},
-	{CodeResultTooLarge, http.StatusUnprocessableEntity, "Result too large",
+	{CodeResultTooLarge, http.StatusUnprocessableEntity, "validation", "Result too large",
 		"A usage query would compute more than 10,000 windows, span more than 400 days with `window=hour`, or hold more than 100,000 items; narrow it."},
-	{CodeInternal, http.StatusInternalServerError, "Internal server error",
+	{CodeInternal, http.StatusInternalServerError, "internal", "Internal server error",
 		"The server failed; the error is logged, the text is generic."},
-	{CodeStoreUnavailable, http.StatusServiceUnavailable, "Store unavailable",
+	{CodeStoreUnavailable, http.StatusServiceUnavailable, "unavailable", "Store unavailable",
 		"The store could not be reached or did not answer in time (`/readyz` too); send it again after `Retry-After` seconds."},
-	{CodeBusy, http.StatusServiceUnavailable, "Server busy",
+	{CodeBusy, http.StatusServiceUnavailable, "unavailable", "Server busy",
 		"The server holds as many request body bytes, or serves as many feed subscribers, as it may; send it again after `Retry-After` seconds."},
 }
 
@@ -128,7 +129,7 @@ func (c Code) info() codeInfo {
 			return ci
 		}
 	}
-	return codeInfo{c, http.StatusInternalServerError, "Internal server error", ""}
+	return codeInfo{c, http.StatusInternalServerError, "internal", "Internal server error", ""}
 }
 
 // Status returns the HTTP status every problem of c answers with; 500 for
@@ -138,6 +139,13 @@ func (c Code) Status() int { return c.info().status }
 // Title returns the title of a problem of c (a handler may give a more
 // precise one, such as "Invalid status update" for [CodeInvalidEvent]).
 func (c Code) Title() string { return c.info().title }
+
+// Kind is the problem kind of B42Labs/tally's Reporting API that c
+// answers as, the <kind> of its type urn:tally:error:<kind>: validation,
+// unauthorized, forbidden, not_found, method_not_allowed,
+// payload_too_large, history_too_long, internal or unavailable (Tally's
+// clients match on the type; docs/http-api.md, Problem codes).
+func (c Code) Kind() string { return c.info().kind }
 
 // Meaning returns one sentence on when tally answers c, as
 // docs/http-api.md lists it ("" for a code not in [Codes]).

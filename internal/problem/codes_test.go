@@ -56,7 +56,12 @@ func TestCodes(t *testing.T) {
 			t.Errorf("code %q is not lower snake case", c)
 		}
 		d := problem.New(c, "Detail.")
-		want := problem.Details{Type: "urn:tally:problem:" + string(c), Title: c.Title(), Status: c.Status(), Detail: "Detail.", Code: c}
+		// Tally's problem kinds (B42Labs/tally's Reporting API, problem.Type*).
+		if !slices.Contains([]string{"validation", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict",
+			"payload_too_large", "history_too_long", "internal", "unavailable"}, c.Kind()) {
+			t.Errorf("%s: kind %q is not one of Tally's", c, c.Kind())
+		}
+		want := problem.Details{Type: "urn:tally:error:" + c.Kind(), Title: c.Title(), Status: c.Status(), Detail: "Detail.", Code: c}
 		if diff := cmp.Diff(want, d); diff != "" {
 			t.Errorf("New(%s) (-want +got):\n%s", c, diff)
 		}
@@ -74,7 +79,7 @@ func TestDocsListEveryCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	type row struct{ Code, Status, Meaning string }
+	type row struct{ Code, Status, Type, Meaning string }
 	var got []row
 	in := false
 	sc := bufio.NewScanner(f)
@@ -87,11 +92,12 @@ func TestDocsListEveryCode(t *testing.T) {
 			in = false
 		case in && strings.HasPrefix(line, "| `"):
 			cells := strings.Split(strings.Trim(line, "|"), " | ")
-			if len(cells) != 3 {
-				t.Errorf("row %q does not have 3 cells", line)
+			if len(cells) != 4 {
+				t.Errorf("row %q does not have 4 cells", line)
 				continue
 			}
-			got = append(got, row{strings.Trim(strings.TrimSpace(cells[0]), "`"), strings.TrimSpace(cells[1]), strings.TrimSpace(cells[2])})
+			got = append(got, row{strings.Trim(strings.TrimSpace(cells[0]), "`"), strings.TrimSpace(cells[1]),
+				strings.Trim(strings.TrimSpace(cells[2]), "`"), strings.TrimSpace(cells[3])})
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -99,7 +105,7 @@ func TestDocsListEveryCode(t *testing.T) {
 	}
 	var want []row
 	for _, c := range problem.Codes() {
-		want = append(want, row{string(c), strconv.Itoa(c.Status()), c.Meaning()})
+		want = append(want, row{string(c), strconv.Itoa(c.Status()), "urn:tally:error:" + c.Kind(), c.Meaning()})
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("docs/http-api.md, Problem codes (-Codes() +docs):\n%s", diff)

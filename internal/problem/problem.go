@@ -3,15 +3,19 @@
 //
 // A body reads:
 //
-//	{"type":"urn:tally:problem:invalid_event","title":"Invalid event","status":400,
-//	 "detail":"…","code":"invalid_event","errors":[{"member":"/severity","rule":"enum","message":"…"}]}
+//	{"type":"urn:tally:error:validation","title":"Invalid event","status":400,
+//	 "detail":"…","code":"invalid_event","errors":[{"member":"/severity","rule":"enum","message":"…",
+//	 "loc":"body.severity","msg":"…"}]}
 //
-// code is the stable, machine-readable identifier of the problem; type is the
-// same code as a URN, as RFC 9457 asks for a URI. errors lists each problem
-// as an [event.Problem], tally's one problem shape: member (a JSON Pointer
-// into the request body, or "/" + the name of a query or path parameter),
-// rule (an event.Rule* constant) and message; it is present only when there
-// are member problems.
+// code is the stable, machine-readable identifier of the problem; type is a
+// URN, as RFC 9457 asks for a URI: the problem kind of B42Labs/tally's
+// Reporting API that the code answers as ([Code.Kind]), so that Tally's
+// clients, which match on it, keep working. errors lists each problem as a
+// [FieldError]: tally's one problem shape ([event.Problem]: member, a JSON
+// Pointer into the request body or "/" + the name of a query or path
+// parameter; rule, an event.Rule* constant; message) and the same in
+// Tally's shape (loc, msg); it is present only when there are member
+// problems.
 //
 // Every code is a [Code] declared once in this package and listed by
 // [Codes], each with its one status; [Fail] is the one mapper from a
@@ -50,17 +54,58 @@ type Details struct {
 	Errors []event.Problem `json:"errors,omitempty"`
 }
 
-// New builds a problem of code, with its status and title ([Code.Status],
-// [Code.Title]), the given detail and member problems.
+// MarshalJSON writes d with each entry of errors a [FieldError].
+func (d Details) MarshalJSON() ([]byte, error) {
+	type plain Details // without this method
+	w := struct {
+		plain
+		Errors []FieldError `json:"errors,omitempty"`
+	}{plain: plain(d)}
+	for _, m := range d.Errors {
+		w.Errors = append(w.Errors, FieldError{Problem: m, Loc: loc(d.Code, m.Member), Msg: m.Message})
+	}
+	return json.Marshal(w, json.Deterministic(true))
+}
+
+// FieldError is one member problem of a problem body: tally's
+// [event.Problem] (member, rule, message) and the same place and text as
+// B42Labs/tally's Reporting API writes a field error: loc, "query." + the
+// parameter's name for a parameter ([CodeInvalidParameter]; a path
+// parameter too), else "body" + the member's JSON Pointer tokens each
+// after a "." (body.severity, body.0.event_id), and msg, the message.
+type FieldError struct {
+	event.Problem `json:",inline"`
+	Loc           string `json:"loc"`
+	Msg           string `json:"msg"`
+}
+
+// New builds a problem of code, with its status, title and type
+// ([Code.Status], [Code.Title], [Code.Kind]), the given detail and member
+// problems.
 func New(code Code, detail string, members ...event.Problem) Details {
 	return Details{
-		Type:   "urn:tally:problem:" + string(code),
+		Type:   "urn:tally:error:" + code.Kind(),
 		Title:  code.Title(),
 		Status: code.Status(),
 		Detail: detail,
 		Code:   code,
 		Errors: members,
 	}
+}
+
+// loc is Tally's location of member (see [FieldError]).
+func loc(code Code, member string) string {
+	if code == CodeInvalidParameter {
+		return "query." + strings.TrimPrefix(member, "/")
+	}
+	out := "body"
+	if member == "" {
+		return out
+	}
+	for _, tok := range strings.Split(strings.TrimPrefix(member, "/"), "/") {
+		out += "." + strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+	}
+	return out
 }
 
 // Write sends p as the response, with its status and content type. A 401

@@ -17,6 +17,9 @@ import (
 	"github.com/tallyhq/tally/internal/problem"
 )
 
+// Tally's clients (B42Labs/tally's Reporting API, problem.go) match on the
+// type urn:tally:error:<kind> and read each field error's loc and msg;
+// tally's own clients read code, member and rule: a body carries both.
 func TestWrite(t *testing.T) {
 	w := httptest.NewRecorder()
 	problem.Write(w, problem.New(problem.CodeInvalidParameter, "limit: too big",
@@ -29,17 +32,28 @@ func TestWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{
-		"type": "urn:tally:problem:invalid_parameter", "title": "Invalid parameter", "status": 400.0,
+		"type": "urn:tally:error:validation", "title": "Invalid parameter", "status": 400.0,
 		"detail": "limit: too big", "code": "invalid_parameter",
-		"errors": []any{map[string]any{"member": "/limit", "rule": "maximum", "message": "too big"}},
+		"errors": []any{map[string]any{"member": "/limit", "rule": "maximum", "message": "too big", "loc": "query.limit", "msg": "too big"}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("body (-want +got):\n%s", diff)
 	}
+	// A body member: loc is body and the pointer's tokens, unescaped.
+	d := problem.New(problem.CodeInvalidEvent, "", event.Problem{Member: "/0/a~1b~0c", Rule: event.RuleType, Message: "m"},
+		event.Problem{Member: "", Rule: event.RuleSyntax, Message: "n"})
+	b, err := problem.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var locs struct{ Errors []struct{ Loc string } }
+	if err := json.Unmarshal(b, &locs); err != nil || len(locs.Errors) != 2 || locs.Errors[0].Loc != "body.0.a/b~c" || locs.Errors[1].Loc != "body" {
+		t.Errorf("body %s (%v), want the locs body.0.a/b~c and body", b, err)
+	}
 	// Without member problems, there is no errors member at all.
 	w = httptest.NewRecorder()
 	problem.Write(w, problem.New(problem.CodeNotFound, ""))
-	if b := w.Body.String(); b != `{"type":"urn:tally:problem:not_found","title":"Not found","status":404,"code":"not_found"}`+"\n" {
+	if b := w.Body.String(); b != `{"type":"urn:tally:error:not_found","title":"Not found","status":404,"code":"not_found"}`+"\n" {
 		t.Errorf("body %s", b)
 	}
 }

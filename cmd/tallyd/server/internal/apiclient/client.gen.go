@@ -901,16 +901,24 @@ type Problem struct {
 	Code   ProblemCode `json:"code"`
 	Detail *string     `json:"detail,omitempty"`
 	Errors *[]struct {
+		// Loc The member in the shape of B42Labs/tally's field errors: query.<name> for a parameter, else body and the JSON Pointer's tokens each after a "." (body.0.event_id).
+		Loc string `json:"loc"`
+
 		// Member A JSON Pointer (RFC 6901) into the body ("" for the body as a whole), or, for a query or path parameter, "/" + the parameter's name (/limit, /cursor, /resource_type).
 		Member  string `json:"member"`
 		Message string `json:"message"`
+
+		// Msg The message again, as Tally's field errors name it.
+		Msg string `json:"msg"`
 
 		// Rule The rule broken, spelled as the JSON Schema keyword where one exists (required, type, format, enum, pattern, minLength, maxLength, minimum, maximum, additionalProperties, const, contentMediaType), else one of syntax, duplicateMember, utf8, nul, depth, reserved, scope, schema.
 		Rule string `json:"rule"`
 	} `json:"errors,omitempty"`
 	Status int    `json:"status"`
 	Title  string `json:"title"`
-	Type   string `json:"type"`
+
+	// Type The problem kind as B42Labs/tally's Reporting API types it, urn:tally:error:<kind> (validation, unauthorized, forbidden, not_found, method_not_allowed, payload_too_large, history_too_long, internal, unavailable); code is the precise one (docs/http-api.md, Problem codes).
+	Type string `json:"type"`
 }
 
 // ProblemCode The stable, machine-readable problem code; docs/http-api.md (Problem codes) gives each one's status and meaning. The list is internal/problem's Codes(), which a test compares with this enum.
