@@ -138,6 +138,10 @@ type ResourceType struct {
 type DeadLetter struct {
 	// ID is assigned by the store, increasing.
 	ID int64 `json:"id"`
+	// UUID is assigned by the store, random (RFC 9562 version 4, lower
+	// case): the id GET /api/v1/rejected-events serves, as Tally's dead
+	// letters have one.
+	UUID string `json:"uuid"`
 	// Raw is the item exactly as it arrived, up to MaxDeadLetterBytes; nil
 	// when the item was larger (then only RawSize is kept).
 	Raw []byte `json:"-"`

@@ -32,6 +32,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
@@ -239,19 +241,24 @@ func (h *Handler) postEvents(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// RejectedEvent is one item of GET /api/v1/rejected-events: a dead letter.
-// Raw holds the item's bytes as a string when they are valid UTF-8
-// (RawEncoding "utf-8"), else their standard base64 (RawEncoding
-// "base64"); both are null when the item was larger than the kept cap,
-// RawSize then telling its size in bytes.
+// RejectedEvent is one item of GET /api/v1/rejected-events: a dead letter,
+// in the shape of Tally's dead letters. ID is the dead letter's UUID
+// ([ingest.DeadLetter].UUID). The item's bytes, when kept, are in exactly
+// one of three members, the others null: Raw, the item as the JSON value
+// it is when its bytes are one valid JSON value (RFC 8259 and RFC 7493: no
+// member twice), written byte for byte as received; else RawText, the
+// bytes as a string when they are valid UTF-8; else RawBytes, their
+// standard base64. All three are null when the item was larger than the
+// kept cap; RawSize tells its size in bytes.
 type RejectedEvent struct {
-	ID          int64     `json:"id"`
-	Raw         *string   `json:"raw"`
-	RawEncoding *string   `json:"raw_encoding"`
-	RawSize     int       `json:"raw_size"`
-	Reason      string    `json:"reason"`
-	EventID     string    `json:"event_id"`
-	ReceivedAt  time.Time `json:"received_at"`
+	ID         string         `json:"id"`
+	Raw        jsontext.Value `json:"raw"`
+	RawText    *string        `json:"raw_text"`
+	RawBytes   *string        `json:"raw_bytes"`
+	RawSize    int            `json:"raw_size"`
+	Reason     string         `json:"reason"`
+	EventID    string         `json:"event_id"`
+	ReceivedAt time.Time      `json:"received_at"`
 }
 
 type rejectedPage struct {
@@ -260,13 +267,17 @@ type rejectedPage struct {
 }
 
 func rejectedEvent(dl ingest.DeadLetter) RejectedEvent {
-	out := RejectedEvent{ID: dl.ID, RawSize: dl.RawSize, Reason: dl.Reason, EventID: dl.EventID, ReceivedAt: dl.ReceivedAt}
-	if dl.Raw != nil {
-		raw, enc := string(dl.Raw), "utf-8"
-		if !utf8.Valid(dl.Raw) {
-			raw, enc = base64.StdEncoding.EncodeToString(dl.Raw), "base64"
-		}
-		out.Raw, out.RawEncoding = &raw, &enc
+	out := RejectedEvent{ID: dl.UUID, Raw: jsontext.Value("null"), RawSize: dl.RawSize, Reason: dl.Reason, EventID: dl.EventID, ReceivedAt: dl.ReceivedAt}
+	switch raw := dl.Raw; {
+	case raw == nil:
+	case jsontext.Value(raw).IsValid():
+		out.Raw = jsontext.Value(raw)
+	case utf8.Valid(raw):
+		text := string(raw)
+		out.RawText = &text
+	default:
+		b64 := base64.StdEncoding.EncodeToString(raw)
+		out.RawBytes = &b64
 	}
 	return out
 }

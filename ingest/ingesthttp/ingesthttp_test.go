@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
@@ -287,13 +288,14 @@ func TestRejectedEvents(t *testing.T) {
 	}
 	var page struct {
 		Items []struct {
-			ID          int64   `json:"id"`
-			Raw         *string `json:"raw"`
-			RawEncoding *string `json:"raw_encoding"`
-			RawSize     int     `json:"raw_size"`
-			Reason      string  `json:"reason"`
-			EventID     string  `json:"event_id"`
-			ReceivedAt  string  `json:"received_at"`
+			ID         string         `json:"id"`
+			Raw        json.RawMessage `json:"raw"`
+			RawText    *string        `json:"raw_text"`
+			RawBytes   *string        `json:"raw_bytes"`
+			RawSize    int            `json:"raw_size"`
+			Reason     string         `json:"reason"`
+			EventID    string         `json:"event_id"`
+			ReceivedAt string         `json:"received_at"`
 		} `json:"items"`
 		NextCursor *string `json:"next_cursor"`
 	}
@@ -303,19 +305,39 @@ func TestRejectedEvents(t *testing.T) {
 	if len(page.Items) != 2 || page.NextCursor == nil {
 		t.Fatalf("page %s", b)
 	}
-	if got := *page.Items[0].Raw; got != items[0] || *page.Items[0].RawEncoding != "utf-8" || page.Items[0].ReceivedAt != "2026-03-01T12:00:00Z" {
+	// Tally's shape: id a UUID; raw the item as the JSON value it is.
+	first := page.Items[0]
+	if _, err := uuid.Parse(first.ID); err != nil || string(first.Raw) != items[0] || first.RawText != nil || first.RawBytes != nil || first.ReceivedAt != "2026-03-01T12:00:00Z" {
 		t.Errorf("first item %s", b)
 	}
-	raw, _ := base64.StdEncoding.DecodeString(*page.Items[1].Raw)
-	if string(raw) != items[1] || *page.Items[1].RawEncoding != "base64" || page.Items[1].RawSize != len(items[1]) {
+	// Bytes that are not valid UTF-8: raw null, the exact bytes in base64.
+	second := page.Items[1]
+	raw, _ := base64.StdEncoding.DecodeString(*second.RawBytes)
+	if string(raw) != items[1] || string(second.Raw) != "null" || second.RawText != nil || second.RawSize != len(items[1]) || second.ID == first.ID {
 		t.Errorf("invalid UTF-8 item %s", b)
 	}
-	status, _, b = s.do(t, "GET", "/api/v1/rejected-events?cursor="+*page.NextCursor, "", true)
+	after := *page.NextCursor
+	status, _, b = s.do(t, "GET", "/api/v1/rejected-events?cursor="+after, "", true)
 	if err := json.Unmarshal([]byte(b), &page); err != nil || status != 200 {
 		t.Fatal(status, err)
 	}
-	if len(page.Items) != 1 || *page.Items[0].Raw != items[2] || page.NextCursor != nil || !strings.Contains(b, `"next_cursor":null`) {
+	// Valid JSON, byte for byte, its \u0000 escape included.
+	if len(page.Items) != 1 || string(page.Items[0].Raw) != items[2] || page.NextCursor != nil || !strings.Contains(b, `"next_cursor":null`) {
 		t.Errorf("last page %s", b)
+	}
+	// UTF-8 that is not one valid JSON value (a member given twice, which
+	// RFC 7493 rules out): raw null, the text in raw_text.
+	const twice = `{"event_id":"d","x":1,"x":2}`
+	if status, _, b := s.do(t, "POST", "/api/v1/events", "["+twice+"]", true); status != 200 {
+		t.Fatalf("%d %s", status, b)
+	}
+	page.Items = nil
+	status, _, b = s.do(t, "GET", "/api/v1/rejected-events?cursor="+after, "", true)
+	if err := json.Unmarshal([]byte(b), &page); err != nil || status != 200 || len(page.Items) != 2 {
+		t.Fatal(status, err, b)
+	}
+	if it := page.Items[1]; string(it.Raw) != "null" || it.RawText == nil || *it.RawText != twice || it.RawBytes != nil {
+		t.Errorf("an item with a member twice: %s", b)
 	}
 	status, _, b = s.do(t, "GET", "/api/v1/rejected-events?from=2026-03-01T13:00:00Z", "", true)
 	if status != 200 || !strings.Contains(b, `"items":[]`) {
@@ -357,7 +379,7 @@ func TestOversizeDeadLetterHasNoRaw(t *testing.T) {
 		t.Fatalf("%d %s", status, b)
 	}
 	_, _, b := s.do(t, "GET", "/api/v1/rejected-events", "", true)
-	want := fmt.Sprintf(`"raw":null,"raw_encoding":null,"raw_size":%d`, len(big))
+	want := fmt.Sprintf(`"raw":null,"raw_text":null,"raw_bytes":null,"raw_size":%d`, len(big))
 	if !strings.Contains(b, want) {
 		t.Errorf("%s, want %s", b, want)
 	}

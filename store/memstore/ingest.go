@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
@@ -296,7 +298,7 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 func (d *ingestData) addRecords(dls []ingest.DeadLetter, audit []ingest.AuditEntry, now time.Time) {
 	for _, dl := range dls {
 		d.nextDL++
-		dl.ID = d.nextDL
+		dl.ID, dl.UUID = d.nextDL, uuid.NewString()
 		if dl.ReceivedAt.IsZero() {
 			dl.ReceivedAt = now
 		}

@@ -507,6 +507,7 @@ func where(conds []string) string {
 // deadLetterRow is a dead_letters row as sqlx scans it.
 type deadLetterRow struct {
 	ID         int64     `db:"id"`
+	UUID       string    `db:"uuid"`
 	Raw        []byte    `db:"raw"`
 	RawSize    int       `db:"raw_size"`
 	Reason     string    `db:"reason"`
@@ -532,7 +533,7 @@ func (s *Ingest) DeadLetters(ctx context.Context, q ingest.DeadLetterQuery) ([]i
 	out := make([]ingest.DeadLetter, len(rows))
 	for i, r := range rows {
 		out[i] = ingest.DeadLetter{
-			ID: r.ID, Raw: r.Raw, RawSize: r.RawSize, Reason: r.Reason,
+			ID: r.ID, UUID: r.UUID, Raw: r.Raw, RawSize: r.RawSize, Reason: r.Reason,
 			EventID: r.EventID, ReceivedAt: r.ReceivedAt.UTC(),
 		}
 	}
@@ -579,7 +580,7 @@ func deadLettersQuery(q ingest.DeadLetterQuery) (string, []any) {
 	conds, args := keyset("received_at", q.From, q.To, q.After, nil, nil)
 	limit, args := limitClause(q.Limit, args)
 	return `
-SELECT id, raw, raw_size, reason, event_id, received_at FROM dead_letters` + where(conds) + `
+SELECT id, uuid::text AS uuid, raw, raw_size, reason, event_id, received_at FROM dead_letters` + where(conds) + `
 ORDER BY received_at, id` + limit, args
 }
 

@@ -44,7 +44,7 @@ func testConflictOtherCloud(t *testing.T, newStore func(t *testing.T) ingestStor
 	}
 	dls := allDeadLetters(t, e.st)
 	for i := range dls {
-		dls[i].ID = 0
+		dls[i].ID, dls[i].UUID = 0, ""
 	}
 	wantDL := []ingest.DeadLetter{{Raw: real, RawSize: len(real), Reason: conflictReason, EventID: id, ReceivedAt: t0}}
 	if diff := cmp.Diff(wantDL, dls); diff != "" {

@@ -14,6 +14,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
@@ -963,11 +964,18 @@ func testDeadLetterRaw(t *testing.T, newStore func(t *testing.T) ingestStore) {
 		want = append(want, dl)
 	}
 	got := allDeadLetters(t, e.st)
+	uuids := map[string]bool{}
 	for i := range got {
 		if i > 0 && got[i].ID <= got[i-1].ID {
 			t.Errorf("dead letter ids not increasing: %d then %d", got[i-1].ID, got[i].ID)
 		}
-		got[i].ID = 0
+		// Each has its own random UUID (version 4, lower case), the id
+		// Tally's clients read.
+		if u, err := uuid.Parse(got[i].UUID); err != nil || u.Version() != 4 || u.String() != got[i].UUID || uuids[got[i].UUID] {
+			t.Errorf("dead letter %d: uuid %q (%v): want a distinct lower-case version 4 UUID", i, got[i].UUID, err)
+		}
+		uuids[got[i].UUID] = true
+		got[i].ID, got[i].UUID = 0, ""
 	}
 	opts := cmp.Comparer(func(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equal(a, b) })
 	if diff := cmp.Diff(want, got, opts); diff != "" {

@@ -71,27 +71,6 @@ func (e CorrelatedEventStatus) Valid() bool {
 	}
 }
 
-// Defines values for DeadLetterPageItemsRawEncoding.
-const (
-	Base64      DeadLetterPageItemsRawEncoding = "base64"
-	LessThannil DeadLetterPageItemsRawEncoding = "<nil>"
-	Utf8        DeadLetterPageItemsRawEncoding = "utf-8"
-)
-
-// Valid indicates whether the value is a known member of the DeadLetterPageItemsRawEncoding enum.
-func (e DeadLetterPageItemsRawEncoding) Valid() bool {
-	switch e {
-	case Base64:
-		return true
-	case LessThannil:
-		return true
-	case Utf8:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for EventsFeedPageItemsKind.
 const (
 	EventsFeedPageItemsKindCreated     EventsFeedPageItemsKind = "created"
@@ -678,14 +657,21 @@ type DeadLetterPage struct {
 	Items []struct {
 		// EventId The event_id the item carried, "" when none could be read.
 		EventId string `json:"event_id"`
-		Id      int    `json:"id"`
 
-		// Raw The item exactly as received, as a string when it is valid UTF-8 (raw_encoding utf-8), else in standard base64 (raw_encoding base64); null when the item was over the kept cap (64 KiB).
-		Raw         *string                         `json:"raw"`
-		RawEncoding *DeadLetterPageItemsRawEncoding `json:"raw_encoding"`
+		// Id The dead letter's UUID, as Tally identifies one.
+		Id openapi_types.UUID `json:"id"`
+
+		// Raw The item as the JSON value it is, byte for byte, when its bytes are one valid JSON value (RFC 8259, and no member twice, RFC 7493), as Tally serves it; else null, the bytes then in raw_text or raw_bytes. Null too when the item was over the kept cap (64 KiB).
+		Raw interface{} `json:"raw"`
+
+		// RawBytes The item's bytes in standard base64 when they are not valid UTF-8; else null.
+		RawBytes *[]byte `json:"raw_bytes"`
 
 		// RawSize The item's size in bytes.
 		RawSize int `json:"raw_size"`
+
+		// RawText The item's bytes as a string when they are valid UTF-8 but not one valid JSON value; else null.
+		RawText *string `json:"raw_text"`
 
 		// Reason "schema: …", "size_schema: …", "conflict: …" or "retention: …", as the reason of a rejected item.
 		Reason     string    `json:"reason"`
@@ -693,9 +679,6 @@ type DeadLetterPage struct {
 	} `json:"items"`
 	NextCursor *string `json:"next_cursor"`
 }
-
-// DeadLetterPageItemsRawEncoding defines model for DeadLetterPage.Items.RawEncoding.
-type DeadLetterPageItemsRawEncoding string
 
 // EventPayload A createEvent payload (event-correlation.md, Fields): every member correlate.Payload lists, and the snake_case spellings of three of them that Meshery Server sends (meshkit's events.Event: acted_upon, operation_id, system_id). Members not listed here are kept with the event as sent and never returned at the top level.
 type EventPayload struct {
