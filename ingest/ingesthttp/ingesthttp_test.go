@@ -288,14 +288,14 @@ func TestRejectedEvents(t *testing.T) {
 	}
 	var page struct {
 		Items []struct {
-			ID         string         `json:"id"`
+			ID         string          `json:"id"`
 			Raw        json.RawMessage `json:"raw"`
-			RawText    *string        `json:"raw_text"`
-			RawBytes   *string        `json:"raw_bytes"`
-			RawSize    int            `json:"raw_size"`
-			Reason     string         `json:"reason"`
-			EventID    string         `json:"event_id"`
-			ReceivedAt string         `json:"received_at"`
+			RawText    *string         `json:"raw_text"`
+			RawBytes   *string         `json:"raw_bytes"`
+			RawSize    int             `json:"raw_size"`
+			Reason     string          `json:"reason"`
+			EventID    string          `json:"event_id"`
+			ReceivedAt string          `json:"received_at"`
 		} `json:"items"`
 		NextCursor *string `json:"next_cursor"`
 	}
