@@ -12,6 +12,9 @@
 //     batches of 1000 items, with size names, the seeded size schemas and
 //     the projection;
 //  3. the all-duplicates path: the same events again;
+//     then, on PostgreSQL, the library path --partition-runs times without
+//     and as often with partition DDL in a loop beside it (make, attach,
+//     detach concurrently, drop), alternating: the ratio of the p99s;
 //  4. the HTTP path: tallyd (started from --tallyd, or --url), 2 clients
 //     posting 1000-item bodies;
 //  5. the feed phase: the HTTP path again, --feed-runs times without
@@ -83,6 +86,7 @@ type options struct {
 	cpuProfile   string
 	serverPool   int
 	feedRuns     int
+	partRuns     int
 	feedSubs     int
 	feedEvents   int
 }
@@ -117,6 +121,7 @@ func run(args []string) int {
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress line on stderr")
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "the whole run stops after this")
 	fs.IntVar(&o.serverPool, "server-pool", 0, "pool_max_conns of the database URL the bench gives tallyd (0: tallyd's default)")
+	fs.IntVar(&o.partRuns, "partition-runs", 2, "runs of the partition-DDL phase (PostgreSQL) without and with a partition made, attached, detached and dropped in a loop each, alternating (0: no such phase)")
 	fs.IntVar(&o.feedRuns, "feed-runs", 3, "runs of the feed phase with and without subscribers each, alternating (0: no feed phase)")
 	fs.IntVar(&o.feedSubs, "feed-subscribers", 100, "SSE subscribers of GET /api/v1/events/feed attached during the feed phase's runs with subscribers")
 	fs.IntVar(&o.feedEvents, "feed-events", 0, "distinct valid events per run of the feed phase (0: a quarter of --events)")
@@ -193,7 +198,7 @@ func (o *options) validate() error {
 		v, min, max int
 	}{
 		{"--events", o.events, 1, maxEvents}, {"--creates", o.creates, 1, maxCreates},
-		{"--feed-runs", o.feedRuns, 0, 20}, {"--feed-subscribers", o.feedSubs, 1, 1000},
+		{"--feed-runs", o.feedRuns, 0, 20}, {"--feed-subscribers", o.feedSubs, 1, 1000}, {"--partition-runs", o.partRuns, 0, 20},
 		{"--feed-events", o.feedEvents, 0, maxEvents}, {"--batch", o.batch, 1, 1000},
 		{"--clouds", o.clouds, 1, 100}, {"--producers", o.producers, 1, 256},
 	} {
@@ -276,6 +281,15 @@ func (b *bench) run(ctx context.Context) error {
 	lib, dup = ps[0], ps[1]
 	add(lib)
 	add(dup)
+	if b.pg != nil && b.opt.partRuns > 0 {
+		without, with, err := b.phasePartitions(ctx, b.opt.partRuns)
+		if err != nil {
+			return fmt.Errorf("partitions: %w", err)
+		}
+		add(without)
+		add(with)
+		b.rep.Ratios = append(b.rep.Ratios, ratio{"library p99 with partition DDL / without", with.P99Ms / without.P99Ms, "target ≤ 2.0"})
+	}
 	if err := b.startServer(ctx); err != nil {
 		return fmt.Errorf("start tallyd: %w", err)
 	}

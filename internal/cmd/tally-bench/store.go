@@ -1,10 +1,12 @@
 package main
 
 // The bench's only coupling to the product's store constructors: keep it to
-// these three functions, so that a change of their shape is one edit here.
+// these four functions, so that a change of their shape is one edit here.
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
@@ -68,4 +70,38 @@ func newMemory() benchStore {
 		panic(err) // never: memstore.New refuses no Options today
 	}
 	return stores{db.Ingest(), db.SizeNames(), db.Projection()}
+}
+
+// partitionDDL returns one cycle of partition DDL on the schema url
+// selects: make the partition of the month of m (create and ATTACH, as
+// tallyd makes one ahead or on demand), then detach it CONCURRENTLY and
+// drop it, as retention does.
+func partitionDDL(ctx context.Context, url string) (cycle func(ctx context.Context, m time.Time) error, closeDB func(), err error) {
+	db, err := pgstore.Open(ctx, url, pgstore.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := pool(ctx, url, 1)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return func(ctx context.Context, m time.Time) error {
+			made, err := db.MakePartitions(ctx, m, m)
+			if err != nil {
+				return err
+			}
+			for _, name := range made {
+				if _, err := p.Exec(ctx, fmt.Sprintf(`ALTER TABLE events DETACH PARTITION %q CONCURRENTLY`, name)); err != nil {
+					return err
+				}
+				if _, err := p.Exec(ctx, fmt.Sprintf(`DROP TABLE %q`, name)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, func() {
+			p.Close()
+			db.Close()
+		}, nil
 }
