@@ -20,11 +20,15 @@ import (
 )
 
 // Lifecycle is one resource's timeline in the shape of Tally's lifecycle
-// read (GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle).
+// read (GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle):
+// Tally's Lifecycle{resource, events, intervals, warnings}.
 type Lifecycle struct {
-	Resource projection.Key `json:"resource"`
-	// Events are the stored events in fold order ([projection.Compare]).
-	Events []event.Event `json:"events"`
+	// Resource is the resource as its whole history makes it
+	// ([projection.Fold]): Tally's projection row.
+	Resource projection.Resource `json:"resource"`
+	// Events are the stored events, each with its received_at (Tally's
+	// StoredEvent), in fold order ([projection.Compare]).
+	Events []ingest.StoredEvent `json:"events"`
 	// Intervals are the timeline's ([timeline.Build]); the last is open
 	// (to null) while the resource is alive.
 	Intervals []timeline.Interval `json:"intervals"`
@@ -32,43 +36,35 @@ type Lifecycle struct {
 	Warnings []timeline.Code `json:"warnings"`
 }
 
-// errStop ends a read of histories early.
-var errStop = errors.New("usage: stop")
-
-// Lifecycle returns the timeline of one resource from its stored events
-// as of the feed's head. It returns an [*event.ValidationError] for a key
-// that is not valid UTF-8 or holds a NUL, an error matching
-// store.ErrNotFound when no event of the resource is stored,
-// [ingest.ErrHistoryTooLong] past [ingest.MaxHistory] events, or the
+// Lifecycle returns the timeline of one resource from its stored events.
+// It returns an [*event.ValidationError] for a key that is not valid UTF-8
+// or holds a NUL, an error matching store.ErrNotFound when no event of the
+// resource is stored, [ingest.ErrHistoryTooLong] past [ingest.MaxHistory]
+// events or [ingest.MaxPageBytes] of them (the read stops there), or the
 // store's error wrapped.
 func (s *Service) Lifecycle(ctx context.Context, k projection.Key) (Lifecycle, error) {
 	if err := page.CheckText("cloud", k.Cloud, "resource_type", k.ResourceType, "resource_id", k.ResourceID); err != nil {
 		return Lifecycle{}, err
 	}
-	snap, err := s.snapshot(ctx, nil)
-	if err != nil {
-		return Lifecycle{}, err
-	}
-	var h *History
-	q := HistoryQuery{Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID, AsOf: snap.Position}
-	err = s.store.Histories(ctx, q, func(got History) error {
-		if got.Key != k {
-			return nil
-		}
-		h = &got
-		return errStop
+	items, err := s.store.Events(ctx, ingest.EventQuery{
+		Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID, Limit: ingest.MaxHistory + 1, MaxBytes: ingest.MaxPageBytes,
 	})
-	if err != nil && !errors.Is(err, errStop) {
+	if err != nil {
 		return Lifecycle{}, fmt.Errorf("usage: read the resource's history: %w", err)
 	}
-	if h == nil {
+	if len(items) == 0 {
 		return Lifecycle{}, fmt.Errorf("usage: lifecycle of %s/%s/%s: %w", k.Cloud, k.ResourceType, k.ResourceID, store.ErrNotFound)
 	}
-	if len(h.Events) > ingest.MaxHistory {
+	if n := page.Cut(items, ingest.MaxHistory+1, ingest.StoredEventBytes); n > ingest.MaxHistory || n < len(items) {
 		return Lifecycle{}, ingest.ErrHistoryTooLong
 	}
-	tl := timeline.Build(h.Events)
-	out := Lifecycle{Resource: k, Events: h.Events, Intervals: tl.Intervals, Warnings: []timeline.Code{}}
+	slices.SortFunc(items, func(a, b ingest.StoredEvent) int { return projection.Compare(&a.Event, &b.Event) })
+	evs := make([]event.Event, len(items))
+	for i := range items {
+		evs[i] = items[i].Event
+	}
+	tl := timeline.Build(evs)
+	out := Lifecycle{Resource: projection.Fold(evs), Events: items, Intervals: tl.Intervals, Warnings: []timeline.Code{}}
 	for _, w := range tl.Warnings {
 		out.Warnings = append(out.Warnings, w.Code)
 	}

@@ -27,6 +27,11 @@ type Store interface {
 	// PostgreSQL), holding one history at a time. An error of fn stops the
 	// read and is returned as it is.
 	Histories(ctx context.Context, q HistoryQuery, fn func(History) error) error
+	// Events is [ingest.Store.Events]: the stored events q selects, each
+	// with when it was received, as committed (not bounded by the feed's
+	// head), reading at most q.Limit of them and stopping at q.MaxBytes.
+	// [Service.Lifecycle] reads a resource's history with it.
+	Events(ctx context.Context, q ingest.EventQuery) ([]ingest.StoredEvent, error)
 }
 
 // Snapshot is a resolved position of the lifecycle feed.
