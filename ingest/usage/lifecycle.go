@@ -239,8 +239,9 @@ const atBatch = 1000
 // head, filtered and paged as f says ([projection.Filter]; AliveAt must be
 // zero). Rows are ordered by [projection.Key]. It returns an
 // [*event.ValidationError] listing every bad parameter, or the store's
-// error wrapped. Its cost grows with the resources the cloud and
-// resource_type filters select.
+// error wrapped. Its cost grows with the resources the cloud,
+// resource_type, platform and project_id filters select (a resource that
+// had an event of the platform or project).
 func (s *Service) At(ctx context.Context, f projection.Filter, at time.Time) (projection.Page, error) {
 	var ps page.Params
 	rest := f
@@ -276,7 +277,10 @@ func (s *Service) At(ctx context.Context, f projection.Filter, at time.Time) (pr
 	before := at.UTC().Truncate(time.Microsecond).Add(time.Microsecond)
 	items := []projection.Resource{}
 	for len(items) <= limit {
-		q := HistoryQuery{Cloud: f.Cloud, ResourceType: f.ResourceType, AsOf: snap.Position, Before: before, After: after, Limit: atBatch}
+		// A row's platform and project are its last event's, one the read
+		// keeps: selecting by them reads no resource that cannot match.
+		q := HistoryQuery{Cloud: f.Cloud, ResourceType: f.ResourceType, Platform: f.Platform, ProjectID: f.ProjectID,
+			AsOf: snap.Position, Before: before, After: after, Limit: atBatch}
 		n := 0
 		err := s.store.Histories(ctx, q, func(h History) error {
 			n++

@@ -173,3 +173,32 @@ func TestLifecycleTooManyBytes(t *testing.T) {
 		t.Errorf("4 events of 3 MiB: %v, want ErrHistoryTooLong", err)
 	}
 }
+
+// countingStore counts the histories a read hands over.
+type countingStore struct {
+	usage.Store
+	n int
+}
+
+func (c *countingStore) Histories(ctx context.Context, q usage.HistoryQuery, fn func(usage.History) error) error {
+	return c.Store.Histories(ctx, q, func(h usage.History) error { c.n++; return fn(h) })
+}
+
+// "the existing filters": at= with project_id reads only the resources
+// that had an event in the project, not every resource of the cloud.
+func TestAtReadsTheProjectOnly(t *testing.T) {
+	var evs []event.Event
+	for i := range 50 {
+		evs = append(evs, ev("c"+strconv.Itoa(i), "i-"+strconv.Itoa(i), create, march, "p-other", "active", `{"vcpus":1}`))
+	}
+	evs = append(evs, ev("mine", "i-mine", create, march, "p1", "active", `{"vcpus":1}`))
+	st := &countingStore{Store: newStore(t, evs)}
+	svc, _ := usage.New(st)
+	p, err := svc.At(context.Background(), projection.Filter{ProjectID: "p1"}, march.Add(time.Hour))
+	if err != nil || len(p.Items) != 1 {
+		t.Fatalf("%+v, %v", p, err)
+	}
+	if st.n != 1 {
+		t.Errorf("read %d histories for one resource of the project", st.n)
+	}
+}
