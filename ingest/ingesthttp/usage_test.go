@@ -17,6 +17,7 @@ import (
 	"github.com/tallyhq/tally/ingest/ingesthttp"
 	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/ingest/usage"
+	"github.com/tallyhq/tally/internal/feed"
 	"github.com/tallyhq/tally/route"
 	"github.com/tallyhq/tally/store/memstore"
 )
@@ -294,6 +295,26 @@ func TestLifecycleTallyShape(t *testing.T) {
 		got, err := c.Lifecycle(context.Background(), projection.Key{Cloud: "c1", ResourceType: "instance", ResourceID: "i-1"})
 		if err != nil || len(got.Events) != 3 || got.Events[0].Event.EventID != "u1" || got.Events[0].ReceivedAt.IsZero() || got.Resource.State != "deleted" {
 			t.Errorf("client: %+v, %v", got, err)
+		}
+	})
+}
+
+// "as_of ... tampered: a 4xx naming the member, never a 5xx": a cursor's
+// checksum is no secret, so a forged legacy position with a time no event
+// can have (year -200000) or an id holding a NUL must be refused as /as_of
+// before PostgreSQL sees it, as GET /api/v1/events/feed refuses it as /after.
+func TestUsageForgedAsOf(t *testing.T) {
+	bothStores(t, func(t *testing.T, st stores) {
+		s := newServer(t, st, 0)
+		for _, p := range []feed.Position{
+			{Kind: feed.Legacy, Time: time.Date(-200000, 1, 1, 0, 0, 0, 0, time.UTC), ID: "e"},
+			{Kind: feed.Legacy, Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), ID: "a\x00b"},
+		} {
+			asOf := feed.Encode(feed.Lifecycle, p)
+			status, _, body := s.do(t, "GET", "/api/v1/usage?from=2026-03-01T00:00:00Z&to=2026-04-01T00:00:00Z&as_of="+asOf, "", true)
+			if status != 400 || !strings.Contains(body, `"/as_of"`) {
+				t.Errorf("as_of %+v: %d %s, want 400 naming /as_of", p, status, body)
+			}
 		}
 	})
 }

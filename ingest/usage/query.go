@@ -13,6 +13,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/internal/feed"
 	"github.com/tallyhq/tally/internal/page"
 )
@@ -167,8 +168,8 @@ func (q Query) check(ps *page.Params) plan {
 	}
 	checkGroupBy(ps, q.GroupBy)
 	if q.AsOf != "" {
-		pos, err := feed.Decode(feed.Lifecycle, q.AsOf)
-		if err != nil {
+		pos, ok := ingest.DecodeFeedCursor(q.AsOf)
+		if !ok {
 			*ps = append(*ps, badAsOf())
 		} else {
 			p.asOf = &pos
@@ -183,8 +184,8 @@ func (q Query) check(ps *page.Params) plan {
 		case q.AsOf != "" && q.AsOf != c.asOf:
 			*ps = append(*ps, event.Problem{Member: "/as_of", Rule: event.RuleConst, Message: "must be the as_of of the page the cursor came from, or absent"})
 		default:
-			pos, err := feed.Decode(feed.Lifecycle, c.asOf)
-			if err != nil {
+			pos, ok := ingest.DecodeFeedCursor(c.asOf)
+			if !ok {
 				ps.BadCursor()
 				break
 			}
