@@ -114,7 +114,7 @@ func (s *Service) Summary(ctx context.Context, q SummaryQuery) (ProjectSummary, 
 	var ps page.Params
 	ps.Text("cloud", q.Cloud)
 	ps.Text("project_id", q.ProjectID)
-	q.From, q.To = page.CeilMicro(q.From), page.CeilMicro(q.To)
+	q.From, q.To = microBound(q.From), microBound(q.To)
 	Query{From: q.From, To: q.To}.checkSpan(&ps)
 	if err := ps.Err(); err != nil {
 		return ProjectSummary{}, err
@@ -228,6 +228,24 @@ func (q Query) checkSpan(ps *page.Params) {
 	if q.To.IsZero() {
 		*ps = append(*ps, event.Problem{Member: "/to", Rule: event.RuleRequired, Message: "is required (RFC 3339)"})
 	}
+	checkYears(ps, "from", q.From)
+	checkYears(ps, "to", q.To)
+}
+
+// checkYears refuses a time outside the years 0000 to 9999, which RFC 3339
+// writes and every store keeps (event.ParseTime refuses others; a library
+// caller can pass any time.Time).
+func checkYears(ps *page.Params, name string, t time.Time) {
+	if t.IsZero() {
+		return
+	}
+	if _, ok := page.CursorTime(t.UnixMicro()); !ok {
+		rule := event.RuleMaximum
+		if t.Year() < 0 {
+			rule = event.RuleMinimum
+		}
+		*ps = append(*ps, event.Problem{Member: "/" + name, Rule: rule, Message: "must lie in the years 0000 to 9999 (UTC)"})
+	}
 }
 
 // atBatch is how many resources [Service.At] reads per round.
@@ -265,6 +283,7 @@ func (s *Service) At(ctx context.Context, f projection.Filter, at time.Time) (pr
 	if at.IsZero() {
 		ps = append(ps, event.Problem{Member: "/at", Rule: event.RuleRequired, Message: "is required (RFC 3339)"})
 	}
+	checkYears(&ps, "at", at)
 	if err := ps.Err(); err != nil {
 		return projection.Page{}, err
 	}

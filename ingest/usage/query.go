@@ -136,7 +136,7 @@ func (q Query) check(ps *page.Params) plan {
 	// Bounds in UTC at the microsecond every stored time has (rounded up,
 	// as every listing's window): windows align to UTC, and both stores
 	// select the same events.
-	q.From, q.To = page.CeilMicro(q.From), page.CeilMicro(q.To)
+	q.From, q.To = microBound(q.From), microBound(q.To)
 	p := plan{q: q, window: q.Window, unit: q.Unit}
 	for _, t := range [...]struct{ name, v string }{
 		{"cloud", q.Cloud}, {"platform", q.Platform}, {"project_id", q.ProjectID},
@@ -193,6 +193,17 @@ func (q Query) check(ps *page.Params) plan {
 		}
 	}
 	return p
+}
+
+// microBound is page.CeilMicro(t), or t truncated where rounding up would
+// leave the year 9999 (no stored time lies there, and an answer could not
+// write it).
+func microBound(t time.Time) time.Time {
+	u := page.CeilMicro(t)
+	if u.Year() > 9999 && t.Year() <= 9999 {
+		return t.UTC().Truncate(time.Microsecond)
+	}
+	return u
 }
 
 func badAsOf() event.Problem {
