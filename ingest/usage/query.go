@@ -63,6 +63,10 @@ const (
 	// MaxItems bounds the items a query may compute before paging; a query
 	// past it is [ErrResultTooLarge].
 	MaxItems = 100000
+	// MaxGroupBytes bounds the bytes of the group values a query holds
+	// while reading (every item's, each counted twice: the item and its
+	// key); a query past it is [ErrResultTooLarge].
+	MaxGroupBytes = 64 << 20
 	// MaxGroupBy bounds the keys of group_by: each key adds a value to
 	// every item.
 	MaxGroupBy = 16

@@ -238,6 +238,7 @@ type aggregator struct {
 	end      time.Time // min(To, as_of instant)
 	asOfAt   time.Time
 	cells    map[cellKey]*cell
+	bytes    int // of the cells' groups, against MaxGroupBytes
 	n        int // resources read
 	warnings []Warning
 }
@@ -308,6 +309,9 @@ func (a *aggregator) spread(iv timeline.Interval, g Group, gkey string, num *num
 		if c == nil {
 			if len(a.cells) >= MaxItems {
 				return &TooLargeError{Reason: fmt.Sprintf("the answer would hold more than %d items; narrow the filters or group_by", MaxItems)}
+			}
+			if a.bytes += 2 * len(gkey); a.bytes > MaxGroupBytes {
+				return &TooLargeError{Reason: fmt.Sprintf("the answer's groups would hold more than %d MiB; narrow the filters or group_by", MaxGroupBytes>>20)}
 			}
 			c = &cell{group: g, last: -1}
 			a.cells[k] = c

@@ -470,3 +470,21 @@ func TestUsagePageBytes(t *testing.T) {
 		t.Errorf("items per page (-want +got):\n%s", diff)
 	}
 }
+
+// "the cost bounded": the groups a query holds while reading are bounded
+// by their bytes too (usage.MaxGroupBytes), not only by their number: 25
+// resources with distinct 3 MiB size members, grouped by that member, are
+// result_too_large, not 150 MiB of keys held across every page.
+func TestUsageGroupBytesBound(t *testing.T) {
+	blob := strings.Repeat("x", 3<<20)
+	var evs []event.Event
+	for i := range 25 {
+		id := fmt.Sprintf("i-%02d", i)
+		evs = append(evs, ev("c-"+id, id, create, march, "p1", "active", `{"blob":"`+id+blob+`"}`))
+	}
+	svc, _ := usage.New(newStore(t, evs))
+	_, err := svc.Usage(context.Background(), usage.Query{From: march, To: march.Add(time.Hour), GroupBy: []string{"size.blob"}})
+	if !isTooLarge(err) {
+		t.Errorf("err %v, want result_too_large", err)
+	}
+}
