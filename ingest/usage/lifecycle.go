@@ -138,7 +138,7 @@ func (s *Service) Summary(ctx context.Context, q SummaryQuery) (ProjectSummary, 
 		if row == nil {
 			row = &ProjectActivity{ResourceType: h.Key.ResourceType}
 		}
-		us, touched := activity(row, timeline.Build(h.Events), q, end)
+		us, touched := activity(row, h.Timeline(), q, end)
 		if touched {
 			rows[h.Key.ResourceType] = row
 			tt := totals[h.Key.ResourceType]
@@ -308,7 +308,13 @@ func (s *Service) At(ctx context.Context, f projection.Filter, at time.Time) (pr
 			if len(items) > limit {
 				return nil
 			}
-			r := projection.Fold(h.Events)
+			var start projection.Resource // zero: no checkpoint, FoldFrom is Fold
+			if h.Start != nil && h.StartAt.Before(before) {
+				start = *h.Start
+			} else if len(h.Events) == 0 {
+				return nil // known only from a checkpoint after the instant
+			}
+			r := projection.FoldFrom(start, h.Events)
 			if (f.Platform == "" || r.Platform == f.Platform) && (f.ProjectID == "" || r.ProjectID == f.ProjectID) &&
 				(f.State == "" || r.State == f.State) && f.Status.Match(r.State) {
 				items = append(items, r)

@@ -7,6 +7,7 @@ import (
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/ingest/timeline"
 )
 
 // Store is what usage reads: the stored histories of the selected
@@ -62,6 +63,18 @@ type HistoryQuery struct {
 
 // History is one resource's events, as stored.
 type History struct {
-	Key    projection.Key
-	Events []event.Event
+	Key projection.Key
+	// Start, when not nil, is the resource as its events before StartAt
+	// made it: a checkpoint retention wrote when it dropped them
+	// (docs/operations.md, Retention; PostgreSQL only). Events then holds
+	// only the events from StartAt on, and may be empty.
+	Start   *projection.Resource
+	StartAt time.Time
+	Events  []event.Event
+}
+
+// Timeline is the timeline of h ([timeline.BuildFrom] its checkpoint and
+// events).
+func (h History) Timeline() timeline.Timeline {
+	return timeline.BuildFrom(h.Start, h.StartAt, h.Events)
 }

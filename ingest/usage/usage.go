@@ -257,7 +257,7 @@ func (a *aggregator) add(h History) error {
 	if !a.end.After(a.p.q.From) {
 		return nil
 	}
-	tl := timeline.Build(h.Events)
+	tl := h.Timeline()
 	if a.p.q.Platform != "" && tl.Platform != a.p.q.Platform {
 		return nil
 	}
