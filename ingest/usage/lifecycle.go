@@ -52,19 +52,33 @@ func (s *Service) Lifecycle(ctx context.Context, k projection.Key) (Lifecycle, e
 	if err != nil {
 		return Lifecycle{}, fmt.Errorf("usage: read the resource's history: %w", err)
 	}
-	if len(items) == 0 {
-		return Lifecycle{}, fmt.Errorf("usage: lifecycle of %s/%s/%s: %w", k.Cloud, k.ResourceType, k.ResourceID, store.ErrNotFound)
-	}
 	if n := page.Cut(items, ingest.MaxHistory+1, ingest.StoredEventBytes); n > ingest.MaxHistory || n < len(items) {
 		return Lifecycle{}, ingest.ErrHistoryTooLong
 	}
-	slices.SortFunc(items, func(a, b ingest.StoredEvent) int { return projection.Compare(&a.Event, &b.Event) })
-	evs := make([]event.Event, len(items))
-	for i := range items {
-		evs[i] = items[i].Event
+	// Read after the events, as a retention run writes a checkpoint before
+	// it drops the events it folds: the events before it, if still read,
+	// are left out.
+	start, at, err := s.store.Checkpoint(ctx, k)
+	if err != nil {
+		return Lifecycle{}, fmt.Errorf("usage: read the resource's checkpoint: %w", err)
 	}
-	tl := timeline.Build(evs)
-	out := Lifecycle{Resource: projection.Fold(evs), Events: items, Intervals: tl.Intervals, Warnings: []timeline.Code{}}
+	if start != nil {
+		items = slices.DeleteFunc(items, func(e ingest.StoredEvent) bool { return e.Event.Timestamp.Before(at) })
+	}
+	if len(items) == 0 && start == nil {
+		return Lifecycle{}, fmt.Errorf("usage: lifecycle of %s/%s/%s: %w", k.Cloud, k.ResourceType, k.ResourceID, store.ErrNotFound)
+	}
+	slices.SortFunc(items, func(a, b ingest.StoredEvent) int { return projection.Compare(&a.Event, &b.Event) })
+	h := History{Key: k, Start: start, StartAt: at, Events: make([]event.Event, len(items))}
+	for i := range items {
+		h.Events[i] = items[i].Event
+	}
+	var row projection.Resource // zero: no checkpoint, FoldFrom is Fold
+	if start != nil {
+		row = *start
+	}
+	tl := h.Timeline()
+	out := Lifecycle{Resource: projection.FoldFrom(row, h.Events), Events: items, Intervals: tl.Intervals, Warnings: []timeline.Code{}}
 	for _, w := range tl.Warnings {
 		out.Warnings = append(out.Warnings, w.Code)
 	}

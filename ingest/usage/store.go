@@ -33,6 +33,10 @@ type Store interface {
 	// head), reading at most q.Limit of them and stopping at q.MaxBytes.
 	// [Service.Lifecycle] reads a resource's history with it.
 	Events(ctx context.Context, q ingest.EventQuery) ([]ingest.StoredEvent, error)
+	// Checkpoint returns the checkpoint retention wrote for k when it
+	// dropped k's events before at (docs/operations.md, Retention): the
+	// resource as they made it; nil when there is none (always in memory).
+	Checkpoint(ctx context.Context, k projection.Key) (start *projection.Resource, at time.Time, err error)
 }
 
 // Snapshot is a resolved position of the lifecycle feed.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
@@ -99,4 +100,10 @@ func (s *Ingest) selected(ctx context.Context, q usage.HistoryQuery) ([]projecti
 		keys = keys[:q.Limit]
 	}
 	return keys, nil
+}
+
+// Checkpoint implements [usage.Store]: the memory store drops no events,
+// so it keeps no checkpoint.
+func (s *Ingest) Checkpoint(ctx context.Context, _ projection.Key) (*projection.Resource, time.Time, error) {
+	return nil, time.Time{}, ctx.Err()
 }

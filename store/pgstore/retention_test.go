@@ -366,10 +366,10 @@ func TestRetentionKeepsUsage(t *testing.T) {
 			break // the feed's head covers every event
 		}
 	}
-	sq := usage.SummaryQuery{Cloud: "c1", ProjectID: "p1", From: q.From, To: q.To}
+	sq := usage.SummaryQuery{Cloud: "east", ProjectID: "p1", From: q.From, To: q.To}
 	sumBefore, err := us.Summary(ctx, sq)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || len(sumBefore.ResourceTypes) != 1 || sumBefore.ResourceTypes[0].ActiveNow != 3 {
+		t.Fatalf("summary before the drop: %+v, %v; want vm-b, vm-c and vm-d active", sumBefore, err)
 	}
 	atBefore, err := us.At(ctx, projection.Filter{Status: projection.StatusAll}, d(10, 1))
 	if err != nil {
@@ -387,5 +387,17 @@ func TestRetentionKeepsUsage(t *testing.T) {
 	}
 	if at, err := us.At(ctx, projection.Filter{Status: projection.StatusAll}, d(10, 1)); err != nil || !cmp.Equal(atBefore, at) {
 		t.Errorf("resources at October 1st after the drop (-before +after):\n%s%v", cmp.Diff(atBefore, at), err)
+	}
+	// The lifecycle of a resource known only from its checkpoint: its row,
+	// no event, and the interval open since the horizon.
+	lc, err := us.Lifecycle(ctx, projection.Key{Cloud: "east", ResourceType: "instance", ResourceID: "vm-c"})
+	if err != nil || lc.Resource.State != "active" || len(lc.Events) != 0 || len(lc.Intervals) != 1 ||
+		!lc.Intervals[0].From.Equal(q.From) || lc.Intervals[0].To != nil || len(lc.Warnings) != 0 {
+		t.Errorf("lifecycle of vm-c after the drop: %+v, %v", lc, err)
+	}
+	// One with events after it: folded on from the checkpoint, no warning.
+	lc, err = us.Lifecycle(ctx, projection.Key{Cloud: "east", ResourceType: "instance", ResourceID: "vm-b"})
+	if err != nil || len(lc.Events) != 1 || len(lc.Intervals) != 2 || len(lc.Warnings) != 0 || lc.Resource.CreatedAt == nil {
+		t.Errorf("lifecycle of vm-b after the drop: %+v, %v", lc, err)
 	}
 }

@@ -256,3 +256,21 @@ LEFT JOIN resource_checkpoints c ON c.cloud = k.cloud AND c.resource_type = k.re
 LEFT JOIN LATERAL (SELECT * FROM events e` + where(each) + `) e ON true
 ORDER BY k.cloud, k.resource_type, k.resource_id, e.timestamp`, args
 }
+
+// Checkpoint implements [usage.Store]: k's row of resource_checkpoints.
+func (s *Ingest) Checkpoint(ctx context.Context, k projection.Key) (*projection.Resource, time.Time, error) {
+	var r struct {
+		resourceRow
+		At time.Time `db:"at"`
+	}
+	err := s.db.GetContext(ctx, &r, `SELECT `+resourceColumns+`, at FROM resource_checkpoints
+WHERE cloud = $1 AND resource_type = $2 AND resource_id = $3`, k.Cloud, k.ResourceType, k.ResourceID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, time.Time{}, nil
+	}
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("pgstore: read a checkpoint: %w", interpretError(err))
+	}
+	res := r.resource()
+	return &res, r.At.UTC(), nil
+}
