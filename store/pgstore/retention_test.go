@@ -16,6 +16,7 @@ import (
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/ingest/usage"
+	"github.com/tallyhq/tally/internal/feed"
 	"github.com/tallyhq/tally/internal/pgtest"
 	"github.com/tallyhq/tally/store/pgstore"
 )
@@ -381,6 +382,11 @@ func TestRetentionKeepsUsage(t *testing.T) {
 	q.AsOf = before.AsOf
 	if _, got := body(q); got != want {
 		t.Errorf("usage as of %s after the drop:\n%s\nbefore it:\n%s", q.AsOf, got, want)
+	}
+	// As of the feed's start nothing is stored, checkpoints included.
+	n := 0
+	if err := db.Ingest().Histories(ctx, usage.HistoryQuery{AsOf: feed.Position{Kind: feed.Start}}, func(usage.History) error { n++; return nil }); err != nil || n != 0 {
+		t.Errorf("histories as of the feed's start after the drop: %d, %v; want none", n, err)
 	}
 	if sum, err := us.Summary(ctx, sq); err != nil || !cmp.Equal(sumBefore, sum) {
 		t.Errorf("summary after the drop (-before +after):\n%s%v", cmp.Diff(sumBefore, sum), err)

@@ -215,6 +215,9 @@ func historiesQuery(q usage.HistoryQuery, chunk int) (string, []any) {
 	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
 	bounds := []string{asOfCond(q.AsOf, arg)}
 	var cpSel []string
+	if q.AsOf.Kind == feed.Start {
+		cpSel = append(cpSel, "false") // before every event, before every checkpoint
+	}
 	if !q.Before.IsZero() {
 		before := arg(utcMicro(q.Before))
 		bounds = append(bounds, "timestamp < "+before)
