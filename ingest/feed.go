@@ -230,13 +230,22 @@ func (q FeedQuery) check(ps *page.Params) (after FeedPosition, head bool, limit 
 	case "now":
 		head = true
 	default:
-		p, err := feed.Decode(feed.Lifecycle, q.After)
-		if err != nil || !legacyPosition(p) {
+		p, ok := DecodeFeedCursor(q.After)
+		if !ok {
 			*ps = append(*ps, badAfter())
 		}
 		after = p
 	}
 	return after, head, limit
+}
+
+// DecodeFeedCursor reads a cursor of the lifecycle feed (a position or
+// next_cursor [Service.Feed] gave): ok is false for a cursor that is
+// malformed, of another feed, or names a position no stored event can have
+// (see legacyPosition). Every reader of such a cursor decodes it here.
+func DecodeFeedCursor(cursor string) (p FeedPosition, ok bool) {
+	p, err := feed.Decode(feed.Lifecycle, cursor)
+	return p, err == nil && legacyPosition(p)
 }
 
 // legacyPosition reports whether p, when Legacy, is one a stored event can

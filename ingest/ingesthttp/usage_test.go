@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/tallyhq/tally/ingest/ingesthttp"
 	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/ingest/usage"
+	"github.com/tallyhq/tally/internal/feed"
 	"github.com/tallyhq/tally/route"
 	"github.com/tallyhq/tally/store/memstore"
 )
@@ -212,4 +214,107 @@ func usageHandler(tb testing.TB) http.Handler {
 	mux := http.NewServeMux()
 	route.Mount(mux, h.Routes(), func(rt route.Route) http.Handler { return rt.Handler })
 	return mux
+}
+
+// memberNames returns the member names of a JSON object, sorted.
+func memberNames(t *testing.T, raw json.RawMessage) []string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	out := []string{}
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// The lifecycle in Tally's Reporting API shape (B42Labs/tally,
+// internal/reporting/httpapi: Lifecycle{resource Resource, events
+// []StoredEvent, intervals []LifecycleInterval, warnings []string}): a
+// Tally client reads every member it names, none omitted, so the resource
+// carries the projection row's members and each event its received_at.
+func TestLifecycleTallyShape(t *testing.T) {
+	bothStores(t, func(t *testing.T, st stores) {
+		s := newServer(t, st, 0)
+		if status, _, b := s.do(t, "POST", "/api/v1/events", usageHistory, true); status != 200 || !strings.Contains(b, `"accepted":3`) {
+			t.Fatalf("ingest: %d %s", status, b)
+		}
+		status, _, body := s.do(t, "GET", "/api/v1/resources/c1/instance/i-1/lifecycle", "", true)
+		if status != 200 {
+			t.Fatalf("%d %s", status, body)
+		}
+		var l struct {
+			Resource  json.RawMessage   `json:"resource"`
+			Events    []json.RawMessage `json:"events"`
+			Intervals []json.RawMessage `json:"intervals"`
+			Warnings  []string          `json:"warnings"`
+		}
+		if err := json.Unmarshal([]byte(body), &l); err != nil || len(l.Events) != 3 || len(l.Intervals) != 2 || l.Warnings == nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+		// Tally's Resource and StoredEvent members (tally may add its own).
+		tallyResource := []string{"cloud", "created_at", "deleted_at", "last_event_at", "last_event_type", "platform", "project_id", "resource_id", "resource_type", "size", "state"}
+		tallyEvent := []string{"cloud", "event_id", "event_type", "payload", "platform", "project_id", "received_at", "resource_id", "resource_type", "source", "timestamp"}
+		missing := func(want, got []string) []string {
+			out := []string{}
+			for _, w := range want {
+				if !slices.Contains(got, w) {
+					out = append(out, w)
+				}
+			}
+			return out
+		}
+		if m := missing(tallyResource, memberNames(t, l.Resource)); len(m) > 0 {
+			t.Errorf("resource lacks %v: %s", m, l.Resource)
+		}
+		for _, e := range l.Events {
+			if m := missing(tallyEvent, memberNames(t, e)); len(m) > 0 {
+				t.Errorf("event lacks %v: %s", m, e)
+			}
+		}
+		for _, iv := range l.Intervals {
+			if diff := cmp.Diff([]string{"from", "project_id", "size", "state", "to"}, memberNames(t, iv)); diff != "" {
+				t.Errorf("interval members (-want +got):\n%s", diff)
+			}
+		}
+		if last := string(l.Intervals[1]); !strings.Contains(last, `"to":"2026-03-21T00:00:00.5Z"`) {
+			t.Errorf("last interval %s", last)
+		}
+		var r struct {
+			State     string     `json:"state"`
+			DeletedAt *time.Time `json:"deleted_at"`
+		}
+		if err := json.Unmarshal(l.Resource, &r); err != nil || r.State != "deleted" || r.DeletedAt == nil {
+			t.Errorf("resource %s: %v", l.Resource, err)
+		}
+		// The Go client reads the same answer back whole.
+		c := newClient(t, s.URL, ingesthttp.ClientOptions{})
+		got, err := c.Lifecycle(context.Background(), projection.Key{Cloud: "c1", ResourceType: "instance", ResourceID: "i-1"})
+		if err != nil || len(got.Events) != 3 || got.Events[0].Event.EventID != "u1" || got.Events[0].ReceivedAt.IsZero() || got.Resource.State != "deleted" {
+			t.Errorf("client: %+v, %v", got, err)
+		}
+	})
+}
+
+// "as_of ... tampered: a 4xx naming the member, never a 5xx": a cursor's
+// checksum is no secret, so a forged legacy position with a time no event
+// can have (year -200000) or an id holding a NUL must be refused as /as_of
+// before PostgreSQL sees it, as GET /api/v1/events/feed refuses it as /after.
+func TestUsageForgedAsOf(t *testing.T) {
+	bothStores(t, func(t *testing.T, st stores) {
+		s := newServer(t, st, 0)
+		for _, p := range []feed.Position{
+			{Kind: feed.Legacy, Time: time.Date(-200000, 1, 1, 0, 0, 0, 0, time.UTC), ID: "e"},
+			{Kind: feed.Legacy, Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), ID: "a\x00b"},
+		} {
+			asOf := feed.Encode(feed.Lifecycle, p)
+			status, _, body := s.do(t, "GET", "/api/v1/usage?from=2026-03-01T00:00:00Z&to=2026-04-01T00:00:00Z&as_of="+asOf, "", true)
+			if status != 400 || !strings.Contains(body, `"/as_of"`) {
+				t.Errorf("as_of %+v: %d %s, want 400 naming /as_of", p, status, body)
+			}
+		}
+	})
 }

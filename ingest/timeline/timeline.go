@@ -108,12 +108,30 @@ type Timeline struct {
 // Build folds history, which must concern one resource, in any order (see
 // the package documentation). An empty history gives an empty Timeline.
 // Build does not change history.
-func Build(history []event.Event) Timeline {
+func Build(history []event.Event) Timeline { return BuildFrom(nil, time.Time{}, history) }
+
+// BuildFrom is [Build] of a history whose events before at were folded
+// into start and dropped (a checkpoint retention wrote: docs/operations.md,
+// Retention); history holds the events from at on. A nil start is [Build].
+// When start is alive (no DeletedAt), a life (Created false: its create
+// is gone) and an interval with start's state, size and project open at at,
+// with no warning; when it is deleted, nothing is open and a later event
+// other than a create warns [CodeEventAfterDelete]. Nothing before at is
+// known.
+func BuildFrom(start *projection.Resource, at time.Time, history []event.Event) Timeline {
 	sorted := slices.Clone(history)
 	slices.SortFunc(sorted, func(a, b event.Event) int { return projection.Compare(&a, &b) })
 	b := builder{tl: Timeline{Lives: []Life{}, Intervals: []Interval{}, Warnings: []Warning{}}}
+	if start != nil {
+		b.tl.Platform = start.Platform
+		if start.DeletedAt == nil {
+			b.alive = true
+			b.tl.Lives = append(b.tl.Lives, Life{From: at})
+			b.cur = Interval{From: at, State: start.State, Size: start.Size, ProjectID: start.ProjectID}
+		}
+	}
 	for i := range sorted {
-		b.apply(i == 0, &sorted[i])
+		b.apply(start == nil && i == 0, &sorted[i])
 	}
 	if b.alive {
 		b.tl.Intervals = append(b.tl.Intervals, b.cur)

@@ -1,6 +1,7 @@
 package timeline_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/ingest/timeline"
 )
 
@@ -280,4 +282,44 @@ func TestCanonicalNumber(t *testing.T) {
 			t.Errorf("CanonicalNumber(%s) = %s, want %s", in, got, want)
 		}
 	}
+}
+
+// "History stays answerable" (docs/operations.md, Retention): a history
+// folded from a checkpoint goes on from its state at the checkpoint.
+func TestBuildFromCheckpoint(t *testing.T) {
+	at := time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)
+	created := at.AddDate(0, -6, 0)
+	alive := projection.Resource{Platform: "openstack", ProjectID: "p1", State: "active", Size: jsontext.Value(`{"vcpus":8}`), CreatedAt: &created}
+	deleted := alive
+	deleted.DeletedAt, deleted.State = &at, projection.StateDeleted
+	upd := event.Event{EventID: "u", Timestamp: at.Add(time.Hour), EventType: "compute.instance.update", Platform: "openstack", ProjectID: "p2"}
+	for _, tt := range []struct {
+		name      string
+		start     projection.Resource
+		history   []event.Event
+		intervals int
+		warnings  []timeline.Code
+	}{
+		{"alive and untouched: open from the checkpoint, no warning", alive, nil, 1, []timeline.Code{}},
+		{"alive, then transferred", alive, []event.Event{upd}, 2, []timeline.Code{}},
+		{"deleted before the checkpoint, then updated", deleted, []event.Event{upd}, 0, []timeline.Code{timeline.CodeEventAfterDelete}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tl := timeline.BuildFrom(&tt.start, at, tt.history)
+			if len(tl.Intervals) != tt.intervals || !slices.Equal(warningCodes(tl), tt.warnings) {
+				t.Fatalf("intervals %+v, warnings %+v", tl.Intervals, tl.Warnings)
+			}
+			if tt.intervals > 0 && (!tl.Intervals[0].From.Equal(at) || tl.Intervals[0].ProjectID != "p1" || string(tl.Intervals[0].Size) != `{"vcpus":8}`) {
+				t.Errorf("first interval %+v", tl.Intervals[0])
+			}
+		})
+	}
+}
+
+func warningCodes(tl timeline.Timeline) []timeline.Code {
+	out := []timeline.Code{}
+	for _, w := range tl.Warnings {
+		out = append(out, w.Code)
+	}
+	return out
 }

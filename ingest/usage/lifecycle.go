@@ -20,11 +20,15 @@ import (
 )
 
 // Lifecycle is one resource's timeline in the shape of Tally's lifecycle
-// read (GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle).
+// read (GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle):
+// Tally's Lifecycle{resource, events, intervals, warnings}.
 type Lifecycle struct {
-	Resource projection.Key `json:"resource"`
-	// Events are the stored events in fold order ([projection.Compare]).
-	Events []event.Event `json:"events"`
+	// Resource is the resource as its whole history makes it
+	// ([projection.Fold]): Tally's projection row.
+	Resource projection.Resource `json:"resource"`
+	// Events are the stored events, each with its received_at (Tally's
+	// StoredEvent), in fold order ([projection.Compare]).
+	Events []ingest.StoredEvent `json:"events"`
 	// Intervals are the timeline's ([timeline.Build]); the last is open
 	// (to null) while the resource is alive.
 	Intervals []timeline.Interval `json:"intervals"`
@@ -32,42 +36,49 @@ type Lifecycle struct {
 	Warnings []timeline.Code `json:"warnings"`
 }
 
-// errStop ends a read of histories early.
-var errStop = errors.New("usage: stop")
-
-// Lifecycle returns the timeline of one resource from its stored events
-// as of the feed's head. It returns an [*event.ValidationError] for a key
-// that is not valid UTF-8 or holds a NUL, an error matching
-// store.ErrNotFound when no event of the resource is stored,
-// [ingest.ErrHistoryTooLong] past [ingest.MaxHistory] events, or the
+// Lifecycle returns the timeline of one resource from its stored events.
+// It returns an [*event.ValidationError] for a key that is not valid UTF-8
+// or holds a NUL, an error matching store.ErrNotFound when no event of the
+// resource is stored, [ingest.ErrHistoryTooLong] past [ingest.MaxHistory]
+// events or [ingest.MaxPageBytes] of them (the read stops there), or the
 // store's error wrapped.
 func (s *Service) Lifecycle(ctx context.Context, k projection.Key) (Lifecycle, error) {
 	if err := page.CheckText("cloud", k.Cloud, "resource_type", k.ResourceType, "resource_id", k.ResourceID); err != nil {
 		return Lifecycle{}, err
 	}
-	var h *History
-	// Every committed event: a lifecycle names no feed position, and a
-	// resource just stored must not read as unknown while the feed's
-	// watermark waits for another writer.
-	q := HistoryQuery{Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID, Latest: true}
-	err := s.store.Histories(ctx, q, func(got History) error {
-		if got.Key != k {
-			return nil
-		}
-		h = &got
-		return errStop
+	items, err := s.store.Events(ctx, ingest.EventQuery{
+		Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID, Limit: ingest.MaxHistory + 1, MaxBytes: ingest.MaxPageBytes,
 	})
-	if err != nil && !errors.Is(err, errStop) {
+	if err != nil {
 		return Lifecycle{}, fmt.Errorf("usage: read the resource's history: %w", err)
 	}
-	if h == nil {
-		return Lifecycle{}, fmt.Errorf("usage: lifecycle of %s/%s/%s: %w", k.Cloud, k.ResourceType, k.ResourceID, store.ErrNotFound)
-	}
-	if len(h.Events) > ingest.MaxHistory {
+	if n := page.Cut(items, ingest.MaxHistory+1, ingest.StoredEventBytes); n > ingest.MaxHistory || n < len(items) {
 		return Lifecycle{}, ingest.ErrHistoryTooLong
 	}
-	tl := timeline.Build(h.Events)
-	out := Lifecycle{Resource: k, Events: h.Events, Intervals: tl.Intervals, Warnings: []timeline.Code{}}
+	// Read after the events, as a retention run writes a checkpoint before
+	// it drops the events it folds: the events before it, if still read,
+	// are left out.
+	start, at, err := s.store.Checkpoint(ctx, k)
+	if err != nil {
+		return Lifecycle{}, fmt.Errorf("usage: read the resource's checkpoint: %w", err)
+	}
+	if start != nil {
+		items = slices.DeleteFunc(items, func(e ingest.StoredEvent) bool { return e.Event.Timestamp.Before(at) })
+	}
+	if len(items) == 0 && start == nil {
+		return Lifecycle{}, fmt.Errorf("usage: lifecycle of %s/%s/%s: %w", k.Cloud, k.ResourceType, k.ResourceID, store.ErrNotFound)
+	}
+	slices.SortFunc(items, func(a, b ingest.StoredEvent) int { return projection.Compare(&a.Event, &b.Event) })
+	h := History{Key: k, Start: start, StartAt: at, Events: make([]event.Event, len(items))}
+	for i := range items {
+		h.Events[i] = items[i].Event
+	}
+	var row projection.Resource // zero: no checkpoint, FoldFrom is Fold
+	if start != nil {
+		row = *start
+	}
+	tl := h.Timeline()
+	out := Lifecycle{Resource: projection.FoldFrom(row, h.Events), Events: items, Intervals: tl.Intervals, Warnings: []timeline.Code{}}
 	for _, w := range tl.Warnings {
 		out.Warnings = append(out.Warnings, w.Code)
 	}
@@ -117,7 +128,7 @@ func (s *Service) Summary(ctx context.Context, q SummaryQuery) (ProjectSummary, 
 	var ps page.Params
 	ps.Text("cloud", q.Cloud)
 	ps.Text("project_id", q.ProjectID)
-	q.From, q.To = page.CeilMicro(q.From), page.CeilMicro(q.To)
+	q.From, q.To = microBound(q.From), microBound(q.To)
 	Query{From: q.From, To: q.To}.checkSpan(&ps)
 	if err := ps.Err(); err != nil {
 		return ProjectSummary{}, err
@@ -141,7 +152,7 @@ func (s *Service) Summary(ctx context.Context, q SummaryQuery) (ProjectSummary, 
 		if row == nil {
 			row = &ProjectActivity{ResourceType: h.Key.ResourceType}
 		}
-		us, touched := activity(row, timeline.Build(h.Events), q, end)
+		us, touched := activity(row, h.Timeline(), q, end)
 		if touched {
 			rows[h.Key.ResourceType] = row
 			tt := totals[h.Key.ResourceType]
@@ -231,6 +242,24 @@ func (q Query) checkSpan(ps *page.Params) {
 	if q.To.IsZero() {
 		*ps = append(*ps, event.Problem{Member: "/to", Rule: event.RuleRequired, Message: "is required (RFC 3339)"})
 	}
+	checkYears(ps, "from", q.From)
+	checkYears(ps, "to", q.To)
+}
+
+// checkYears refuses a time outside the years 0000 to 9999, which RFC 3339
+// writes and every store keeps (event.ParseTime refuses others; a library
+// caller can pass any time.Time).
+func checkYears(ps *page.Params, name string, t time.Time) {
+	if t.IsZero() {
+		return
+	}
+	if _, ok := page.CursorTime(t.UnixMicro()); !ok {
+		rule := event.RuleMaximum
+		if t.Year() < 0 {
+			rule = event.RuleMinimum
+		}
+		*ps = append(*ps, event.Problem{Member: "/" + name, Rule: rule, Message: "must lie in the years 0000 to 9999 (UTC)"})
+	}
 }
 
 // atBatch is how many resources [Service.At] reads per round.
@@ -242,8 +271,9 @@ const atBatch = 1000
 // head, filtered and paged as f says ([projection.Filter]; AliveAt must be
 // zero). Rows are ordered by [projection.Key]. It returns an
 // [*event.ValidationError] listing every bad parameter, or the store's
-// error wrapped. Its cost grows with the resources the cloud and
-// resource_type filters select.
+// error wrapped. Its cost grows with the resources the cloud,
+// resource_type, platform and project_id filters select (a resource that
+// had an event of the platform or project).
 func (s *Service) At(ctx context.Context, f projection.Filter, at time.Time) (projection.Page, error) {
 	var ps page.Params
 	rest := f
@@ -267,6 +297,7 @@ func (s *Service) At(ctx context.Context, f projection.Filter, at time.Time) (pr
 	if at.IsZero() {
 		ps = append(ps, event.Problem{Member: "/at", Rule: event.RuleRequired, Message: "is required (RFC 3339)"})
 	}
+	checkYears(&ps, "at", at)
 	if err := ps.Err(); err != nil {
 		return projection.Page{}, err
 	}
@@ -279,7 +310,10 @@ func (s *Service) At(ctx context.Context, f projection.Filter, at time.Time) (pr
 	before := at.UTC().Truncate(time.Microsecond).Add(time.Microsecond)
 	items := []projection.Resource{}
 	for len(items) <= limit {
-		q := HistoryQuery{Cloud: f.Cloud, ResourceType: f.ResourceType, AsOf: snap.Position, Before: before, After: after, Limit: atBatch}
+		// A row's platform and project are its last event's, one the read
+		// keeps: selecting by them reads no resource that cannot match.
+		q := HistoryQuery{Cloud: f.Cloud, ResourceType: f.ResourceType, Platform: f.Platform, ProjectID: f.ProjectID,
+			AsOf: snap.Position, Before: before, After: after, Limit: atBatch}
 		n := 0
 		err := s.store.Histories(ctx, q, func(h History) error {
 			n++
@@ -288,7 +322,13 @@ func (s *Service) At(ctx context.Context, f projection.Filter, at time.Time) (pr
 			if len(items) > limit {
 				return nil
 			}
-			r := projection.Fold(h.Events)
+			var start projection.Resource // zero: no checkpoint, FoldFrom is Fold
+			if h.Start != nil && h.StartAt.Before(before) {
+				start = *h.Start
+			} else if len(h.Events) == 0 {
+				return nil // known only from a checkpoint after the instant
+			}
+			r := projection.FoldFrom(start, h.Events)
 			if (f.Platform == "" || r.Platform == f.Platform) && (f.ProjectID == "" || r.ProjectID == f.ProjectID) &&
 				(f.State == "" || r.State == f.State) && f.Status.Match(r.State) {
 				items = append(items, r)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/big"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ func TestLifecycle(t *testing.T) {
 	}
 	ids := []string{}
 	for _, e := range got.Events {
-		ids = append(ids, e.EventID)
+		ids = append(ids, e.Event.EventID)
 	}
 	if diff := cmp.Diff([]string{"a1", "a2", "a3"}, ids); diff != "" {
 		t.Errorf("events in fold order (-want +got):\n%s", diff)
@@ -155,5 +156,49 @@ func TestSummaryNoOverflow(t *testing.T) {
 	want.Quo(want, big.NewInt(60))
 	if len(got.ResourceTypes) != 1 || !want.IsInt64() || got.ResourceTypes[0].TotalMinutes != want.Int64() {
 		t.Errorf("rows %+v, want total_minutes %s", got.ResourceTypes, want)
+	}
+}
+
+// "a response's size bounded": a history of more than 8 MiB of events
+// (ingest.MaxPageBytes, GET /api/v1/events's page) is history_too_long
+// too, its read stopped there, as the lifecycle has no next page.
+func TestLifecycleTooManyBytes(t *testing.T) {
+	blob := `{"blob":"` + strings.Repeat("x", 3<<20) + `"}`
+	evs := []event.Event{ev("c", "i-l", create, march, "p1", "active", blob)}
+	for i := range 3 {
+		evs = append(evs, ev("u"+strconv.Itoa(i), "i-l", update, march.Add(time.Duration(i+1)*time.Second), "p1", "active", blob))
+	}
+	svc, _ := usage.New(newStore(t, evs))
+	if _, err := svc.Lifecycle(context.Background(), projection.Key{Cloud: "c1", ResourceType: "instance", ResourceID: "i-l"}); !errors.Is(err, ingest.ErrHistoryTooLong) {
+		t.Errorf("4 events of 3 MiB: %v, want ErrHistoryTooLong", err)
+	}
+}
+
+// countingStore counts the histories a read hands over.
+type countingStore struct {
+	usage.Store
+	n int
+}
+
+func (c *countingStore) Histories(ctx context.Context, q usage.HistoryQuery, fn func(usage.History) error) error {
+	return c.Store.Histories(ctx, q, func(h usage.History) error { c.n++; return fn(h) })
+}
+
+// "the existing filters": at= with project_id reads only the resources
+// that had an event in the project, not every resource of the cloud.
+func TestAtReadsTheProjectOnly(t *testing.T) {
+	var evs []event.Event
+	for i := range 50 {
+		evs = append(evs, ev("c"+strconv.Itoa(i), "i-"+strconv.Itoa(i), create, march, "p-other", "active", `{"vcpus":1}`))
+	}
+	evs = append(evs, ev("mine", "i-mine", create, march, "p1", "active", `{"vcpus":1}`))
+	st := &countingStore{Store: newStore(t, evs)}
+	svc, _ := usage.New(st)
+	p, err := svc.At(context.Background(), projection.Filter{ProjectID: "p1"}, march.Add(time.Hour))
+	if err != nil || len(p.Items) != 1 {
+		t.Fatalf("%+v, %v", p, err)
+	}
+	if st.n != 1 {
+		t.Errorf("read %d histories for one resource of the project", st.n)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/internal/feed"
 	"github.com/tallyhq/tally/internal/page"
 )
@@ -62,6 +63,10 @@ const (
 	// MaxItems bounds the items a query may compute before paging; a query
 	// past it is [ErrResultTooLarge].
 	MaxItems = 100000
+	// MaxGroupBytes bounds the bytes of the group values a query holds
+	// while reading (every item's, each counted twice: the item and its
+	// key); a query past it is [ErrResultTooLarge].
+	MaxGroupBytes = 64 << 20
 	// MaxGroupBy bounds the keys of group_by: each key adds a value to
 	// every item.
 	MaxGroupBy = 16
@@ -135,7 +140,7 @@ func (q Query) check(ps *page.Params) plan {
 	// Bounds in UTC at the microsecond every stored time has (rounded up,
 	// as every listing's window): windows align to UTC, and both stores
 	// select the same events.
-	q.From, q.To = page.CeilMicro(q.From), page.CeilMicro(q.To)
+	q.From, q.To = microBound(q.From), microBound(q.To)
 	p := plan{q: q, window: q.Window, unit: q.Unit}
 	for _, t := range [...]struct{ name, v string }{
 		{"cloud", q.Cloud}, {"platform", q.Platform}, {"project_id", q.ProjectID},
@@ -167,8 +172,8 @@ func (q Query) check(ps *page.Params) plan {
 	}
 	checkGroupBy(ps, q.GroupBy)
 	if q.AsOf != "" {
-		pos, err := feed.Decode(feed.Lifecycle, q.AsOf)
-		if err != nil {
+		pos, ok := ingest.DecodeFeedCursor(q.AsOf)
+		if !ok {
 			*ps = append(*ps, badAsOf())
 		} else {
 			p.asOf = &pos
@@ -183,8 +188,8 @@ func (q Query) check(ps *page.Params) plan {
 		case q.AsOf != "" && q.AsOf != c.asOf:
 			*ps = append(*ps, event.Problem{Member: "/as_of", Rule: event.RuleConst, Message: "must be the as_of of the page the cursor came from, or absent"})
 		default:
-			pos, err := feed.Decode(feed.Lifecycle, c.asOf)
-			if err != nil {
+			pos, ok := ingest.DecodeFeedCursor(c.asOf)
+			if !ok {
 				ps.BadCursor()
 				break
 			}
@@ -192,6 +197,17 @@ func (q Query) check(ps *page.Params) plan {
 		}
 	}
 	return p
+}
+
+// microBound is page.CeilMicro(t), or t truncated where rounding up would
+// leave the year 9999 (no stored time lies there, and an answer could not
+// write it).
+func microBound(t time.Time) time.Time {
+	u := page.CeilMicro(t)
+	if u.Year() > 9999 && t.Year() <= 9999 {
+		return t.UTC().Truncate(time.Microsecond)
+	}
+	return u
 }
 
 func badAsOf() event.Problem {

@@ -7,6 +7,7 @@ import (
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/ingest/timeline"
 )
 
 // Store is what usage reads: the stored histories of the selected
@@ -27,6 +28,15 @@ type Store interface {
 	// PostgreSQL), holding one history at a time. An error of fn stops the
 	// read and is returned as it is.
 	Histories(ctx context.Context, q HistoryQuery, fn func(History) error) error
+	// Events is [ingest.Store.Events]: the stored events q selects, each
+	// with when it was received, as committed (not bounded by the feed's
+	// head), reading at most q.Limit of them and stopping at q.MaxBytes.
+	// [Service.Lifecycle] reads a resource's history with it.
+	Events(ctx context.Context, q ingest.EventQuery) ([]ingest.StoredEvent, error)
+	// Checkpoint returns the checkpoint retention wrote for k when it
+	// dropped k's events before at (docs/operations.md, Retention): the
+	// resource as they made it; nil when there is none (always in memory).
+	Checkpoint(ctx context.Context, k projection.Key) (start *projection.Resource, at time.Time, err error)
 }
 
 // Snapshot is a resolved position of the lifecycle feed.
@@ -47,11 +57,6 @@ type HistoryQuery struct {
 	ResourceID string
 	// AsOf bounds the events by their feed position (inclusive).
 	AsOf ingest.FeedPosition
-	// Latest, when true, ignores AsOf: every event committed when the
-	// read runs is read, whether or not the feed's watermark has passed
-	// it yet (a resource's lifecycle, which reports no position, reads its
-	// own writes so).
-	Latest bool
 	// Before, when not zero, keeps the events with a timestamp before it.
 	Before time.Time
 	// After, when set, starts strictly after that key; Limit, when
@@ -62,6 +67,18 @@ type HistoryQuery struct {
 
 // History is one resource's events, as stored.
 type History struct {
-	Key    projection.Key
-	Events []event.Event
+	Key projection.Key
+	// Start, when not nil, is the resource as its events before StartAt
+	// made it: a checkpoint retention wrote when it dropped them
+	// (docs/operations.md, Retention; PostgreSQL only). Events then holds
+	// only the events from StartAt on, and may be empty.
+	Start   *projection.Resource
+	StartAt time.Time
+	Events  []event.Event
+}
+
+// Timeline is the timeline of h ([timeline.BuildFrom] its checkpoint and
+// events).
+func (h History) Timeline() timeline.Timeline {
+	return timeline.BuildFrom(h.Start, h.StartAt, h.Events)
 }

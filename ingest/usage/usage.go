@@ -238,6 +238,7 @@ type aggregator struct {
 	end      time.Time // min(To, as_of instant)
 	asOfAt   time.Time
 	cells    map[cellKey]*cell
+	bytes    int // of the cells' groups, against MaxGroupBytes
 	n        int // resources read
 	warnings []Warning
 }
@@ -256,7 +257,7 @@ func (a *aggregator) add(h History) error {
 	if !a.end.After(a.p.q.From) {
 		return nil
 	}
-	tl := timeline.Build(h.Events)
+	tl := h.Timeline()
 	if a.p.q.Platform != "" && tl.Platform != a.p.q.Platform {
 		return nil
 	}
@@ -308,6 +309,9 @@ func (a *aggregator) spread(iv timeline.Interval, g Group, gkey string, num *num
 		if c == nil {
 			if len(a.cells) >= MaxItems {
 				return &TooLargeError{Reason: fmt.Sprintf("the answer would hold more than %d items; narrow the filters or group_by", MaxItems)}
+			}
+			if a.bytes += 2 * len(gkey); a.bytes > MaxGroupBytes {
+				return &TooLargeError{Reason: fmt.Sprintf("the answer's groups would hold more than %d MiB; narrow the filters or group_by", MaxGroupBytes>>20)}
 			}
 			c = &cell{group: g, last: -1}
 			a.cells[k] = c

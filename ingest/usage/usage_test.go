@@ -198,6 +198,10 @@ func TestUsageRefusals(t *testing.T) {
 		{"group_by twice", usage.Query{From: march, To: to, GroupBy: []string{"state", "state"}}, "/group_by: duplicateMember"},
 		{"quantity", usage.Query{From: march, To: to, Quantity: "size."}, "/quantity: enum"},
 		{"unit", usage.Query{From: march, To: to, Unit: "day"}, "/unit: enum"},
+		// PostgreSQL keeps no time before 4713 BC: a library caller's year
+		// outside what RFC 3339 writes is refused, not sent to the store.
+		{"from before the year 0000", usage.Query{From: time.Date(-5000, 1, 1, 0, 0, 0, 0, time.UTC), To: to}, "/from: minimum"},
+		{"to after the year 9999", usage.Query{From: march, To: time.Date(10000, 1, 2, 0, 0, 0, 0, time.UTC)}, "/to: maximum"},
 		{"as_of not a feed cursor", usage.Query{From: march, To: to, AsOf: "xyz"}, "/as_of: format"},
 		{"cursor of another query", usage.Query{From: march, To: to, Cursor: "WyJ1MSIsMSwiIiwxXQ"}, "/cursor: format"},
 		{"more than 10,000 windows", usage.Query{From: march, To: march.AddDate(30, 0, 0), Window: usage.WindowDay}, "result_too_large"},
@@ -422,11 +426,16 @@ func TestUsageBoundsNormalized(t *testing.T) {
 				{"2026-02-28T21:00:00Z", "{}", 1, "10800", "10800", true},
 				{"2026-03-01T00:00:00Z", "{}", 1, "75600", "75600", true},
 			}},
+		{"the last instant RFC 3339 writes", usage.Query{From: march, To: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)},
+			"2026-03-01T00:00:00Z", []row{{"2026-03-01T00:00:00Z", "{}", 1, "5270400", "5270400", false}}},
 		{"a fraction finer than a microsecond", usage.Query{From: march.Add(100 * time.Nanosecond), To: march.Add(time.Second + 400*time.Nanosecond)},
 			"2026-03-01T00:00:00.000001Z", []row{{"2026-03-01T00:00:00Z", "{}", 1, "1", "1", true}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a := answer(t, st, tt.q)
+			if _, err := json.Marshal(a); err != nil {
+				t.Fatal(err)
+			}
 			if got := a.From.Format(time.RFC3339Nano); got != tt.from {
 				t.Errorf("from %s, want %s", got, tt.from)
 			}
@@ -459,5 +468,23 @@ func TestUsagePageBytes(t *testing.T) {
 	}
 	if diff := cmp.Diff([]int{2, 1}, pages); diff != "" {
 		t.Errorf("items per page (-want +got):\n%s", diff)
+	}
+}
+
+// "the cost bounded": the groups a query holds while reading are bounded
+// by their bytes too (usage.MaxGroupBytes), not only by their number: 25
+// resources with distinct 3 MiB size members, grouped by that member, are
+// result_too_large, not 150 MiB of keys held across every page.
+func TestUsageGroupBytesBound(t *testing.T) {
+	blob := strings.Repeat("x", 3<<20)
+	var evs []event.Event
+	for i := range 25 {
+		id := fmt.Sprintf("i-%02d", i)
+		evs = append(evs, ev("c-"+id, id, create, march, "p1", "active", `{"blob":"`+id+blob+`"}`))
+	}
+	svc, _ := usage.New(newStore(t, evs))
+	_, err := svc.Usage(context.Background(), usage.Query{From: march, To: march.Add(time.Hour), GroupBy: []string{"size.blob"}})
+	if !isTooLarge(err) {
+		t.Errorf("err %v, want result_too_large", err)
 	}
 }

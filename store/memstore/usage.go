@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
@@ -43,7 +44,7 @@ func (s *Ingest) Snapshot(ctx context.Context, at *ingest.FeedPosition) (usage.S
 // Histories implements [usage.Store]. Each history is copied under the
 // store's lock and fn is called without it.
 func (s *Ingest) Histories(ctx context.Context, q usage.HistoryQuery, fn func(usage.History) error) error {
-	if !q.Latest && (q.AsOf.Kind != feed.Current || q.AsOf.TX != 0) {
+	if q.AsOf.Kind != feed.Current || q.AsOf.TX != 0 {
 		if q.AsOf.Kind != feed.Start {
 			return fmt.Errorf("memstore: histories as of %+v: %w", q.AsOf, ingest.ErrFeedPosition)
 		}
@@ -60,7 +61,7 @@ func (s *Ingest) Histories(ctx context.Context, q usage.HistoryQuery, fn func(us
 		h := usage.History{Key: k}
 		for _, ek := range s.ingest.byResource[k] {
 			e := s.ingest.events[ek]
-			if (q.Latest || s.ingest.seq[ek] <= q.AsOf.Seq) && (q.Before.IsZero() || e.Timestamp.Before(q.Before)) {
+			if s.ingest.seq[ek] <= q.AsOf.Seq && (q.Before.IsZero() || e.Timestamp.Before(q.Before)) {
 				h.Events = append(h.Events, cloneEvent(e))
 			}
 		}
@@ -88,7 +89,7 @@ func (s *Ingest) selected(ctx context.Context, q usage.HistoryQuery) ([]projecti
 		}
 		if slices.ContainsFunc(eks, func(ek eventKey) bool {
 			e := s.ingest.events[ek]
-			return (q.Latest || s.ingest.seq[ek] <= q.AsOf.Seq) && (q.Before.IsZero() || e.Timestamp.Before(q.Before)) &&
+			return s.ingest.seq[ek] <= q.AsOf.Seq && (q.Before.IsZero() || e.Timestamp.Before(q.Before)) &&
 				(q.Platform == "" || e.Platform == q.Platform) && (q.ProjectID == "" || e.ProjectID == q.ProjectID)
 		}) {
 			keys = append(keys, k)
@@ -99,4 +100,10 @@ func (s *Ingest) selected(ctx context.Context, q usage.HistoryQuery) ([]projecti
 		keys = keys[:q.Limit]
 	}
 	return keys, nil
+}
+
+// Checkpoint implements [usage.Store]: the memory store drops no events,
+// so it keeps no checkpoint.
+func (s *Ingest) Checkpoint(ctx context.Context, _ projection.Key) (*projection.Resource, time.Time, error) {
+	return nil, time.Time{}, ctx.Err()
 }

@@ -20,7 +20,6 @@ import (
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
-	"github.com/tallyhq/tally/ingest/usage"
 	"github.com/tallyhq/tally/internal/feed"
 	"github.com/tallyhq/tally/internal/pgtest"
 	"github.com/tallyhq/tally/store/pgstore"
@@ -714,41 +713,5 @@ func TestFeedServiceSeesOwnCommitHeldBackByTheWatermark(t *testing.T) {
 	}
 	if d := cmp.Diff([]string{"e1"}, got); d != "" {
 		t.Errorf("after e0, no wait, caught up %v (-want +got):\n%s", p.CaughtUp, d)
-	}
-}
-
-// usage.HistoryQuery.Latest reads every committed event, the ones a
-// writing transaction still holds the feed's watermark back from too, so
-// a resource's lifecycle reads its own writes; a read as of the head does
-// not see them yet.
-func TestHistoriesLatestReadsPastTheWatermark(t *testing.T) {
-	ctx := context.Background()
-	u := pgtest.URL(t)
-	db := pgtest.Open(t, u, pgstore.Options{})
-	held := beginByHand(t, u)
-	if _, err := held.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil {
-		t.Fatal(err)
-	}
-	defer commit(t, held)
-	if _, err := db.Ingest().Commit(ctx, ingest.Batch{Events: []event.Event{ev("w1", time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))}}); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := db.Ingest().Snapshot(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	count := func(q usage.HistoryQuery) int {
-		t.Helper()
-		n := 0
-		if err := db.Ingest().Histories(ctx, q, func(h usage.History) error { n += len(h.Events); return nil }); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	if n := count(usage.HistoryQuery{AsOf: snap.Position}); n != 0 {
-		t.Errorf("as of the head, held back: %d events, want 0", n)
-	}
-	if n := count(usage.HistoryQuery{Latest: true}); n != 1 {
-		t.Errorf("Latest: %d events, want 1", n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
@@ -14,6 +15,8 @@ import (
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/ingest/usage"
+	"github.com/tallyhq/tally/internal/feed"
 	"github.com/tallyhq/tally/internal/pgtest"
 	"github.com/tallyhq/tally/store/pgstore"
 )
@@ -308,5 +311,99 @@ func TestRetentionExpiredKeepsTheRestOfTheBatch(t *testing.T) {
 	if diff := cmp.Diff(ingest.Committed{Inserted: []bool{false, true}, Expired: []bool{true, false}, Horizon: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC),
 		SyncRunID: res.SyncRunID}, res); diff != "" || res.SyncRunID == 0 {
 		t.Errorf("Commit (-want +got), sync run %d:\n%s", res.SyncRunID, diff)
+	}
+}
+
+// "History stays answerable" for usage too: after retention dropped the
+// months before the horizon, usage, the summary and resources?at= of a
+// window after it answer as before the drop: the same query with the same
+// as_of gives the same body, a resource untouched since before the horizon
+// included (each fold starts from the resource's checkpoint).
+func TestRetentionKeepsUsage(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 15, 12, 0, 0, 0, time.UTC)
+	db := pgtest.Open(t, pgtest.PartitionedURL(t), pgstore.Options{Now: func() time.Time { return now }})
+	svc, err := ingest.New(db.Ingest(), ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := func(m time.Month, day int) time.Time { return time.Date(2026, m, day, 10, 0, 0, 0, time.UTC) }
+	var items [][]byte
+	for _, e := range []event.Event{
+		lifeEvent("a1", "vm-a", "create", d(2, 3), "active", 2), // created and deleted before the horizon
+		lifeEvent("a3", "vm-a", "delete", d(4, 5), "deleted", 2),
+		lifeEvent("b1", "vm-b", "create", d(1, 6), "active", 2), // created before, resized after
+		lifeEvent("b2", "vm-b", "update", d(11, 7), "active", 4),
+		lifeEvent("c1", "vm-c", "create", d(3, 8), "active", 8),  // only before: untouched since
+		lifeEvent("d1", "vm-d", "create", d(11, 9), "active", 1), // only after
+	} {
+		items = append(items, raw(t, e))
+	}
+	if res, err := svc.Ingest(ctx, ingest.Caller{Credential: "c"}, items); err != nil || res.Accepted != len(items) {
+		t.Fatalf("ingest: %+v, %v", res, err)
+	}
+	us, err := usage.New(db.Ingest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := usage.Query{From: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
+		Window: usage.WindowMonth, GroupBy: []string{"resource_id"}, Quantity: "size.vcpus", Unit: usage.UnitHour}
+	body := func(q usage.Query) (usage.Answer, string) {
+		t.Helper()
+		a, err := us.Usage(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a, string(b)
+	}
+	var before usage.Answer
+	var want string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if before, want = body(q); strings.Contains(want, `"vm-d"`) || time.Now().After(deadline) {
+			break // the feed's head covers every event
+		}
+	}
+	sq := usage.SummaryQuery{Cloud: "east", ProjectID: "p1", From: q.From, To: q.To}
+	sumBefore, err := us.Summary(ctx, sq)
+	if err != nil || len(sumBefore.ResourceTypes) != 1 || sumBefore.ResourceTypes[0].ActiveNow != 3 {
+		t.Fatalf("summary before the drop: %+v, %v; want vm-b, vm-c and vm-d active", sumBefore, err)
+	}
+	atBefore, err := us.At(ctx, projection.Filter{Status: projection.StatusAll}, d(10, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := db.Retention(ctx, pgstore.RetentionOptions{KeepEvents: 100 * 24 * time.Hour}); err != nil || res.EventsDropped != 4 || !res.Horizon.Equal(q.From) {
+		t.Fatalf("retention: %+v, %v; want the 4 events before May dropped (the months with no event have no partition)", res, err)
+	}
+	q.AsOf = before.AsOf
+	if _, got := body(q); got != want {
+		t.Errorf("usage as of %s after the drop:\n%s\nbefore it:\n%s", q.AsOf, got, want)
+	}
+	// As of the feed's start nothing is stored, checkpoints included.
+	n := 0
+	if err := db.Ingest().Histories(ctx, usage.HistoryQuery{AsOf: feed.Position{Kind: feed.Start}}, func(usage.History) error { n++; return nil }); err != nil || n != 0 {
+		t.Errorf("histories as of the feed's start after the drop: %d, %v; want none", n, err)
+	}
+	if sum, err := us.Summary(ctx, sq); err != nil || !cmp.Equal(sumBefore, sum) {
+		t.Errorf("summary after the drop (-before +after):\n%s%v", cmp.Diff(sumBefore, sum), err)
+	}
+	if at, err := us.At(ctx, projection.Filter{Status: projection.StatusAll}, d(10, 1)); err != nil || !cmp.Equal(atBefore, at) {
+		t.Errorf("resources at October 1st after the drop (-before +after):\n%s%v", cmp.Diff(atBefore, at), err)
+	}
+	// The lifecycle of a resource known only from its checkpoint: its row,
+	// no event, and the interval open since the horizon.
+	lc, err := us.Lifecycle(ctx, projection.Key{Cloud: "east", ResourceType: "instance", ResourceID: "vm-c"})
+	if err != nil || lc.Resource.State != "active" || len(lc.Events) != 0 || len(lc.Intervals) != 1 ||
+		!lc.Intervals[0].From.Equal(q.From) || lc.Intervals[0].To != nil || len(lc.Warnings) != 0 {
+		t.Errorf("lifecycle of vm-c after the drop: %+v, %v", lc, err)
+	}
+	// One with events after it: folded on from the checkpoint, no warning.
+	lc, err = us.Lifecycle(ctx, projection.Key{Cloud: "east", ResourceType: "instance", ResourceID: "vm-b"})
+	if err != nil || len(lc.Events) != 1 || len(lc.Intervals) != 2 || len(lc.Warnings) != 0 || lc.Resource.CreatedAt == nil {
+		t.Errorf("lifecycle of vm-b after the drop: %+v, %v", lc, err)
 	}
 }

@@ -104,6 +104,47 @@ func (s *Ingest) Histories(ctx context.Context, q usage.HistoryQuery, fn func(us
 	}
 }
 
+// historyRow is one row of historiesQuery: a selected key, its
+// checkpoint's columns (all NULL without one) and one event (all NULL for
+// a key known only from its checkpoint).
+type historyRow struct {
+	Cloud        string         `db:"k_cloud"`
+	ResourceType string         `db:"k_resource_type"`
+	ResourceID   string         `db:"k_resource_id"`
+	CheckpointAt sql.NullTime   `db:"cp_at"`
+	CPPlatform   sql.NullString `db:"cp_platform"`
+	CPProjectID  sql.NullString `db:"cp_project_id"`
+	CPState      sql.NullString `db:"cp_state"`
+	CPSize       sql.NullString `db:"cp_size"`
+	CPCreatedAt  sql.NullTime   `db:"cp_created_at"`
+	CPDeletedAt  sql.NullTime   `db:"cp_deleted_at"`
+	CPFirstAt    sql.NullTime   `db:"cp_first_event_at"`
+	CPLastAt     sql.NullTime   `db:"cp_last_event_at"`
+	CPLastType   sql.NullString `db:"cp_last_event_type"`
+	CPLastID     sql.NullString `db:"cp_last_event_id"`
+	EventID      sql.NullString `db:"event_id"`
+	Timestamp    sql.NullTime   `db:"timestamp"`
+	EventType    sql.NullString `db:"event_type"`
+	Platform     sql.NullString `db:"platform"`
+	ProjectID    sql.NullString `db:"project_id"`
+	Source       sql.NullString `db:"source"`
+	Payload      []byte         `db:"payload"`
+}
+
+// start returns the checkpoint of r's key, if it has one.
+func (r *historyRow) start() (*projection.Resource, time.Time) {
+	if !r.CheckpointAt.Valid {
+		return nil, time.Time{}
+	}
+	cp := resourceRow{
+		Cloud: r.Cloud, ResourceType: r.ResourceType, ResourceID: r.ResourceID, Platform: r.CPPlatform.String,
+		ProjectID: r.CPProjectID.String, State: r.CPState.String, Size: r.CPSize, CreatedAt: r.CPCreatedAt, DeletedAt: r.CPDeletedAt,
+		FirstEventAt: r.CPFirstAt.Time, LastEventAt: r.CPLastAt.Time, LastEventType: r.CPLastType.String, LastEventID: r.CPLastID.String,
+	}
+	res := cp.resource()
+	return &res, r.CheckpointAt.Time.UTC()
+}
+
 // historiesChunk reads the histories of at most chunk resources after
 // q.After; it returns how many it read and the last key.
 func (s *Ingest) historiesChunk(ctx context.Context, q usage.HistoryQuery, chunk int, fn func(usage.History) error) (int, projection.Key, error) {
@@ -115,6 +156,7 @@ func (s *Ingest) historiesChunk(ctx context.Context, q usage.HistoryQuery, chunk
 	defer rows.Close()
 	var (
 		cur  usage.History
+		has  bool
 		n    int
 		emit = func() error {
 			slices.SortFunc(cur.Events, func(a, b event.Event) int { return projection.Compare(&a, &b) })
@@ -123,50 +165,63 @@ func (s *Ingest) historiesChunk(ctx context.Context, q usage.HistoryQuery, chunk
 		}
 	)
 	for rows.Next() {
-		var r eventRow
+		var r historyRow
 		if err := rows.StructScan(&r); err != nil {
 			return n, cur.Key, fmt.Errorf("pgstore: read histories: %w", interpretError(err))
 		}
 		k := projection.Key{Cloud: r.Cloud, ResourceType: r.ResourceType, ResourceID: r.ResourceID}
-		if len(cur.Events) > 0 && k != cur.Key {
-			if err := emit(); err != nil {
-				return n, cur.Key, err
+		if !has || k != cur.Key {
+			if has {
+				if err := emit(); err != nil {
+					return n, cur.Key, err
+				}
 			}
-			cur = usage.History{}
+			cur, has = usage.History{Key: k}, true
+			cur.Start, cur.StartAt = r.start()
 		}
-		cur.Key = k
+		if !r.EventID.Valid {
+			continue // a key known only from its checkpoint
+		}
 		e := event.Event{
-			EventID: r.EventID, Timestamp: r.Timestamp.UTC(), EventType: r.EventType, Platform: r.Platform, Cloud: r.Cloud,
-			ResourceType: r.ResourceType, ResourceID: r.ResourceID, ProjectID: r.ProjectID, Source: event.Source(r.Source),
+			EventID: r.EventID.String, Timestamp: r.Timestamp.Time.UTC(), EventType: r.EventType.String, Platform: r.Platform.String,
+			Cloud: r.Cloud, ResourceType: r.ResourceType, ResourceID: r.ResourceID, ProjectID: r.ProjectID.String, Source: event.Source(r.Source.String),
 		}
 		if err := e.Payload.UnmarshalJSON(r.Payload); err != nil {
-			return n, cur.Key, fmt.Errorf("pgstore: read histories: payload of %q: %w", r.EventID, err)
+			return n, cur.Key, fmt.Errorf("pgstore: read histories: payload of %q: %w", e.EventID, err)
 		}
 		cur.Events = append(cur.Events, e)
 	}
 	if err := rows.Err(); err != nil {
 		return n, cur.Key, fmt.Errorf("pgstore: read histories: %w", interpretError(err))
 	}
-	if len(cur.Events) > 0 {
+	if has {
 		return n, cur.Key, emit()
 	}
 	return n, cur.Key, nil
 }
 
 // historiesQuery is the SELECT of one chunk of [Ingest.Histories]: the
-// first chunk keys q selects (in key order through idx_events_resource, or
-// through idx_events_project for a project), then each key's events by a
-// lateral lookup in idx_events_resource, so that a chunk costs its own
-// resources' events, never a scan of the table.
+// first chunk keys q selects, in key order, from the events (through
+// idx_events_resource, or idx_events_project for a project) and from the
+// checkpoints retention wrote (a resource whose early events it dropped;
+// its checkpoint's platform and project select it as an event's would),
+// then each key's checkpoint and its events from the checkpoint's at on by
+// a lateral lookup in idx_events_resource, so that a chunk costs its own
+// resources' events, never a scan of the table. One statement reads both,
+// so a retention run between two statements cannot lose the events it
+// drops and the checkpoint it writes for them.
 func historiesQuery(q usage.HistoryQuery, chunk int) (string, []any) {
 	var args []any
 	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
-	bounds := []string{"true"}
-	if !q.Latest {
-		bounds[0] = asOfCond(q.AsOf, arg)
+	bounds := []string{asOfCond(q.AsOf, arg)}
+	var cpSel []string
+	if q.AsOf.Kind == feed.Start {
+		cpSel = append(cpSel, "false") // before every event, before every checkpoint
 	}
 	if !q.Before.IsZero() {
-		bounds = append(bounds, "timestamp < "+arg(utcMicro(q.Before)))
+		before := arg(utcMicro(q.Before))
+		bounds = append(bounds, "timestamp < "+before)
+		cpSel = append(cpSel, "at < "+before)
 	}
 	sel := append([]string(nil), bounds...)
 	for _, f := range []struct{ col, v string }{
@@ -174,18 +229,51 @@ func historiesQuery(q usage.HistoryQuery, chunk int) (string, []any) {
 		{"project_id", q.ProjectID}, {"platform", q.Platform},
 	} {
 		if f.v != "" {
-			sel = append(sel, f.col+" = "+arg(f.v))
+			cond := f.col + " = " + arg(f.v)
+			sel = append(sel, cond)
+			cpSel = append(cpSel, cond)
 		}
 	}
 	if q.After != nil {
-		sel = append(sel, "(cloud, resource_type, resource_id) > ("+arg(q.After.Cloud)+", "+arg(q.After.ResourceType)+", "+arg(q.After.ResourceID)+")")
+		cond := "(cloud, resource_type, resource_id) > (" + arg(q.After.Cloud) + ", " + arg(q.After.ResourceType) + ", " + arg(q.After.ResourceID) + ")"
+		sel = append(sel, cond)
+		cpSel = append(cpSel, cond)
 	}
-	each := append([]string{"e.cloud = k.cloud", "e.resource_type = k.resource_type", "e.resource_id = k.resource_id"}, bounds...)
+	limit := arg(chunk)
+	each := append([]string{"e.cloud = k.cloud", "e.resource_type = k.resource_type", "e.resource_id = k.resource_id",
+		"(c.at IS NULL OR e.timestamp >= c.at)"}, bounds...)
 	return `
-SELECT e.event_id, e.timestamp, e.event_type, e.platform, e.cloud, e.resource_type, e.resource_id,
-       e.project_id, e.source, e.payload::text AS payload
-FROM (SELECT DISTINCT cloud, resource_type, resource_id FROM events` + where(sel) + `
-      ORDER BY cloud, resource_type, resource_id LIMIT ` + arg(chunk) + `) k
-CROSS JOIN LATERAL (SELECT * FROM events e` + where(each) + `) e
+SELECT k.cloud AS k_cloud, k.resource_type AS k_resource_type, k.resource_id AS k_resource_id,
+       c.at AS cp_at, c.platform AS cp_platform, c.project_id AS cp_project_id, c.state AS cp_state, c.size::text AS cp_size,
+       c.created_at AS cp_created_at, c.deleted_at AS cp_deleted_at, c.first_event_at AS cp_first_event_at,
+       c.last_event_at AS cp_last_event_at, c.last_event_type AS cp_last_event_type, c.last_event_id AS cp_last_event_id,
+       e.event_id, e.timestamp, e.event_type, e.platform, e.project_id, e.source, e.payload::text AS payload
+FROM (SELECT cloud, resource_type, resource_id FROM (
+        (SELECT DISTINCT cloud, resource_type, resource_id FROM events` + where(sel) + `
+         ORDER BY cloud, resource_type, resource_id LIMIT ` + limit + `)
+        UNION
+        (SELECT cloud, resource_type, resource_id FROM resource_checkpoints` + where(cpSel) + `
+         ORDER BY cloud, resource_type, resource_id LIMIT ` + limit + `)
+      ) u ORDER BY cloud, resource_type, resource_id LIMIT ` + limit + `) k
+LEFT JOIN resource_checkpoints c ON c.cloud = k.cloud AND c.resource_type = k.resource_type AND c.resource_id = k.resource_id
+LEFT JOIN LATERAL (SELECT * FROM events e` + where(each) + `) e ON true
 ORDER BY k.cloud, k.resource_type, k.resource_id, e.timestamp`, args
+}
+
+// Checkpoint implements [usage.Store]: k's row of resource_checkpoints.
+func (s *Ingest) Checkpoint(ctx context.Context, k projection.Key) (*projection.Resource, time.Time, error) {
+	var r struct {
+		resourceRow
+		At time.Time `db:"at"`
+	}
+	err := s.db.GetContext(ctx, &r, `SELECT `+resourceColumns+`, at FROM resource_checkpoints
+WHERE cloud = $1 AND resource_type = $2 AND resource_id = $3`, k.Cloud, k.ResourceType, k.ResourceID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, time.Time{}, nil
+	}
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("pgstore: read a checkpoint: %w", interpretError(err))
+	}
+	res := r.resource()
+	return &res, r.At.UTC(), nil
 }

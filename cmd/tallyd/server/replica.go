@@ -191,23 +191,6 @@ func (u replicaUsage) Snapshot(ctx context.Context, at *ingest.FeedPosition) (us
 }
 
 func (u replicaUsage) Histories(ctx context.Context, q usage.HistoryQuery, fn func(usage.History) error) error {
-	if q.Latest {
-		// No position to honour: the replica answers what it has.
-		err := u.reads.readFrom(ctx)
-		called := false
-		if err == nil {
-			err = u.reads.Usage.Histories(ctx, q, func(h usage.History) error { called = true; return fn(h) })
-			if err == nil || called || !errors.Is(err, store.ErrUnavailable) {
-				return err
-			}
-		}
-		if !errors.Is(err, store.ErrUnavailable) {
-			return err
-		}
-		u.reads.fellBack("unavailable")
-		unmark(ctx)
-		return u.primary.Histories(ctx, q, fn)
-	}
 	if m, _ := ctx.Value(replicaMarkKey{}).(*replicaMark); m == nil || !marked(m) {
 		return u.primary.Histories(ctx, q, fn)
 	}
@@ -215,6 +198,34 @@ func (u replicaUsage) Histories(ctx context.Context, q usage.HistoryQuery, fn fu
 	// every event at or before it. A replica that stops answering midway
 	// fails the request (5xx) rather than mix two sources in one answer.
 	return u.reads.Usage.Histories(ctx, q, fn)
+}
+
+// Events reads a resource's stored events (a lifecycle, which names no
+// feed position) from the replica, or from the primary when the replica
+// does not answer.
+func (u replicaUsage) Events(ctx context.Context, q ingest.EventQuery) ([]ingest.StoredEvent, error) {
+	err := u.reads.readFrom(ctx)
+	if err == nil {
+		var evs []ingest.StoredEvent
+		if evs, err = u.reads.Usage.Events(ctx, q); err == nil {
+			return evs, nil
+		}
+	}
+	if !errors.Is(err, store.ErrUnavailable) {
+		return nil, err
+	}
+	u.reads.fellBack("unavailable")
+	unmark(ctx)
+	return u.primary.Events(ctx, q)
+}
+
+// Checkpoint reads a resource's retention checkpoint where its events
+// were read: the replica when it marked the request, else the primary.
+func (u replicaUsage) Checkpoint(ctx context.Context, k projection.Key) (*projection.Resource, time.Time, error) {
+	if m, _ := ctx.Value(replicaMarkKey{}).(*replicaMark); m != nil && marked(m) {
+		return u.reads.Usage.Checkpoint(ctx, k)
+	}
+	return u.primary.Checkpoint(ctx, k)
 }
 
 func marked(m *replicaMark) bool {

@@ -832,13 +832,12 @@ type Interval struct {
 
 // Lifecycle defines model for Lifecycle.
 type Lifecycle struct {
-	Events    []CanonicalEvent `json:"events"`
-	Intervals []Interval       `json:"intervals"`
-	Resource  struct {
-		Cloud        string `json:"cloud"`
-		ResourceId   string `json:"resource_id"`
-		ResourceType string `json:"resource_type"`
-	} `json:"resource"`
+	// Events The stored events, each with received_at (Tally's StoredEvent), in fold order.
+	Events    []StoredEvent `json:"events"`
+	Intervals []Interval    `json:"intervals"`
+
+	// Resource One row of the projection of current resources (the fold of the resource's events).
+	Resource Resource            `json:"resource"`
 	Warnings []LifecycleWarnings `json:"warnings"`
 }
 
@@ -2678,7 +2677,7 @@ type ClientInterface interface {
 
 	// GetResourceLifecycle Read one resource's timeline - its events in fold order and its intervals - in Tally's Lifecycle shape (role read or admin).
 	//
-	// The intervals are half-open [from, to), split only when state, size or project changes; the last is open (to null) while the resource is alive (docs/usage.md, The timeline). More than 10000 stored events is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many).
+	// The intervals are half-open [from, to), split only when state, size or project changes; the last is open (to null) while the resource is alive (docs/usage.md, The timeline); resource is the resource as its whole history makes it (the projection's row, as Tally's Lifecycle carries). More than 10000 stored events, or more than 8 MiB of them, is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many).
 	//
 	// Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle (the `GetResourceLifecycle` operationId).
 	GetResourceLifecycle(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3394,7 +3393,7 @@ func (c *Client) GetResourceEvents(ctx context.Context, cloud string, resourceTy
 
 // GetResourceLifecycle Read one resource's timeline - its events in fold order and its intervals - in Tally's Lifecycle shape (role read or admin).
 //
-// The intervals are half-open [from, to), split only when state, size or project changes; the last is open (to null) while the resource is alive (docs/usage.md, The timeline). More than 10000 stored events is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many).
+// The intervals are half-open [from, to), split only when state, size or project changes; the last is open (to null) while the resource is alive (docs/usage.md, The timeline); resource is the resource as its whole history makes it (the projection's row, as Tally's Lifecycle carries). More than 10000 stored events, or more than 8 MiB of them, is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many).
 //
 // Corresponds with GET /api/v1/resources/{cloud}/{resource_type}/{resource_id}/lifecycle (the `GetResourceLifecycle` operationId).
 func (c *Client) GetResourceLifecycle(ctx context.Context, cloud string, resourceType string, resourceId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6377,7 +6376,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetResourceLifecycleWithResponse Read one resource's timeline - its events in fold order and its intervals - in Tally's Lifecycle shape (role read or admin).
 	//
-	// The intervals are half-open [from, to), split only when state, size or project changes; the last is open (to null) while the resource is alive (docs/usage.md, The timeline). More than 10000 stored events is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many).
+	// The intervals are half-open [from, to), split only when state, size or project changes; the last is open (to null) while the resource is alive (docs/usage.md, The timeline); resource is the resource as its whole history makes it (the projection's row, as Tally's Lifecycle carries). More than 10000 stored events, or more than 8 MiB of them, is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9263,7 +9262,7 @@ func (c *ClientWithResponses) GetResourceEventsWithResponse(ctx context.Context,
 
 // GetResourceLifecycleWithResponse Read one resource's timeline - its events in fold order and its intervals - in Tally's Lifecycle shape (role read or admin).
 //
-// The intervals are half-open [from, to), split only when state, size or project changes; the last is open (to null) while the resource is alive (docs/usage.md, The timeline). More than 10000 stored events is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many).
+// The intervals are half-open [from, to), split only when state, size or project changes; the last is open (to null) while the resource is alive (docs/usage.md, The timeline); resource is the resource as its whole history makes it (the projection's row, as Tally's Lifecycle carries). More than 10000 stored events, or more than 8 MiB of them, is answered 422 with a problem of code history_too_long (not listed below, as no contract request stores that many).
 //
 // Returns a wrapper object for the known response body format(s).
 //
