@@ -103,7 +103,7 @@ var codes = []codeInfo{
 	{CodeHistoryTooLong, http.StatusUnprocessableEntity, "history_too_long", "History too long",
 		"The resource has more stored events than a history answer holds; page them with `GET /api/v1/events`."},
 	{CodeResultTooLarge, http.StatusUnprocessableEntity, "validation", "Result too large",
-		"A usage query would compute more than 10,000 windows, span more than 400 days with `window=hour`, or hold more than 100,000 items; narrow it."},
+		"A usage query would compute more than 10,000 windows, span more than 400 days with `window=hour`, or hold more than 100,000 items or 64 MiB of group values; narrow it."},
 	{CodeInternal, http.StatusInternalServerError, "internal", "Internal server error",
 		"The server failed; the error is logged, the text is generic."},
 	{CodeStoreUnavailable, http.StatusServiceUnavailable, "unavailable", "Store unavailable",
