@@ -323,21 +323,7 @@ func (b *bench) run(ctx context.Context) error {
 	}
 	add(corrWeb)
 	if ceiling != nil {
-		b.rep.Ratios = append(b.rep.Ratios,
-			ratio{"library / copy ceiling", lib.Rate / ceiling.Rate, "target ≥ 0.50"},
-			ratio{"HTTP / copy ceiling", web.Rate / ceiling.Rate, "target ≥ 0.45"},
-			ratio{"all duplicates / copy ceiling", dup.Rate / ceiling.Rate, "target ≥ 1.0"},
-			ratio{"correlation HTTP / bare SQL", corrWeb.Rate / corrSQL.Rate, fmt.Sprintf("target ≥ 0.6, p99 ≤ 50 ms (p99 %.0f ms)", corrWeb.P99Ms)})
-		// The same ratios from CPU per operation (the ceiling's over the
-		// path's): what the rates would be on an otherwise idle machine
-		// whose cores the database and the Go process share.
-		if cpu := func(p *phaseResult) float64 { return p.DBCPUMicros + p.GoCPUMicros }; cpu(ceiling) > 0 && cpu(lib) > 0 && cpu(web) > 0 && cpu(dup) > 0 && cpu(corrWeb) > 0 {
-			b.rep.Ratios = append(b.rep.Ratios,
-				ratio{"CPU: copy ceiling / library", cpu(ceiling) / cpu(lib), "CPU per event, db + go"},
-				ratio{"CPU: copy ceiling / HTTP", cpu(ceiling) / cpu(web), "CPU per event, db + go"},
-				ratio{"CPU: copy ceiling / all duplicates", cpu(ceiling) / cpu(dup), "CPU per event, db + go"},
-				ratio{"CPU: bare SQL / correlation HTTP", cpu(corrSQL) / cpu(corrWeb), "CPU per create, db + go"})
-		}
+		b.ceilingRatios(ceiling, lib, dup, web, corrSQL, corrWeb)
 	}
 	if web.ServerRSSEarlyMiB > 0 {
 		target := "target ≤ 1.2"
@@ -350,4 +336,24 @@ func (b *bench) run(ctx context.Context) error {
 		return fmt.Errorf("stopped: %w", ctx.Err())
 	}
 	return nil
+}
+
+// ceilingRatios adds the ratios of the paths to their ceilings, by rate
+// and by CPU per operation.
+func (b *bench) ceilingRatios(ceiling, lib, dup, web, corrSQL, corrWeb *phaseResult) {
+	b.rep.Ratios = append(b.rep.Ratios,
+		ratio{"library / copy ceiling", lib.Rate / ceiling.Rate, "target ≥ 0.50"},
+		ratio{"HTTP / copy ceiling", web.Rate / ceiling.Rate, "target ≥ 0.45"},
+		ratio{"all duplicates / copy ceiling", dup.Rate / ceiling.Rate, "target ≥ 1.0"},
+		ratio{"correlation HTTP / bare SQL", corrWeb.Rate / corrSQL.Rate, fmt.Sprintf("target ≥ 0.6, p99 ≤ 50 ms (p99 %.0f ms)", corrWeb.P99Ms)})
+	// The same ratios from CPU per operation (the ceiling's over the
+	// path's): what the rates would be on an otherwise idle machine
+	// whose cores the database and the Go process share.
+	if cpu := func(p *phaseResult) float64 { return p.DBCPUMicros + p.GoCPUMicros }; cpu(ceiling) > 0 && cpu(lib) > 0 && cpu(web) > 0 && cpu(dup) > 0 && cpu(corrWeb) > 0 {
+		b.rep.Ratios = append(b.rep.Ratios,
+			ratio{"CPU: copy ceiling / library", cpu(ceiling) / cpu(lib), "CPU per event, db + go"},
+			ratio{"CPU: copy ceiling / HTTP", cpu(ceiling) / cpu(web), "CPU per event, db + go"},
+			ratio{"CPU: copy ceiling / all duplicates", cpu(ceiling) / cpu(dup), "CPU per event, db + go"},
+			ratio{"CPU: bare SQL / correlation HTTP", cpu(corrSQL) / cpu(corrWeb), "CPU per create, db + go"})
+	}
 }
