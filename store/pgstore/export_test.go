@@ -45,9 +45,3 @@ func FeedReadQuery(after feed.Position, limit int) (string, []any) {
 // FeedHeadQuery is feedHead's query.
 const FeedHeadQuery = headQuery
 
-// DetachAndDrop detaches the partition name of events CONCURRENTLY and
-// drops it, as retention's last step does.
-func DetachAndDrop(ctx context.Context, db *DB, name string) error {
-	_, err := db.conn.dropPartition(ctx, name)
-	return err
-}
