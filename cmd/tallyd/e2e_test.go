@@ -536,7 +536,7 @@ func endToEnd(t *testing.T, args ...string) {
 	status, _, body = call(t, "GET", base+"/api/v1/rejected-events?limit=10", tokAdmin, nil)
 	type deadLetterPage struct {
 		Items []struct {
-			ID         int64           `json:"id"`
+			ID         string          `json:"id"`
 			Raw        json.RawMessage `json:"raw"`
 			Reason     string          `json:"reason"`
 			ReceivedAt time.Time       `json:"received_at"`
@@ -550,7 +550,7 @@ func endToEnd(t *testing.T, args ...string) {
 	}
 	for _, it := range dl.Items[:2*conflicts] {
 		if !strings.HasPrefix(it.Reason, "conflict: /event_id: ") {
-			t.Errorf("dead letter %d: reason %q, want a conflict", it.ID, it.Reason)
+			t.Errorf("dead letter %s: reason %q, want a conflict", it.ID, it.Reason)
 		}
 	}
 	if it := dl.Items[2*conflicts]; it.Reason != res.Rejected[0].Reason || !bytes.Contains(it.Raw, []byte("e2e-bad")) || it.ReceivedAt.IsZero() {

@@ -80,7 +80,7 @@ func TestQuickstart(t *testing.T) {
 		"summary: notifications 30, mapped 28, unmappable 2, invalid 0; sent 28 in 1 batches (1 requests): accepted 27, duplicates 0, rejected 1",
 		// The refused item, then its dead letter.
 		`"event_id":"broken-1","reason":"schema: `,
-		`"raw":"{\"event_id\":\"broken-1\",\"platform\":\"openstack\"}"`,
+		`"raw":{"event_id":"broken-1","platform":"openstack"}`,
 		// The list: one event, counted twice, resolved.
 		`"totalCount":1`,
 		`"occurrenceCount":2`,
