@@ -875,7 +875,7 @@ type Observation struct {
 		ResourceType string `json:"resource_type"`
 	} `json:"deletes,omitempty"`
 
-	// ObservedAt When the listings were taken; the synthetic creates and updates carry it.
+	// ObservedAt When the listings were taken; the synthetic creates and updates carry it. At most 5 minutes after the server's clock.
 	ObservedAt time.Time `json:"observed_at"`
 	Platform   string    `json:"platform"`
 	Resources  *[]struct {
