@@ -526,7 +526,7 @@ var scenarios = map[string][]scenario{
 
 // samplePath fills a path template's parameters.
 func samplePath(p string) string {
-	return strings.NewReplacer("{platform}", "openstack", "{resource_type}", "instance", "{id}", unknownID).Replace(p)
+	return strings.NewReplacer("{platform}", "openstack", "{cloud}", "os-a", "{resource_type}", "instance", "{id}", unknownID).Replace(p)
 }
 
 // genericScenario builds the 401, 403 and 413 of any protected route.
