@@ -3,6 +3,8 @@ package reconcile_test
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,6 +72,54 @@ func TestRunRefusesFutureObservation(t *testing.T) {
 			}
 			if n := len(page.Items); (n == 0) != tc.refused {
 				t.Errorf("%d runs recorded; refused %v", n, tc.refused)
+			}
+		})
+	}
+}
+
+// TestDecodeBoundsProblems: a refusal names the broken rules, and its
+// answer stays small whatever the body. An 8 MB observation of 110,000
+// broken resources was answered with 330,000 problems (57 MB, seven times
+// the body); the answer lists the first [reconcile.MaxProblems] in
+// document order (the count's own maximum first), then one problem saying
+// how many more there are.
+func TestDecodeBoundsProblems(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		broken int
+		capped bool
+	}{
+		{"few problems, every one named", 5, false},
+		{"many problems, the first named and the rest counted", reconcile.MaxResources + 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			b.WriteString(`{"platform":"openstack","observed_at":"2026-03-01T12:00:00Z","resources":[`)
+			for i := range tc.broken {
+				if i > 0 {
+					b.WriteString(",")
+				}
+				b.WriteString(`{"resource_type":"t","resource_id":"` + strconv.Itoa(i) + `","project_id":"","state":"","size":1}`)
+			}
+			b.WriteString(`]}`)
+			_, err := reconcile.Decode([]byte(b.String()))
+			var ve *event.ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("Decode: %v, want a ValidationError", err)
+			}
+			got := ve.Problems
+			want := 3 * tc.broken // project_id, state, size
+			if tc.capped {
+				want = reconcile.MaxProblems + 1
+				if got[0].Member != "/resources" || got[0].Rule != event.RuleMaximum {
+					t.Errorf("first problem %+v, want /resources maximum", got[0])
+				}
+				if last := got[len(got)-1]; last.Member != "" || last.Rule != event.RuleMaximum || !strings.Contains(last.Message, strconv.Itoa(3*tc.broken+1-reconcile.MaxProblems)+" more") {
+					t.Errorf("last problem %+v, want the count of the problems left out", last)
+				}
+			}
+			if len(got) != want {
+				t.Errorf("%d problems, want %d", len(got), want)
 			}
 		})
 	}
