@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/reconcile"
 	"github.com/tallyhq/tally/internal/pgtest"
 	"github.com/tallyhq/tally/store/pgstore"
@@ -81,5 +84,46 @@ func TestExclusiveWaitOutlastsStatementTimeout(t *testing.T) {
 	}
 	if errB != nil {
 		t.Errorf("second replica, waiting for the first: %v", errB)
+	}
+}
+
+// TestRunsOnASmallPool: six concurrent runs of one cloud and three of
+// others, through the Service, on a pool of two connections: every run
+// completes, and the runs of the one cloud record one run that created
+// and five that found everything unchanged.
+func TestRunsOnASmallPool(t *testing.T) {
+	db := pgtest.DB(t, pgstore.Options{MaxConns: 2, AcquireTimeout: 2 * time.Second})
+	ing, err := ingest.New(db.Ingest(), ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := reconcile.New(ing, db.Projection(), db.Reconcile(), reconcile.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := reconcile.Observation{Platform: "openstack", ObservedAt: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC),
+		CompleteTypes: []string{"instance"}, Resources: []reconcile.Resource{{ResourceType: "instance", ResourceID: "vm-1",
+			ProjectID: "p1", State: "active", Size: jsontext.Value(`{"vcpus":2,"ram_gb":4,"disk_gb":20,"flavor":"m1.small"}`)}}}
+	clouds := []string{"c1", "c1", "c1", "c1", "c1", "c1", "c2", "c3", "c4"}
+	outs := make([]reconcile.Outcome, len(clouds))
+	var wg sync.WaitGroup
+	for i, cloud := range clouds {
+		wg.Go(func() {
+			var err error
+			if outs[i], err = rec.Run(context.Background(), "reconciler", cloud, obs); err != nil {
+				t.Errorf("run %d of %s: %v", i, cloud, err)
+			}
+		})
+	}
+	wg.Wait()
+	created := 0
+	for i, o := range outs[:6] {
+		created += o.Created
+		if o.Created+o.Unchanged != 1 {
+			t.Errorf("run %d of c1: %+v, want vm-1 created or unchanged", i, o)
+		}
+	}
+	if created != 1 {
+		t.Errorf("the runs of c1 created vm-1 %d times, want once", created)
 	}
 }
