@@ -2490,9 +2490,10 @@ type ClientInterface interface {
 	// of it and the run's record are committed in one transaction, so a
 	// 200 means the run is stored. The same observation twice stores
 	// nothing the second time. The credential's platform and cloud must be
-	// the observation's platform and the path's cloud (else 403). A
-	// malformed observation is 400 (code invalid_body) listing every member
-	// and rule, and changes nothing.
+	// the observation's platform and the path's cloud (else 403; another
+	// cloud is refused before the body is read). A malformed observation
+	// is 400 (code invalid_body) listing every member and rule (the first
+	// 100, then their count), and changes nothing.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2514,9 +2515,10 @@ type ClientInterface interface {
 	// of it and the run's record are committed in one transaction, so a
 	// 200 means the run is stored. The same observation twice stores
 	// nothing the second time. The credential's platform and cloud must be
-	// the observation's platform and the path's cloud (else 403). A
-	// malformed observation is 400 (code invalid_body) listing every member
-	// and rule, and changes nothing.
+	// the observation's platform and the path's cloud (else 403; another
+	// cloud is refused before the body is read). A malformed observation
+	// is 400 (code invalid_body) listing every member and rule (the first
+	// 100, then their count), and changes nothing.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3056,9 +3058,10 @@ func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEdit
 // of it and the run's record are committed in one transaction, so a
 // 200 means the run is stored. The same observation twice stores
 // nothing the second time. The credential's platform and cloud must be
-// the observation's platform and the path's cloud (else 403). A
-// malformed observation is 400 (code invalid_body) listing every member
-// and rule, and changes nothing.
+// the observation's platform and the path's cloud (else 403; another
+// cloud is refused before the body is read). A malformed observation
+// is 400 (code invalid_body) listing every member and rule (the first
+// 100, then their count), and changes nothing.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3090,9 +3093,10 @@ func (c *Client) SyncCloudWithBody(ctx context.Context, cloud string, contentTyp
 // of it and the run's record are committed in one transaction, so a
 // 200 means the run is stored. The same observation twice stores
 // nothing the second time. The credential's platform and cloud must be
-// the observation's platform and the path's cloud (else 403). A
-// malformed observation is 400 (code invalid_body) listing every member
-// and rule, and changes nothing.
+// the observation's platform and the path's cloud (else 403; another
+// cloud is refused before the body is read). A malformed observation
+// is 400 (code invalid_body) listing every member and rule (the first
+// 100, then their count), and changes nothing.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6171,9 +6175,10 @@ type ClientWithResponsesInterface interface {
 	// of it and the run's record are committed in one transaction, so a
 	// 200 means the run is stored. The same observation twice stores
 	// nothing the second time. The credential's platform and cloud must be
-	// the observation's platform and the path's cloud (else 403). A
-	// malformed observation is 400 (code invalid_body) listing every member
-	// and rule, and changes nothing.
+	// the observation's platform and the path's cloud (else 403; another
+	// cloud is refused before the body is read). A malformed observation
+	// is 400 (code invalid_body) listing every member and rule (the first
+	// 100, then their count), and changes nothing.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6195,9 +6200,10 @@ type ClientWithResponsesInterface interface {
 	// of it and the run's record are committed in one transaction, so a
 	// 200 means the run is stored. The same observation twice stores
 	// nothing the second time. The credential's platform and cloud must be
-	// the observation's platform and the path's cloud (else 403). A
-	// malformed observation is 400 (code invalid_body) listing every member
-	// and rule, and changes nothing.
+	// the observation's platform and the path's cloud (else 403; another
+	// cloud is refused before the body is read). A malformed observation
+	// is 400 (code invalid_body) listing every member and rule (the first
+	// 100, then their count), and changes nothing.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8939,9 +8945,10 @@ func (c *ClientWithResponses) ListAuditWithResponse(ctx context.Context, params 
 // of it and the run's record are committed in one transaction, so a
 // 200 means the run is stored. The same observation twice stores
 // nothing the second time. The credential's platform and cloud must be
-// the observation's platform and the path's cloud (else 403). A
-// malformed observation is 400 (code invalid_body) listing every member
-// and rule, and changes nothing.
+// the observation's platform and the path's cloud (else 403; another
+// cloud is refused before the body is read). A malformed observation
+// is 400 (code invalid_body) listing every member and rule (the first
+// 100, then their count), and changes nothing.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8969,9 +8976,10 @@ func (c *ClientWithResponses) SyncCloudWithBodyWithResponse(ctx context.Context,
 // of it and the run's record are committed in one transaction, so a
 // 200 means the run is stored. The same observation twice stores
 // nothing the second time. The credential's platform and cloud must be
-// the observation's platform and the path's cloud (else 403). A
-// malformed observation is 400 (code invalid_body) listing every member
-// and rule, and changes nothing.
+// the observation's platform and the path's cloud (else 403; another
+// cloud is refused before the body is read). A malformed observation
+// is 400 (code invalid_body) listing every member and rule (the first
+// 100, then their count), and changes nothing.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
