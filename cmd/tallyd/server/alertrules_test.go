@@ -456,7 +456,7 @@ func TestReconcileObserverInvalidCloud(t *testing.T) {
 			}
 		}
 	}
-	if d := cmp.Diff(map[string]float64{`{cloud="os-\uFFFD",status="invalid"}`: 1}, got); d != "" {
+	if d := cmp.Diff(map[string]float64{"{cloud=\"os-\uFFFD\",status=\"invalid\"}": 1}, got); d != "" {
 		t.Errorf("tally_sync_runs_total (-want +got):\n%s", d)
 	}
 }
