@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -195,5 +197,33 @@ func TestClientSync(t *testing.T) {
 	}
 	if len(p.Items) != 1 || p.Items[0].ID != out.RunID || p.Items[0].Created != 1 || p.NextCursor != nil {
 		t.Errorf("runs %+v, want the one run", p)
+	}
+}
+
+// Client.Sync: "a 200 means all of it is stored" (docs/reconciliation.md).
+// A 200 whose answer cannot be read (cut by a proxy, or past the client's
+// cap on answers) is a committed run: it is an error, never retried, as a
+// retry runs the observation again (another run recorded, and every event
+// it refuses dead-lettered once more).
+func TestClientSyncUnreadableAnswerNotRetried(t *testing.T) {
+	var posts atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"run_id":7,"created":1,"event_ids":["openstack-3f`) // cut
+	}))
+	defer srv.Close()
+	c, err := ingesthttp.NewClient(srv.URL, ingesthttp.ClientOptions{Token: "sync", MaxAttempts: 3, Backoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := reconcile.Observation{Platform: "openstack", ObservedAt: t0,
+		Resources: []reconcile.Resource{{ResourceType: "instance", ResourceID: "vm-1", ProjectID: "p1", State: "active",
+			Size: jsontext.Value(`{"vcpus":2,"ram_gb":4,"disk_gb":20,"flavor":"m1.small"}`)}}}
+	if _, err := c.Sync(context.Background(), "c1", obs); err == nil {
+		t.Error("an answer cut short: no error")
+	}
+	if n := posts.Load(); n != 1 {
+		t.Errorf("%d posts of the observation, want 1: the first run was committed", n)
 	}
 }

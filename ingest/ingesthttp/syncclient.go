@@ -25,6 +25,8 @@ import (
 // transport errors and the answers 408, 429 and 5xx are retried as
 // [Client.Send] retries, up to MaxAttempts; a retry after a run that was
 // committed but whose answer was lost records one more run, all unchanged.
+// A 200 whose answer cannot be read is an error and is not retried: the
+// run was committed.
 // Any other answer is a [*StatusError] (400 naming the members, 403 for a
 // scope the credential does not have).
 func (c *Client) Sync(ctx context.Context, cloud string, obs reconcile.Observation) (reconcile.Outcome, error) {
@@ -111,7 +113,8 @@ func (c *Client) do(ctx context.Context, method, target string, body []byte, req
 		return after, &StatusError{StatusCode: s, Body: b, request: request}
 	}
 	if err := json.UnmarshalRead(io.LimitReader(res.Body, maxAnswer), out); err != nil {
-		return 0, fmt.Errorf("ingesthttp: read the answer of %s: %w", request, err)
+		// The request succeeded (a sync run is committed): never retried.
+		return -1, fmt.Errorf("ingesthttp: read the 200 answer of %s: %w", request, err)
 	}
 	return 0, nil
 }

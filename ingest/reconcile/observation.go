@@ -100,7 +100,8 @@ type wireDelete struct {
 // kind; times are RFC 3339 with a zone ([event.ParseTime]), kept in UTC to
 // the microsecond. Every error is an [*event.ValidationError] naming the
 // members (JSON Pointers) and the rules: for malformed JSON the first
-// problem the decoder met, else every problem of Check. Decode is pure,
+// problem the decoder met, else every problem of Check (the first
+// [MaxProblems], then their count). Decode is pure,
 // its cost linear in len(b).
 func Decode(b []byte) (Observation, error) {
 	var w wire
@@ -121,9 +122,25 @@ func Decode(b []byte) (Observation, error) {
 	}
 	problems = append(problems, obs.problems(len(problems) == 0)...)
 	if problems != nil {
-		return Observation{}, &event.ValidationError{Problems: problems}
+		return Observation{}, &event.ValidationError{Problems: bound(problems)}
 	}
 	return obs, nil
+}
+
+// MaxProblems is how many problems a refusal of an observation lists
+// ([Decode], [Observation.Check]): the first ones in document order, then
+// one (member "", rule maximum) saying how many more there are, so that
+// the answer to a body of any size stays small.
+const MaxProblems = 100
+
+// bound keeps the first MaxProblems of ps and counts the rest.
+func bound(ps []event.Problem) []event.Problem {
+	if len(ps) <= MaxProblems {
+		return ps
+	}
+	more := len(ps) - MaxProblems
+	return append(ps[:MaxProblems:MaxProblems], event.Problem{Member: "", Rule: event.RuleMaximum,
+		Message: fmt.Sprintf("and %d more problems: a refusal lists the first %d", more, MaxProblems)})
 }
 
 func parseTime(problems []event.Problem, ptr, s string) (time.Time, []event.Problem) {
@@ -165,8 +182,8 @@ func decodeProblem(err error) event.Problem {
 }
 
 // Check returns an [*event.ValidationError] naming every rule the
-// observation breaks (each member a JSON Pointer into its JSON form), or
-// nil:
+// observation breaks (each member a JSON Pointer into its JSON form; the
+// first [MaxProblems], then their count), or nil:
 //
 //   - platform, and every resource_type, resource_id and project_id, is
 //     required, at most [event.IdentifierMaxLen] bytes of UTF-8 without NUL;
@@ -183,7 +200,7 @@ func decodeProblem(err error) event.Problem {
 //   - the size names follow [sizenames.CheckRows].
 func (o Observation) Check() error {
 	if p := o.problems(true); p != nil {
-		return &event.ValidationError{Problems: p}
+		return &event.ValidationError{Problems: bound(p)}
 	}
 	return nil
 }

@@ -25,6 +25,13 @@ const (
 	TypeDelete = "sync.delete"
 )
 
+// MaxClockSkew is how far an observation's observed_at may be after the
+// server's clock ([Service.Run] refuses a later one as /observed_at,
+// rule maximum): a reconciler's clock that runs a little ahead is
+// tolerated, an observation dated in the future is not, as its
+// corrections would be dated there and outlive every later event.
+const MaxClockSkew = 5 * time.Minute
+
 // Action is what a run did with one resource: the label action of
 // tally_sync_resources_reconciled_total and a count of [Outcome].
 type Action string
@@ -158,7 +165,8 @@ type Outcome struct {
 //     run's record in one transaction.
 //
 // credential names the caller in audit rows. It returns the outcome, an
-// [*event.ValidationError] (for obs, or for a cloud that is empty, longer
+// [*event.ValidationError] (for obs, for an obs.ObservedAt more than
+// [MaxClockSkew] after the clock, or for a cloud that is empty, longer
 // than [event.IdentifierMaxLen] bytes, not UTF-8, holds NUL, or is meta or
 // partner: member /cloud), an error wrapping [ingest.ErrSyncTooLarge] when
 // the drift is more than [ingest.MaxSyncBatch] events, or the error of the
@@ -173,6 +181,10 @@ func (s *Service) Run(ctx context.Context, credential, cloud string, obs Observa
 	ps.text("/cloud", cloud, event.IdentifierMaxLen)
 	if cloud == "meta" || cloud == "partner" {
 		ps.add("/cloud", event.RuleReserved, fmt.Sprintf("must not be %q: meta and partner name the virtual projects, which own no resources", cloud))
+	}
+	if limit := event.Normalize(s.now()).Add(MaxClockSkew); obs.ObservedAt.After(limit) {
+		ps.add("/observed_at", event.RuleMaximum, fmt.Sprintf("must not be after the server's clock by more than %s (at most %s): a listing cannot be taken in the future, and its corrections would be dated there",
+			MaxClockSkew, limit.Format(time.RFC3339Nano)))
 	}
 	if ps != nil {
 		s.Invalid(cloud)

@@ -44,4 +44,3 @@ func FeedReadQuery(after feed.Position, limit int) (string, []any) {
 
 // FeedHeadQuery is feedHead's query.
 const FeedHeadQuery = headQuery
-

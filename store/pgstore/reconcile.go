@@ -27,11 +27,18 @@ type Reconcile struct {
 	turns *syncTurns
 }
 
-// insertSyncRun records run in tx and returns its ID.
+// insertSyncRun records run in tx and returns its ID. The ID is taken
+// under a transaction-level advisory lock that the commit of tx releases,
+// the statement before it: the runs of every cloud get their IDs in the
+// order they commit, so a run is visible once a larger ID is, and a reader
+// paging newest first (by ID) never passes a run that commits later.
 func insertSyncRun(ctx context.Context, tx pgx.Tx, run ingest.SyncRun, now time.Time) (int64, error) {
 	errs := run.Errors
 	if errs == nil {
 		errs = []string{}
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('tally.sync_runs', 0))`); err != nil {
+		return 0, fmt.Errorf("insert sync run: take the order of runs: %w", err)
 	}
 	var id int64
 	err := tx.QueryRow(ctx, `

@@ -29,6 +29,7 @@ type syncEnv struct {
 	ing   *ingest.Service
 	rec   *reconcile.Service
 	count *syncCounter
+	clock *clock // the run's (started_at, finished_at, and the bound of observed_at)
 }
 
 func newSyncEnv(t *testing.T, st Stores) *syncEnv {
@@ -41,11 +42,12 @@ func newSyncEnv(t *testing.T, st Stores) *syncEnv {
 		t.Fatal(err)
 	}
 	c := &syncCounter{runs: map[ingest.SyncStatus]int{}, actions: map[reconcile.Action]int{}}
-	rec, err := reconcile.New(ing, st.Projection, st.Reconcile, reconcile.Options{Now: newClock().Now, Observer: c})
+	clk := newClock()
+	rec, err := reconcile.New(ing, st.Projection, st.Reconcile, reconcile.Options{Now: clk.Now, Observer: c})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &syncEnv{st: st, ing: ing, rec: rec, count: c}
+	return &syncEnv{st: st, ing: ing, rec: rec, count: c, clock: clk}
 }
 
 // syncCounter is a reconcile.Observer for the suite.
@@ -591,6 +593,7 @@ func testSyncSameAsCollected(t *testing.T, st Stores) {
 	e.collect(t, vm("vm-a", "compute.instance.delete.end", syncAfter, "deleted", "m1.small", "p1"))
 	gone := observation([]string{"instance"})
 	gone.ObservedAt = syncAfter
+	e.clock.Advance(syncAfter.Sub(syncAt))
 	if out := e.run(t, gone); out.Deleted != 1 {
 		t.Fatalf("second run deleted %d, want vm-b", out.Deleted)
 	}

@@ -18,8 +18,12 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/ingest/reconcile"
 	"github.com/tallyhq/tally/internal/pgtest"
+	"github.com/tallyhq/tally/store/memstore"
 	"github.com/tallyhq/tally/store/pgstore"
 )
 
@@ -410,5 +414,49 @@ func TestSyncInvalidRunsCounted(t *testing.T) {
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("series (-want +got):\n%s", d)
+	}
+}
+
+// TestReconcileObserverInvalidCloud: an embedder that runs reconciliations
+// with tallyd's metrics (Metrics.ReconcileObserver) and a cloud that is not
+// UTF-8 gets the /cloud refusal, not a panic of the Prometheus client (a
+// label value must be UTF-8); the run is counted under the cloud with its
+// bad bytes replaced.
+func TestReconcileObserverInvalidCloud(t *testing.T) {
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ing, err := ingest.New(db.Ingest(), ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMetrics(nil, MetricsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := reconcile.New(ing, db.Projection(), db.Reconcile(), reconcile.Options{Observer: m.ReconcileObserver()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := reconcile.Observation{Platform: "openstack", ObservedAt: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	var ve *event.ValidationError
+	if _, err := rec.Run(context.Background(), "t", "os-\xff", obs); !errors.As(err, &ve) || ve.Problems[0].Member != "/cloud" {
+		t.Fatalf("Run: %v, want the /cloud refusal", err)
+	}
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() == "tally_sync_runs_total" {
+			for _, s := range f.GetMetric() {
+				got[labelString(s)] = value(s)
+			}
+		}
+	}
+	if d := cmp.Diff(map[string]float64{"{cloud=\"os-\uFFFD\",status=\"invalid\"}": 1}, got); d != "" {
+		t.Errorf("tally_sync_runs_total (-want +got):\n%s", d)
 	}
 }

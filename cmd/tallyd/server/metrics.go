@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,8 +53,11 @@ func newBoundedLabel(max int) *boundedLabel {
 }
 
 // value is v when v is one of the first max distinct values seen (or one
-// more fits), else OtherLabelValue.
+// more fits), else OtherLabelValue. Bytes of v that are not UTF-8 are
+// replaced by U+FFFD first: Prometheus refuses (panics on) such a label
+// value, and an embedder may count a run whose cloud it refused for them.
 func (b *boundedLabel) value(v string) string {
+	v = strings.ToValidUTF8(v, "\uFFFD")
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.seen[v]; ok {

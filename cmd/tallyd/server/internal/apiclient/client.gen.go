@@ -857,7 +857,7 @@ type Observation struct {
 		ResourceType string `json:"resource_type"`
 	} `json:"deletes,omitempty"`
 
-	// ObservedAt When the listings were taken; the synthetic creates and updates carry it.
+	// ObservedAt When the listings were taken; the synthetic creates and updates carry it. At most 5 minutes after the server's clock.
 	ObservedAt time.Time `json:"observed_at"`
 	Platform   string    `json:"platform"`
 	Resources  *[]struct {
@@ -2480,9 +2480,10 @@ type ClientInterface interface {
 	// of it and the run's record are committed in one transaction, so a
 	// 200 means the run is stored. The same observation twice stores
 	// nothing the second time. The credential's platform and cloud must be
-	// the observation's platform and the path's cloud (else 403). A
-	// malformed observation is 400 (code invalid_body) listing every member
-	// and rule, and changes nothing.
+	// the observation's platform and the path's cloud (else 403; another
+	// cloud is refused before the body is read). A malformed observation
+	// is 400 (code invalid_body) listing every member and rule (the first
+	// 100, then their count), and changes nothing.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2504,9 +2505,10 @@ type ClientInterface interface {
 	// of it and the run's record are committed in one transaction, so a
 	// 200 means the run is stored. The same observation twice stores
 	// nothing the second time. The credential's platform and cloud must be
-	// the observation's platform and the path's cloud (else 403). A
-	// malformed observation is 400 (code invalid_body) listing every member
-	// and rule, and changes nothing.
+	// the observation's platform and the path's cloud (else 403; another
+	// cloud is refused before the body is read). A malformed observation
+	// is 400 (code invalid_body) listing every member and rule (the first
+	// 100, then their count), and changes nothing.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3046,9 +3048,10 @@ func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEdit
 // of it and the run's record are committed in one transaction, so a
 // 200 means the run is stored. The same observation twice stores
 // nothing the second time. The credential's platform and cloud must be
-// the observation's platform and the path's cloud (else 403). A
-// malformed observation is 400 (code invalid_body) listing every member
-// and rule, and changes nothing.
+// the observation's platform and the path's cloud (else 403; another
+// cloud is refused before the body is read). A malformed observation
+// is 400 (code invalid_body) listing every member and rule (the first
+// 100, then their count), and changes nothing.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3080,9 +3083,10 @@ func (c *Client) SyncCloudWithBody(ctx context.Context, cloud string, contentTyp
 // of it and the run's record are committed in one transaction, so a
 // 200 means the run is stored. The same observation twice stores
 // nothing the second time. The credential's platform and cloud must be
-// the observation's platform and the path's cloud (else 403). A
-// malformed observation is 400 (code invalid_body) listing every member
-// and rule, and changes nothing.
+// the observation's platform and the path's cloud (else 403; another
+// cloud is refused before the body is read). A malformed observation
+// is 400 (code invalid_body) listing every member and rule (the first
+// 100, then their count), and changes nothing.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6161,9 +6165,10 @@ type ClientWithResponsesInterface interface {
 	// of it and the run's record are committed in one transaction, so a
 	// 200 means the run is stored. The same observation twice stores
 	// nothing the second time. The credential's platform and cloud must be
-	// the observation's platform and the path's cloud (else 403). A
-	// malformed observation is 400 (code invalid_body) listing every member
-	// and rule, and changes nothing.
+	// the observation's platform and the path's cloud (else 403; another
+	// cloud is refused before the body is read). A malformed observation
+	// is 400 (code invalid_body) listing every member and rule (the first
+	// 100, then their count), and changes nothing.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6185,9 +6190,10 @@ type ClientWithResponsesInterface interface {
 	// of it and the run's record are committed in one transaction, so a
 	// 200 means the run is stored. The same observation twice stores
 	// nothing the second time. The credential's platform and cloud must be
-	// the observation's platform and the path's cloud (else 403). A
-	// malformed observation is 400 (code invalid_body) listing every member
-	// and rule, and changes nothing.
+	// the observation's platform and the path's cloud (else 403; another
+	// cloud is refused before the body is read). A malformed observation
+	// is 400 (code invalid_body) listing every member and rule (the first
+	// 100, then their count), and changes nothing.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8957,9 +8963,10 @@ func (c *ClientWithResponses) ListAuditWithResponse(ctx context.Context, params 
 // of it and the run's record are committed in one transaction, so a
 // 200 means the run is stored. The same observation twice stores
 // nothing the second time. The credential's platform and cloud must be
-// the observation's platform and the path's cloud (else 403). A
-// malformed observation is 400 (code invalid_body) listing every member
-// and rule, and changes nothing.
+// the observation's platform and the path's cloud (else 403; another
+// cloud is refused before the body is read). A malformed observation
+// is 400 (code invalid_body) listing every member and rule (the first
+// 100, then their count), and changes nothing.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8987,9 +8994,10 @@ func (c *ClientWithResponses) SyncCloudWithBodyWithResponse(ctx context.Context,
 // of it and the run's record are committed in one transaction, so a
 // 200 means the run is stored. The same observation twice stores
 // nothing the second time. The credential's platform and cloud must be
-// the observation's platform and the path's cloud (else 403). A
-// malformed observation is 400 (code invalid_body) listing every member
-// and rule, and changes nothing.
+// the observation's platform and the path's cloud (else 403; another
+// cloud is refused before the body is read). A malformed observation
+// is 400 (code invalid_body) listing every member and rule (the first
+// 100, then their count), and changes nothing.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
