@@ -239,6 +239,22 @@ func (s *Correlate) Get(ctx context.Context, scope correlate.Caller, id string) 
 	return row.event()
 }
 
+// countsQuery is the one GROUP BY that Counts runs.
+func countsQuery(scope correlate.Caller, q correlate.Query, by correlate.CountKey) (string, []any) {
+	cond, args := listWhere(scope, q)
+	if len(q.Status) > 0 {
+		args = append(args, stringsOf(q.Status))
+		cond += fmt.Sprintf(" AND status = ANY($%d::text[])", len(args))
+	}
+	key := "user_id"
+	if by == correlate.CountByCategory {
+		key = "category"
+	}
+	return fmt.Sprintf(`SELECT %[1]s AS key, severity, status, count(*) AS n
+		FROM correlated_events WHERE %[2]s GROUP BY %[1]s, severity, status
+		ORDER BY %[1]s COLLATE "C", severity COLLATE "C", status COLLATE "C"`, key, cond), args
+}
+
 // listWhere is the condition (with its arguments, $1 on) that selects the
 // events of scope that match every filter of q but Status: List and
 // Counts share it.
@@ -283,24 +299,14 @@ func listWhere(scope correlate.Caller, q correlate.Query) (string, []any) {
 // Counts implements [correlate.Store]: one GROUP BY over the rows the
 // listing's index (organization, user_id, created_at) bounds.
 func (s *Correlate) Counts(ctx context.Context, scope correlate.Caller, q correlate.Query, by correlate.CountKey) ([]correlate.Count, error) {
-	cond, args := listWhere(scope, q)
-	if len(q.Status) > 0 {
-		args = append(args, stringsOf(q.Status))
-		cond += fmt.Sprintf(" AND status = ANY($%d::text[])", len(args))
-	}
-	key := "user_id"
-	if by == correlate.CountByCategory {
-		key = "category"
-	}
+	query, args := countsQuery(scope, q, by)
 	var rows []struct {
 		Key      string `db:"key"`
 		Severity string `db:"severity"`
 		Status   string `db:"status"`
 		N        int64  `db:"n"`
 	}
-	if err := s.db.SelectContext(ctx, &rows, fmt.Sprintf(`SELECT %[1]s AS key, severity, status, count(*) AS n
-		FROM correlated_events WHERE %[2]s GROUP BY %[1]s, severity, status
-		ORDER BY %[1]s COLLATE "C", severity COLLATE "C", status COLLATE "C"`, key, cond), args...); err != nil {
+	if err := s.db.SelectContext(ctx, &rows, query, args...); err != nil {
 		return nil, interpretError(fmt.Errorf("pgstore: count events: %w", err))
 	}
 	out := make([]correlate.Count, 0, len(rows))
