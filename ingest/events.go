@@ -1,10 +1,12 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -39,6 +41,49 @@ func (e StoredEvent) MarshalJSON() ([]byte, error) {
 	b = append(b, `,"received_at":`...)
 	b = append(b, ts...)
 	return append(b, '}'), nil
+}
+
+// UnmarshalJSON decodes what [StoredEvent.MarshalJSON] writes: the event's
+// members, decoded strictly by [event.Decode], and received_at.
+func (e *StoredEvent) UnmarshalJSON(b []byte) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return fmt.Errorf("ingest: a stored event must be a JSON object")
+	}
+	rest := []byte{'{'}
+	var received *time.Time
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadValue()
+		if err != nil {
+			return fmt.Errorf("ingest: decode a stored event: %w", err)
+		}
+		name = slices.Clone(name)
+		v, err := dec.ReadValue()
+		if err != nil {
+			return fmt.Errorf("ingest: decode a stored event: %w", err)
+		}
+		if string(name) == `"received_at"` {
+			var t time.Time
+			if err := json.Unmarshal(v, &t); err != nil {
+				return fmt.Errorf("ingest: decode received_at: %w", err)
+			}
+			received = &t
+			continue
+		}
+		if len(rest) > 1 {
+			rest = append(rest, ',')
+		}
+		rest = append(append(append(rest, name...), ':'), v...)
+	}
+	if received == nil {
+		return fmt.Errorf("ingest: a stored event has no received_at")
+	}
+	ev, err := event.Decode(append(rest, '}'))
+	if err != nil {
+		return err
+	}
+	*e = StoredEvent{Event: ev, ReceivedAt: received.UTC()}
+	return nil
 }
 
 // EventFilter selects one page of stored events (GET /api/v1/events, with
