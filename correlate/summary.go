@@ -158,6 +158,45 @@ func (a Aggregate) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return enc.WriteToken(jsontext.EndObject)
 }
 
+// UnmarshalJSONFrom reads an object of counts, keeping its order.
+func (a *Aggregate) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return fmt.Errorf("correlate: an events aggregate must be a JSON object")
+	}
+	out := Aggregate{}
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadToken()
+		if err != nil {
+			return fmt.Errorf("correlate: decode an events aggregate: %w", err)
+		}
+		category := name.String()
+		tok, err := dec.ReadToken()
+		if err != nil || tok.Kind() != '0' {
+			return fmt.Errorf("correlate: events aggregate member %q: not a number", category)
+		}
+		n, err := tok.Int()
+		if err != nil {
+			return fmt.Errorf("correlate: events aggregate member %q: %w", category, err)
+		}
+		out = append(out, CategoryCount{Category: category, Count: n})
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return fmt.Errorf("correlate: decode an events aggregate: %w", err)
+	}
+	*a = out
+	return nil
+}
+
+// Count returns the count of category (0 when a has none).
+func (a Aggregate) Count(category string) int64 {
+	for _, c := range a {
+		if c.Category == category {
+			return c.Count
+		}
+	}
+	return 0
+}
+
 // Aggregate is getEventsAggregate: the events the caller lists (as
 // [Service.List] scopes them) counted by category. With cumulative, every
 // event counts (all time, read or not: deleted events never do); without
