@@ -131,9 +131,9 @@ func (h *Handler) Routes() []route.Route {
 		{Method: http.MethodDelete, Path: "/api/events/{id}", Roles: events, Handler: h.handle(h.delete)},
 		{Method: http.MethodPut, Path: "/api/events/status", Roles: events, Handler: h.handle(h.setStatuses)},
 		{Method: http.MethodPost, Path: "/api/events/delete", Roles: events, Handler: h.handle(h.deleteMany)},
-		{Method: http.MethodGet, Path: "/api/events", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.aggregate)},
-		{Method: http.MethodGet, Path: "/api/events/summary", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.summary)},
 		{Method: http.MethodGet, Path: "/api/events/types", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.types)},
+		{Method: http.MethodGet, Path: "/api/events/summary", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.summary)},
+		{Method: http.MethodGet, Path: "/api/events", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.aggregate)},
 		{Method: http.MethodGet, Path: "/api/events/feed", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.feedPoll)},
 		{Method: http.MethodGet, Path: "/api/events/subscribe", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.subscribe)},
 	}
