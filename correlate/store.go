@@ -53,6 +53,13 @@ type Store interface {
 	// organization, as for List), ordered by Category then Action, byte by
 	// byte.
 	Types(ctx context.Context, scope Caller) ([]EventType, error)
+	// Counts counts the events in scope (scope.AllUsers widens it to the
+	// organization, as for List) that match every filter of q (paging,
+	// Sort and Order ignored; deleted events never counted), in one
+	// pass, grouped by (by's key, Severity, Status): only groups of at
+	// least one event, ordered by Key, then Severity, then Status, byte by
+	// byte.
+	Counts(ctx context.Context, scope Caller, q Query, by CountKey) ([]Count, error)
 	// PurgeIdempotencyKeys forgets every idempotency key bound before
 	// before, in every scope, and returns how many it forgot.
 	PurgeIdempotencyKeys(ctx context.Context, before time.Time) (int64, error)
@@ -266,3 +273,23 @@ type EventType struct {
 
 // MaxBulkIDs is the most ids one bulk status update or bulk delete takes.
 const MaxBulkIDs = 1000
+
+// CountKey is what [Store.Counts] groups the events by first.
+type CountKey string
+
+// The keys of [Store.Counts].
+const (
+	// CountByUser groups by the User that recorded each event.
+	CountByUser CountKey = "user"
+	// CountByCategory groups by Category.
+	CountByCategory CountKey = "category"
+)
+
+// Count is one group of [Store.Counts]: N events whose key (a User or a
+// Category, as asked) is Key, with Severity and Status.
+type Count struct {
+	Key      string
+	Severity Severity
+	Status   Status
+	N        int64
+}

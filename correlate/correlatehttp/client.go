@@ -36,8 +36,11 @@ type ClientOptions struct {
 }
 
 // Client creates correlated events on a tally server's createEvent route
-// (POST /api/events; event-correlation.md, createEvent semantics). It is
-// safe for concurrent use.
+// (POST /api/events; event-correlation.md, createEvent semantics), reads
+// them ([Client.List], [Client.AllEvents], [Client.Summary],
+// [Client.Aggregate], [Client.Types]), marks them read or unread, deletes
+// them, and follows their change feed ([Client.Feed], [Client.Follow]). It
+// is safe for concurrent use.
 //
 // Every create is safe to retry: a payload without an idempotencyKey is
 // sent with a fresh random Idempotency-Key header (a UUID), and every
@@ -71,16 +74,22 @@ func NewClient(baseURL string, opts ClientOptions) (*Client, error) {
 	return &Client{url: strings.TrimRight(baseURL, "/") + "/api/events", opts: opts, backoff: opts.Backoff}, nil
 }
 
-// StatusError is a create the server refused or kept failing: its status
+// StatusError is a request the server refused or kept failing: its status
 // code and the answer's body (RFC 9457 problem details for tally's own
 // answers), at most 64 KiB of it.
 type StatusError struct {
 	StatusCode int
 	Body       []byte
+	// request names the request in the message; "" is createEvent.
+	request string
 }
 
 func (e *StatusError) Error() string {
-	return fmt.Sprintf("correlatehttp: createEvent answered %d %s: %s", e.StatusCode, http.StatusText(e.StatusCode), bytes.TrimSpace(e.Body))
+	r := e.request
+	if r == "" {
+		r = "createEvent"
+	}
+	return fmt.Sprintf("correlatehttp: %s answered %d %s: %s", r, e.StatusCode, http.StatusText(e.StatusCode), bytes.TrimSpace(e.Body))
 }
 
 // Create sends one create of p and returns the event and its
@@ -172,13 +181,10 @@ func (c *Client) send(ctx context.Context, body []byte, key string) (correlate.E
 
 // feedValues are q's query parameters for GET /api/events/feed.
 func feedValues(q correlate.FeedQuery) url.Values {
-	v := url.Values{}
-	set := func(name, s string) {
-		if s != "" {
-			v.Set(name, s)
-		}
+	v := filterValues(q.Category, q.Action, q.Severity, q.Status, q.Resolved, q.CorrelationKey, q.Search)
+	if q.After != "" {
+		v.Set("after", q.After)
 	}
-	set("after", q.After)
 	if q.Limit > 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
@@ -187,20 +193,6 @@ func feedValues(q correlate.FeedQuery) url.Values {
 		// long-poll, not read with wait=0 in a loop.
 		v.Set("wait", strconv.Itoa(int((q.Wait+time.Second-1)/time.Second)))
 	}
-	list := func(name string, vs []string) {
-		for _, s := range vs {
-			v.Add(name, s)
-		}
-	}
-	list("category", q.Category)
-	list("action", q.Action)
-	list("severity", stringsOf(q.Severity))
-	list("status", stringsOf(q.Status))
-	if q.Resolved != nil {
-		v.Set("resolved", strconv.FormatBool(*q.Resolved))
-	}
-	set("correlationKey", q.CorrelationKey)
-	set("search", q.Search)
 	return v
 }
 
@@ -227,32 +219,9 @@ func (c *Client) Feed(ctx context.Context, q correlate.FeedQuery) (correlate.Fee
 // feed makes one read; retryAfter is negative when the error must not be
 // retried, else the least wait the server asked for.
 func (c *Client) feed(ctx context.Context, q correlate.FeedQuery) (correlate.FeedPage, time.Duration, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/feed?"+feedValues(q).Encode(), nil)
-	if err != nil {
-		return correlate.FeedPage{}, -1, fmt.Errorf("correlatehttp: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+c.opts.Token)
-	res, err := c.opts.HTTPClient.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return correlate.FeedPage{}, -1, fmt.Errorf("correlatehttp: %w", err)
-		}
-		return correlate.FeedPage{}, 0, fmt.Errorf("correlatehttp: %w", err)
-	}
-	defer res.Body.Close()
-	if s := res.StatusCode; s != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-		after := time.Duration(-1)
-		if retry.Status(s) {
-			after = retry.After(res.Header, time.Now())
-		}
-		return correlate.FeedPage{}, after, &StatusError{StatusCode: s, Body: b}
-	}
 	var p correlate.FeedPage
-	if err := json.UnmarshalRead(res.Body, &p); err != nil {
-		return correlate.FeedPage{}, 0, fmt.Errorf("correlatehttp: read the feed: %w", err)
-	}
-	return p, 0, nil
+	after, err := c.do(ctx, http.MethodGet, c.url+"/feed?"+feedValues(q).Encode(), nil, "GET /api/events/feed", &p)
+	return p, after, err
 }
 
 // DefaultFollowWait is the wait of each read of [Client.Follow] when its

@@ -120,7 +120,8 @@ func New(svc *correlate.Service, opts Options) (*Handler, error) {
 // the one list of them (the one-API-shape rules, HTTP: one route table). getEvents admits
 // an events caller (its own events) and a reader of the organization (all
 // of its events; docs/decisions.md, Who reads correlated events), and so do
-// the feed routes (GET /api/events/feed and /api/events/subscribe).
+// the feed routes (GET /api/events/feed and /api/events/subscribe), the
+// summary (GET /api/events/summary) and the aggregate (GET /api/events).
 func (h *Handler) Routes() []route.Route {
 	events := []route.Role{route.RoleEvents}
 	rs := []route.Route{
@@ -131,6 +132,8 @@ func (h *Handler) Routes() []route.Route {
 		{Method: http.MethodPut, Path: "/api/events/status", Roles: events, Handler: h.handle(h.setStatuses)},
 		{Method: http.MethodPost, Path: "/api/events/delete", Roles: events, Handler: h.handle(h.deleteMany)},
 		{Method: http.MethodGet, Path: "/api/events/types", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.types)},
+		{Method: http.MethodGet, Path: "/api/events/summary", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.summary)},
+		{Method: http.MethodGet, Path: "/api/events", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.aggregate)},
 		{Method: http.MethodGet, Path: "/api/events/feed", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.feedPoll)},
 		{Method: http.MethodGet, Path: "/api/events/subscribe", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.subscribe)},
 	}
@@ -351,24 +354,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 	ps := problem.UnknownParameters(v, listParams)
 	ps = append(ps, problem.RepeatedParameters(v, singleListParams)...)
 	ps = append(ps, pageSizeSpellings(v)...)
-	num := func(names ...string) int {
-		for _, name := range names {
-			if s := v.Get(name); s != "" {
-				n, err := strconv.Atoi(s)
-				switch {
-				case err != nil:
-					ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleType, Message: "must be an integer"})
-				case n == 0 && name != "page":
-					// 0 would read as "the default" below; a client that
-					// asks for an empty page gets told.
-					ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleMinimum, Message: fmt.Sprintf("must be between 1 and %d", correlate.MaxPageSize)})
-				}
-				return n
-			}
-		}
-		return 0
-	}
-	pageNo, size := num("page"), num("pageSize", "pagesize")
+	pageNo, size := pageParams(v, &ps)
 	q := filterParams(v, &ps)
 	q.Page, q.PageSize = pageNo, size
 	q.Order = correlate.Order(strings.ToLower(v.Get("order")))
@@ -392,6 +378,104 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	problem.WriteJSON(w, http.StatusOK, page)
+	return nil
+}
+
+// pageParams reads page and pageSize (or Meshery's pagesize) from v,
+// appending a problem to ps for a value that is not an integer, or a page
+// size of 0 (which would read as "the default": a client that asks for an
+// empty page gets told); 0 for a parameter not given.
+func pageParams(v url.Values, ps *[]event.Problem) (page, size int) {
+	num := func(names ...string) int {
+		for _, name := range names {
+			if s := v.Get(name); s != "" {
+				n, err := strconv.Atoi(s)
+				switch {
+				case err != nil:
+					*ps = append(*ps, event.Problem{Member: "/" + name, Rule: event.RuleType, Message: "must be an integer"})
+				case n == 0 && name != "page":
+					*ps = append(*ps, event.Problem{Member: "/" + name, Rule: event.RuleMinimum, Message: fmt.Sprintf("must be between 1 and %d", correlate.MaxPageSize)})
+				}
+				return n
+			}
+		}
+		return 0
+	}
+	return num("page"), num("pageSize", "pagesize")
+}
+
+// summaryParams are the query parameters of getEventSummaryByUser: those
+// of getEvents but sort (its rows are users).
+var (
+	summaryParams       = slices.DeleteFunc(slices.Clone(listParams), func(p string) bool { return p == "sort" })
+	singleSummaryParams = slices.DeleteFunc(slices.Clone(singleListParams), func(p string) bool { return p == "sort" })
+)
+
+// summary is getEventSummaryByUser: GET /api/events/summary
+// (@meshery/schemas v1beta3 EventSummaryPage). Parameters: those of
+// getEvents (page, pageSize or pagesize, search, order, filter and the
+// filters) but sort; rows are ordered by user id, ascending unless
+// order=desc. The answer is {"page","pageSize","totalCount","data"}, each
+// row {"userId","totalCount","readCount","unreadCount",
+// "countBySeverityLevel"}; an events caller gets its own row, a reader one
+// per user of its organization.
+func (h *Handler) summary(w http.ResponseWriter, r *http.Request) error {
+	caller, err := h.caller(r)
+	if err != nil {
+		return err
+	}
+	v := r.URL.Query()
+	ps := problem.UnknownParameters(v, summaryParams)
+	ps = append(ps, problem.RepeatedParameters(v, singleSummaryParams)...)
+	ps = append(ps, pageSizeSpellings(v)...)
+	pageNo, size := pageParams(v, &ps)
+	q := filterParams(v, &ps)
+	q.Page, q.PageSize = pageNo, size
+	q.Order = correlate.Order(strings.ToLower(v.Get("order")))
+	var ve *event.ValidationError
+	if errors.As(q.Validate(), &ve) {
+		ps = append(ps, ve.Problems...)
+	}
+	if len(ps) > 0 {
+		return invalidQuery(ps)
+	}
+	page, err := h.svc.Summary(r.Context(), caller, q)
+	if err != nil {
+		return err
+	}
+	problem.WriteJSON(w, http.StatusOK, page)
+	return nil
+}
+
+// aggregate is getEventsAggregate: GET /api/events?cumulative=true|false
+// (@meshery/schemas v1beta3 EventsAggregate): {"audit":n,…}, one member
+// per category of the events the caller lists. cumulative=true counts
+// every event; false or absent only the unread ones
+// ([correlate.Service.Aggregate]).
+func (h *Handler) aggregate(w http.ResponseWriter, r *http.Request) error {
+	caller, err := h.caller(r)
+	if err != nil {
+		return err
+	}
+	v := r.URL.Query()
+	ps := problem.UnknownParameters(v, []string{"cumulative"})
+	ps = append(ps, problem.RepeatedParameters(v, []string{"cumulative"})...)
+	cumulative := false
+	if s := v.Get("cumulative"); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			ps = append(ps, event.Problem{Member: "/cumulative", Rule: event.RuleType, Message: "must be true or false"})
+		}
+		cumulative = b
+	}
+	if len(ps) > 0 {
+		return invalidQuery(ps)
+	}
+	a, err := h.svc.Aggregate(r.Context(), caller, cumulative)
+	if err != nil {
+		return err
+	}
+	problem.WriteJSON(w, http.StatusOK, a)
 	return nil
 }
 
@@ -695,21 +779,7 @@ func (h *Handler) types(w http.ResponseWriter, r *http.Request) error {
 	ps := problem.UnknownParameters(v, []string{"page", "pageSize", "pagesize"})
 	ps = append(ps, problem.RepeatedParameters(v, []string{"page", "pageSize", "pagesize"})...)
 	ps = append(ps, pageSizeSpellings(v)...)
-	num := func(names ...string) int {
-		for _, name := range names {
-			if s := v.Get(name); s != "" {
-				n, err := strconv.Atoi(s)
-				if err != nil {
-					ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleType, Message: "must be an integer"})
-				} else if n == 0 && name != "page" {
-					ps = append(ps, event.Problem{Member: "/" + name, Rule: event.RuleMinimum, Message: fmt.Sprintf("must be between 1 and %d", correlate.MaxPageSize)})
-				}
-				return n
-			}
-		}
-		return 0
-	}
-	page, size := num("page"), num("pageSize", "pagesize")
+	page, size := pageParams(v, &ps)
 	// Every bad parameter at once, as list does: the adapter's own and the
 	// library's judgement of the page.
 	var ve *event.ValidationError

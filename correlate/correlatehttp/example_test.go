@@ -94,3 +94,70 @@ func ExampleClient() {
 	// created 1
 	// incremented 2
 }
+
+// Read and change correlated events through the Go client: list them page
+// after page, mark one read, and read the notification center's counts.
+func ExampleClient_AllEvents() {
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		panic(err)
+	}
+	svc, err := correlate.New(db.Correlate(), correlate.Options{})
+	if err != nil {
+		panic(err)
+	}
+	h, err := correlatehttp.New(svc, correlatehttp.Options{
+		CallerFrom: func(r *http.Request) (correlate.Caller, bool) {
+			return correlate.Caller{Organization: "acme", User: "alice"}, r.Header.Get("Authorization") == "Bearer demo"
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	route.Mount(mux, h.Routes(), func(rt route.Route) http.Handler { return rt.Handler })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	c, err := correlatehttp.NewClient(srv.URL, correlatehttp.ClientOptions{Token: "demo"})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	for _, p := range []correlate.Payload{
+		{Category: "audit", Action: "login"},
+		{Category: "connection", Action: "connect", Severity: correlate.SeverityError},
+	} {
+		if _, _, err := c.Create(ctx, p); err != nil {
+			panic(err)
+		}
+	}
+	var first string
+	for e, err := range c.AllEvents(ctx, correlate.Query{Order: correlate.OrderAsc, PageSize: 1}) {
+		if err != nil {
+			panic(err)
+		}
+		if first == "" {
+			first = e.ID
+		}
+		fmt.Println(e.Category, e.Severity, e.Status)
+	}
+	if err := c.SetStatus(ctx, first, correlate.StatusRead); err != nil {
+		panic(err)
+	}
+	unread, err := c.Aggregate(ctx, false)
+	if err != nil {
+		panic(err)
+	}
+	sum, err := c.Summary(ctx, correlate.Query{})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("unread audit:", unread.Count("audit"), "unread connection:", unread.Count("connection"))
+	fmt.Println(sum.Data[0].UserID, sum.Data[0].TotalCount, "events,", sum.Data[0].UnreadCount, "unread")
+	// Output:
+	// audit informational unread
+	// connection error unread
+	// unread audit: 0 unread connection: 1
+	// alice 2 events, 1 unread
+}

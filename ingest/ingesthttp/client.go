@@ -498,32 +498,9 @@ func (c *Client) Feed(ctx context.Context, q ingest.FeedQuery) (ingest.FeedPage,
 // feed makes one read; retryAfter is negative when the error must not be
 // retried, else the least wait the server asked for.
 func (c *Client) feed(ctx context.Context, q ingest.FeedQuery) (ingest.FeedPage, time.Duration, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/feed?"+feedValues(q).Encode(), nil)
-	if err != nil {
-		return ingest.FeedPage{}, -1, fmt.Errorf("ingesthttp: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+c.opts.Token)
-	res, err := c.opts.HTTPClient.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ingest.FeedPage{}, -1, fmt.Errorf("ingesthttp: %w", err)
-		}
-		return ingest.FeedPage{}, 0, fmt.Errorf("ingesthttp: %w", err)
-	}
-	defer res.Body.Close()
-	if s := res.StatusCode; s != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-		after := time.Duration(-1)
-		if retry.Status(s) {
-			after = retry.After(res.Header, time.Now())
-		}
-		return ingest.FeedPage{}, after, &StatusError{StatusCode: s, Body: b, request: "GET /api/v1/events/feed"}
-	}
 	var p ingest.FeedPage
-	if err := json.UnmarshalRead(res.Body, &p); err != nil {
-		return ingest.FeedPage{}, 0, fmt.Errorf("ingesthttp: read the feed: %w", err)
-	}
-	return p, 0, nil
+	after, err := c.do(ctx, http.MethodGet, c.url+"/feed?"+feedValues(q).Encode(), nil, "GET /api/v1/events/feed", &p)
+	return p, after, err
 }
 
 // DefaultFollowWait is the wait of each read of [Client.Follow] when its

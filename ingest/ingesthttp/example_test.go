@@ -183,3 +183,62 @@ func ExampleClient_Follow() {
 	// e2 creating late: true
 	// context canceled
 }
+
+// Read through the Go client: AllEvents pages through GET /api/v1/events by
+// its cursors (here one event a page), and Resource reads one resource with
+// the start of its history.
+func ExampleClient_AllEvents() {
+	db, err := memstore.New(memstore.Options{})
+	if err != nil {
+		panic(err)
+	}
+	svc, err := ingest.New(db.Ingest(), ingest.Options{})
+	if err != nil {
+		panic(err)
+	}
+	proj, err := projection.New(db.Projection(), svc)
+	if err != nil {
+		panic(err)
+	}
+	h, err := ingesthttp.New(svc, proj, ingesthttp.Options{
+		CallerFrom: func(r *http.Request) (ingest.Caller, bool) {
+			return ingest.Caller{Credential: "collector", Platform: "openstack", Cloud: "os-demo"}, r.Header.Get("Authorization") == "Bearer s3cret"
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	route.Mount(mux, h.Routes(), func(rt route.Route) http.Handler { return rt.Handler })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	c, err := ingesthttp.NewClient(srv.URL, ingesthttp.ClientOptions{Token: "s3cret"})
+	if err != nil {
+		panic(err)
+	}
+	vol := func(id, state string) []byte {
+		return []byte(`{"event_id":"` + id + `","timestamp":"2026-03-01T12:00:0` + id[1:] + `Z","event_type":"volume.update","platform":"openstack","cloud":"os-demo",` +
+			`"resource_type":"volume","resource_id":"vol-1","project_id":"p1","payload":{"state":"` + state + `","size":{"size_gb":10,"type":"ssd"}}}`)
+	}
+	ctx := context.Background()
+	if _, err := c.SendRaw(ctx, [][]byte{vol("e1", "creating"), vol("e2", "available"), vol("e3", "in-use")}); err != nil {
+		panic(err)
+	}
+	for e, err := range c.AllEvents(ctx, ingest.EventFilter{Cloud: "os-demo", Limit: 1}) {
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(e.Event.EventID, e.Event.Payload.State)
+	}
+	d, err := c.Resource(ctx, projection.Key{Cloud: "os-demo", ResourceType: "volume", ResourceID: "vol-1"})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(d.Resource.ResourceID, d.Resource.State, len(d.Events), "events")
+	// Output:
+	// e1 creating
+	// e2 available
+	// e3 in-use
+	// vol-1 in-use 3 events
+}

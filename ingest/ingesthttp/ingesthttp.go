@@ -261,7 +261,8 @@ type RejectedEvent struct {
 	ReceivedAt time.Time      `json:"received_at"`
 }
 
-type rejectedPage struct {
+// RejectedPage is one page of GET /api/v1/rejected-events.
+type RejectedPage struct {
 	Items      []RejectedEvent `json:"items"`
 	NextCursor *string         `json:"next_cursor"`
 }
@@ -297,7 +298,7 @@ func (h *Handler) listRejectedEvents(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	out := rejectedPage{Items: make([]RejectedEvent, 0, len(p.Items)), NextCursor: p.NextCursor}
+	out := RejectedPage{Items: make([]RejectedEvent, 0, len(p.Items)), NextCursor: p.NextCursor}
 	for _, dl := range p.Items {
 		out.Items = append(out.Items, rejectedEvent(dl))
 	}

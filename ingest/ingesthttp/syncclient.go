@@ -1,14 +1,11 @@
 package ingesthttp
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 
 	"github.com/go-json-experiment/json"
 
@@ -78,43 +75,4 @@ func (c *Client) SyncRuns(ctx context.Context, f reconcile.RunFilter) (reconcile
 		return reconcile.RunPage{}, err
 	}
 	return p, nil
-}
-
-// do makes one JSON request and decodes a 200 answer into out.
-// retryAfter is negative when the error must not be retried, else the
-// least wait the server asked for.
-func (c *Client) do(ctx context.Context, method, target string, body []byte, request string, out any) (time.Duration, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, target, rd)
-	if err != nil {
-		return -1, fmt.Errorf("ingesthttp: %w", err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Authorization", "Bearer "+c.opts.Token)
-	res, err := c.opts.HTTPClient.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return -1, fmt.Errorf("ingesthttp: %w", err)
-		}
-		return 0, fmt.Errorf("ingesthttp: %w", err)
-	}
-	defer res.Body.Close()
-	if s := res.StatusCode; s != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-		after := time.Duration(-1)
-		if retry.Status(s) {
-			after = retry.After(res.Header, time.Now())
-		}
-		return after, &StatusError{StatusCode: s, Body: b, request: request}
-	}
-	if err := json.UnmarshalRead(io.LimitReader(res.Body, maxAnswer), out); err != nil {
-		// The request succeeded (a sync run is committed): never retried.
-		return -1, fmt.Errorf("ingesthttp: read the 200 answer of %s: %w", request, err)
-	}
-	return 0, nil
 }

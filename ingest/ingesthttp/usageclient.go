@@ -2,15 +2,10 @@ package ingesthttp
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/go-json-experiment/json"
 
 	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/ingest/usage"
@@ -54,7 +49,7 @@ func UsageValues(q usage.Query) url.Values {
 // is. Usage makes one attempt.
 func (c *Client) Usage(ctx context.Context, q usage.Query) (usage.Answer, error) {
 	var a usage.Answer
-	err := c.get(ctx, "/api/v1/usage?"+UsageValues(q).Encode(), &a)
+	err := c.get(ctx, "/api/v1/usage", UsageValues(q), &a)
 	return a, err
 }
 
@@ -63,8 +58,7 @@ func (c *Client) Usage(ctx context.Context, q usage.Query) (usage.Answer, error)
 // the client's token; an unknown resource is a [*StatusError] of 404.
 func (c *Client) Lifecycle(ctx context.Context, k projection.Key) (usage.Lifecycle, error) {
 	var l usage.Lifecycle
-	err := c.get(ctx, "/api/v1/resources/"+url.PathEscape(k.Cloud)+"/"+url.PathEscape(k.ResourceType)+"/"+
-		url.PathEscape(k.ResourceID)+"/lifecycle", &l)
+	err := c.get(ctx, resourcePath(k)+"/lifecycle", nil, &l)
 	return l, err
 }
 
@@ -75,30 +69,6 @@ func (c *Client) ProjectSummary(ctx context.Context, q usage.SummaryQuery) (usag
 	v.Set("from", q.From.UTC().Format(time.RFC3339Nano))
 	v.Set("to", q.To.UTC().Format(time.RFC3339Nano))
 	var s usage.ProjectSummary
-	err := c.get(ctx, "/api/v1/projects/"+url.PathEscape(q.Cloud)+"/"+url.PathEscape(q.ProjectID)+"/summary?"+v.Encode(), &s)
+	err := c.get(ctx, "/api/v1/projects/"+url.PathEscape(q.Cloud)+"/"+url.PathEscape(q.ProjectID)+"/summary", v, &s)
 	return s, err
-}
-
-// get reads one JSON answer of a GET route into out.
-func (c *Client) get(ctx context.Context, path string, out any) error {
-	base := strings.TrimSuffix(c.url, "/api/v1/events")
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
-	if err != nil {
-		return fmt.Errorf("ingesthttp: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+c.opts.Token)
-	res, err := c.opts.HTTPClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("ingesthttp: %w", err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-		route, _, _ := strings.Cut(path, "?")
-		return &StatusError{StatusCode: res.StatusCode, Body: b, request: "GET " + route}
-	}
-	if err := json.UnmarshalRead(res.Body, out); err != nil {
-		return fmt.Errorf("ingesthttp: read GET %s: %w", path, err)
-	}
-	return nil
 }

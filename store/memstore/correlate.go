@@ -385,6 +385,31 @@ func (s *Correlate) Types(ctx context.Context, scope correlate.Caller) ([]correl
 	return out, nil
 }
 
+// Counts implements [correlate.Store].
+func (s *Correlate) Counts(ctx context.Context, scope correlate.Caller, q correlate.Query, by correlate.CountKey) ([]correlate.Count, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memstore: count events: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	match, _ := s.correlation.matching(scope, q)
+	groups := map[correlate.Count]int64{}
+	for _, e := range match {
+		k := correlate.Count{Key: e.User, Severity: e.Severity, Status: e.Status}
+		if by == correlate.CountByCategory {
+			k.Key = e.Category
+		}
+		groups[k]++
+	}
+	out := make([]correlate.Count, 0, len(groups))
+	for k, n := range groups {
+		k.N = n
+		out = append(out, k)
+	}
+	correlate.SortCounts(out)
+	return out, nil
+}
+
 // PurgeIdempotencyKeys implements [correlate.Store].
 func (s *Correlate) PurgeIdempotencyKeys(ctx context.Context, before time.Time) (int64, error) {
 	if err := ctx.Err(); err != nil {

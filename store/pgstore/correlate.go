@@ -239,8 +239,26 @@ func (s *Correlate) Get(ctx context.Context, scope correlate.Caller, id string) 
 	return row.event()
 }
 
-// List implements [correlate.Store].
-func (s *Correlate) List(ctx context.Context, scope correlate.Caller, q correlate.Query) (correlate.Listing, error) {
+// countsQuery is the one GROUP BY that Counts runs.
+func countsQuery(scope correlate.Caller, q correlate.Query, by correlate.CountKey) (string, []any) {
+	cond, args := listWhere(scope, q)
+	if len(q.Status) > 0 {
+		args = append(args, stringsOf(q.Status))
+		cond += fmt.Sprintf(" AND status = ANY($%d::text[])", len(args))
+	}
+	key := "user_id"
+	if by == correlate.CountByCategory {
+		key = "category"
+	}
+	return fmt.Sprintf(`SELECT %[1]s AS key, severity, status, count(*) AS n
+		FROM correlated_events WHERE %[2]s GROUP BY %[1]s, severity, status
+		ORDER BY %[1]s COLLATE "C", severity COLLATE "C", status COLLATE "C"`, key, cond), args
+}
+
+// listWhere is the condition (with its arguments, $1 on) that selects the
+// events of scope that match every filter of q but Status: List and
+// Counts share it.
+func listWhere(scope correlate.Caller, q correlate.Query) (string, []any) {
 	where := []string{scopeWhere}
 	args := []any{scope.Organization, scope.User}
 	if scope.AllUsers {
@@ -275,7 +293,32 @@ func (s *Correlate) List(ctx context.Context, scope correlate.Caller, q correlat
 		esc := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(q.Search)
 		add(`description ILIKE ? ESCAPE '\'`, "%"+esc+"%")
 	}
-	cond := strings.Join(where, " AND ")
+	return strings.Join(where, " AND "), args
+}
+
+// Counts implements [correlate.Store]: one GROUP BY over the rows the
+// listing's index (organization, user_id, created_at) bounds.
+func (s *Correlate) Counts(ctx context.Context, scope correlate.Caller, q correlate.Query, by correlate.CountKey) ([]correlate.Count, error) {
+	query, args := countsQuery(scope, q, by)
+	var rows []struct {
+		Key      string `db:"key"`
+		Severity string `db:"severity"`
+		Status   string `db:"status"`
+		N        int64  `db:"n"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, query, args...); err != nil {
+		return nil, interpretError(fmt.Errorf("pgstore: count events: %w", err))
+	}
+	out := make([]correlate.Count, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, correlate.Count{Key: r.Key, Severity: correlate.Severity(r.Severity), Status: correlate.Status(r.Status), N: r.N})
+	}
+	return out, nil
+}
+
+// List implements [correlate.Store].
+func (s *Correlate) List(ctx context.Context, scope correlate.Caller, q correlate.Query) (correlate.Listing, error) {
+	cond, args := listWhere(scope, q)
 	// One pass for the counts: Read ignores the status filter
 	// (correlate.Listing), the per-severity counts (and so Total) apply it.
 	statusCond := "TRUE"

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/internal/feed"
@@ -29,6 +30,11 @@ func DeadLettersQuery(q ingest.DeadLetterQuery) (string, []any) { return deadLet
 
 // AuditQuery is the SELECT that Ingest.Audit runs for q.
 func AuditQuery(q ingest.AuditQuery) (string, []any) { return auditQuery(q) }
+
+// CountsQuery is the GROUP BY that Correlate.Counts runs.
+func CountsQuery(scope correlate.Caller, q correlate.Query, by correlate.CountKey) (string, []any) {
+	return countsQuery(scope, q, by)
+}
 
 // ResourcesQuery is the SELECT that Projection.List runs for q.
 func ResourcesQuery(q projection.Query) (string, []any) { return resourcesQuery(q) }

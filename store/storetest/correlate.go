@@ -231,6 +231,7 @@ func runCorrelate(t *testing.T, newStore func(t *testing.T) correlate.Store, new
 		{"ListBytes", testCorrelateListBytes},
 		{"ReadAndWrite", testCorrelateReadWrite},
 		{"BulkAndTypes", testCorrelateBulkAndTypes},
+		{"SummaryAndAggregate", testCorrelateSummary},
 		{"Feed", testCorrelateFeed},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -36,6 +36,8 @@
 //	PUT    /api/events/status                                       events
 //	POST   /api/events/delete                                       events
 //	GET    /api/events/types                                        events or read
+//	GET    /api/events/summary                                      events or read
+//	GET    /api/events                                              events or read
 //	GET    /api/events/feed                                         events or read
 //	GET    /api/events/subscribe                                    events or read
 //	GET    /metrics                                                 public

@@ -461,6 +461,23 @@ var scenarios = map[string][]scenario{
 		return e.req("POST", "/api/events/delete", tEvents, `{"ids":["`+e.createEvent()+`"]}`)
 	}}},
 	"POST /api/events/delete 400": {{name: "an id not a UUID", request: fixed("POST", "/api/events/delete", tEvents, `{"ids":["nope"]}`)}},
+	"GET /api/events/summary 200": {
+		{name: "events role, its own row", request: func(e contractEnv) *http.Request {
+			e.createEvent()
+			return e.req("GET", "/api/events/summary?page=0&pagesize=10&order=asc", tEvents, "")
+		}},
+		{name: "read role, every user", request: fixed("GET", "/api/events/summary?filter=%7B%22category%22%3A%5B%22c%22%5D%7D", tRead, "")},
+		{name: "nothing matches", request: fixed("GET", "/api/events/summary?search=nothing", tRead, "")},
+	},
+	"GET /api/events/summary 400": {{name: "sort is not a parameter of the summary", request: fixed("GET", "/api/events/summary?sort=owner", tEvents, "")}},
+	"GET /api/events 200": {
+		{name: "cumulative", request: func(e contractEnv) *http.Request {
+			e.createEvent()
+			return e.req("GET", "/api/events?cumulative=true", tEvents, "")
+		}},
+		{name: "unread, read role", request: fixed("GET", "/api/events", tRead, "")},
+	},
+	"GET /api/events 400": {{name: "cumulative not a boolean", request: fixed("GET", "/api/events?cumulative=maybe", tEvents, "")}},
 	"GET /api/events/types 200": {
 		{name: "events role", request: fixed("GET", "/api/events/types?page=0&pagesize=10", tEvents, "")},
 		{name: "read role", request: fixed("GET", "/api/events/types", tRead, "")},

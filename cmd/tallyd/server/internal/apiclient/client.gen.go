@@ -409,16 +409,16 @@ func (e GetEventsParamsSort) Valid() bool {
 
 // Defines values for GetEventsParamsOrder.
 const (
-	Asc  GetEventsParamsOrder = "asc"
-	Desc GetEventsParamsOrder = "desc"
+	GetEventsParamsOrderAsc  GetEventsParamsOrder = "asc"
+	GetEventsParamsOrderDesc GetEventsParamsOrder = "desc"
 )
 
 // Valid indicates whether the value is a known member of the GetEventsParamsOrder enum.
 func (e GetEventsParamsOrder) Valid() bool {
 	switch e {
-	case Asc:
+	case GetEventsParamsOrderAsc:
 		return true
-	case Desc:
+	case GetEventsParamsOrderDesc:
 		return true
 	default:
 		return false
@@ -437,6 +437,24 @@ func (e BulkUpdateEventStatusJSONBodyStatus) Valid() bool {
 	case BulkUpdateEventStatusJSONBodyStatusRead:
 		return true
 	case BulkUpdateEventStatusJSONBodyStatusUnread:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetEventSummaryByUserParamsOrder.
+const (
+	GetEventSummaryByUserParamsOrderAsc  GetEventSummaryByUserParamsOrder = "asc"
+	GetEventSummaryByUserParamsOrderDesc GetEventSummaryByUserParamsOrder = "desc"
+)
+
+// Valid indicates whether the value is a known member of the GetEventSummaryByUserParamsOrder enum.
+func (e GetEventSummaryByUserParamsOrder) Valid() bool {
+	switch e {
+	case GetEventSummaryByUserParamsOrderAsc:
+		return true
+	case GetEventSummaryByUserParamsOrderDesc:
 		return true
 	default:
 		return false
@@ -722,6 +740,36 @@ type EventPayload struct {
 	// Type The CloudEvents type.
 	Type                 *string                `json:"type,omitempty"`
 	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// EventSummary One user's events (@meshery/schemas v1beta3 EventSummary, an open object): totalCount = readCount + unreadCount, split by severity as EventsPage's countBySeverityLevel.
+type EventSummary struct {
+	CountBySeverityLevel []struct {
+		Count    int      `json:"count"`
+		Severity Severity `json:"severity"`
+	} `json:"countBySeverityLevel"`
+	ReadCount   int `json:"readCount"`
+	TotalCount  int `json:"totalCount"`
+	UnreadCount int `json:"unreadCount"`
+
+	// UserId The user that recorded the events; "" for the calls that identified no user.
+	UserId string `json:"userId"`
+}
+
+// EventSummaryPage @meshery/schemas v1beta3 EventSummaryPage.
+type EventSummaryPage struct {
+	Data     []EventSummary `json:"data"`
+	Page     int            `json:"page"`
+	PageSize int            `json:"pageSize"`
+
+	// TotalCount The rows (users) over all pages.
+	TotalCount int `json:"totalCount"`
+}
+
+// EventsAggregate @meshery/schemas v1beta3 EventsAggregate: audit and one member per other category, each a count.
+type EventsAggregate struct {
+	Audit                int            `json:"audit"`
+	AdditionalProperties map[string]int `json:"-"`
 }
 
 // EventsFeedPage defines model for EventsFeedPage.
@@ -1141,6 +1189,12 @@ type Unavailable = Problem
 // UnsupportedMediaType RFC 9457 problem details.
 type UnsupportedMediaType = Problem
 
+// GetEventsAggregateParams defines parameters for GetEventsAggregate.
+type GetEventsAggregateParams struct {
+	// Cumulative true: every event, read or not; false (the default): the unread ones.
+	Cumulative *bool `form:"cumulative,omitempty" json:"cumulative,omitempty"`
+}
+
 // CreateEventParams defines parameters for CreateEvent.
 type CreateEventParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
@@ -1298,6 +1352,45 @@ type SubscribeEventsParams struct {
 	// LastEventID The id of the last item received; wins over after.
 	LastEventID *string `json:"Last-Event-ID,omitempty"`
 }
+
+// GetEventSummaryByUserParams defines parameters for GetEventSummaryByUser.
+type GetEventSummaryByUserParams struct {
+	// Page 0-based page of rows.
+	Page     *int `form:"page,omitempty" json:"page,omitempty"`
+	PageSize *int `form:"pageSize,omitempty" json:"pageSize,omitempty"`
+
+	// Pagesize Meshery's alias of pageSize, as on getEvents.
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	Pagesize *int                              `form:"pagesize,omitempty" json:"pagesize,omitempty"`
+	Order    *GetEventSummaryByUserParamsOrder `form:"order,omitempty" json:"order,omitempty"`
+
+	// Search As on getEvents.
+	Search *string `form:"search,omitempty" json:"search,omitempty"`
+
+	// Filter As on getEvents.
+	Filter *string `form:"filter,omitempty" json:"filter,omitempty"`
+
+	// CorrelationKey As on getEvents.
+	CorrelationKey *string `form:"correlationKey,omitempty" json:"correlationKey,omitempty"`
+
+	// Resolved As on getEvents.
+	Resolved *bool `form:"resolved,omitempty" json:"resolved,omitempty"`
+
+	// Category As on getEvents.
+	Category *[]string `form:"category,omitempty" json:"category,omitempty"`
+
+	// Action As on getEvents.
+	Action *[]string `form:"action,omitempty" json:"action,omitempty"`
+
+	// Severity As on getEvents.
+	Severity *[]string `form:"severity,omitempty" json:"severity,omitempty"`
+
+	// Status As on getEvents.
+	Status *[]string `form:"status,omitempty" json:"status,omitempty"`
+}
+
+// GetEventSummaryByUserParamsOrder defines parameters for GetEventSummaryByUser.
+type GetEventSummaryByUserParamsOrder string
 
 // GetEventTypesParams defines parameters for GetEventTypes.
 type GetEventTypesParams struct {
@@ -2097,6 +2190,72 @@ func (a EventPayload) MarshalJSON() ([]byte, error) {
 	return json.Marshal(object)
 }
 
+// Getter for additional properties for EventsAggregate. Returns the specified
+// element and whether it was found
+func (a EventsAggregate) Get(fieldName string) (value int, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for EventsAggregate
+func (a *EventsAggregate) Set(fieldName string, value int) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]int)
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for EventsAggregate to handle AdditionalProperties
+func (a *EventsAggregate) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["audit"]; found {
+		err = json.Unmarshal(raw, &a.Audit)
+		if err != nil {
+			return fmt.Errorf("error reading 'audit': %w", err)
+		}
+		delete(object, "audit")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]int)
+		for fieldName, fieldBuf := range object {
+			var fieldVal int
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for EventsAggregate to handle AdditionalProperties
+func (a EventsAggregate) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	object["audit"], err = json.Marshal(a.Audit)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'audit': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
 // Getter for additional properties for PutResourceTypeJSONBody. Returns the specified
 // element and whether it was found
 func (a PutResourceTypeJSONBody) Get(fieldName string) (value interface{}, found bool) {
@@ -2299,6 +2458,13 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// GetEventsAggregate The events the caller lists, counted by category (role events or read).
+	//
+	// One member per category of the events the caller lists (an events credential its own (organization, user), a read credential its whole organization; deleted events never count), members ordered by category byte by byte; audit is always there, 0 when no event has that category. cumulative=true counts every event; false or absent, only the unread ones (the notification center's badge). Any other parameter is 400 naming it.
+	//
+	// Corresponds with GET /api/events (the `GetEventsAggregate` operationId).
+	GetEventsAggregate(ctx context.Context, params *GetEventsAggregateParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateEventWithBody Create a correlated event (role events).
 	//
 	// createEvent of event-correlation.md: replay of a bound idempotencyKey,
@@ -2433,6 +2599,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/events/subscribe (the `SubscribeEvents` operationId).
 	SubscribeEvents(ctx context.Context, params *SubscribeEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetEventSummaryByUser One row per user whose events the caller lists, with its totals (role events or read).
+	//
+	// An events credential gets its own row, a read credential one per user of its organization ("" for the calls that identified no user). Rows are ordered by userId byte by byte, ascending unless order=desc, and paged by page and pageSize; totalCount counts the rows over all pages. Every filter of getEvents applies; sort is refused (rows are users).
+	//
+	// Corresponds with GET /api/events/summary (the `GetEventSummaryByUser` operationId).
+	GetEventSummaryByUser(ctx context.Context, params *GetEventSummaryByUserParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetEventTypes The distinct (category, action) pairs of the events the caller lists (role events or read).
 	//
@@ -2717,6 +2890,23 @@ type ClientInterface interface {
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
+// GetEventsAggregate The events the caller lists, counted by category (role events or read).
+//
+// One member per category of the events the caller lists (an events credential its own (organization, user), a read credential its whole organization; deleted events never count), members ordered by category byte by byte; audit is always there, 0 when no event has that category. cumulative=true counts every event; false or absent, only the unread ones (the notification center's badge). Any other parameter is 400 naming it.
+//
+// Corresponds with GET /api/events (the `GetEventsAggregate` operationId).
+func (c *Client) GetEventsAggregate(ctx context.Context, params *GetEventsAggregateParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetEventsAggregateRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CreateEventWithBody Create a correlated event (role events).
 //
 // createEvent of event-correlation.md: replay of a bound idempotencyKey,
@@ -2942,6 +3132,23 @@ func (c *Client) BulkUpdateEventStatus(ctx context.Context, body BulkUpdateEvent
 // Corresponds with GET /api/events/subscribe (the `SubscribeEvents` operationId).
 func (c *Client) SubscribeEvents(ctx context.Context, params *SubscribeEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSubscribeEventsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetEventSummaryByUser One row per user whose events the caller lists, with its totals (role events or read).
+//
+// An events credential gets its own row, a read credential one per user of its organization ("" for the calls that identified no user). Rows are ordered by userId byte by byte, ascending unless order=desc, and paged by page and pageSize; totalCount counts the rows over all pages. Every filter of getEvents applies; sort is refused (rows are users).
+//
+// Corresponds with GET /api/events/summary (the `GetEventSummaryByUser` operationId).
+func (c *Client) GetEventSummaryByUser(ctx context.Context, params *GetEventSummaryByUserParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetEventSummaryByUserRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3502,6 +3709,60 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewGetEventsAggregateRequest constructs an http.Request for the GetEventsAggregate method
+func NewGetEventsAggregateRequest(server string, params *GetEventsAggregateParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cumulative != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cumulative", *params.Cumulative, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewCreateEventRequestWithApplicationCloudeventsPlusJSONBody calls the generic CreateEvent builder with application/cloudevents+json body
@@ -4270,6 +4531,192 @@ func NewSubscribeEventsRequest(server string, params *SubscribeEventsParams) (*h
 			req.Header.Set("Last-Event-ID", headerParam0)
 		}
 
+	}
+
+	return req, nil
+}
+
+// NewGetEventSummaryByUserRequest constructs an http.Request for the GetEventSummaryByUser method
+func NewGetEventSummaryByUserRequest(server string, params *GetEventSummaryByUserParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/events/summary")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Page != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page", *params.Page, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pageSize", *params.PageSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Pagesize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pagesize", *params.Pagesize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Order != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "order", *params.Order, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Search != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Filter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "filter", *params.Filter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CorrelationKey != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "correlationKey", *params.CorrelationKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Resolved != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resolved", *params.Resolved, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Category != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "category", *params.Category, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Action != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "action", *params.Action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Severity != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "severity", *params.Severity, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
 	}
 
 	return req, nil
@@ -5972,6 +6419,15 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// GetEventsAggregateWithResponse The events the caller lists, counted by category (role events or read).
+	//
+	// One member per category of the events the caller lists (an events credential its own (organization, user), a read credential its whole organization; deleted events never count), members ordered by category byte by byte; audit is always there, 0 when no event has that category. cumulative=true counts every event; false or absent, only the unread ones (the notification center's badge). Any other parameter is 400 naming it.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/events (the `GetEventsAggregate` operationId).
+	GetEventsAggregateWithResponse(ctx context.Context, params *GetEventsAggregateParams, reqEditors ...RequestEditorFn) (*GetEventsAggregateResponse, error)
+
 	// CreateEventWithBodyWithResponse Create a correlated event (role events).
 	//
 	// createEvent of event-correlation.md: replay of a bound idempotencyKey,
@@ -6112,6 +6568,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/events/subscribe (the `SubscribeEvents` operationId).
 	SubscribeEventsWithResponse(ctx context.Context, params *SubscribeEventsParams, reqEditors ...RequestEditorFn) (*SubscribeEventsResponse, error)
+
+	// GetEventSummaryByUserWithResponse One row per user whose events the caller lists, with its totals (role events or read).
+	//
+	// An events credential gets its own row, a read credential one per user of its organization ("" for the calls that identified no user). Rows are ordered by userId byte by byte, ascending unless order=desc, and paged by page and pageSize; totalCount counts the rows over all pages. Every filter of getEvents applies; sort is refused (rows are users).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/events/summary (the `GetEventSummaryByUser` operationId).
+	GetEventSummaryByUserWithResponse(ctx context.Context, params *GetEventSummaryByUserParams, reqEditors ...RequestEditorFn) (*GetEventSummaryByUserResponse, error)
 
 	// GetEventTypesWithResponse The distinct (category, action) pairs of the events the caller lists (role events or read).
 	//
@@ -6432,6 +6897,75 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
+}
+
+// GetEventsAggregateResponse401Headers the declared response headers of an HTTP 401 response for GetEventsAggregate
+type GetEventsAggregateResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type GetEventsAggregateResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EventsAggregate
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetEventsAggregateResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetEventsAggregateResponse) GetJSON200() *EventsAggregate {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetEventsAggregateResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetEventsAggregateResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetEventsAggregateResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r GetEventsAggregateResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetEventsAggregateResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetEventsAggregateResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetEventsAggregateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // CreateEventResponse200Headers the declared response headers of an HTTP 200 response for CreateEvent
@@ -6969,6 +7503,75 @@ func (r SubscribeEventsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SubscribeEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetEventSummaryByUserResponse401Headers the declared response headers of an HTTP 401 response for GetEventSummaryByUser
+type GetEventSummaryByUserResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type GetEventSummaryByUserResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EventSummaryPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetEventSummaryByUserResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetEventSummaryByUserResponse) GetJSON200() *EventSummaryPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetEventSummaryByUserResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetEventSummaryByUserResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetEventSummaryByUserResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r GetEventSummaryByUserResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetEventSummaryByUserResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetEventSummaryByUserResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetEventSummaryByUserResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8680,6 +9283,21 @@ func (r ReadyzResponse) ContentType() string {
 	return ""
 }
 
+// GetEventsAggregateWithResponse The events the caller lists, counted by category (role events or read).
+//
+// One member per category of the events the caller lists (an events credential its own (organization, user), a read credential its whole organization; deleted events never count), members ordered by category byte by byte; audit is always there, 0 when no event has that category. cumulative=true counts every event; false or absent, only the unread ones (the notification center's badge). Any other parameter is 400 naming it.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/events (the `GetEventsAggregate` operationId).
+func (c *ClientWithResponses) GetEventsAggregateWithResponse(ctx context.Context, params *GetEventsAggregateParams, reqEditors ...RequestEditorFn) (*GetEventsAggregateResponse, error) {
+	rsp, err := c.GetEventsAggregate(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetEventsAggregateResponse(rsp)
+}
+
 // CreateEventWithBodyWithResponse Create a correlated event (role events).
 //
 // createEvent of event-correlation.md: replay of a bound idempotencyKey,
@@ -8879,6 +9497,21 @@ func (c *ClientWithResponses) SubscribeEventsWithResponse(ctx context.Context, p
 		return nil, err
 	}
 	return ParseSubscribeEventsResponse(rsp)
+}
+
+// GetEventSummaryByUserWithResponse One row per user whose events the caller lists, with its totals (role events or read).
+//
+// An events credential gets its own row, a read credential one per user of its organization ("" for the calls that identified no user). Rows are ordered by userId byte by byte, ascending unless order=desc, and paged by page and pageSize; totalCount counts the rows over all pages. Every filter of getEvents applies; sort is refused (rows are users).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/events/summary (the `GetEventSummaryByUser` operationId).
+func (c *ClientWithResponses) GetEventSummaryByUserWithResponse(ctx context.Context, params *GetEventSummaryByUserParams, reqEditors ...RequestEditorFn) (*GetEventSummaryByUserResponse, error) {
+	rsp, err := c.GetEventSummaryByUser(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetEventSummaryByUserResponse(rsp)
 }
 
 // GetEventTypesWithResponse The distinct (category, action) pairs of the events the caller lists (role events or read).
@@ -9361,6 +9994,66 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 		return nil, err
 	}
 	return ParseReadyzResponse(rsp)
+}
+
+// ParseGetEventsAggregateResponse parses an HTTP response from a GetEventsAggregateWithResponse call
+func ParseGetEventsAggregateResponse(rsp *http.Response) (*GetEventsAggregateResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetEventsAggregateResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EventsAggregate
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetEventsAggregateResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseCreateEventResponse parses an HTTP response from a CreateEventWithResponse call
@@ -9848,6 +10541,66 @@ func ParseSubscribeEventsResponse(rsp *http.Response) (*SubscribeEventsResponse,
 	switch {
 	case rsp.StatusCode == 401:
 		var headers SubscribeEventsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetEventSummaryByUserResponse parses an HTTP response from a GetEventSummaryByUserWithResponse call
+func ParseGetEventSummaryByUserResponse(rsp *http.Response) (*GetEventSummaryByUserResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetEventSummaryByUserResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EventSummaryPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetEventSummaryByUserResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
