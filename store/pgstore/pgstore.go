@@ -129,6 +129,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -243,6 +244,12 @@ type Options struct {
 	// (which has its own connection). Zero means [DefaultAcquireTimeout];
 	// negative means none (the call waits as long as its ctx allows).
 	AcquireTimeout time.Duration
+	// ApplicationName is PostgreSQL's application_name on every connection
+	// [Open] makes (the pool's, the readiness probe's, the leader's and the
+	// feed listener's), so that pg_stat_activity names the program. The
+	// URL's own application_name (or PGAPPNAME) wins; empty means none
+	// unless the URL sets one.
+	ApplicationName string
 }
 
 // Open connects to the database at url (a PostgreSQL connection URL or
@@ -303,8 +310,8 @@ func New(pool *pgxpool.Pool, opts Options) (*DB, error) {
 	if pool == nil {
 		errs = append(errs, errors.New("pgstore: a pool is required"))
 	}
-	if opts.MaxConns != 0 || opts.ConnectTimeout != 0 || opts.StatementTimeout != 0 || opts.IdleInTransactionTimeout != 0 {
-		errs = append(errs, errors.New("pgstore: MaxConns, ConnectTimeout, StatementTimeout and IdleInTransactionTimeout configure the pool Open makes; New takes a configured pool"))
+	if opts.MaxConns != 0 || opts.ConnectTimeout != 0 || opts.StatementTimeout != 0 || opts.IdleInTransactionTimeout != 0 || opts.ApplicationName != "" {
+		errs = append(errs, errors.New("pgstore: MaxConns, ConnectTimeout, StatementTimeout, IdleInTransactionTimeout and ApplicationName configure the pool Open makes; New takes a configured pool"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -347,6 +354,46 @@ func (db *DB) Close() {
 	}
 	if db.conn.probe != nil {
 		db.conn.probe.Close()
+	}
+}
+
+// PoolStats returns the statistics of db's pool and, on a DB made by
+// [Open], of the readiness probe's own pool (nil on [New]'s), read now;
+// tallyd exports them as tally_db_pool_* (docs/operations.md, Metrics).
+func (db *DB) PoolStats() (pool, probe *pgxpool.Stat) {
+	if db.conn.probe != nil {
+		probe = db.conn.probe.Stat()
+	}
+	return db.conn.pool.Stat(), probe
+}
+
+// PoolConfig describes the pool [Open] made, for a start-up log line: its
+// size and the timeouts in force (the options over the URL's parameters).
+type PoolConfig struct {
+	MaxConns, MinConns                                int32
+	ConnectTimeout, StatementTimeout, IdleInTxTimeout time.Duration
+	AcquireTimeout                                    time.Duration // 0: none
+	MaxConnLifetime, MaxConnIdleTime                  time.Duration
+	ApplicationName                                   string
+}
+
+// PoolConfig returns the configuration of db's pool.
+func (db *DB) PoolConfig() PoolConfig {
+	cfg := db.conn.pool.Config()
+	ms := func(name string) time.Duration {
+		v, err := strconv.ParseInt(cfg.ConnConfig.RuntimeParams[name], 10, 64)
+		if err != nil {
+			return 0
+		}
+		return time.Duration(v) * time.Millisecond
+	}
+	return PoolConfig{
+		MaxConns: cfg.MaxConns, MinConns: cfg.MinConns,
+		ConnectTimeout:   cfg.ConnConfig.ConnectTimeout,
+		StatementTimeout: ms("statement_timeout"), IdleInTxTimeout: ms("idle_in_transaction_session_timeout"),
+		AcquireTimeout:  db.conn.acquire,
+		MaxConnLifetime: cfg.MaxConnLifetime, MaxConnIdleTime: cfg.MaxConnIdleTime,
+		ApplicationName: cfg.ConnConfig.RuntimeParams["application_name"],
 	}
 }
 
