@@ -361,11 +361,46 @@ func (c config) dbOptions() pgstore.Options {
 	}
 }
 
-// logger builds the slog logger the configuration asks for, writing to w.
+// logger builds the slog logger the configuration asks for, writing to w:
+// every value on one line (see logAttr), and with --log-format json
+// durations in seconds.
 func (c config) logger(w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: c.LogLevel}
-	if c.LogFormat == "json" {
+	json := c.LogFormat == "json"
+	opts := &slog.HandlerOptions{Level: c.LogLevel, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr { return logAttr(a, json) }}
+	if json {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// logAttr is the loggers' ReplaceAttr: an error or a string is logged on
+// one line (errors.Join and the driver put causes on lines of their own:
+// see oneLine); in JSON a duration is a number of seconds under its key
+// with "_seconds" appended, so that a log pipeline reads a number.
+func logAttr(a slog.Attr, json bool) slog.Attr {
+	switch a.Value.Kind() {
+	case slog.KindString:
+		if s := a.Value.String(); strings.Contains(s, "\n") {
+			return slog.String(a.Key, oneLine(s))
+		}
+	case slog.KindAny:
+		if err, ok := a.Value.Any().(error); ok {
+			return slog.String(a.Key, oneLine(err.Error()))
+		}
+	case slog.KindDuration:
+		if json {
+			key := a.Key
+			if !strings.HasSuffix(key, "_seconds") {
+				key += "_seconds"
+			}
+			return slog.Float64(key, a.Value.Duration().Seconds())
+		}
+	}
+	return a
+}
+
+// oneLine joins the lines of s with "; ", for a log value or an error
+// message that must read on one line.
+func oneLine(s string) string {
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
 }

@@ -32,8 +32,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
+	var logged loggedError
 	switch {
 	case err == nil, errors.Is(err, pflag.ErrHelp):
+	case errors.As(err, &logged) && errors.Is(err, errUsage):
+		os.Exit(2)
+	case errors.As(err, &logged):
+		os.Exit(1)
 	case errors.Is(err, errUsage):
 		fmt.Fprintln(os.Stderr, "tallyd:", err)
 		os.Exit(2)

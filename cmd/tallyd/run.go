@@ -59,7 +59,44 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err != nil {
 			return err
 		}
-		return serve(ctx, c, stdout, stderr)
+		err = serve(ctx, c, stdout, stderr)
+		if err != nil && c.LogFormat == "json" {
+			// Every line on both streams is JSON: the error too, which
+			// main then does not print again.
+			c.logger(stderr).Error("tallyd stopped", "err", err)
+			return loggedError{err}
+		}
+		return err
+	}
+}
+
+// loggedError is an error serve's caller logged already (as JSON); main
+// exits with its status without printing it.
+type loggedError struct{ err error }
+
+func (e loggedError) Error() string { return e.err.Error() }
+func (e loggedError) Unwrap() error { return e.err }
+
+// announce prints where tallyd listens and the --dev token, if any, on
+// stdout: as text, or with --log-format json as JSON lines (level INFO
+// whatever --log-level, for they are not logs to filter out).
+func announce(stdout io.Writer, c config, addr net.Addr, devToken string) {
+	url := "http://" + addr.String()
+	if c.LogFormat == "json" {
+		out := slog.New(slog.NewJSONHandler(stdout, nil))
+		out.Info("tallyd listening", "url", url)
+		if devToken != "" {
+			out.Warn("--dev: one token with every role, for local use only, never for a shared or production server; it lives only in this process",
+				"ingest_scope", "openstack/"+c.DevCloud, "organization", "dev", "user", "dev", "TALLY_SERVER", url, "TALLY_TOKEN", devToken)
+		}
+		return
+	}
+	fmt.Fprintf(stdout, "tallyd listening on %s\n", url)
+	if devToken != "" {
+		// Printed once; only its hash is kept.
+		fmt.Fprintf(stdout, "\n--dev: one token with every role (ingest scope openstack/%s; events organization dev, user dev).\n"+
+			"It is for local use only, never for a shared or production server, and lives only in this process.\n"+
+			"In another shell:\n\n  export TALLY_SERVER=%s\n  export TALLY_TOKEN=%s\n\n", c.DevCloud, url, devToken)
 	}
 }
 
@@ -275,13 +312,7 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	// its client resumes on another replica with Last-Event-ID), which
 	// would otherwise hold it for the whole shutdown timeout.
 	srv.RegisterOnShutdown(h.EndStreams)
-	fmt.Fprintf(stdout, "tallyd listening on http://%s\n", ln.Addr())
-	if devToken != "" {
-		// Printed once; only its hash is kept.
-		fmt.Fprintf(stdout, "\n--dev: one token with every role (ingest scope openstack/%s; events organization dev, user dev).\n"+
-			"It is for local use only, never for a shared or production server, and lives only in this process.\n"+
-			"In another shell:\n\n  export TALLY_SERVER=http://%s\n  export TALLY_TOKEN=%s\n\n", c.DevCloud, ln.Addr(), devToken)
-	}
+	announce(stdout, c, ln.Addr(), devToken)
 	log.Info("listening", "addr", ln.Addr().String())
 
 	reloadOnSIGHUP(ctx, c.CredentialsFile, auth, metrics, log)
