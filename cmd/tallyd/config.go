@@ -358,6 +358,7 @@ func (c config) dbOptions() pgstore.Options {
 		StatementTimeout:         c.DBStatementTimeout,
 		IdleInTransactionTimeout: c.DBIdleInTxTimeout,
 		AcquireTimeout:           c.DBAcquireTimeout,
+		ApplicationName:          "tallyd", // the URL's own application_name wins
 	}
 }
 

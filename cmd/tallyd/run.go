@@ -126,6 +126,21 @@ func openDatabase(ctx context.Context, c config) (*pgstore.DB, error) {
 	return db, err
 }
 
+// openMigrated opens the database at url for a command that reads a
+// migrated schema (projection rebuild, retention) and refuses, in one
+// sentence saying what to do, a schema that is missing or not migrated.
+func openMigrated(ctx context.Context, url string) (*pgstore.DB, error) {
+	db, err := openDatabase(ctx, config{DatabaseURL: url})
+	if err != nil {
+		return nil, err
+	}
+	if err := db.CheckMigrated(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
 func migrate(ctx context.Context, c config, stdout io.Writer) error {
 	if c.DatabaseURL == "" {
 		return fmt.Errorf("%w: migrate needs --database-url (or TALLY_DATABASE_URL)", errUsage)

@@ -444,6 +444,9 @@ func (db *DB) Migrate(ctx context.Context) ([]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: migrations: %w", err)
 	}
+	if err := db.checkSchema(ctx); err != nil {
+		return nil, err
+	}
 	if err := checkNotNewer(ctx, p); err != nil {
 		return nil, err
 	}
@@ -504,6 +507,69 @@ ORDER BY 1`)
 		return nil, fmt.Errorf("pgstore: invalid indexes: %w", interpretError(err))
 	}
 	return names, nil
+}
+
+// ErrNotMigrated is returned (wrapped) by [DB.CheckMigrated] when the
+// schema lacks migrations this binary embeds. Test for
+// it with errors.Is.
+var ErrNotMigrated = errors.New("pgstore: database not migrated")
+
+// CheckMigrated reports whether db's schema exists and has every embedded
+// migration applied, in one sentence that says what to do: `schema "x"
+// does not exist` (the URL's search_path names a schema nobody created),
+// or `database not migrated (version 0, want 15): run tallyd migrate`. The
+// commands that read a migrated schema (tallyd projection rebuild, tallyd
+// retention) call it first, rather than fail on a missing table. Errors:
+// [ErrNotMigrated], [ErrSchemaNewer], a missing schema, or the database's.
+func (db *DB) CheckMigrated(ctx context.Context) error {
+	if err := db.checkSchema(ctx); err != nil {
+		return err
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db.conn.db.DB, mustSub(migrations, "migrations"))
+	if err != nil {
+		return fmt.Errorf("pgstore: migrations: %w", err)
+	}
+	if err := checkNotNewer(ctx, p); err != nil {
+		return err
+	}
+	var exists bool
+	if err := db.conn.db.GetContext(ctx, &exists, `SELECT to_regclass('goose_db_version') IS NOT NULL`); err != nil {
+		return fmt.Errorf("pgstore: read the schema version: %w", interpretError(err))
+	}
+	var have int64
+	if exists {
+		if have, err = p.GetDBVersion(ctx); err != nil {
+			return fmt.Errorf("pgstore: read the schema version: %w", interpretError(err))
+		}
+	}
+	srcs := p.ListSources()
+	if want := srcs[len(srcs)-1].Version; have < want {
+		return fmt.Errorf("%w (version %d, want %d): run tallyd migrate (or start tallyd, which migrates)", ErrNotMigrated, have, want)
+	}
+	return nil
+}
+
+// checkSchema refuses a search_path that names no existing schema, naming
+// it: PostgreSQL itself would say "relation does not exist" at the first
+// query, or "no schema has been selected to create in".
+func (db *DB) checkSchema(ctx context.Context) error {
+	var row struct {
+		Current *string `db:"current"`
+		Path    string  `db:"path"`
+	}
+	if err := db.conn.db.GetContext(ctx, &row, `SELECT current_schema() AS current, current_setting('search_path') AS path`); err != nil {
+		return fmt.Errorf("pgstore: read the schema: %w", interpretError(err))
+	}
+	if row.Current == nil {
+		return fmt.Errorf("pgstore: schema %s does not exist (search_path is %s): create it (CREATE SCHEMA), or fix the URL's search_path", quoteSchema(row.Path), row.Path)
+	}
+	return nil
+}
+
+// quoteSchema is the first schema of a search_path, in double quotes.
+func quoteSchema(path string) string {
+	first, _, _ := strings.Cut(path, ",")
+	return `"` + strings.Trim(strings.TrimSpace(first), `"`) + `"`
 }
 
 // ErrSchemaNewer is returned (wrapped) by [DB.Migrate] when the database
