@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/tallyhq/tally/cmd/tallyd/server"
 	"github.com/tallyhq/tally/store"
 	"github.com/tallyhq/tally/store/memstore"
@@ -212,50 +214,96 @@ func authenticator(c config, log *slog.Logger) (auth *server.Authenticator, devT
 	}
 }
 
+// databases are the PostgreSQL databases serve opened: nil in memory, and
+// replica nil without --read-database-url.
+type databases struct{ primary, replica *pgstore.DB }
+
+// pools are the connection pools of dbs by the value of their pool label in
+// tally_db_pool_*: primary, probe (the readiness probe's, of the primary)
+// and replica.
+func (dbs databases) pools() map[string]func() server.PoolStats {
+	out := map[string]func() server.PoolStats{}
+	if dbs.primary != nil {
+		out["primary"] = func() server.PoolStats { pool, _ := dbs.primary.PoolStats(); return poolStats(pool) }
+		out["probe"] = func() server.PoolStats { _, probe := dbs.primary.PoolStats(); return poolStats(probe) }
+	}
+	if dbs.replica != nil {
+		out["replica"] = func() server.PoolStats { pool, _ := dbs.replica.PoolStats(); return poolStats(pool) }
+	}
+	return out
+}
+
+// poolStats is s as the metrics read it (zero for nil).
+func poolStats(s *pgxpool.Stat) server.PoolStats {
+	if s == nil {
+		return server.PoolStats{}
+	}
+	return server.PoolStats{
+		Acquired: s.AcquiredConns(), Idle: s.IdleConns(), Total: s.TotalConns(), Max: s.MaxConns(),
+		Acquires: s.AcquireCount(), AcquireDuration: s.AcquireDuration(),
+		EmptyAcquires: s.EmptyAcquireCount(), EmptyAcquireWait: s.EmptyAcquireWaitTime(), CanceledAcquires: s.CanceledAcquireCount(),
+		NewConns: s.NewConnsCount(), LifetimeDestroyed: s.MaxLifetimeDestroyCount(), IdleDestroyed: s.MaxIdleDestroyCount(),
+	}
+}
+
+// logPool logs, once at start, the size and timeouts of db's pool (the
+// options over the URL's parameters), so that an operator reads what is in
+// force.
+func logPool(log *slog.Logger, name string, db *pgstore.DB) {
+	pc := db.PoolConfig()
+	log.Info("database pool", "pool", name, "max_conns", pc.MaxConns, "min_conns", pc.MinConns,
+		"connect_timeout", pc.ConnectTimeout, "acquire_timeout", pc.AcquireTimeout,
+		"statement_timeout", pc.StatementTimeout, "idle_in_transaction_timeout", pc.IdleInTxTimeout,
+		"max_conn_lifetime", pc.MaxConnLifetime, "max_conn_idle_time", pc.MaxConnIdleTime,
+		"application_name", pc.ApplicationName)
+}
+
 // openStore opens PostgreSQL (after applying pending migrations) when a
 // database URL is given, else a new in-memory store. close releases it;
-// pg is the PostgreSQL database, nil in memory.
-func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store, close func(), pg *pgstore.DB, err error) {
+// dbs are the PostgreSQL databases, none in memory.
+func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store, close func(), dbs databases, err error) {
 	kind, err := c.storeKind()
 	if err != nil {
-		return server.Store{}, nil, nil, err
+		return server.Store{}, nil, databases{}, err
 	}
 	if kind == "memory" {
 		log.Warn("store: in memory; nothing survives a restart (give --database-url for PostgreSQL)")
 		db, err := memstore.New(memstore.Options{})
 		if err != nil {
-			return server.Store{}, nil, nil, err
+			return server.Store{}, nil, databases{}, err
 		}
-		return server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate(), Reconcile: db.Reconcile()}, func() {}, nil, nil
+		return server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate(), Reconcile: db.Reconcile()}, func() {}, databases{}, nil
 	}
 	db, err := openDatabase(ctx, c)
 	if err != nil {
-		return server.Store{}, nil, nil, err
+		return server.Store{}, nil, databases{}, err
 	}
 	applied, err := db.Migrate(ctx)
 	if err != nil {
 		db.Close()
-		return server.Store{}, nil, nil, err
+		return server.Store{}, nil, databases{}, err
 	}
 	log.Info("store: PostgreSQL", "migrations_applied", applied)
+	logPool(log, "primary", db)
 	warnInvalidIndexes(ctx, db, func(msg string, names []string) { log.Warn(msg, "indexes", names) })
 	st = server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate(), Reconcile: db.Reconcile(), Ping: db.Ping, FeedLag: db.FeedLag, Leader: db.Leader}
 	if c.FeedNotify {
 		st.NotifyFeed = db.NotifyFeed
 	}
 	if c.ReadDatabaseURL == "" {
-		return st, db.Close, db, nil
+		return st, db.Close, databases{primary: db}, nil
 	}
 	rc := c
 	rc.DatabaseURL = c.ReadDatabaseURL
 	replica, err := openDatabase(ctx, rc)
 	if err != nil {
 		db.Close()
-		return server.Store{}, nil, nil, fmt.Errorf("read replica (--read-database-url): %w", err)
+		return server.Store{}, nil, databases{}, fmt.Errorf("read replica (--read-database-url): %w", err)
 	}
 	st.Replica = &server.Replica{Projection: replica.Projection(), Usage: replica.Ingest(), ReplayedAt: replica.ReplayedAt}
 	log.Info("read replica: serves the listings of resources, usage, lifecycles and summaries")
-	return st, func() { replica.Close(); db.Close() }, db, nil
+	logPool(log, "replica", replica)
+	return st, func() { replica.Close(); db.Close() }, databases{primary: db, replica: replica}, nil
 }
 
 func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
@@ -264,14 +312,18 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st, closeStore, pg, err := openStore(ctx, c, log)
+	st, closeStore, dbs, err := openStore(ctx, c, log)
 	if err != nil {
 		return err
 	}
 	defer closeStore() // after the server has shut down: see below
+	pg := dbs.primary
 
 	metrics, err := server.NewMetrics(nil, server.MetricsOptions{Build: server.ReadBuild(version)})
 	if err != nil {
+		return err
+	}
+	if err := metrics.ObservePools(dbs.pools()); err != nil {
 		return err
 	}
 	h, err := server.New(st, server.Options{
