@@ -6,6 +6,8 @@
 //	tallyd [serve] [flags]   serve the API (the default)
 //	tallyd migrate [flags]   apply pending PostgreSQL migrations and exit
 //	tallyd token             print a new random token and its SHA-256
+//	tallyd projection rebuild, tallyd retention (see --help)
+//	tallyd healthcheck       GET /healthz of a running tallyd, exit 0 on 200
 //
 // Every flag has a TALLY_* environment fallback; a flag given on the command
 // line wins over the environment, which wins over the default. Run

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +33,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if len(args) > 0 {
 		switch args[0] {
-		case "serve", "migrate", "token", "projection", "retention":
+		case "serve", "migrate", "token", "projection", "retention", "healthcheck":
 			cmd, args = args[0], args[1:]
 		}
 	}
@@ -50,6 +51,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return projectionCmd(ctx, args, getenv, stdout)
 	case "retention":
 		return retentionCmd(ctx, args, getenv, stdout)
+	case "healthcheck":
+		return healthcheckCmd(ctx, args, getenv, stdout)
 	case "migrate":
 		c, err := parseConfig("tallyd migrate", args, getenv, stdout)
 		if err != nil {
@@ -84,6 +87,9 @@ func (e loggedError) Unwrap() error { return e.err }
 // whatever --log-level, for they are not logs to filter out).
 func announce(stdout io.Writer, c config, addr net.Addr, devToken string) {
 	url := "http://" + addr.String()
+	if c.TLSCert != "" {
+		url = "https://" + addr.String()
+	}
 	if c.LogFormat == "json" {
 		out := slog.New(slog.NewJSONHandler(stdout, nil))
 		out.Info("tallyd listening", "url", url)
@@ -308,6 +314,16 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store
 
 func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	log := c.logger(stderr)
+	if err := c.checkPlaintext(); err != nil {
+		return err
+	}
+	var certs *servingCert
+	if c.TLSCert != "" {
+		var err error
+		if certs, err = loadServingCert(c.TLSCert, c.TLSKey); err != nil {
+			return err
+		}
+	}
 	auth, devToken, err := authenticator(c, log)
 	if err != nil {
 		return err
@@ -379,10 +395,14 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	// its client resumes on another replica with Last-Event-ID), which
 	// would otherwise hold it for the whole shutdown timeout.
 	srv.RegisterOnShutdown(h.EndStreams)
+	if certs != nil {
+		srv.TLSConfig = certs.config()
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
 	announce(stdout, c, ln.Addr(), devToken)
 	log.Info("listening", "addr", ln.Addr().String())
 
-	reloadOnSIGHUP(ctx, c.CredentialsFile, auth, metrics, log)
+	reloadOnSIGHUP(ctx, c.CredentialsFile, auth, certs, metrics, log)
 	// tally_current_resources, recomputed from the projection until the
 	// server stops; waited for before the store closes (deferred above).
 	rctx, stopRefresh := context.WithCancel(ctx)
