@@ -208,7 +208,7 @@ func authenticator(c config, log *slog.Logger) (auth *server.Authenticator, devT
 			return nil, "", err
 		}
 		cred, err := server.ParseCredentials(fmt.Appendf(nil,
-			`{"credentials":[{"name":"dev","token_sha256":%q,"roles":["ingest","read","admin","events"],"platform":"openstack","cloud":%q,"organization":"dev","user":"dev"}]}`,
+			`{"credentials":[{"name":"dev","token_sha256":%q,"roles":["ingest","read","admin","events","reconcile"],"platform":"openstack","cloud":%q,"organization":"dev","user":"dev"}]}`,
 			sum, c.DevCloud))
 		if err != nil {
 			return nil, "", err
