@@ -314,15 +314,9 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store
 
 func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	log := c.logger(stderr)
-	if err := c.checkPlaintext(); err != nil {
+	certs, err := c.servingTLS()
+	if err != nil {
 		return err
-	}
-	var certs *servingCert
-	if c.TLSCert != "" {
-		var err error
-		if certs, err = loadServingCert(c.TLSCert, c.TLSKey); err != nil {
-			return err
-		}
 	}
 	auth, devToken, err := authenticator(c, log)
 	if err != nil {

@@ -60,6 +60,19 @@ func (s *servingCert) reloadLogged(log *slog.Logger) {
 	log.Info("TLS certificate reloaded", "cert", s.certFile, "key", s.keyFile)
 }
 
+// servingTLS is the certificate serve serves with, nil for plain HTTP,
+// which it refuses on an address other hosts reach unless allowed (see
+// checkPlaintext).
+func (c config) servingTLS() (*servingCert, error) {
+	if err := c.checkPlaintext(); err != nil {
+		return nil, err
+	}
+	if c.TLSCert == "" {
+		return nil, nil
+	}
+	return loadServingCert(c.TLSCert, c.TLSKey)
+}
+
 // checkTLS checks that --tls-cert and --tls-key come together.
 func (c *config) checkTLS() []error {
 	if (c.TLSCert == "") != (c.TLSKey == "") {
