@@ -42,10 +42,12 @@ func main() {
 	case errors.As(err, &logged):
 		os.Exit(1)
 	case errors.Is(err, errUsage):
-		fmt.Fprintln(os.Stderr, "tallyd:", err)
+		fmt.Fprintln(os.Stderr, "tallyd:", err) // one refusal a line
 		os.Exit(2)
 	default:
-		fmt.Fprintln(os.Stderr, "tallyd:", err)
+		// One error, on one line: a joined cause (the driver's) follows
+		// after "; ".
+		fmt.Fprintln(os.Stderr, "tallyd:", oneLine(err.Error()))
 		os.Exit(1)
 	}
 }
