@@ -24,6 +24,8 @@ var errUsage = errors.New("usage")
 // environment variables, then defaults.
 type config struct {
 	Listen               string
+	TLSCert, TLSKey      string
+	AllowPlaintext       bool
 	DatabaseURL          string
 	ReadDatabaseURL      string
 	Store                string
@@ -57,6 +59,9 @@ type config struct {
 // flagEnv pairs each flag with its environment fallback, in --help order.
 var flagEnv = []struct{ flag, env string }{
 	{"listen", "TALLY_LISTEN"},
+	{"tls-cert", "TALLY_TLS_CERT"},
+	{"tls-key", "TALLY_TLS_KEY"},
+	{"allow-plaintext", "TALLY_ALLOW_PLAINTEXT"},
 	{"database-url", "TALLY_DATABASE_URL"},
 	{"read-database-url", "TALLY_READ_DATABASE_URL"},
 	{"store", "TALLY_STORE"},
@@ -98,6 +103,8 @@ Usage:
   tallyd retention [--keep-events D] [--keep-dead-letters D] [--keep-audit D]
                    [--keep-idempotency-keys D] [--keep-deleted-events D]
                            drop what is older than each horizon, once (docs/operations.md, Retention)
+  tallyd healthcheck [--url URL]
+                           GET /healthz of a running tallyd; exit 0 on 200 (a container HEALTHCHECK)
 
 Every flag has an environment fallback, named after it. Precedence:
 a flag on the command line > its TALLY_* environment variable > the default.
@@ -162,6 +169,9 @@ func (c *config) flagSet(name string) (*pflag.FlagSet, *rawFlags) {
 	fs.SetOutput(io.Discard)
 	usage := func(text string, flag string) string { return text + " (env " + envByFlag[flag] + ")" }
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", usage("address to listen on, host:port", "listen"))
+	fs.StringVar(&c.TLSCert, "tls-cert", "", usage("PEM certificate chain to serve HTTPS with (with --tls-key); read again on SIGHUP", "tls-cert"))
+	fs.StringVar(&c.TLSKey, "tls-key", "", usage("PEM private key of --tls-cert; read again on SIGHUP", "tls-key"))
+	fs.BoolVar(&c.AllowPlaintext, "allow-plaintext", false, usage("serve plain HTTP on a --listen address other hosts reach, because TLS ends at a proxy or load balancer in front of tallyd; without it (or --tls-cert) tallyd refuses to take bearer tokens in clear on a non-loopback address", "allow-plaintext"))
 	fs.StringVar(&c.DatabaseURL, "database-url", "", usage("PostgreSQL URL (the store; migrations are applied on start)", "database-url"))
 	fs.StringVar(&c.ReadDatabaseURL, "read-database-url", "", usage("PostgreSQL URL of a streaming replica of --database-url that serves the listings of resources, usage, lifecycles and summaries (answers say Tally-As-Of; the primary answers when the replica is down or behind); empty: the primary serves every route", "read-database-url"))
 	fs.StringVar(&c.Store, "store", "", usage("the store: postgres (needs --database-url) or memory (nothing survives a restart); empty: postgres with --database-url, memory with --dev, else tallyd refuses to start", "store"))
@@ -225,6 +235,7 @@ func splitOrigins(origins string) []string {
 func (c *config) check(logLevel string) []error {
 	var errs []error
 	errs = append(errs, c.checkLog(logLevel)...)
+	errs = append(errs, c.checkTLS()...)
 	errs = append(errs, c.checkBody()...)
 	errs = append(errs, c.checkConnections()...)
 	errs = append(errs, c.checkDatabase()...)
@@ -358,14 +369,50 @@ func (c config) dbOptions() pgstore.Options {
 		StatementTimeout:         c.DBStatementTimeout,
 		IdleInTransactionTimeout: c.DBIdleInTxTimeout,
 		AcquireTimeout:           c.DBAcquireTimeout,
+		ApplicationName:          "tallyd", // the URL's own application_name wins
 	}
 }
 
-// logger builds the slog logger the configuration asks for, writing to w.
+// logger builds the slog logger the configuration asks for, writing to w:
+// every value on one line (see logAttr), and with --log-format json
+// durations in seconds.
 func (c config) logger(w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: c.LogLevel}
-	if c.LogFormat == "json" {
+	json := c.LogFormat == "json"
+	opts := &slog.HandlerOptions{Level: c.LogLevel, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr { return logAttr(a, json) }}
+	if json {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// logAttr is the loggers' ReplaceAttr: an error or a string is logged on
+// one line (errors.Join and the driver put causes on lines of their own:
+// see oneLine); in JSON a duration is a number of seconds under its key
+// with "_seconds" appended, so that a log pipeline reads a number.
+func logAttr(a slog.Attr, json bool) slog.Attr {
+	switch a.Value.Kind() {
+	case slog.KindString:
+		if s := a.Value.String(); strings.Contains(s, "\n") {
+			return slog.String(a.Key, oneLine(s))
+		}
+	case slog.KindAny:
+		if err, ok := a.Value.Any().(error); ok {
+			return slog.String(a.Key, oneLine(err.Error()))
+		}
+	case slog.KindDuration:
+		if json {
+			key := a.Key
+			if !strings.HasSuffix(key, "_seconds") {
+				key += "_seconds"
+			}
+			return slog.Float64(key, a.Value.Duration().Seconds())
+		}
+	}
+	return a
+}
+
+// oneLine joins the lines of s with "; ", for a log value or an error
+// message that must read on one line.
+func oneLine(s string) string {
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
 }

@@ -214,7 +214,7 @@ func launch(t testing.TB, cmd *exec.Cmd) *daemon {
 	}
 	go func() {
 		sc := bufio.NewScanner(stdout)
-		re := regexp.MustCompile(`^tallyd listening on (http://\S+)$`)
+		re := regexp.MustCompile(`^tallyd listening on (https?://\S+)$`)
 		for sc.Scan() {
 			_, _ = d.stdout.Write(append(sc.Bytes(), '\n'))
 			if m := re.FindStringSubmatch(sc.Text()); m != nil {

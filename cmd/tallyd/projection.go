@@ -10,7 +10,6 @@ import (
 
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
-	"github.com/tallyhq/tally/store/pgstore"
 )
 
 const projectionUsage = `Usage: tallyd projection rebuild [flags]
@@ -62,7 +61,7 @@ func projectionCmd(ctx context.Context, args []string, getenv func(string) strin
 	if *batch < 1 {
 		return fmt.Errorf("%w: --batch-size must be at least 1", errUsage)
 	}
-	db, err := pgstore.Open(ctx, *url, pgstore.Options{})
+	db, err := openMigrated(ctx, *url)
 	if err != nil {
 		return err
 	}

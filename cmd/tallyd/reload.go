@@ -165,9 +165,10 @@ func names(creds []server.Credential) []string {
 	return out
 }
 
-// reloadOnSIGHUP reloads the credentials file on every SIGHUP until ctx
-// ends. Without a credentials file (--dev) a SIGHUP is logged and ignored.
-func reloadOnSIGHUP(ctx context.Context, path string, auth *server.Authenticator, m *server.Metrics, log *slog.Logger) {
+// reloadOnSIGHUP reloads the credentials file and the TLS certificate (nil:
+// none) on every SIGHUP until ctx ends. Without a credentials file (--dev)
+// the credentials are not reloaded, which is logged.
+func reloadOnSIGHUP(ctx context.Context, path string, auth *server.Authenticator, certs *servingCert, m *server.Metrics, log *slog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() {
@@ -177,6 +178,9 @@ func reloadOnSIGHUP(ctx context.Context, path string, auth *server.Authenticator
 			case <-ctx.Done():
 				return
 			case <-hup:
+				if certs != nil {
+					certs.reloadLogged(log)
+				}
 				if path == "" {
 					log.Warn("SIGHUP: no credentials file to reload (--dev)")
 					continue

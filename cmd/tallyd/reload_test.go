@@ -164,7 +164,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	var logs syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	reloadOnSIGHUP(ctx, path, auth, m, slog.New(slog.NewTextHandler(&logs, nil)))
+	reloadOnSIGHUP(ctx, path, auth, nil, m, slog.New(slog.NewTextHandler(&logs, nil)))
 
 	if err := os.WriteFile(path, []byte(credsB), 0o600); err != nil {
 		t.Fatal(err)

@@ -82,7 +82,9 @@ func retentionCmd(ctx context.Context, args []string, getenv func(string) string
 	fs := pflag.NewFlagSet("tallyd retention", pflag.ContinueOnError)
 	fs.SortFlags = false
 	fs.SetOutput(io.Discard)
-	url := fs.String("database-url", getenv("TALLY_DATABASE_URL"), "PostgreSQL URL (env TALLY_DATABASE_URL)")
+	// No default from the environment: --help would print the URL, its
+	// password included.
+	url := fs.String("database-url", "", "PostgreSQL URL (env TALLY_DATABASE_URL)")
 	var o pgstore.RetentionOptions
 	for _, f := range []struct {
 		name, env, help string
@@ -116,12 +118,15 @@ func retentionCmd(ctx context.Context, args []string, getenv func(string) string
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
 	if *url == "" {
+		*url = getenv("TALLY_DATABASE_URL")
+	}
+	if *url == "" {
 		return fmt.Errorf("%w: retention needs --database-url (or TALLY_DATABASE_URL)", errUsage)
 	}
 	if o.BatchSize < 1 {
 		return fmt.Errorf("%w: --batch-size must be at least 1", errUsage)
 	}
-	db, err := pgstore.Open(ctx, *url, pgstore.Options{})
+	db, err := openMigrated(ctx, *url)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tallyhq/tally/cmd/tallyd/server"
 	"github.com/tallyhq/tally/store"
@@ -30,7 +33,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if len(args) > 0 {
 		switch args[0] {
-		case "serve", "migrate", "token", "projection", "retention":
+		case "serve", "migrate", "token", "projection", "retention", "healthcheck":
 			cmd, args = args[0], args[1:]
 		}
 	}
@@ -48,6 +51,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return projectionCmd(ctx, args, getenv, stdout)
 	case "retention":
 		return retentionCmd(ctx, args, getenv, stdout)
+	case "healthcheck":
+		return healthcheckCmd(ctx, args, getenv, stdout)
 	case "migrate":
 		c, err := parseConfig("tallyd migrate", args, getenv, stdout)
 		if err != nil {
@@ -59,7 +64,47 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err != nil {
 			return err
 		}
-		return serve(ctx, c, stdout, stderr)
+		err = serve(ctx, c, stdout, stderr)
+		if err != nil && c.LogFormat == "json" {
+			// Every line on both streams is JSON: the error too, which
+			// main then does not print again.
+			c.logger(stderr).Error("tallyd stopped", "err", err)
+			return loggedError{err}
+		}
+		return err
+	}
+}
+
+// loggedError is an error serve's caller logged already (as JSON); main
+// exits with its status without printing it.
+type loggedError struct{ err error }
+
+func (e loggedError) Error() string { return e.err.Error() }
+func (e loggedError) Unwrap() error { return e.err }
+
+// announce prints where tallyd listens and the --dev token, if any, on
+// stdout: as text, or with --log-format json as JSON lines (level INFO
+// whatever --log-level, for they are not logs to filter out).
+func announce(stdout io.Writer, c config, addr net.Addr, devToken string) {
+	url := "http://" + addr.String()
+	if c.TLSCert != "" {
+		url = "https://" + addr.String()
+	}
+	if c.LogFormat == "json" {
+		out := slog.New(slog.NewJSONHandler(stdout, nil))
+		out.Info("tallyd listening", "url", url)
+		if devToken != "" {
+			out.Warn("--dev: one token with every role, for local use only, never for a shared or production server; it lives only in this process",
+				"ingest_scope", "openstack/"+c.DevCloud, "organization", "dev", "user", "dev", "TALLY_SERVER", url, "TALLY_TOKEN", devToken)
+		}
+		return
+	}
+	fmt.Fprintf(stdout, "tallyd listening on %s\n", url)
+	if devToken != "" {
+		// Printed once; only its hash is kept.
+		fmt.Fprintf(stdout, "\n--dev: one token with every role (ingest scope openstack/%s; events organization dev, user dev).\n"+
+			"It is for local use only, never for a shared or production server, and lives only in this process.\n"+
+			"In another shell:\n\n  export TALLY_SERVER=%s\n  export TALLY_TOKEN=%s\n\n", c.DevCloud, url, devToken)
 	}
 }
 
@@ -87,6 +132,21 @@ func openDatabase(ctx context.Context, c config) (*pgstore.DB, error) {
 		return nil, fmt.Errorf("database unreachable: the connection was refused or got no answer within the connect timeout (%s; --db-connect-timeout): %w", timeout, err)
 	}
 	return db, err
+}
+
+// openMigrated opens the database at url for a command that reads a
+// migrated schema (projection rebuild, retention) and refuses, in one
+// sentence saying what to do, a schema that is missing or not migrated.
+func openMigrated(ctx context.Context, url string) (*pgstore.DB, error) {
+	db, err := openDatabase(ctx, config{DatabaseURL: url})
+	if err != nil {
+		return nil, err
+	}
+	if err := db.CheckMigrated(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
 }
 
 func migrate(ctx context.Context, c config, stdout io.Writer) error {
@@ -148,7 +208,7 @@ func authenticator(c config, log *slog.Logger) (auth *server.Authenticator, devT
 			return nil, "", err
 		}
 		cred, err := server.ParseCredentials(fmt.Appendf(nil,
-			`{"credentials":[{"name":"dev","token_sha256":%q,"roles":["ingest","read","admin","events"],"platform":"openstack","cloud":%q,"organization":"dev","user":"dev"}]}`,
+			`{"credentials":[{"name":"dev","token_sha256":%q,"roles":["ingest","read","admin","events","reconcile"],"platform":"openstack","cloud":%q,"organization":"dev","user":"dev"}]}`,
 			sum, c.DevCloud))
 		if err != nil {
 			return nil, "", err
@@ -160,66 +220,120 @@ func authenticator(c config, log *slog.Logger) (auth *server.Authenticator, devT
 	}
 }
 
+// databases are the PostgreSQL databases serve opened: nil in memory, and
+// replica nil without --read-database-url.
+type databases struct{ primary, replica *pgstore.DB }
+
+// pools are the connection pools of dbs by the value of their pool label in
+// tally_db_pool_*: primary, probe (the readiness probe's, of the primary)
+// and replica.
+func (dbs databases) pools() map[string]func() server.PoolStats {
+	out := map[string]func() server.PoolStats{}
+	if dbs.primary != nil {
+		out["primary"] = func() server.PoolStats { pool, _ := dbs.primary.PoolStats(); return poolStats(pool) }
+		out["probe"] = func() server.PoolStats { _, probe := dbs.primary.PoolStats(); return poolStats(probe) }
+	}
+	if dbs.replica != nil {
+		out["replica"] = func() server.PoolStats { pool, _ := dbs.replica.PoolStats(); return poolStats(pool) }
+	}
+	return out
+}
+
+// poolStats is s as the metrics read it (zero for nil).
+func poolStats(s *pgxpool.Stat) server.PoolStats {
+	if s == nil {
+		return server.PoolStats{}
+	}
+	return server.PoolStats{
+		Acquired: s.AcquiredConns(), Idle: s.IdleConns(), Total: s.TotalConns(), Max: s.MaxConns(),
+		Acquires: s.AcquireCount(), AcquireDuration: s.AcquireDuration(),
+		EmptyAcquires: s.EmptyAcquireCount(), EmptyAcquireWait: s.EmptyAcquireWaitTime(), CanceledAcquires: s.CanceledAcquireCount(),
+		NewConns: s.NewConnsCount(), LifetimeDestroyed: s.MaxLifetimeDestroyCount(), IdleDestroyed: s.MaxIdleDestroyCount(),
+	}
+}
+
+// logPool logs, once at start, the size and timeouts of db's pool (the
+// options over the URL's parameters), so that an operator reads what is in
+// force.
+func logPool(log *slog.Logger, name string, db *pgstore.DB) {
+	pc := db.PoolConfig()
+	log.Info("database pool", "pool", name, "max_conns", pc.MaxConns, "min_conns", pc.MinConns,
+		"connect_timeout", pc.ConnectTimeout, "acquire_timeout", pc.AcquireTimeout,
+		"statement_timeout", pc.StatementTimeout, "idle_in_transaction_timeout", pc.IdleInTxTimeout,
+		"max_conn_lifetime", pc.MaxConnLifetime, "max_conn_idle_time", pc.MaxConnIdleTime,
+		"application_name", pc.ApplicationName)
+}
+
 // openStore opens PostgreSQL (after applying pending migrations) when a
 // database URL is given, else a new in-memory store. close releases it;
-// pg is the PostgreSQL database, nil in memory.
-func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store, close func(), pg *pgstore.DB, err error) {
+// dbs are the PostgreSQL databases, none in memory.
+func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store, close func(), dbs databases, err error) {
 	kind, err := c.storeKind()
 	if err != nil {
-		return server.Store{}, nil, nil, err
+		return server.Store{}, nil, databases{}, err
 	}
 	if kind == "memory" {
 		log.Warn("store: in memory; nothing survives a restart (give --database-url for PostgreSQL)")
 		db, err := memstore.New(memstore.Options{})
 		if err != nil {
-			return server.Store{}, nil, nil, err
+			return server.Store{}, nil, databases{}, err
 		}
-		return server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate(), Reconcile: db.Reconcile()}, func() {}, nil, nil
+		return server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate(), Reconcile: db.Reconcile()}, func() {}, databases{}, nil
 	}
 	db, err := openDatabase(ctx, c)
 	if err != nil {
-		return server.Store{}, nil, nil, err
+		return server.Store{}, nil, databases{}, err
 	}
 	applied, err := db.Migrate(ctx)
 	if err != nil {
 		db.Close()
-		return server.Store{}, nil, nil, err
+		return server.Store{}, nil, databases{}, err
 	}
 	log.Info("store: PostgreSQL", "migrations_applied", applied)
+	logPool(log, "primary", db)
 	warnInvalidIndexes(ctx, db, func(msg string, names []string) { log.Warn(msg, "indexes", names) })
 	st = server.Store{Ingest: db.Ingest(), Projection: db.Projection(), Correlate: db.Correlate(), Reconcile: db.Reconcile(), Ping: db.Ping, FeedLag: db.FeedLag, Leader: db.Leader}
 	if c.FeedNotify {
 		st.NotifyFeed = db.NotifyFeed
 	}
 	if c.ReadDatabaseURL == "" {
-		return st, db.Close, db, nil
+		return st, db.Close, databases{primary: db}, nil
 	}
 	rc := c
 	rc.DatabaseURL = c.ReadDatabaseURL
 	replica, err := openDatabase(ctx, rc)
 	if err != nil {
 		db.Close()
-		return server.Store{}, nil, nil, fmt.Errorf("read replica (--read-database-url): %w", err)
+		return server.Store{}, nil, databases{}, fmt.Errorf("read replica (--read-database-url): %w", err)
 	}
 	st.Replica = &server.Replica{Projection: replica.Projection(), Usage: replica.Ingest(), ReplayedAt: replica.ReplayedAt}
 	log.Info("read replica: serves the listings of resources, usage, lifecycles and summaries")
-	return st, func() { replica.Close(); db.Close() }, db, nil
+	logPool(log, "replica", replica)
+	return st, func() { replica.Close(); db.Close() }, databases{primary: db, replica: replica}, nil
 }
 
 func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	log := c.logger(stderr)
+	certs, err := c.servingTLS()
+	if err != nil {
+		return err
+	}
 	auth, devToken, err := authenticator(c, log)
 	if err != nil {
 		return err
 	}
-	st, closeStore, pg, err := openStore(ctx, c, log)
+	st, closeStore, dbs, err := openStore(ctx, c, log)
 	if err != nil {
 		return err
 	}
 	defer closeStore() // after the server has shut down: see below
+	pg := dbs.primary
 
 	metrics, err := server.NewMetrics(nil, server.MetricsOptions{Build: server.ReadBuild(version)})
 	if err != nil {
+		return err
+	}
+	if err := metrics.ObservePools(dbs.pools()); err != nil {
 		return err
 	}
 	h, err := server.New(st, server.Options{
@@ -275,16 +389,14 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	// its client resumes on another replica with Last-Event-ID), which
 	// would otherwise hold it for the whole shutdown timeout.
 	srv.RegisterOnShutdown(h.EndStreams)
-	fmt.Fprintf(stdout, "tallyd listening on http://%s\n", ln.Addr())
-	if devToken != "" {
-		// Printed once; only its hash is kept.
-		fmt.Fprintf(stdout, "\n--dev: one token with every role (ingest scope openstack/%s; events organization dev, user dev).\n"+
-			"It is for local use only, never for a shared or production server, and lives only in this process.\n"+
-			"In another shell:\n\n  export TALLY_SERVER=http://%s\n  export TALLY_TOKEN=%s\n\n", c.DevCloud, ln.Addr(), devToken)
+	if certs != nil {
+		srv.TLSConfig = certs.config()
+		ln = tls.NewListener(ln, srv.TLSConfig)
 	}
+	announce(stdout, c, ln.Addr(), devToken)
 	log.Info("listening", "addr", ln.Addr().String())
 
-	reloadOnSIGHUP(ctx, c.CredentialsFile, auth, metrics, log)
+	reloadOnSIGHUP(ctx, c.CredentialsFile, auth, certs, metrics, log)
 	// tally_current_resources, recomputed from the projection until the
 	// server stops; waited for before the store closes (deferred above).
 	rctx, stopRefresh := context.WithCancel(ctx)

@@ -32,7 +32,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 			env(nil), stdout, stderr)
 	}()
 	var base string
-	re := regexp.MustCompile(`tallyd listening on (http://\S+)`)
+	re := regexp.MustCompile(`"msg":"tallyd listening","url":"(http://[^"]+)"`) // --log-format json
 	for deadline := time.Now().Add(10 * time.Second); base == ""; time.Sleep(10 * time.Millisecond) {
 		if m := re.FindStringSubmatch(stdout.String()); m != nil {
 			base = m[1]

@@ -129,6 +129,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -243,6 +244,12 @@ type Options struct {
 	// (which has its own connection). Zero means [DefaultAcquireTimeout];
 	// negative means none (the call waits as long as its ctx allows).
 	AcquireTimeout time.Duration
+	// ApplicationName is PostgreSQL's application_name on every connection
+	// [Open] makes (the pool's, the readiness probe's, the leader's and the
+	// feed listener's), so that pg_stat_activity names the program. The
+	// URL's own application_name (or PGAPPNAME) wins; empty means none
+	// unless the URL sets one.
+	ApplicationName string
 }
 
 // Open connects to the database at url (a PostgreSQL connection URL or
@@ -303,8 +310,8 @@ func New(pool *pgxpool.Pool, opts Options) (*DB, error) {
 	if pool == nil {
 		errs = append(errs, errors.New("pgstore: a pool is required"))
 	}
-	if opts.MaxConns != 0 || opts.ConnectTimeout != 0 || opts.StatementTimeout != 0 || opts.IdleInTransactionTimeout != 0 {
-		errs = append(errs, errors.New("pgstore: MaxConns, ConnectTimeout, StatementTimeout and IdleInTransactionTimeout configure the pool Open makes; New takes a configured pool"))
+	if opts.MaxConns != 0 || opts.ConnectTimeout != 0 || opts.StatementTimeout != 0 || opts.IdleInTransactionTimeout != 0 || opts.ApplicationName != "" {
+		errs = append(errs, errors.New("pgstore: MaxConns, ConnectTimeout, StatementTimeout, IdleInTransactionTimeout and ApplicationName configure the pool Open makes; New takes a configured pool"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -347,6 +354,46 @@ func (db *DB) Close() {
 	}
 	if db.conn.probe != nil {
 		db.conn.probe.Close()
+	}
+}
+
+// PoolStats returns the statistics of db's pool and, on a DB made by
+// [Open], of the readiness probe's own pool (nil on [New]'s), read now;
+// tallyd exports them as tally_db_pool_* (docs/operations.md, Metrics).
+func (db *DB) PoolStats() (pool, probe *pgxpool.Stat) {
+	if db.conn.probe != nil {
+		probe = db.conn.probe.Stat()
+	}
+	return db.conn.pool.Stat(), probe
+}
+
+// PoolConfig describes the pool [Open] made, for a start-up log line: its
+// size and the timeouts in force (the options over the URL's parameters).
+type PoolConfig struct {
+	MaxConns, MinConns                                int32
+	ConnectTimeout, StatementTimeout, IdleInTxTimeout time.Duration
+	AcquireTimeout                                    time.Duration // 0: none
+	MaxConnLifetime, MaxConnIdleTime                  time.Duration
+	ApplicationName                                   string
+}
+
+// PoolConfig returns the configuration of db's pool.
+func (db *DB) PoolConfig() PoolConfig {
+	cfg := db.conn.pool.Config()
+	ms := func(name string) time.Duration {
+		v, err := strconv.ParseInt(cfg.ConnConfig.RuntimeParams[name], 10, 64)
+		if err != nil {
+			return 0
+		}
+		return time.Duration(v) * time.Millisecond
+	}
+	return PoolConfig{
+		MaxConns: cfg.MaxConns, MinConns: cfg.MinConns,
+		ConnectTimeout:   cfg.ConnConfig.ConnectTimeout,
+		StatementTimeout: ms("statement_timeout"), IdleInTxTimeout: ms("idle_in_transaction_session_timeout"),
+		AcquireTimeout:  db.conn.acquire,
+		MaxConnLifetime: cfg.MaxConnLifetime, MaxConnIdleTime: cfg.MaxConnIdleTime,
+		ApplicationName: cfg.ConnConfig.RuntimeParams["application_name"],
 	}
 }
 
@@ -396,6 +443,9 @@ func (db *DB) Migrate(ctx context.Context) ([]int64, error) {
 	p, err := goose.NewProvider(goose.DialectPostgres, db.conn.db.DB, mustSub(migrations, "migrations"), goose.WithSessionLocker(migrationLock{}))
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: migrations: %w", err)
+	}
+	if err := db.checkSchema(ctx); err != nil {
+		return nil, err
 	}
 	if err := checkNotNewer(ctx, p); err != nil {
 		return nil, err
@@ -457,6 +507,69 @@ ORDER BY 1`)
 		return nil, fmt.Errorf("pgstore: invalid indexes: %w", interpretError(err))
 	}
 	return names, nil
+}
+
+// ErrNotMigrated is returned (wrapped) by [DB.CheckMigrated] when the
+// schema lacks migrations this binary embeds. Test for
+// it with errors.Is.
+var ErrNotMigrated = errors.New("pgstore: database not migrated")
+
+// CheckMigrated reports whether db's schema exists and has every embedded
+// migration applied, in one sentence that says what to do: `schema "x"
+// does not exist` (the URL's search_path names a schema nobody created),
+// or `database not migrated (version 0, want 15): run tallyd migrate`. The
+// commands that read a migrated schema (tallyd projection rebuild, tallyd
+// retention) call it first, rather than fail on a missing table. Errors:
+// [ErrNotMigrated], [ErrSchemaNewer], a missing schema, or the database's.
+func (db *DB) CheckMigrated(ctx context.Context) error {
+	if err := db.checkSchema(ctx); err != nil {
+		return err
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db.conn.db.DB, mustSub(migrations, "migrations"))
+	if err != nil {
+		return fmt.Errorf("pgstore: migrations: %w", err)
+	}
+	if err := checkNotNewer(ctx, p); err != nil {
+		return err
+	}
+	var exists bool
+	if err := db.conn.db.GetContext(ctx, &exists, `SELECT to_regclass('goose_db_version') IS NOT NULL`); err != nil {
+		return fmt.Errorf("pgstore: read the schema version: %w", interpretError(err))
+	}
+	var have int64
+	if exists {
+		if have, err = p.GetDBVersion(ctx); err != nil {
+			return fmt.Errorf("pgstore: read the schema version: %w", interpretError(err))
+		}
+	}
+	srcs := p.ListSources()
+	if want := srcs[len(srcs)-1].Version; have < want {
+		return fmt.Errorf("%w (version %d, want %d): run tallyd migrate (or start tallyd, which migrates)", ErrNotMigrated, have, want)
+	}
+	return nil
+}
+
+// checkSchema refuses a search_path that names no existing schema, naming
+// it: PostgreSQL itself would say "relation does not exist" at the first
+// query, or "no schema has been selected to create in".
+func (db *DB) checkSchema(ctx context.Context) error {
+	var row struct {
+		Current *string `db:"current"`
+		Path    string  `db:"path"`
+	}
+	if err := db.conn.db.GetContext(ctx, &row, `SELECT current_schema() AS current, current_setting('search_path') AS path`); err != nil {
+		return fmt.Errorf("pgstore: read the schema: %w", interpretError(err))
+	}
+	if row.Current == nil {
+		return fmt.Errorf("pgstore: schema %s does not exist (search_path is %s): create it (CREATE SCHEMA), or fix the URL's search_path", quoteSchema(row.Path), row.Path)
+	}
+	return nil
+}
+
+// quoteSchema is the first schema of a search_path, in double quotes.
+func quoteSchema(path string) string {
+	first, _, _ := strings.Cut(path, ",")
+	return `"` + strings.Trim(strings.TrimSpace(first), `"`) + `"`
 }
 
 // ErrSchemaNewer is returned (wrapped) by [DB.Migrate] when the database

@@ -115,6 +115,12 @@ func poolConfig(rawURL string, o Options) (*pgxpool.Config, error) {
 	case cfg.ConnConfig.RuntimeParams[idleTx] == "":
 		cfg.ConnConfig.RuntimeParams[idleTx] = strconv.FormatInt(DefaultIdleInTransactionTimeout.Milliseconds(), 10)
 	}
+	// pg_stat_activity names the program on every connection; the URL's
+	// own application_name wins. The probe, leader and listener
+	// connections copy this configuration.
+	if o.ApplicationName != "" && cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = o.ApplicationName
+	}
 	// The operations rules, Stale connections: after a PostgreSQL restart every pooled
 	// connection is broken, and under load none is idle long enough for
 	// pgxpool's default check (a ping after 1 s idle). checkOnAcquire finds

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -301,5 +302,54 @@ func TestIdleInTransactionTimeout(t *testing.T) {
 	other := pgtest.Open(t, u, pgstore.Options{StatementTimeout: 5 * time.Second})
 	if _, err := other.Ingest().ResourceTypes(ctx); err != nil {
 		t.Fatalf("the other writer did not proceed: %v", err)
+	}
+}
+
+// Issue "Operating tallyd", point 6: application_name is set on every
+// connection (the pool's, the readiness probe's, the leader's), the URL's
+// own application_name winning over Options.ApplicationName.
+func TestApplicationNameOnEveryConnection(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	base := pgtest.URL(t)
+	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
+	for _, tc := range []struct {
+		name, url, option, want string
+	}{
+		{"the option when the URL sets none", base, "tallyd_opt_" + suffix, "tallyd_opt_" + suffix},
+		{"the URL's own wins", base + "&application_name=tally_url_" + suffix, "tallyd_lost_" + suffix, "tally_url_" + suffix},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := pgtest.Open(t, tc.url, pgstore.Options{ApplicationName: tc.option})
+			if _, err := db.Ingest().ResourceTypes(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Ping(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Leader(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := db.PoolConfig().ApplicationName; got != tc.want {
+				t.Errorf("PoolConfig().ApplicationName = %q, want %q", got, tc.want)
+			}
+			// The pool's connection, the probe's and the leader's: three
+			// sessions at least, none under the option's name when the URL
+			// names one.
+			admin, err := pgxpool.New(ctx, base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer admin.Close()
+			var named, lost int
+			if err := admin.QueryRow(ctx,
+				`SELECT count(*) FILTER (WHERE application_name = $1), count(*) FILTER (WHERE application_name = $2 AND $1 <> $2)
+				FROM pg_stat_activity`, tc.want, tc.option).Scan(&named, &lost); err != nil {
+				t.Fatal(err)
+			}
+			if named < 3 || lost != 0 {
+				t.Errorf("sessions named %q: %d, want at least 3 (pool, probe, leader); named %q: %d, want 0", tc.want, named, tc.option, lost)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"container/list"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -123,6 +124,9 @@ func (l *ConnLimiter) Listener(ln net.Listener) net.Listener {
 // ConnState is the http.Server.ConnState hook that tells the limiter which
 // connections are idle. A program with its own hook calls this one from it.
 func (l *ConnLimiter) ConnState(c net.Conn, s http.ConnState) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn() // the server's TLS over the limited listener
+	}
 	lc, ok := c.(*limitedConn)
 	if !ok {
 		return

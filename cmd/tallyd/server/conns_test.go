@@ -2,11 +2,13 @@ package server
 
 import (
 	"bufio"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -188,5 +190,83 @@ func TestNewConnLimiterRefusesNegativeMax(t *testing.T) {
 	l, err := NewConnLimiter(ConnLimiterOptions{})
 	if err != nil || l.Max() != DefaultMaxConns() {
 		t.Errorf("NewConnLimiter(Max 0): %v, %v; want the default cap", l, err)
+	}
+}
+
+// The limiter behind the server's TLS (tallyd --tls-cert): the server hands
+// ConnState the *tls.Conn over the limited connection, and a connection
+// busy with a request is still never shed, nor an idle one kept, at the
+// cap.
+func TestConnLimiterOverTLS(t *testing.T) {
+	l, err := NewConnLimiter(ConnLimiterOptions{Max: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	busy := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(busy)
+			<-release
+		}
+		w.WriteHeader(204)
+	}))
+	srv.Listener = l.Listener(srv.Listener)
+	srv.Config.ConnState = l.ConnState
+	srv.StartTLS() // wraps the limited listener in TLS
+	defer srv.Close()
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	defer unblock() // before Close, which waits for the handler
+	addr := srv.Listener.Addr().String()
+	dial := func() (net.Conn, error) { return tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) }
+
+	slow := make(chan int)
+	go func() {
+		c, err := dial()
+		if err != nil {
+			slow <- 0
+			return
+		}
+		defer c.Close()
+		_, _ = io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			slow <- 0
+			return
+		}
+		slow <- resp.StatusCode
+	}()
+	<-busy
+	// Past the grace of a new connection: a busy connection the limiter
+	// saw only as new would now be shed.
+	time.Sleep(newConnGrace + 200*time.Millisecond)
+	fast := make(chan int)
+	go func() {
+		c, err := dial()
+		if err != nil {
+			fast <- 0
+			return
+		}
+		defer c.Close()
+		_, _ = io.WriteString(c, "GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			fast <- 0
+			return
+		}
+		fast <- resp.StatusCode
+	}()
+	select {
+	case got := <-fast:
+		t.Fatalf("the new connection was served (%d) while the only place was busy", got)
+	case <-time.After(200 * time.Millisecond):
+	}
+	unblock()
+	if got := <-slow; got != 204 {
+		t.Errorf("busy request over TLS: %d, want 204 (it must not be shed)", got)
+	}
+	if got := <-fast; got != 204 {
+		t.Errorf("waiting request over TLS: %d, want 204", got)
 	}
 }

@@ -520,3 +520,74 @@ func (w *statusWriter) code() int {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// PoolStats is one database connection pool's statistics at a scrape
+// (pgxpool.Stat), as [Metrics.ObservePools] exports them.
+type PoolStats struct {
+	// Acquired, Idle and Total are the connections in use, idle and open
+	// now (Total includes those being made); Max is the pool's cap.
+	Acquired, Idle, Total, Max int32
+	// Acquires counts the connections taken from the pool; AcquireDuration
+	// is the time all of them waited together.
+	Acquires        int64
+	AcquireDuration time.Duration
+	// EmptyAcquires counts the acquires that found no idle connection and
+	// waited for one (or for a new one to be made); EmptyAcquireWait is
+	// their wait together. CanceledAcquires counts the acquires whose
+	// context ended first (the acquire timeout among them).
+	EmptyAcquires    int64
+	EmptyAcquireWait time.Duration
+	CanceledAcquires int64
+	// NewConns counts the connections made; LifetimeDestroyed and
+	// IdleDestroyed those closed for their age or for idling.
+	NewConns, LifetimeDestroyed, IdleDestroyed int64
+}
+
+// ObservePools registers the tally_db_pool_* series over pools, keyed by
+// the value of their pool label (tallyd: primary, replica, probe); each
+// read is called at every scrape and must not block. Errors: registered
+// already.
+func (m *Metrics) ObservePools(pools map[string]func() PoolStats) error {
+	return registerAll(m.registry, poolCollector(pools))
+}
+
+// poolCollector is the collector of [Metrics.ObservePools].
+type poolCollector map[string]func() PoolStats
+
+var poolSeries = []struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(PoolStats) float64
+}{
+	{poolDesc("acquired_connections", "Connections of the pool in use now."), prometheus.GaugeValue, func(s PoolStats) float64 { return float64(s.Acquired) }},
+	{poolDesc("idle_connections", "Idle connections of the pool now."), prometheus.GaugeValue, func(s PoolStats) float64 { return float64(s.Idle) }},
+	{poolDesc("total_connections", "Connections of the pool open or being made now."), prometheus.GaugeValue, func(s PoolStats) float64 { return float64(s.Total) }},
+	{poolDesc("max_connections", "The pool's cap on connections (--db-max-conns; 1 for the probe)."), prometheus.GaugeValue, func(s PoolStats) float64 { return float64(s.Max) }},
+	{poolDesc("acquires_total", "Connections taken from the pool."), prometheus.CounterValue, func(s PoolStats) float64 { return float64(s.Acquires) }},
+	{poolDesc("acquire_duration_seconds_total", "Time spent taking connections from the pool, all acquires together."), prometheus.CounterValue, func(s PoolStats) float64 { return s.AcquireDuration.Seconds() }},
+	{poolDesc("empty_acquires_total", "Acquires that found no idle connection and waited (a pool too small, or connections held long)."), prometheus.CounterValue, func(s PoolStats) float64 { return float64(s.EmptyAcquires) }},
+	{poolDesc("empty_acquire_wait_seconds_total", "Time those acquires waited, together."), prometheus.CounterValue, func(s PoolStats) float64 { return s.EmptyAcquireWait.Seconds() }},
+	{poolDesc("canceled_acquires_total", "Acquires whose request ended first, the --db-acquire-timeout among them (answered 503)."), prometheus.CounterValue, func(s PoolStats) float64 { return float64(s.CanceledAcquires) }},
+	{poolDesc("new_connections_total", "Connections the pool made."), prometheus.CounterValue, func(s PoolStats) float64 { return float64(s.NewConns) }},
+	{poolDesc("lifetime_destroyed_connections_total", "Connections closed for reaching the pool's pool_max_conn_lifetime."), prometheus.CounterValue, func(s PoolStats) float64 { return float64(s.LifetimeDestroyed) }},
+	{poolDesc("idle_destroyed_connections_total", "Connections closed for idling past the pool's pool_max_conn_idle_time."), prometheus.CounterValue, func(s PoolStats) float64 { return float64(s.IdleDestroyed) }},
+}
+
+func poolDesc(name, help string) *prometheus.Desc {
+	return prometheus.NewDesc("tally_db_pool_"+name, help, []string{"pool"}, nil)
+}
+
+func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, s := range poolSeries {
+		ch <- s.desc
+	}
+}
+
+func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, read := range c {
+		st := read()
+		for _, s := range poolSeries {
+			ch <- prometheus.MustNewConstMetric(s.desc, s.kind, s.value(st), name)
+		}
+	}
+}

@@ -539,8 +539,8 @@ func recoverPanics(log *slog.Logger, next http.Handler) http.Handler {
 }
 
 // logRequests logs one line per request: method, route pattern, path,
-// status (the status sent; "aborted" for a connection closed without an
-// answer), duration, and the name of the credential that made the call (""
+// status (the status sent, a number; 0 with aborted=true for a connection
+// closed without an answer), duration, and the name of the credential that made the call (""
 // when none was presented or it was unknown; never the token); at debug level for the probes and /metrics, info
 // otherwise.
 func logRequests(log *slog.Logger, next http.Handler) http.Handler {
@@ -549,12 +549,12 @@ func logRequests(log *slog.Logger, next http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w}
 		note := &logNote{}
 		inner := r.WithContext(context.WithValue(r.Context(), logNoteKey{}, note))
-		status := ""
+		status, aborted := 0, true
 		defer func() {
 			// The mux sets Pattern on the request it serves, which is inner;
 			// the middleware outside this one (metrics) reads it from r.
 			r.Pattern = inner.Pattern
-			if status == "" {
+			if aborted {
 				// The handler did not return: only http.ErrAbortHandler
 				// gets here (recoverPanics answered every other panic).
 				v := recover()
@@ -562,22 +562,22 @@ func logRequests(log *slog.Logger, next http.Handler) http.Handler {
 					return
 				}
 				defer panic(v)
-				status = abortedStatus
-				if sw.status != 0 {
-					status = strconv.Itoa(sw.status) // cut short after its status line
-				}
+				status = sw.status // cut short after its status line, or 0
 			}
 			level := slog.LevelInfo
 			switch r.Pattern {
 			case "GET /healthz", "GET /readyz", "GET /metrics":
 				level = slog.LevelDebug
 			}
-			log.Log(r.Context(), level, "request",
-				"method", r.Method, "route", r.Pattern, "path", r.URL.Path,
-				"status", status, "duration", time.Since(start), "credential", note.credential)
+			attrs := []any{"method", r.Method, "route", r.Pattern, "path", r.URL.Path,
+				"status", status, "duration", time.Since(start), "credential", note.credential}
+			if aborted {
+				attrs = append(attrs, "aborted", true)
+			}
+			log.Log(r.Context(), level, "request", attrs...)
 		}()
 		next.ServeHTTP(sw, inner)
-		status = strconv.Itoa(sw.code())
+		status, aborted = sw.code(), false
 	})
 }
 

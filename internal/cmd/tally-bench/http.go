@@ -82,7 +82,7 @@ func startTallyd(ctx context.Context, path, databaseURL string, credFile []byte,
 	if err := os.WriteFile(cf, credFile, 0o600); err != nil {
 		return nil, err
 	}
-	args := []string{"--listen", "127.0.0.1:0", "--credentials-file", cf, "--log-level", "warn"}
+	args := []string{"--listen", "127.0.0.1:0", "--credentials-file", cf, "--log-level", "warn", "--log-format", "text"} // it reads the text "listening on" line
 	if databaseURL != "" {
 		args = append(args, "--database-url", databaseURL)
 	} else {
