@@ -220,7 +220,7 @@ func (s *Service) Run(ctx context.Context, credential, cloud string, obs Observa
 }
 
 // Invalid counts a run of cloud whose observation was refused (status
-// invalid, and one error): [Run] counts so the observations it refuses,
+// invalid, and one error): [Service.Run] counts so the observations it refuses,
 // and a caller that refuses one before Run (as the HTTP route does, whose
 // [Decode] fails) calls Invalid.
 func (s *Service) Invalid(cloud string) {

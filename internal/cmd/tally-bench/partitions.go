@@ -90,7 +90,7 @@ func (b *bench) phasePartitions(ctx context.Context, runs int) (without, with *p
 	return without, with, nil
 }
 
-// partitionChurn starts the DDL loop of [bench.phasePartitions] on the
+// partitionChurn starts the DDL loop of bench.phasePartitions on the
 // schema url selects, each cycle a month from January 1900 on; stop ends
 // it and returns how many cycles ran and the first error.
 func partitionChurn(ctx context.Context, url string) (stop func() (int, error), err error) {
