@@ -80,6 +80,11 @@ type Options struct {
 	// /api/v1/clouds/{cloud}/sync with its (platform, cloud) scope; false
 	// answers 401. Required with Reconcile.
 	ReconcilerFrom func(*http.Request) (ingest.Caller, bool)
+	// Admit, when not nil, is asked whether the n items of a POST
+	// /api/v1/events body may be ingested now, once the body is split
+	// into them; when it answers false it has written the answer (tallyd:
+	// 429 rate_limited with Retry-After) and nothing is stored.
+	Admit func(w http.ResponseWriter, r *http.Request, n int) bool
 }
 
 // StreamOptions tune a Server-Sent Events stream of a change feed.
@@ -214,8 +219,9 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 // body is one event or an array of at most 1000 ([ingest.SplitBatch]). It
 // answers 200 with the [ingest.Result] whatever the items did; 401 when
 // CallerFrom finds no caller; 413 for more than 1000 items or a body over
-// the cap (nothing stored); 400 for a body that is not JSON; 500 when the
-// store fails (nothing stored).
+// the cap (nothing stored); 400 for a body that is not JSON; Admit's answer
+// when it refuses the items (nothing stored); 500 when the store fails
+// (nothing stored).
 func (h *Handler) postEvents(w http.ResponseWriter, r *http.Request) error {
 	if err := noParams(r); err != nil {
 		return err
@@ -232,6 +238,9 @@ func (h *Handler) postEvents(w http.ResponseWriter, r *http.Request) error {
 	items, err := ingest.SplitBatch(body)
 	if err != nil {
 		return err
+	}
+	if h.opts.Admit != nil && !h.opts.Admit(w, r, len(items)) {
+		return nil
 	}
 	res, err := h.svc.Ingest(r.Context(), caller, items)
 	if err != nil {

@@ -48,6 +48,8 @@ const (
 	CodeHistoryTooLong Code = "history_too_long"
 	// CodeResultTooLarge: 422, a usage query past the windows or items one answer may compute.
 	CodeResultTooLarge Code = "result_too_large"
+	// CodeRateLimited: 429, a credential past its rate limit.
+	CodeRateLimited Code = "rate_limited"
 	// CodeInternal: 500, a failure of the server.
 	CodeInternal Code = "internal"
 	// CodeStoreUnavailable: 503, the store could not be reached or did not answer in time.
@@ -104,6 +106,8 @@ var codes = []codeInfo{
 		"The resource has more stored events than a history answer holds; page them with `GET /api/v1/events`."},
 	{CodeResultTooLarge, http.StatusUnprocessableEntity, "validation", "Result too large",
 		"A usage query would compute more than 10,000 windows, span more than 400 days with `window=hour`, or hold more than 100,000 items or 64 MiB of group values; narrow it."},
+	{CodeRateLimited, http.StatusTooManyRequests, "unavailable", "Rate limited",
+		"The credential sends more requests, or more ingestion items, per second than its `rate_limit` in the credentials file allows; nothing was done; send it again after `Retry-After` seconds."},
 	{CodeInternal, http.StatusInternalServerError, "internal", "Internal server error",
 		"The server failed; the error is logged, the text is generic."},
 	{CodeStoreUnavailable, http.StatusServiceUnavailable, "unavailable", "Store unavailable",

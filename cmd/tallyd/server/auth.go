@@ -34,7 +34,7 @@ func CredentialFrom(ctx context.Context) (Credential, bool) {
 // credential holding one of roles. It runs before anything reads the body
 // (docs/decisions.md, Authentication vs body): no or unknown token → 401 with
 // WWW-Authenticate: Bearer; a known token without the role → 403.
-func require(a *Authenticator, roles []route.Role, next http.Handler) http.Handler {
+func require(a *Authenticator, m *Metrics, roles []route.Role, next http.Handler) http.Handler {
 	need := route.Route{Roles: roles}.Access()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, ok := a.Authenticate(r)
@@ -47,6 +47,9 @@ func require(a *Authenticator, roles []route.Role, next http.Handler) http.Handl
 		}
 		if !c.Has(roles...) {
 			problem.Write(w, problem.Forbidden("Credential "+quote(c.Name)+" lacks the role this route needs ("+need+")."))
+			return
+		}
+		if !a.admitRequest(w, m, c) {
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(WithCredential(r.Context(), c)))

@@ -75,7 +75,7 @@ func TestRequire(t *testing.T) {
 				r.Header.Set("Authorization", "Bearer "+tt.token)
 			}
 			w := httptest.NewRecorder()
-			require(a, tt.roles, inner).ServeHTTP(w, r)
+			require(a, nil, tt.roles, inner).ServeHTTP(w, r)
 			got := struct {
 				Status int
 				Cred   string

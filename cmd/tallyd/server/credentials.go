@@ -15,6 +15,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/route"
 )
 
@@ -37,6 +38,8 @@ type Credential struct {
 	// authenticated user within it, "" for none, whose creates never
 	// correlate (event-correlation.md, Scope and invariant).
 	Organization, User string
+	// RateLimit is the credential's optional rate limit; zero: none.
+	RateLimit RateLimit
 }
 
 // Has reports whether c holds any of roles.
@@ -64,6 +67,10 @@ type credentialEntry struct {
 	Cloud        string   `json:"cloud"`
 	Organization string   `json:"organization"`
 	User         string   `json:"user"`
+	RateLimit    *struct {
+		RequestsPerSecond *float64 `json:"requests_per_second"`
+		ItemsPerSecond    *float64 `json:"items_per_second"`
+	} `json:"rate_limit"`
 }
 
 // MinPlainTokenLen is the shortest plain "token" a credentials file may
@@ -75,7 +82,8 @@ const MinPlainTokenLen = 16
 //
 //	{"credentials":[{"name":"…","token_sha256":"<hex>" or "token":"<plain>",
 //	  "roles":["ingest"|"read"|"admin"|"events"|"reconcile"],
-//	  "platform":"…","cloud":"…","organization":"…","user":"…"}]}
+//	  "platform":"…","cloud":"…","organization":"…","user":"…",
+//	  "rate_limit":{"requests_per_second":<n>,"items_per_second":<n>}}]}
 //
 // It is strict: an unknown or repeated member, a name missing or used
 // twice, neither or both of token_sha256 and token, a token_sha256 that is
@@ -83,7 +91,8 @@ const MinPlainTokenLen = 16
 // role, an ingest or reconcile role without platform and cloud, platform
 // or cloud without either role, an events role without organization, or user
 // without organization, a plain token shorter than MinPlainTokenLen, and an
-// ingest scope naming meta or partner are refused. Every problem is reported (joined), each
+// ingest scope naming meta or partner, and a rate_limit member that is not a number
+// from 0 to [MaxRate] (or a rate_limit with an unknown member) are refused. Every problem is reported (joined), each
 // naming the entry (index and name) and the member. A plain token is hashed
 // at once and not kept.
 func ParseCredentials(data []byte) ([]Credential, error) {
@@ -134,7 +143,7 @@ func (p *credentialParser) entry(i int, raw jsontext.Value) (Credential, bool) {
 	if err := json.Unmarshal(raw, &e, json.RejectUnknownMembers(true)); err != nil {
 		var serr *json.SemanticError
 		if errors.As(err, &serr) && errors.Is(serr.Err, json.ErrUnknownName) {
-			p.bad(serr.JSONPointer.LastToken(), "unknown member (known: name, token_sha256, token, roles, platform, cloud, organization, user)")
+			p.bad(serr.JSONPointer.LastToken(), "unknown member (known: name, token_sha256, token, roles, platform, cloud, organization, user, rate_limit)")
 		} else {
 			p.errs = append(p.errs, fmt.Errorf("credentials: %s: %s", p.where, describeJSONError(err)))
 		}
@@ -153,7 +162,34 @@ func (p *credentialParser) entry(i int, raw jsontext.Value) (Credential, bool) {
 	c.TokenSHA256 = p.token(i, e)
 	c.Roles = p.roles(e.Roles)
 	p.scope(c)
+	c.RateLimit = p.rateLimit(e)
 	return c, true
+}
+
+// rateLimit checks the entry's rate_limit: each rate a number from 0 to
+// MaxRate (0: no limit).
+func (p *credentialParser) rateLimit(e credentialEntry) RateLimit {
+	var out RateLimit
+	if e.RateLimit == nil {
+		return out
+	}
+	for _, r := range []struct {
+		member string
+		v      *float64
+		out    *float64
+	}{
+		{"rate_limit/requests_per_second", e.RateLimit.RequestsPerSecond, &out.RequestsPerSecond},
+		{"rate_limit/items_per_second", e.RateLimit.ItemsPerSecond, &out.ItemsPerSecond},
+	} {
+		switch {
+		case r.v == nil:
+		case !(*r.v >= 0 && *r.v <= MaxRate):
+			p.bad(r.member, "must be a number from 0 (no limit) to %g per second", float64(MaxRate))
+		default:
+			*r.out = *r.v
+		}
+	}
+	return out
 }
 
 // allZero reports whether every byte of b is zero.
@@ -312,7 +348,8 @@ func NewToken() (token, sha256Hex string, err error) {
 // swaps the whole set at once, so a request is checked against the old set
 // or the new one, never a mix.
 type Authenticator struct {
-	creds atomic.Pointer[[]Credential]
+	creds    atomic.Pointer[[]Credential]
+	limiters atomic.Pointer[limiters] // of creds, replaced with them
 }
 
 // AuthenticatorOptions configures [NewAuthenticator]. It has no field yet:
@@ -339,6 +376,7 @@ func (a *Authenticator) Replace(creds []Credential) error {
 		return errors.New("server: no credentials")
 	}
 	c := slices.Clone(creds)
+	a.limiters.Store(newLimiters(c, ingest.MaxBatch))
 	a.creds.Store(&c)
 	return nil
 }

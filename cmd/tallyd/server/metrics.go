@@ -95,6 +95,7 @@ type Metrics struct {
 	syncReconciled  *prometheus.CounterVec
 	syncErrors      *prometheus.CounterVec
 	readFallbacks   *prometheus.CounterVec
+	rateLimited     *prometheus.CounterVec
 
 	// Labels whose values come from input, each bounded.
 	platformLabel, resourceTypeLabel, cloudLabel, stateLabel *boundedLabel
@@ -194,6 +195,10 @@ func NewMetrics(reg *prometheus.Registry, opts MetricsOptions) (*Metrics, error)
 			Name: "tally_sync_errors_total",
 			Help: "Errors of reconciliation runs, by cloud (100 distinct values, then other): each refused synthetic event, and one per failed or invalid run.",
 		}, []string{"cloud"}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_rate_limited_total",
+			Help: "Requests answered 429 rate_limited, by credential (the credentials file's names) and limit: requests or items (its rate_limit).",
+		}, []string{"credential", "limit"}),
 		readFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_read_replica_fallbacks_total",
 			Help: "Reads of the read-only routes that the primary answered instead of the read replica (--read-database-url), by reason: unavailable (the replica did not answer) or behind (it has not replayed the as_of asked for).",
@@ -211,7 +216,7 @@ func NewMetrics(reg *prometheus.Registry, opts MetricsOptions) (*Metrics, error)
 	}
 	for _, c := range []prometheus.Collector{
 		m.unvalidatedSize, m.eventsIngested, m.eventsRejected, m.resources, m.ingested, m.duplicates, m.rejected, m.dispositions, m.feedSubscribers, m.feedItems, m.feedResets, m.replays, m.httpDuration, m.credReloads,
-		m.syncRuns, m.syncReconciled, m.syncErrors, m.readFallbacks, buildInfoGauge(opts.Build),
+		m.syncRuns, m.syncReconciled, m.syncErrors, m.readFallbacks, m.rateLimited, buildInfoGauge(opts.Build),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {

@@ -314,7 +314,7 @@ func New(st Store, opts Options) (*Handler, error) {
 	h := &Handler{correlate: svcs.correlate, ingest: svcs.ingest, subscribers: svcs.subscribers, mux: http.NewServeMux(), metrics: cfg.Metrics, draining: draining}
 	route.Mount(h.mux, routes, func(rt route.Route) http.Handler {
 		if len(rt.Roles) > 0 {
-			rt.Handler = require(cfg.Authenticator, rt.Roles, requireJSON(checkBody(cfg.Logger, cfg.MaxBodyBytes, budget.Handler(rt.Handler))))
+			rt.Handler = require(cfg.Authenticator, cfg.Metrics, rt.Roles, requireJSON(checkBody(cfg.Logger, cfg.MaxBodyBytes, budget.Handler(rt.Handler))))
 			if rt.Method != http.MethodGet && rt.Method != http.MethodHead {
 				rt.Handler = completeWrites(rt.Handler)
 			}

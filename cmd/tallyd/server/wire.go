@@ -76,6 +76,7 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, services, error) {
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		Subscribers:    subs,
 		Usage:          usvc,
+		Admit:          cfg.Authenticator.admitItems(cfg.Metrics),
 	})
 	if err != nil {
 		return nil, services{}, err

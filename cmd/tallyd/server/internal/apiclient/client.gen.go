@@ -152,6 +152,7 @@ const (
 	ProblemCodeInvalidSizeSchema          ProblemCode = "invalid_size_schema"
 	ProblemCodeMethodNotAllowed           ProblemCode = "method_not_allowed"
 	ProblemCodeNotFound                   ProblemCode = "not_found"
+	ProblemCodeRateLimited                ProblemCode = "rate_limited"
 	ProblemCodeResultTooLarge             ProblemCode = "result_too_large"
 	ProblemCodeStoreUnavailable           ProblemCode = "store_unavailable"
 	ProblemCodeUnauthorized               ProblemCode = "unauthorized"
@@ -193,6 +194,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeMethodNotAllowed:
 		return true
 	case ProblemCodeNotFound:
+		return true
+	case ProblemCodeRateLimited:
 		return true
 	case ProblemCodeResultTooLarge:
 		return true
