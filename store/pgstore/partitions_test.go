@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/internal/pgtest"
+	"github.com/tallyhq/tally/store"
 	"github.com/tallyhq/tally/store/pgstore"
 	"github.com/tallyhq/tally/store/storetest"
 )
@@ -356,5 +358,54 @@ FROM generate_series(1, $2) AS g`, base, n); err != nil {
 	}
 	if !strings.HasPrefix(where, "events_legacy") {
 		t.Errorf("an event older than the conversion went to %s, want events_legacy (FROM MINVALUE)", where)
+	}
+}
+
+// "an event for a month with no partition gets one made on demand (bounded
+// DDL …)": a batch of 1000 events in 1000 distinct months without a
+// partition (an attacker's, or a sparse backfill) made them all in one
+// transaction, which ran out of the server's lock table after 18 s ("out
+// of shared memory", answered 503, so the client retried it forever). A
+// batch that needs more than pgstore.MaxPartitionsPerBatch new months is
+// refused whole, at once, with ingest.ErrTooManyMonths naming the
+// timestamp and the bound, and makes no partition; one at the bound is
+// stored.
+func TestPartitionsPerBatchBounded(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.Open(t, pgtest.PartitionedURL(t), pgstore.Options{})
+	svc, err := ingest.New(db.Ingest(), ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := db.EventPartitions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := func(prefix string, first time.Time, months int) [][]byte {
+		items := make([][]byte, 0, ingest.MaxBatch)
+		for i := range ingest.MaxBatch {
+			items = append(items, raw(t, ev(fmt.Sprintf("%s%d", prefix, i), first.AddDate(0, i%months, 0))))
+		}
+		return items
+	}
+	began := time.Now()
+	_, err = svc.Ingest(ctx, ingest.Caller{Credential: "c"}, batch("m", time.Date(1900, 1, 15, 0, 0, 0, 0, time.UTC), ingest.MaxBatch))
+	if !errors.Is(err, ingest.ErrTooManyMonths) || errors.Is(err, store.ErrUnavailable) ||
+		!strings.Contains(err.Error(), "timestamp") || !strings.Contains(err.Error(), fmt.Sprint(pgstore.MaxPartitionsPerBatch)) {
+		t.Errorf("1000 new months in one batch: %v; want ingest.ErrTooManyMonths naming the timestamp and the bound %d, not unavailable", err, pgstore.MaxPartitionsPerBatch)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("the refusal took %v: the DDL is not bounded", d)
+	}
+	after, err := db.EventPartitions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Errorf("the refused batch made %d partitions, want none", len(after)-len(before))
+	}
+	res, err := svc.Ingest(ctx, ingest.Caller{Credential: "c"}, batch("ok", time.Date(1950, 1, 15, 0, 0, 0, 0, time.UTC), pgstore.MaxPartitionsPerBatch))
+	if err != nil || res.Accepted != ingest.MaxBatch {
+		t.Errorf("a batch of %d new months: %+v, %v; want every event stored", pgstore.MaxPartitionsPerBatch, res, err)
 	}
 }
