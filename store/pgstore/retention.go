@@ -30,7 +30,9 @@ import (
 //     read a checkpoint and only the events from its at on, so the answers
 //     are the same before and after step 3.
 //  3. Each retired partition is detached (DETACH PARTITION CONCURRENTLY:
-//     ingestion and reads never wait for it) and dropped.
+//     ingestion and reads never wait for it) and dropped. A table left
+//     detached but not dropped by an interrupted run is found by its
+//     constraint and dropped by the next.
 //  4. Dead letters, audit rows, idempotency keys and soft-deleted
 //     correlated events older than their Keep* are deleted, BatchSize rows
 //     per statement.
@@ -188,7 +190,7 @@ func (c *conn) retireEvents(ctx context.Context, keepFrom time.Time, batch int) 
 // raiseHorizon is step 1 for the month start limit: it returns the
 // horizon (limit, or the stored one when later, or the stored one when no
 // partition is wholly before limit) and the partitions before it, retired
-// (those of an interrupted run included).
+// (those of an interrupted run included, detached ones too).
 func (c *conn) raiseHorizon(ctx context.Context, limit time.Time) (horizon time.Time, retired []string, err error) {
 	pc, err := c.acquireConn(ctx)
 	if err != nil {
@@ -234,9 +236,30 @@ ON CONFLICT (one) DO UPDATE SET horizon = greatest(events_horizon.horizon, EXCLU
 			}
 			retired = append(retired, p.Name)
 		}
-		return nil
+		left, err := detachedRetired(ctx, tx)
+		retired = append(retired, left...)
+		return err
 	})
 	return horizon, retired, err
+}
+
+// detachedRetired lists the tables of the schema that carry
+// retiredConstraint but are no longer partitions of events: what a run
+// stopped between a partition's DETACH and its DROP (killed, or the DROP
+// failed) left, which the rerun drops.
+func detachedRetired(ctx context.Context, tx pgx.Tx) ([]string, error) {
+	rows, err := tx.Query(ctx, `SELECT c.relname::text FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid
+WHERE k.conname = $1 AND c.relnamespace = to_regnamespace(current_schema())
+  AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid)
+ORDER BY c.relname`, retiredConstraint)
+	if err != nil {
+		return nil, fmt.Errorf("detached partitions: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("detached partitions: %w", err)
+	}
+	return names, nil
 }
 
 // retire adds retiredConstraint to the partition name unless it has it.

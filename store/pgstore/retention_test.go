@@ -407,3 +407,80 @@ func TestRetentionKeepsUsage(t *testing.T) {
 		t.Errorf("lifecycle of vm-b after the drop: %+v, %v", lc, err)
 	}
 }
+
+// "killed mid-run … rerun must be correct": a run whose DROP TABLE fails
+// after the partition's DETACH … CONCURRENTLY completed (here a view
+// depends on it; a kill -9 there leaves the same state) left the detached table behind, outside events, which
+// no later run saw: its rows stayed on disk, uncounted, for good. The
+// rerun drops it and counts its rows once; the answers are unchanged.
+func TestRetentionRerunDropsADetachedPartition(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 15, 12, 0, 0, 0, time.UTC)
+	u := pgtest.PartitionedURL(t)
+	db := pgtest.Open(t, u, pgstore.Options{Now: func() time.Time { return now }})
+	svc, err := ingest.New(db.Ingest(), ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	history := []event.Event{
+		lifeEvent("a1", "vm-a", "create", time.Date(2026, 2, 3, 0, 0, 0, 0, time.UTC), "active", 2),
+		lifeEvent("a2", "vm-a", "update", time.Date(2026, 2, 4, 0, 0, 0, 0, time.UTC), "active", 4),
+		lifeEvent("b1", "vm-b", "create", time.Date(2026, 11, 5, 0, 0, 0, 0, time.UTC), "active", 2),
+	}
+	var items [][]byte
+	for _, e := range history {
+		items = append(items, raw(t, e))
+	}
+	if res, err := svc.Ingest(ctx, ingest.Caller{Credential: "c"}, items); err != nil || res.Accepted != len(history) {
+		t.Fatalf("ingest: %+v, %v", res, err)
+	}
+	want := foldAll(history)
+	holder, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	// An operator's view of the partition makes the DROP fail (2BP01),
+	// after the DETACH completed, where a kill -9 would stop too.
+	if _, err := holder.Exec(ctx, `CREATE VIEW february AS SELECT * FROM events_2026_02`); err != nil {
+		t.Fatal(err)
+	}
+	keep := pgstore.RetentionOptions{KeepEvents: 100 * 24 * time.Hour}
+	if _, err := db.Retention(ctx, keep); err == nil {
+		t.Fatal("the first run dropped a partition a view depends on")
+	}
+	if _, err := holder.Exec(ctx, `DROP VIEW february`); err != nil {
+		t.Fatal(err)
+	}
+	var attached, exists bool
+	if err := holder.QueryRow(ctx, `SELECT to_regclass('events_2026_02') IS NOT NULL,
+       EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = to_regclass('events_2026_02'))`).Scan(&exists, &attached); err != nil {
+		t.Fatal(err)
+	}
+	if !exists || attached {
+		t.Fatalf("after the failed run: exists %v, attached %v; the test wants the partition detached, not dropped", exists, attached)
+	}
+	res, err := db.Retention(ctx, keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"events_2026_02"}, res.PartitionsDropped); diff != "" || res.EventsDropped != 2 {
+		t.Errorf("the rerun dropped %v (%d events); want events_2026_02 (2 events) (-want +got):\n%s", res.PartitionsDropped, res.EventsDropped, diff)
+	}
+	if err := holder.QueryRow(ctx, `SELECT to_regclass('events_2026_02') IS NOT NULL`).Scan(&exists); err != nil || exists {
+		t.Errorf("after the rerun events_2026_02 exists: %v, %v", exists, err)
+	}
+	st, err := db.EventStorage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.PartitionsDropped != 1 || st.EventsDropped != 2 {
+		t.Errorf("storage counters: %+v; want 1 partition and 2 events dropped, counted once", st)
+	}
+	if _, err := db.Projection().Rebuild(ctx, projection.RebuildQuery{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, byKey(listAll(t, db))); diff != "" {
+		t.Errorf("projection rebuilt after the rerun (-fold of every event +rebuilt):\n%s", diff)
+	}
+}
