@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -407,5 +408,36 @@ func TestPartitionsPerBatchBounded(t *testing.T) {
 	res, err := svc.Ingest(ctx, ingest.Caller{Credential: "c"}, batch("ok", time.Date(1950, 1, 15, 0, 0, 0, 0, time.UTC), pgstore.MaxPartitionsPerBatch))
 	if err != nil || res.Accepted != ingest.MaxBatch {
 		t.Errorf("a batch of %d new months: %+v, %v; want every event stored", pgstore.MaxPartitionsPerBatch, res, err)
+	}
+}
+
+// "bounds exactly YYYY-MM-01 00:00:00+00 whatever the server's TimeZone":
+// and whatever its DateStyle. The partitions' bounds are read back from
+// pg_get_expr's text, which follows the session's DateStyle; with a
+// server (postgresql.conf) or a URL at SQL, German or Postgres, every
+// batch failed (500) with "bound '01.12.2026 00:00:00 UTC' is not a
+// timestamp with an offset". pgstore's sessions print ISO, keeping the
+// given field order.
+func TestPartitionsWhateverTheDateStyle(t *testing.T) {
+	ctx := context.Background()
+	for _, style := range []string{"German", "SQL, DMY", "Postgres, MDY", "ISO, DMY"} {
+		t.Run(style, func(t *testing.T) {
+			u := pgtest.PartitionedURL(t) + "&datestyle=" + strings.ReplaceAll(strings.ReplaceAll(style, ",", "%2C"), " ", "%20") + newYork
+			db := pgtest.Open(t, u, pgstore.Options{})
+			svc, err := ingest.New(db.Ingest(), ingest.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := svc.Ingest(ctx, ingest.Caller{Credential: "c"}, [][]byte{raw(t, ev("ds", time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)))})
+			if err != nil || res.Accepted != 1 {
+				t.Errorf("ingest: %+v, %v; want stored", res, err)
+			}
+			parts, err := db.EventPartitions(ctx)
+			if err != nil || !slices.ContainsFunc(parts, func(p pgstore.Partition) bool {
+				return p.Name == "events_2024_03" && p.From.Equal(time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC))
+			}) {
+				t.Errorf("EventPartitions: %+v, %v; want events_2024_03 from 2024-03-01", parts, err)
+			}
+		})
 	}
 }
