@@ -90,8 +90,9 @@ type RetentionResult struct {
 
 // Retention applies o once, with the DB's clock (docs/operations.md,
 // Retention; the steps at the top of retention.go). It may run beside
-// serving replicas, and several runs at once are serialised where they
-// would conflict. Rebuilding the projection, and folding a late event,
+// serving replicas; several runs at once (in any processes) are
+// serialised by a session-level advisory lock, the later waiting for the
+// earlier. Rebuilding the projection, and folding a late event,
 // give the same rows before and after the old partitions are dropped.
 // Errors: a negative duration or batch size; the database's (a lock
 // wait past 2 s included, store.ErrUnavailable), after which a rerun
@@ -105,8 +106,12 @@ func (db *DB) Retention(ctx context.Context, o RetentionOptions) (RetentionResul
 		o.BatchSize = DefaultRetentionBatchSize
 	}
 	c := db.conn
+	unlock, err := c.lockRetention(ctx)
+	if err != nil {
+		return res, fmt.Errorf("pgstore: retention: %w", interpretError(err))
+	}
+	defer unlock()
 	now := c.now().UTC()
-	var err error
 	if o.KeepEvents > 0 {
 		if res, err = c.retireEvents(ctx, now.Add(-o.KeepEvents), o.BatchSize); err != nil {
 			return res, fmt.Errorf("pgstore: retention: %w", interpretError(err))
@@ -141,6 +146,42 @@ func (db *DB) Retention(ctx context.Context, o RetentionOptions) (RetentionResul
 	}
 	res.OldestEvent = res.OldestEvent.UTC()
 	return res, nil
+}
+
+// retentionLockKey is the SQL expression of the session-level advisory
+// lock key that serialises the retention runs of one schema.
+const retentionLockKey = `hashtextextended('tally retention ' || coalesce(current_schema(), ''), 0)`
+
+// lockRetention waits (as long as ctx allows, without the statement
+// timeout) until no other run holds the retention lock, takes it on a
+// connection of its own and returns its release. Two runs at once (two
+// cron jobs, two hosts) both detaching one partition failed ("already
+// pending detach", "does not exist"): the later now waits for the
+// earlier, then finds its work done.
+func (c *conn) lockRetention(ctx context.Context) (unlock func(), err error) {
+	pc, err := c.acquireConn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("acquire: %w", err)
+	}
+	if _, err := pc.Exec(ctx, `SET statement_timeout = 0`); err != nil {
+		pc.Release()
+		return nil, fmt.Errorf("retention lock: %w", err)
+	}
+	if _, err := pc.Exec(ctx, `SELECT pg_advisory_lock(`+retentionLockKey+`)`); err != nil {
+		// a cancelled wait may leave the connection unusable: close it
+		_ = pc.Conn().Close(context.WithoutCancel(ctx))
+		pc.Release()
+		return nil, fmt.Errorf("retention lock: %w", err)
+	}
+	return func() {
+		bg := context.WithoutCancel(ctx)
+		if _, err := pc.Exec(bg, `SELECT pg_advisory_unlock(`+retentionLockKey+`)`); err != nil {
+			_ = pc.Conn().Close(bg) // the session's end releases the lock
+		} else {
+			_, _ = pc.Exec(bg, `RESET statement_timeout`)
+		}
+		pc.Release()
+	}, nil
 }
 
 // deleteInBatches runs query ($1 the cut-off, $2 the batch size) until it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -482,5 +483,60 @@ func TestRetentionRerunDropsADetachedPartition(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, byKey(listAll(t, db))); diff != "" {
 		t.Errorf("projection rebuilt after the rerun (-fold of every event +rebuilt):\n%s", diff)
+	}
+}
+
+// "a retention run concurrent with … another retention run": two runs at
+// once (two cron jobs, two hosts) both succeed, drop each partition once,
+// and the counters count each dropped event once.
+func TestRetentionConcurrentRuns(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 15, 12, 0, 0, 0, time.UTC)
+	u := pgtest.PartitionedURL(t)
+	db := pgtest.Open(t, u, pgstore.Options{Now: func() time.Time { return now }})
+	other := pgtest.Open(t, u, pgstore.Options{Now: func() time.Time { return now }})
+	svc, err := ingest.New(db.Ingest(), ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items [][]byte
+	for m := time.January; m <= time.June; m++ {
+		for i := range 3 {
+			items = append(items, raw(t, lifeEvent(fmt.Sprintf("e%d-%d", m, i), fmt.Sprintf("vm-%d", i), "update", time.Date(2026, m, 2+i, 0, 0, 0, 0, time.UTC), "active", 2)))
+		}
+	}
+	if res, err := svc.Ingest(ctx, ingest.Caller{Credential: "c"}, items); err != nil || res.Accepted != len(items) {
+		t.Fatalf("ingest: %+v, %v", res, err)
+	}
+	keep := pgstore.RetentionOptions{KeepEvents: 100 * 24 * time.Hour, BatchSize: 1}
+	var (
+		wg   sync.WaitGroup
+		errs [2]error
+		res  [2]pgstore.RetentionResult
+	)
+	for i, d := range []*pgstore.DB{db, other} {
+		wg.Go(func() { res[i], errs[i] = d.Retention(ctx, keep) })
+	}
+	wg.Wait()
+	dropped := map[string]int{}
+	for i := range 2 {
+		if errs[i] != nil {
+			t.Errorf("run %d: %v", i, errs[i])
+		}
+		for _, p := range res[i].PartitionsDropped {
+			dropped[p]++
+		}
+	}
+	st, err := db.EventStorage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.PartitionsDropped != 6 || st.EventsDropped != 18 || res[0].EventsDropped+res[1].EventsDropped != 18 {
+		t.Errorf("counters %+v, runs' events %d + %d; want 6 partitions and 18 events, once", st, res[0].EventsDropped, res[1].EventsDropped)
+	}
+	for p, n := range dropped {
+		if n != 1 {
+			t.Errorf("%s reported dropped by %d runs", p, n)
+		}
 	}
 }
