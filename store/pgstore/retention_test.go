@@ -11,6 +11,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tallyhq/tally/event"
@@ -323,7 +324,8 @@ func TestRetentionExpiredKeepsTheRestOfTheBatch(t *testing.T) {
 func TestRetentionKeepsUsage(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 15, 12, 0, 0, 0, time.UTC)
-	db := pgtest.Open(t, pgtest.PartitionedURL(t), pgstore.Options{Now: func() time.Time { return now }})
+	u := pgtest.PartitionedURL(t)
+	db := pgtest.Open(t, u, pgstore.Options{Now: func() time.Time { return now }})
 	svc, err := ingest.New(db.Ingest(), ingest.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -384,6 +386,48 @@ func TestRetentionKeepsUsage(t *testing.T) {
 	if err != nil || len(atBefore.Items) < 2 {
 		t.Fatalf("resources at October 1st before the drop: %+v, %v; want vm-b and vm-c at least", atBefore, err)
 	}
+	lcBefore, err := us.Lifecycle(ctx, projection.Key{Cloud: "east", ResourceType: "instance", ResourceID: "vm-a"})
+	if err != nil || len(lcBefore.Events) != 2 {
+		t.Fatalf("lifecycle of vm-a before the drop: %+v, %v", lcBefore, err)
+	}
+	// "killed mid-run … no double counting in usage": a first run stops
+	// after the checkpoints, with January detached and February to April
+	// still attached (an operator's view of January makes its DROP fail;
+	// a kill -9 stops there as well). The answers, which now meet both a
+	// checkpoint and the events before it, are those of before.
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE VIEW january AS SELECT * FROM events_2026_01`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Retention(ctx, pgstore.RetentionOptions{KeepEvents: 100 * 24 * time.Hour}); err == nil {
+		t.Fatal("the interrupted run: no error")
+	}
+	var checkpoints int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM resource_checkpoints`).Scan(&checkpoints); err != nil || checkpoints != 3 {
+		t.Fatalf("checkpoints after the interrupted run: %d, %v; want 3 (vm-a, vm-b, vm-c)", checkpoints, err)
+	}
+	if _, got := body(usage.Query{From: q.From, To: q.To, Window: q.Window, GroupBy: q.GroupBy, Quantity: q.Quantity, Unit: q.Unit, AsOf: before.AsOf}); got != want {
+		t.Errorf("usage after the interrupted run:\n%s\nbefore it:\n%s", got, want)
+	}
+	if sum, err := us.Summary(ctx, sq); err != nil || !cmp.Equal(sumBefore, sum) {
+		t.Errorf("summary after the interrupted run (-before +after):\n%s%v", cmp.Diff(sumBefore, sum), err)
+	}
+	if at, err := us.At(ctx, projection.Filter{Status: projection.StatusAll}, d(10, 1)); err != nil || !cmp.Equal(atBefore, at) {
+		t.Errorf("resources at October 1st after the interrupted run (-before +after):\n%s%v", cmp.Diff(atBefore, at), err)
+	}
+	// A lifecycle shows the events from the checkpoint on: the same as
+	// once the partitions are gone (compared below), the row as before.
+	lcMid, err := us.Lifecycle(ctx, projection.Key{Cloud: "east", ResourceType: "instance", ResourceID: "vm-a"})
+	if err != nil || !cmp.Equal(lcBefore.Resource, lcMid.Resource) {
+		t.Errorf("lifecycle of vm-a after the interrupted run: %v; row (-before +after):\n%s", err, cmp.Diff(lcBefore.Resource, lcMid.Resource))
+	}
+	if _, err := conn.Exec(ctx, `DROP VIEW january`); err != nil {
+		t.Fatal(err)
+	}
 	if res, err := db.Retention(ctx, pgstore.RetentionOptions{KeepEvents: 100 * 24 * time.Hour}); err != nil || res.EventsDropped != 4 || !res.Horizon.Equal(q.From) {
 		t.Fatalf("retention: %+v, %v; want the 4 events before May dropped (the months with no event have no partition)", res, err)
 	}
@@ -401,6 +445,9 @@ func TestRetentionKeepsUsage(t *testing.T) {
 	}
 	if at, err := us.At(ctx, projection.Filter{Status: projection.StatusAll}, d(10, 1)); err != nil || !cmp.Equal(atBefore, at) {
 		t.Errorf("resources at October 1st after the drop (-before +after):\n%s%v", cmp.Diff(atBefore, at), err)
+	}
+	if lc, err := us.Lifecycle(ctx, projection.Key{Cloud: "east", ResourceType: "instance", ResourceID: "vm-a"}); err != nil || !cmp.Equal(lcMid, lc, cmpopts.EquateEmpty()) {
+		t.Errorf("lifecycle of vm-a after the drop: %v (-after the interrupted run +after the drop):\n%s", err, cmp.Diff(lcMid, lc, cmpopts.EquateEmpty()))
 	}
 	// The lifecycle of a resource known only from its checkpoint: its row,
 	// no event, and the interval open since the horizon.
