@@ -430,8 +430,10 @@ func (db *DB) KeepPartitionsAhead(ctx context.Context, ahead int) ([]string, err
 // and returns the names of those it made: before a bulk load that writes
 // to events directly (COPY, INSERT), which makes no partition on demand,
 // unlike Ingest.Commit. A month before the retention horizon is never
-// made. Errors: to before from; the database's (store.ErrUnavailable past
-// a 2 s lock wait).
+// made. Any span: the partitions are made [MaxPartitionsPerBatch] per
+// transaction, and those made before an error are returned with it.
+// Errors: to before from; the database's (store.ErrUnavailable past a 2 s
+// lock wait).
 func (db *DB) MakePartitions(ctx context.Context, from, to time.Time) ([]string, error) {
 	if to.Before(from) {
 		return nil, fmt.Errorf("pgstore: make partitions: %v is before %v", to, from)
@@ -444,9 +446,13 @@ func (db *DB) MakePartitions(ctx context.Context, from, to time.Time) ([]string,
 	pc := &c.partitions
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
-	made, err := c.makePartitions(ctx, months)
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: make partitions: %w", interpretError(err))
+	var made []string
+	for chunk := range slices.Chunk(months, MaxPartitionsPerBatch) {
+		m, err := c.makePartitions(ctx, chunk)
+		made = append(made, m...)
+		if err != nil {
+			return made, fmt.Errorf("pgstore: make partitions: %w", interpretError(err))
+		}
 	}
 	if err := c.loadPartitions(ctx); err != nil {
 		return made, fmt.Errorf("pgstore: make partitions: %w", interpretError(err))

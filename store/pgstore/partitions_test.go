@@ -441,3 +441,39 @@ func TestPartitionsWhateverTheDateStyle(t *testing.T) {
 		})
 	}
 }
+
+// "bounded DDL": MakePartitions (a bulk load's, before COPY) over 1000
+// months made them in one transaction, which ran out of the server's lock
+// table ("out of shared memory") and made none. It makes them
+// MaxPartitionsPerBatch per transaction: every month gets one.
+func TestMakePartitionsOfManyMonths(t *testing.T) {
+	if testing.Short() {
+		t.Skip("makes 1000 partitions (about 20 s)")
+	}
+	ctx := context.Background()
+	u := pgtest.PartitionedURL(t)
+	db := pgtest.Open(t, u, pgstore.Options{})
+	from := time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
+	made, err := db.MakePartitions(ctx, from, from.AddDate(0, 999, 0))
+	t.Cleanup(func() {
+		// before pgtest's DROP SCHEMA, which 1000 tables at once would
+		// run out of the lock table too
+		conn, err := pgx.Connect(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		for chunk := range slices.Chunk(made, 50) {
+			for i := range chunk {
+				chunk[i] = pgx.Identifier{chunk[i]}.Sanitize()
+			}
+			if _, err := conn.Exec(ctx, `DROP TABLE `+strings.Join(chunk, ", ")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	if err != nil || len(made) != 1000 || made[0] != "events_1900_01" || made[999] != "events_1983_04" {
+		n := len(made)
+		t.Errorf("MakePartitions of 1000 months: %d made (%v … ), %v; want events_1900_01 to events_1983_04", n, made[:min(n, 2)], err)
+	}
+}
