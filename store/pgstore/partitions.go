@@ -210,9 +210,11 @@ type queryer interface {
 }
 
 // listPartitions lists events' partitions through q, by From (MINVALUE
-// first); none when events is not partitioned.
+// first); none when events is not partitioned. It reads the catalog only:
+// pg_get_expr without the partition's oid opens no relation, so a lock
+// on events held elsewhere does not hold it up.
 func listPartitions(ctx context.Context, q queryer) ([]Partition, error) {
-	rows, err := q.Query(ctx, `SELECT c.relname::text, pg_get_expr(c.relpartbound, c.oid)
+	rows, err := q.Query(ctx, `SELECT c.relname::text, pg_get_expr(c.relpartbound, 0)
 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 WHERE i.inhparent = to_regclass('events')`)
 	if err != nil {

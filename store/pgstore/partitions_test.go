@@ -477,3 +477,33 @@ func TestMakePartitionsOfManyMonths(t *testing.T) {
 		t.Errorf("MakePartitions of 1000 months: %d made (%v … ), %v; want events_1900_01 to events_1983_04", n, made[:min(n, 2)], err)
 	}
 }
+
+// Reading the partitions waits for no lock: pg_get_expr of a bound with
+// the partition's oid opened each partition (ACCESS SHARE), so with a lock
+// on events held elsewhere (an operator's ALTER TABLE, a migration) the
+// read of the partitions (at each replica's first batch, after a missing
+// month, and in tallyd's hourly KeepPartitionsAhead) queued behind it,
+// holding a connection of the pool with no lock_timeout.
+func TestListingPartitionsTakesNoLock(t *testing.T) {
+	ctx := context.Background()
+	u := pgtest.PartitionedURL(t)
+	db := pgtest.Open(t, u, pgstore.Options{})
+	holder, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `LOCK TABLE events IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if parts, err := db.EventPartitions(rctx); err != nil || len(parts) == 0 {
+		t.Errorf("EventPartitions with events locked elsewhere: %d partitions, %v; want them at once", len(parts), err)
+	}
+}
