@@ -25,6 +25,14 @@ const MaxHistory = 10000
 // with more than [MaxHistory] stored events.
 var ErrHistoryTooLong = errors.New("ingest: the resource's history is longer than one answer holds")
 
+// ErrTooManyMonths is returned (wrapped, with the store's bound and the
+// first event past it) by a store's Commit, and so by [Service.Ingest],
+// for a batch whose events fall in more months without storage than the
+// store makes at once (pgstore's partitions: pgstore.MaxPartitionsPerBatch).
+// Nothing of the batch is stored; the same events sent in batches of fewer
+// months are. The HTTP layer answers 400 naming the timestamp.
+var ErrTooManyMonths = errors.New("ingest: the batch's events fall in more months without a partition than one batch makes")
+
 // MarshalJSON encodes e as the event's own members followed by
 // "received_at" (RFC 3339, UTC): the Reporting API's StoredEvent.
 func (e StoredEvent) MarshalJSON() ([]byte, error) {

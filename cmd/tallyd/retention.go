@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -60,8 +61,11 @@ const maxDays = int64(1<<63-1) / int64(24*time.Hour)
 func parseDays(s string) (time.Duration, error) {
 	var d time.Duration
 	if n, ok := strings.CutSuffix(s, "d"); ok {
-		v, err := strconv.ParseInt(n, 10, 32)
-		if err != nil || v > maxDays {
+		v, err := strconv.ParseInt(n, 10, 64)
+		if errors.Is(err, strconv.ErrRange) || err == nil && v > maxDays {
+			return 0, fmt.Errorf("%q is more than %dd (about 292 years), the longest duration kept: give 0 to keep everything", s, maxDays)
+		}
+		if err != nil {
 			return 0, fmt.Errorf("%q is not a duration (such as 720h) nor a number of days (such as 365d)", s)
 		}
 		d = time.Duration(v) * 24 * time.Hour

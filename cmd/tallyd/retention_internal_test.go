@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -12,9 +13,16 @@ func TestParseDays(t *testing.T) {
 			t.Errorf("%q: %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "d", "1.5d", "-1d", "-1h", "5x", "99999999999d"} {
+	for _, in := range []string{"", "d", "1.5d", "-1d", "-1h", "5x", "99999999999d", "1000y"} {
 		if _, err := parseDays(in); err == nil {
 			t.Errorf("%q: no error", in)
+		}
+	}
+	// "huge (1000y)": a value past what a duration holds says so, instead
+	// of calling 365000d "not a number of days".
+	for _, in := range []string{"365000d", "99999999999999999999d"} {
+		if _, err := parseDays(in); err == nil || !strings.Contains(err.Error(), "more than 106751d") {
+			t.Errorf("%q: %v; want an error naming the bound 106751d", in, err)
 		}
 	}
 }

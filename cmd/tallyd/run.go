@@ -306,10 +306,41 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store
 		db.Close()
 		return server.Store{}, nil, databases{}, fmt.Errorf("read replica (--read-database-url): %w", err)
 	}
+	wait := c.DBConnectTimeout
+	if wait <= 0 {
+		wait = pgstore.DefaultConnectTimeout
+	}
+	same, err := checkReplica(ctx, replica, db, wait)
+	if err != nil {
+		replica.Close()
+		db.Close()
+		return server.Store{}, nil, nil, fmt.Errorf("read replica (--read-database-url): %w", err)
+	}
+	if same {
+		log.Warn("read replica: --read-database-url names the primary's own database; it serves the reads, taking nothing off the primary")
+	}
 	st.Replica = &server.Replica{Projection: replica.Projection(), Usage: replica.Ingest(), ReplayedAt: replica.ReplayedAt}
 	log.Info("read replica: serves the listings of resources, usage, lifecycles and summaries")
 	logPool(log, "replica", replica)
 	return st, func() { replica.Close(); db.Close() }, databases{primary: db, replica: replica}, nil
+}
+
+// checkReplica is [pgstore.DB.CheckReplicaOf], waiting up to wait while
+// the replica's schema is older: it may still be replaying the migrations
+// this process just applied to the primary.
+func checkReplica(ctx context.Context, replica, primary *pgstore.DB, wait time.Duration) (same bool, err error) {
+	deadline := time.Now().Add(wait)
+	for {
+		same, err = replica.CheckReplicaOf(ctx, primary)
+		if !errors.Is(err, pgstore.ErrSchemaOlder) || time.Now().After(deadline) {
+			return same, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {

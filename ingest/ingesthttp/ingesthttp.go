@@ -29,6 +29,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -718,6 +719,12 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		case errors.Is(err, ingest.ErrBatchTooLarge):
 			return problem.New(problem.CodeBatchTooLarge,
 				fmt.Sprintf("A batch holds at most %d events; nothing was stored.", ingest.MaxBatch)), true
+		case errors.Is(err, ingest.ErrTooManyMonths):
+			// The store's detail follows its "/timestamp: " (pgstore's
+			// months and bound).
+			_, detail, _ := strings.Cut(err.Error(), "/timestamp: ")
+			return problem.New(problem.CodeInvalidBody, "The batch's events fall in more months than one batch may add; nothing was stored.",
+				event.Problem{Member: "/timestamp", Rule: event.RuleMaximum, Message: detail}), true
 		case errors.Is(err, ingest.ErrHistoryTooLong):
 			return problem.New(problem.CodeHistoryTooLong,
 				fmt.Sprintf("The resource has more than %d stored events; page them with GET /api/v1/events.", ingest.MaxHistory)), true

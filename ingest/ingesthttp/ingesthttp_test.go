@@ -539,3 +539,23 @@ func TestQueryTimesAgreeWithParseTime(t *testing.T) {
 		}
 	}
 }
+
+// tooManyMonthsStore refuses every commit as a store does whose events
+// fall in more new partitions than one batch makes.
+type tooManyMonthsStore struct{ backend }
+
+func (tooManyMonthsStore) Commit(context.Context, ingest.Batch) (ingest.Committed, error) {
+	return ingest.Committed{}, fmt.Errorf("pgstore: commit batch: %w: /timestamp: 1000 months, at most 24", ingest.ErrTooManyMonths)
+}
+
+// "every refusal names the member and the rule, a client error is never a
+// 5xx": a batch refused for its number of months without a partition is a
+// 400 naming body.timestamp and the store's bound, not a 500 (and not a
+// 503, which the client would retry as it is).
+func TestPostEventsTooManyMonths(t *testing.T) {
+	s := newServer(t, tooManyMonthsStore{memIngest(t)}, 0)
+	status, _, body := s.do(t, "POST", "/api/v1/events", volume("a", "c1"), true)
+	if status != 400 || !strings.Contains(body, `"body.timestamp"`) || !strings.Contains(body, "at most 24") {
+		t.Errorf("status %d body %s, want 400 naming body.timestamp and the bound", status, body)
+	}
+}

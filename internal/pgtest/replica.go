@@ -200,3 +200,7 @@ func freePort(t testing.TB) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// Promote promotes the replica (pg_promote, waiting up to 30 s): it leaves
+// recovery and stops following the primary.
+func (p *Pair) Promote(t testing.TB) { p.exec(t, p.ReplicaURL, `SELECT pg_promote(true, 30)`) }

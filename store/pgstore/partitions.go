@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/ingest"
 )
 
 // Partitions of events (migration 00015, docs/operations.md, Partitions):
@@ -38,6 +39,13 @@ const DefaultPartitionsAhead = 3
 // creation fails with lock_timeout (store.ErrUnavailable) instead of
 // queueing ingestion behind it.
 const partitionLockTimeout = 2 * time.Second
+
+// MaxPartitionsPerBatch is the most partitions one batch makes on demand
+// (two years of months): the DDL of a batch is bounded (1000 partitions
+// made in one transaction took 18 s and ran out of the server's lock
+// table). A batch whose events need more is refused whole with
+// ingest.ErrTooManyMonths; [DB.MakePartitions] makes any span first.
+const MaxPartitionsPerBatch = 24
 
 // partitionLockKey is the SQL expression of the advisory lock key that
 // serialises the makers and droppers of partitions of one schema.
@@ -96,15 +104,22 @@ type partitionCache struct {
 // covers reports, for the loaded cache, whether every month of months has
 // a partition (always true of an unpartitioned events table).
 func (pc *partitionCache) covers(months []time.Time) bool {
+	return len(pc.missing(months)) == 0
+}
+
+// missing is, for the loaded cache, the months of months (in their order)
+// that no partition holds (none of an unpartitioned events table).
+func (pc *partitionCache) missing(months []time.Time) []time.Time {
 	if !pc.partitioned {
-		return true
+		return nil
 	}
+	var out []time.Time
 	for _, m := range months {
 		if !slices.ContainsFunc(pc.parts, func(p Partition) bool { return p.holds(m) }) {
-			return false
+			out = append(out, m)
 		}
 	}
-	return true
+	return out
 }
 
 // eventMonths is the sorted set of the UTC months of evs' timestamps.
@@ -132,10 +147,17 @@ func (c *conn) ensureMonths(ctx context.Context, months []time.Time, refresh boo
 			return err
 		}
 	}
-	if pc.covers(months) {
+	missing := pc.missing(months)
+	if len(missing) == 0 {
 		return nil
 	}
-	if _, err := c.makePartitions(ctx, months); err != nil {
+	if len(missing) > MaxPartitionsPerBatch {
+		past := missing[MaxPartitionsPerBatch]
+		return fmt.Errorf("%w: /timestamp: the events fall in %d months without a partition (%s to %s), one batch makes at most %d (the %d-th is %s): send them in batches of fewer months, or make the partitions first (pgstore.DB.MakePartitions)",
+			ingest.ErrTooManyMonths, len(missing), missing[0].Format("2006-01"), missing[len(missing)-1].Format("2006-01"),
+			MaxPartitionsPerBatch, MaxPartitionsPerBatch+1, past.Format("2006-01"))
+	}
+	if _, err := c.makePartitions(ctx, missing); err != nil {
 		return err
 	}
 	return c.loadPartitions(ctx)
@@ -188,9 +210,11 @@ type queryer interface {
 }
 
 // listPartitions lists events' partitions through q, by From (MINVALUE
-// first); none when events is not partitioned.
+// first); none when events is not partitioned. It reads the catalog only:
+// pg_get_expr without the partition's oid opens no relation, so a lock
+// on events held elsewhere does not hold it up.
 func listPartitions(ctx context.Context, q queryer) ([]Partition, error) {
-	rows, err := q.Query(ctx, `SELECT c.relname::text, pg_get_expr(c.relpartbound, c.oid)
+	rows, err := q.Query(ctx, `SELECT c.relname::text, pg_get_expr(c.relpartbound, 0)
 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 WHERE i.inhparent = to_regclass('events')`)
 	if err != nil {
@@ -408,8 +432,10 @@ func (db *DB) KeepPartitionsAhead(ctx context.Context, ahead int) ([]string, err
 // and returns the names of those it made: before a bulk load that writes
 // to events directly (COPY, INSERT), which makes no partition on demand,
 // unlike Ingest.Commit. A month before the retention horizon is never
-// made. Errors: to before from; the database's (store.ErrUnavailable past
-// a 2 s lock wait).
+// made. Any span: the partitions are made [MaxPartitionsPerBatch] per
+// transaction, and those made before an error are returned with it.
+// Errors: to before from; the database's (store.ErrUnavailable past a 2 s
+// lock wait).
 func (db *DB) MakePartitions(ctx context.Context, from, to time.Time) ([]string, error) {
 	if to.Before(from) {
 		return nil, fmt.Errorf("pgstore: make partitions: %v is before %v", to, from)
@@ -422,9 +448,13 @@ func (db *DB) MakePartitions(ctx context.Context, from, to time.Time) ([]string,
 	pc := &c.partitions
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
-	made, err := c.makePartitions(ctx, months)
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: make partitions: %w", interpretError(err))
+	var made []string
+	for chunk := range slices.Chunk(months, MaxPartitionsPerBatch) {
+		m, err := c.makePartitions(ctx, chunk)
+		made = append(made, m...)
+		if err != nil {
+			return made, fmt.Errorf("pgstore: make partitions: %w", interpretError(err))
+		}
 	}
 	if err := c.loadPartitions(ctx); err != nil {
 		return made, fmt.Errorf("pgstore: make partitions: %w", interpretError(err))

@@ -2,7 +2,9 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/internal/pgtest"
+	"github.com/tallyhq/tally/store"
 	"github.com/tallyhq/tally/store/pgstore"
 	"github.com/tallyhq/tally/store/storetest"
 )
@@ -356,5 +359,151 @@ FROM generate_series(1, $2) AS g`, base, n); err != nil {
 	}
 	if !strings.HasPrefix(where, "events_legacy") {
 		t.Errorf("an event older than the conversion went to %s, want events_legacy (FROM MINVALUE)", where)
+	}
+}
+
+// "an event for a month with no partition gets one made on demand (bounded
+// DDL …)": a batch of 1000 events in 1000 distinct months without a
+// partition (an attacker's, or a sparse backfill) made them all in one
+// transaction, which ran out of the server's lock table after 18 s ("out
+// of shared memory", answered 503, so the client retried it forever). A
+// batch that needs more than pgstore.MaxPartitionsPerBatch new months is
+// refused whole, at once, with ingest.ErrTooManyMonths naming the
+// timestamp and the bound, and makes no partition; one at the bound is
+// stored.
+func TestPartitionsPerBatchBounded(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.Open(t, pgtest.PartitionedURL(t), pgstore.Options{})
+	svc, err := ingest.New(db.Ingest(), ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := db.EventPartitions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := func(prefix string, first time.Time, months int) [][]byte {
+		items := make([][]byte, 0, ingest.MaxBatch)
+		for i := range ingest.MaxBatch {
+			items = append(items, raw(t, ev(fmt.Sprintf("%s%d", prefix, i), first.AddDate(0, i%months, 0))))
+		}
+		return items
+	}
+	began := time.Now()
+	_, err = svc.Ingest(ctx, ingest.Caller{Credential: "c"}, batch("m", time.Date(1900, 1, 15, 0, 0, 0, 0, time.UTC), ingest.MaxBatch))
+	if !errors.Is(err, ingest.ErrTooManyMonths) || errors.Is(err, store.ErrUnavailable) ||
+		!strings.Contains(err.Error(), "timestamp") || !strings.Contains(err.Error(), fmt.Sprint(pgstore.MaxPartitionsPerBatch)) {
+		t.Errorf("1000 new months in one batch: %v; want ingest.ErrTooManyMonths naming the timestamp and the bound %d, not unavailable", err, pgstore.MaxPartitionsPerBatch)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("the refusal took %v: the DDL is not bounded", d)
+	}
+	after, err := db.EventPartitions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Errorf("the refused batch made %d partitions, want none", len(after)-len(before))
+	}
+	res, err := svc.Ingest(ctx, ingest.Caller{Credential: "c"}, batch("ok", time.Date(1950, 1, 15, 0, 0, 0, 0, time.UTC), pgstore.MaxPartitionsPerBatch))
+	if err != nil || res.Accepted != ingest.MaxBatch {
+		t.Errorf("a batch of %d new months: %+v, %v; want every event stored", pgstore.MaxPartitionsPerBatch, res, err)
+	}
+}
+
+// "bounds exactly YYYY-MM-01 00:00:00+00 whatever the server's TimeZone":
+// and whatever its DateStyle. The partitions' bounds are read back from
+// pg_get_expr's text, which follows the session's DateStyle; with a
+// server (postgresql.conf) or a URL at SQL, German or Postgres, every
+// batch failed (500) with "bound '01.12.2026 00:00:00 UTC' is not a
+// timestamp with an offset". pgstore's sessions print ISO, keeping the
+// given field order.
+func TestPartitionsWhateverTheDateStyle(t *testing.T) {
+	ctx := context.Background()
+	for _, style := range []string{"German", "SQL, DMY", "Postgres, MDY", "ISO, DMY"} {
+		t.Run(style, func(t *testing.T) {
+			u := pgtest.PartitionedURL(t) + "&datestyle=" + strings.ReplaceAll(strings.ReplaceAll(style, ",", "%2C"), " ", "%20") + newYork
+			db := pgtest.Open(t, u, pgstore.Options{})
+			svc, err := ingest.New(db.Ingest(), ingest.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := svc.Ingest(ctx, ingest.Caller{Credential: "c"}, [][]byte{raw(t, ev("ds", time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)))})
+			if err != nil || res.Accepted != 1 {
+				t.Errorf("ingest: %+v, %v; want stored", res, err)
+			}
+			parts, err := db.EventPartitions(ctx)
+			if err != nil || !slices.ContainsFunc(parts, func(p pgstore.Partition) bool {
+				return p.Name == "events_2024_03" && p.From.Equal(time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC))
+			}) {
+				t.Errorf("EventPartitions: %+v, %v; want events_2024_03 from 2024-03-01", parts, err)
+			}
+		})
+	}
+}
+
+// "bounded DDL": MakePartitions (a bulk load's, before COPY) over 1000
+// months made them in one transaction, which ran out of the server's lock
+// table ("out of shared memory") and made none. It makes them
+// MaxPartitionsPerBatch per transaction: every month gets one.
+func TestMakePartitionsOfManyMonths(t *testing.T) {
+	if testing.Short() {
+		t.Skip("makes 1000 partitions (about 20 s)")
+	}
+	ctx := context.Background()
+	u := pgtest.PartitionedURL(t)
+	db := pgtest.Open(t, u, pgstore.Options{})
+	from := time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
+	made, err := db.MakePartitions(ctx, from, from.AddDate(0, 999, 0))
+	t.Cleanup(func() {
+		// before pgtest's DROP SCHEMA, which 1000 tables at once would
+		// run out of the lock table too
+		conn, err := pgx.Connect(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		for chunk := range slices.Chunk(made, 50) {
+			for i := range chunk {
+				chunk[i] = pgx.Identifier{chunk[i]}.Sanitize()
+			}
+			if _, err := conn.Exec(ctx, `DROP TABLE `+strings.Join(chunk, ", ")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	if err != nil || len(made) != 1000 || made[0] != "events_1900_01" || made[999] != "events_1983_04" {
+		n := len(made)
+		t.Errorf("MakePartitions of 1000 months: %d made (%v … ), %v; want events_1900_01 to events_1983_04", n, made[:min(n, 2)], err)
+	}
+}
+
+// Reading the partitions waits for no lock: pg_get_expr of a bound with
+// the partition's oid opened each partition (ACCESS SHARE), so with a lock
+// on events held elsewhere (an operator's ALTER TABLE, a migration) the
+// read of the partitions (at each replica's first batch, after a missing
+// month, and in tallyd's hourly KeepPartitionsAhead) queued behind it,
+// holding a connection of the pool with no lock_timeout.
+func TestListingPartitionsTakesNoLock(t *testing.T) {
+	ctx := context.Background()
+	u := pgtest.PartitionedURL(t)
+	db := pgtest.Open(t, u, pgstore.Options{})
+	holder, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `LOCK TABLE events IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if parts, err := db.EventPartitions(rctx); err != nil || len(parts) == 0 {
+		t.Errorf("EventPartitions with events locked elsewhere: %d partitions, %v; want them at once", len(parts), err)
 	}
 }

@@ -128,6 +128,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"strconv"
 	"strings"
@@ -177,6 +178,9 @@ type conn struct {
 
 	// partitions is what this DB knows of events' partitions.
 	partitions partitionCache
+
+	// standby: CheckReplicaOf found this database in recovery.
+	standby atomic.Bool
 }
 
 // Ingest is the store of lifecycle ingestion: it implements ingest.Store
@@ -580,6 +584,23 @@ var ErrSchemaNewer = errors.New("pgstore: the database schema is newer than this
 
 // checkNotNewer refuses a database whose recorded migration version is
 // higher than the newest embedded one, naming both versions.
+// newestMigration is the version of the newest embedded migration (the
+// number its file name starts with).
+func newestMigration() int64 {
+	entries, err := fs.ReadDir(mustSub(migrations, "migrations"), ".")
+	if err != nil {
+		panic(err)
+	}
+	var newest int64
+	for _, e := range entries {
+		digits, _, _ := strings.Cut(e.Name(), "_")
+		if v, err := strconv.ParseInt(digits, 10, 64); err == nil && v > newest {
+			newest = v
+		}
+	}
+	return newest
+}
+
 func checkNotNewer(ctx context.Context, p *goose.Provider) error {
 	srcs := p.ListSources()
 	if len(srcs) == 0 {

@@ -102,6 +102,7 @@ func poolConfig(rawURL string, o Options) (*pgxpool.Config, error) {
 	case cfg.ConnConfig.RuntimeParams["statement_timeout"] == "":
 		cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(DefaultStatementTimeout.Milliseconds(), 10)
 	}
+	isoDateStyle(cfg.ConnConfig.RuntimeParams)
 	const idleTx = "idle_in_transaction_session_timeout"
 	switch {
 	case o.IdleInTransactionTimeout < 0:
@@ -271,4 +272,24 @@ type boundedConnector struct {
 // Connect implements driver.Connector.
 func (b boundedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	return boundAcquire(ctx, b.d, b.Connector.Connect)
+}
+
+// isoDateStyle sets the session's DateStyle to ISO output, keeping the
+// field order (DMY, MDY, YMD) the URL gives, else the server's: the
+// partitions' bounds are read back from pg_get_expr's text, which
+// follows DateStyle (German, SQL and Postgres print no offset).
+func isoDateStyle(params map[string]string) {
+	order := ""
+	for k, v := range params {
+		if !strings.EqualFold(k, "datestyle") {
+			continue
+		}
+		delete(params, k)
+		for _, o := range []string{"DMY", "MDY", "YMD"} {
+			if strings.Contains(strings.ToUpper(v), o) {
+				order = ", " + o
+			}
+		}
+	}
+	params["datestyle"] = "ISO" + order
 }

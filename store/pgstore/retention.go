@@ -30,7 +30,9 @@ import (
 //     read a checkpoint and only the events from its at on, so the answers
 //     are the same before and after step 3.
 //  3. Each retired partition is detached (DETACH PARTITION CONCURRENTLY:
-//     ingestion and reads never wait for it) and dropped.
+//     ingestion and reads never wait for it) and dropped. A table left
+//     detached but not dropped by an interrupted run is found by its
+//     constraint and dropped by the next.
 //  4. Dead letters, audit rows, idempotency keys and soft-deleted
 //     correlated events older than their Keep* are deleted, BatchSize rows
 //     per statement.
@@ -88,8 +90,9 @@ type RetentionResult struct {
 
 // Retention applies o once, with the DB's clock (docs/operations.md,
 // Retention; the steps at the top of retention.go). It may run beside
-// serving replicas, and several runs at once are serialised where they
-// would conflict. Rebuilding the projection, and folding a late event,
+// serving replicas; several runs at once (in any processes) are
+// serialised by a session-level advisory lock, the later waiting for the
+// earlier. Rebuilding the projection, and folding a late event,
 // give the same rows before and after the old partitions are dropped.
 // Errors: a negative duration or batch size; the database's (a lock
 // wait past 2 s included, store.ErrUnavailable), after which a rerun
@@ -103,8 +106,12 @@ func (db *DB) Retention(ctx context.Context, o RetentionOptions) (RetentionResul
 		o.BatchSize = DefaultRetentionBatchSize
 	}
 	c := db.conn
+	unlock, err := c.lockRetention(ctx)
+	if err != nil {
+		return res, fmt.Errorf("pgstore: retention: %w", interpretError(err))
+	}
+	defer unlock()
 	now := c.now().UTC()
-	var err error
 	if o.KeepEvents > 0 {
 		if res, err = c.retireEvents(ctx, now.Add(-o.KeepEvents), o.BatchSize); err != nil {
 			return res, fmt.Errorf("pgstore: retention: %w", interpretError(err))
@@ -139,6 +146,42 @@ func (db *DB) Retention(ctx context.Context, o RetentionOptions) (RetentionResul
 	}
 	res.OldestEvent = res.OldestEvent.UTC()
 	return res, nil
+}
+
+// retentionLockKey is the SQL expression of the session-level advisory
+// lock key that serialises the retention runs of one schema.
+const retentionLockKey = `hashtextextended('tally retention ' || coalesce(current_schema(), ''), 0)`
+
+// lockRetention waits (as long as ctx allows, without the statement
+// timeout) until no other run holds the retention lock, takes it on a
+// connection of its own and returns its release. Two runs at once (two
+// cron jobs, two hosts) both detaching one partition failed ("already
+// pending detach", "does not exist"): the later now waits for the
+// earlier, then finds its work done.
+func (c *conn) lockRetention(ctx context.Context) (unlock func(), err error) {
+	pc, err := c.acquireConn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("acquire: %w", err)
+	}
+	if _, err := pc.Exec(ctx, `SET statement_timeout = 0`); err != nil {
+		pc.Release()
+		return nil, fmt.Errorf("retention lock: %w", err)
+	}
+	if _, err := pc.Exec(ctx, `SELECT pg_advisory_lock(`+retentionLockKey+`)`); err != nil {
+		// a cancelled wait may leave the connection unusable: close it
+		_ = pc.Conn().Close(context.WithoutCancel(ctx))
+		pc.Release()
+		return nil, fmt.Errorf("retention lock: %w", err)
+	}
+	return func() {
+		bg := context.WithoutCancel(ctx)
+		if _, err := pc.Exec(bg, `SELECT pg_advisory_unlock(`+retentionLockKey+`)`); err != nil {
+			_ = pc.Conn().Close(bg) // the session's end releases the lock
+		} else {
+			_, _ = pc.Exec(bg, `RESET statement_timeout`)
+		}
+		pc.Release()
+	}, nil
 }
 
 // deleteInBatches runs query ($1 the cut-off, $2 the batch size) until it
@@ -188,7 +231,7 @@ func (c *conn) retireEvents(ctx context.Context, keepFrom time.Time, batch int) 
 // raiseHorizon is step 1 for the month start limit: it returns the
 // horizon (limit, or the stored one when later, or the stored one when no
 // partition is wholly before limit) and the partitions before it, retired
-// (those of an interrupted run included).
+// (those of an interrupted run included, detached ones too).
 func (c *conn) raiseHorizon(ctx context.Context, limit time.Time) (horizon time.Time, retired []string, err error) {
 	pc, err := c.acquireConn(ctx)
 	if err != nil {
@@ -234,9 +277,30 @@ ON CONFLICT (one) DO UPDATE SET horizon = greatest(events_horizon.horizon, EXCLU
 			}
 			retired = append(retired, p.Name)
 		}
-		return nil
+		left, err := detachedRetired(ctx, tx)
+		retired = append(retired, left...)
+		return err
 	})
 	return horizon, retired, err
+}
+
+// detachedRetired lists the tables of the schema that carry
+// retiredConstraint but are no longer partitions of events: what a run
+// stopped between a partition's DETACH and its DROP (killed, or the DROP
+// failed) left, which the rerun drops.
+func detachedRetired(ctx context.Context, tx pgx.Tx) ([]string, error) {
+	rows, err := tx.Query(ctx, `SELECT c.relname::text FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid
+WHERE k.conname = $1 AND c.relnamespace = to_regnamespace(current_schema())
+  AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid)
+ORDER BY c.relname`, retiredConstraint)
+	if err != nil {
+		return nil, fmt.Errorf("detached partitions: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("detached partitions: %w", err)
+	}
+	return names, nil
 }
 
 // retire adds retiredConstraint to the partition name unless it has it.

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tallyhq/tally/event"
@@ -322,7 +324,8 @@ func TestRetentionExpiredKeepsTheRestOfTheBatch(t *testing.T) {
 func TestRetentionKeepsUsage(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 15, 12, 0, 0, 0, time.UTC)
-	db := pgtest.Open(t, pgtest.PartitionedURL(t), pgstore.Options{Now: func() time.Time { return now }})
+	u := pgtest.PartitionedURL(t)
+	db := pgtest.Open(t, u, pgstore.Options{Now: func() time.Time { return now }})
 	svc, err := ingest.New(db.Ingest(), ingest.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -367,13 +370,62 @@ func TestRetentionKeepsUsage(t *testing.T) {
 			break // the feed's head covers every event
 		}
 	}
+	// The answers compared must hold what retention could lose: the
+	// resources created before the horizon and used after it.
+	for _, id := range []string{`"vm-b"`, `"vm-c"`, `"vm-d"`} {
+		if !strings.Contains(want, id) {
+			t.Fatalf("usage before the drop lacks %s: %s", id, want)
+		}
+	}
 	sq := usage.SummaryQuery{Cloud: "east", ProjectID: "p1", From: q.From, To: q.To}
 	sumBefore, err := us.Summary(ctx, sq)
 	if err != nil || len(sumBefore.ResourceTypes) != 1 || sumBefore.ResourceTypes[0].ActiveNow != 3 {
 		t.Fatalf("summary before the drop: %+v, %v; want vm-b, vm-c and vm-d active", sumBefore, err)
 	}
 	atBefore, err := us.At(ctx, projection.Filter{Status: projection.StatusAll}, d(10, 1))
+	if err != nil || len(atBefore.Items) < 2 {
+		t.Fatalf("resources at October 1st before the drop: %+v, %v; want vm-b and vm-c at least", atBefore, err)
+	}
+	lcBefore, err := us.Lifecycle(ctx, projection.Key{Cloud: "east", ResourceType: "instance", ResourceID: "vm-a"})
+	if err != nil || len(lcBefore.Events) != 2 {
+		t.Fatalf("lifecycle of vm-a before the drop: %+v, %v", lcBefore, err)
+	}
+	// "killed mid-run … no double counting in usage": a first run stops
+	// after the checkpoints, with January detached and February to April
+	// still attached (an operator's view of January makes its DROP fail;
+	// a kill -9 stops there as well). The answers, which now meet both a
+	// checkpoint and the events before it, are those of before.
+	conn, err := pgx.Connect(ctx, u)
 	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE VIEW january AS SELECT * FROM events_2026_01`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Retention(ctx, pgstore.RetentionOptions{KeepEvents: 100 * 24 * time.Hour}); err == nil {
+		t.Fatal("the interrupted run: no error")
+	}
+	var checkpoints int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM resource_checkpoints`).Scan(&checkpoints); err != nil || checkpoints != 3 {
+		t.Fatalf("checkpoints after the interrupted run: %d, %v; want 3 (vm-a, vm-b, vm-c)", checkpoints, err)
+	}
+	if _, got := body(usage.Query{From: q.From, To: q.To, Window: q.Window, GroupBy: q.GroupBy, Quantity: q.Quantity, Unit: q.Unit, AsOf: before.AsOf}); got != want {
+		t.Errorf("usage after the interrupted run:\n%s\nbefore it:\n%s", got, want)
+	}
+	if sum, err := us.Summary(ctx, sq); err != nil || !cmp.Equal(sumBefore, sum) {
+		t.Errorf("summary after the interrupted run (-before +after):\n%s%v", cmp.Diff(sumBefore, sum), err)
+	}
+	if at, err := us.At(ctx, projection.Filter{Status: projection.StatusAll}, d(10, 1)); err != nil || !cmp.Equal(atBefore, at) {
+		t.Errorf("resources at October 1st after the interrupted run (-before +after):\n%s%v", cmp.Diff(atBefore, at), err)
+	}
+	// A lifecycle shows the events from the checkpoint on: the same as
+	// once the partitions are gone (compared below), the row as before.
+	lcMid, err := us.Lifecycle(ctx, projection.Key{Cloud: "east", ResourceType: "instance", ResourceID: "vm-a"})
+	if err != nil || !cmp.Equal(lcBefore.Resource, lcMid.Resource) {
+		t.Errorf("lifecycle of vm-a after the interrupted run: %v; row (-before +after):\n%s", err, cmp.Diff(lcBefore.Resource, lcMid.Resource))
+	}
+	if _, err := conn.Exec(ctx, `DROP VIEW january`); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := db.Retention(ctx, pgstore.RetentionOptions{KeepEvents: 100 * 24 * time.Hour}); err != nil || res.EventsDropped != 4 || !res.Horizon.Equal(q.From) {
@@ -394,6 +446,9 @@ func TestRetentionKeepsUsage(t *testing.T) {
 	if at, err := us.At(ctx, projection.Filter{Status: projection.StatusAll}, d(10, 1)); err != nil || !cmp.Equal(atBefore, at) {
 		t.Errorf("resources at October 1st after the drop (-before +after):\n%s%v", cmp.Diff(atBefore, at), err)
 	}
+	if lc, err := us.Lifecycle(ctx, projection.Key{Cloud: "east", ResourceType: "instance", ResourceID: "vm-a"}); err != nil || !cmp.Equal(lcMid, lc, cmpopts.EquateEmpty()) {
+		t.Errorf("lifecycle of vm-a after the drop: %v (-after the interrupted run +after the drop):\n%s", err, cmp.Diff(lcMid, lc, cmpopts.EquateEmpty()))
+	}
 	// The lifecycle of a resource known only from its checkpoint: its row,
 	// no event, and the interval open since the horizon.
 	lc, err := us.Lifecycle(ctx, projection.Key{Cloud: "east", ResourceType: "instance", ResourceID: "vm-c"})
@@ -405,5 +460,137 @@ func TestRetentionKeepsUsage(t *testing.T) {
 	lc, err = us.Lifecycle(ctx, projection.Key{Cloud: "east", ResourceType: "instance", ResourceID: "vm-b"})
 	if err != nil || len(lc.Events) != 1 || len(lc.Intervals) != 2 || len(lc.Warnings) != 0 || lc.Resource.CreatedAt == nil {
 		t.Errorf("lifecycle of vm-b after the drop: %+v, %v", lc, err)
+	}
+}
+
+// "killed mid-run … rerun must be correct": a run whose DROP TABLE fails
+// after the partition's DETACH … CONCURRENTLY completed (here a view
+// depends on it; a kill -9 there leaves the same state) left the detached table behind, outside events, which
+// no later run saw: its rows stayed on disk, uncounted, for good. The
+// rerun drops it and counts its rows once; the answers are unchanged.
+func TestRetentionRerunDropsADetachedPartition(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 15, 12, 0, 0, 0, time.UTC)
+	u := pgtest.PartitionedURL(t)
+	db := pgtest.Open(t, u, pgstore.Options{Now: func() time.Time { return now }})
+	svc, err := ingest.New(db.Ingest(), ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	history := []event.Event{
+		lifeEvent("a1", "vm-a", "create", time.Date(2026, 2, 3, 0, 0, 0, 0, time.UTC), "active", 2),
+		lifeEvent("a2", "vm-a", "update", time.Date(2026, 2, 4, 0, 0, 0, 0, time.UTC), "active", 4),
+		lifeEvent("b1", "vm-b", "create", time.Date(2026, 11, 5, 0, 0, 0, 0, time.UTC), "active", 2),
+	}
+	var items [][]byte
+	for _, e := range history {
+		items = append(items, raw(t, e))
+	}
+	if res, err := svc.Ingest(ctx, ingest.Caller{Credential: "c"}, items); err != nil || res.Accepted != len(history) {
+		t.Fatalf("ingest: %+v, %v", res, err)
+	}
+	want := foldAll(history)
+	holder, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	// An operator's view of the partition makes the DROP fail (2BP01),
+	// after the DETACH completed, where a kill -9 would stop too.
+	if _, err := holder.Exec(ctx, `CREATE VIEW february AS SELECT * FROM events_2026_02`); err != nil {
+		t.Fatal(err)
+	}
+	keep := pgstore.RetentionOptions{KeepEvents: 100 * 24 * time.Hour}
+	if _, err := db.Retention(ctx, keep); err == nil {
+		t.Fatal("the first run dropped a partition a view depends on")
+	}
+	if _, err := holder.Exec(ctx, `DROP VIEW february`); err != nil {
+		t.Fatal(err)
+	}
+	var attached, exists bool
+	if err := holder.QueryRow(ctx, `SELECT to_regclass('events_2026_02') IS NOT NULL,
+       EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = to_regclass('events_2026_02'))`).Scan(&exists, &attached); err != nil {
+		t.Fatal(err)
+	}
+	if !exists || attached {
+		t.Fatalf("after the failed run: exists %v, attached %v; the test wants the partition detached, not dropped", exists, attached)
+	}
+	res, err := db.Retention(ctx, keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"events_2026_02"}, res.PartitionsDropped); diff != "" || res.EventsDropped != 2 {
+		t.Errorf("the rerun dropped %v (%d events); want events_2026_02 (2 events) (-want +got):\n%s", res.PartitionsDropped, res.EventsDropped, diff)
+	}
+	if err := holder.QueryRow(ctx, `SELECT to_regclass('events_2026_02') IS NOT NULL`).Scan(&exists); err != nil || exists {
+		t.Errorf("after the rerun events_2026_02 exists: %v, %v", exists, err)
+	}
+	st, err := db.EventStorage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.PartitionsDropped != 1 || st.EventsDropped != 2 {
+		t.Errorf("storage counters: %+v; want 1 partition and 2 events dropped, counted once", st)
+	}
+	if _, err := db.Projection().Rebuild(ctx, projection.RebuildQuery{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, byKey(listAll(t, db))); diff != "" {
+		t.Errorf("projection rebuilt after the rerun (-fold of every event +rebuilt):\n%s", diff)
+	}
+}
+
+// "a retention run concurrent with … another retention run": two runs at
+// once (two cron jobs, two hosts) both succeed, drop each partition once,
+// and the counters count each dropped event once.
+func TestRetentionConcurrentRuns(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 15, 12, 0, 0, 0, time.UTC)
+	u := pgtest.PartitionedURL(t)
+	db := pgtest.Open(t, u, pgstore.Options{Now: func() time.Time { return now }})
+	other := pgtest.Open(t, u, pgstore.Options{Now: func() time.Time { return now }})
+	svc, err := ingest.New(db.Ingest(), ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items [][]byte
+	for m := time.January; m <= time.June; m++ {
+		for i := range 3 {
+			items = append(items, raw(t, lifeEvent(fmt.Sprintf("e%d-%d", m, i), fmt.Sprintf("vm-%d", i), "update", time.Date(2026, m, 2+i, 0, 0, 0, 0, time.UTC), "active", 2)))
+		}
+	}
+	if res, err := svc.Ingest(ctx, ingest.Caller{Credential: "c"}, items); err != nil || res.Accepted != len(items) {
+		t.Fatalf("ingest: %+v, %v", res, err)
+	}
+	keep := pgstore.RetentionOptions{KeepEvents: 100 * 24 * time.Hour, BatchSize: 1}
+	var (
+		wg   sync.WaitGroup
+		errs [2]error
+		res  [2]pgstore.RetentionResult
+	)
+	for i, d := range []*pgstore.DB{db, other} {
+		wg.Go(func() { res[i], errs[i] = d.Retention(ctx, keep) })
+	}
+	wg.Wait()
+	dropped := map[string]int{}
+	for i := range 2 {
+		if errs[i] != nil {
+			t.Errorf("run %d: %v", i, errs[i])
+		}
+		for _, p := range res[i].PartitionsDropped {
+			dropped[p]++
+		}
+	}
+	st, err := db.EventStorage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.PartitionsDropped != 6 || st.EventsDropped != 18 || res[0].EventsDropped+res[1].EventsDropped != 18 {
+		t.Errorf("counters %+v, runs' events %d + %d; want 6 partitions and 18 events, once", st, res[0].EventsDropped, res[1].EventsDropped)
+	}
+	for p, n := range dropped {
+		if n != 1 {
+			t.Errorf("%s reported dropped by %d runs", p, n)
+		}
 	}
 }

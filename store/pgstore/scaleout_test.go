@@ -2,7 +2,9 @@ package pgstore_test
 
 import (
 	"context"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -87,5 +89,45 @@ FROM pg_index i WHERE i.indrelid = to_regclass($1) AND i.indisunique`, table, l.
 		if n == 0 {
 			t.Errorf("%s: no unique index (a distributed table needs its key)", table)
 		}
+	}
+}
+
+// citusLayout is what docs/scale-out.md's layout table says: each row's
+// tables (in backquotes, comma-separated), its role (the first word:
+// distributed, reference or local) and distribution column. The test's
+// copy of the layout and the operators' must not drift apart.
+func TestCitusLayoutIsTheDocs(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/scale-out.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## The Citus layout")
+	if !ok {
+		t.Fatal("docs/scale-out.md has no section The Citus layout")
+	}
+	got := map[string]struct{ role, column string }{}
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 5 || !strings.Contains(cells[1], "`") {
+			continue
+		}
+		role, _, _ := strings.Cut(strings.TrimSpace(cells[2]), " ")
+		role = strings.TrimSuffix(role, ",")
+		if role == "local" || strings.HasPrefix(strings.TrimSpace(cells[2]), "local") {
+			role = "local"
+		}
+		column := strings.Trim(strings.TrimSpace(cells[3]), "`")
+		for _, name := range strings.Split(cells[1], ",") {
+			got[strings.Trim(strings.TrimSpace(name), "`")] = struct{ role, column string }{role, column}
+		}
+	}
+	want := map[string]struct{ role, column string }{}
+	for name, l := range citusLayout {
+		if name != "goose_db_version" { // goose's own, not in the docs' table
+			want[name] = l
+		}
+	}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(struct{ role, column string }{})); diff != "" {
+		t.Errorf("the Citus layout of the test against docs/scale-out.md (-test +docs):\n%s", diff)
 	}
 }

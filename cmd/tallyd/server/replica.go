@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,7 +27,8 @@ import (
 // data; a usage answer's as_of is, as always, the feed position it
 // reflects. The primary answers instead, without the header, when the
 // replica fails with an error matching [store.ErrUnavailable] (counted in
-// tally_read_replica_fallbacks_total{reason="unavailable"}), and when a
+// tally_read_replica_fallbacks_total{reason="unavailable"}; the replica is
+// then skipped, and those reads counted so too, for 5 s), and when a
 // usage query's as_of is a position the replica has not replayed yet
 // (reason "behind"), so the same as_of always gives the same answer.
 type Replica struct {
@@ -53,14 +55,33 @@ var replicaRoutes = map[string]bool{
 // AsOfHeader is the response header of an answer read from a [Replica].
 const AsOfHeader = "Tally-As-Of"
 
+// replicaRetryAfter is how long the replica is skipped after a read of
+// it failed as unavailable: a replica whose host vanished answers nothing
+// until the connection's timeout, which every read would wait before the
+// primary answered.
+const replicaRetryAfter = 5 * time.Second
+
+// errReplicaSkipped is readFrom's error while the replica is skipped.
+var errReplicaSkipped = errors.Join(store.ErrUnavailable, errors.New("server: the read replica failed less than 5 s ago: skipped"))
+
 // replicaReads routes the reads of a [Replica], falling back to the
 // primary as [Replica] says.
 type replicaReads struct {
 	Replica
 	fallbacks *prometheus.CounterVec
+	// downUntil (Unix nanoseconds) skips the replica until then.
+	downUntil atomic.Int64
 }
 
-func (r *replicaReads) fellBack(reason string) { r.fallbacks.WithLabelValues(reason).Inc() }
+// fellBack counts a read the primary answered instead, for reason; err,
+// when a read of the replica failed (not when it was skipped), skips the
+// replica for replicaRetryAfter.
+func (r *replicaReads) fellBack(reason string, err error) {
+	r.fallbacks.WithLabelValues(reason).Inc()
+	if err != nil && !errors.Is(err, errReplicaSkipped) {
+		r.downUntil.Store(time.Now().Add(replicaRetryAfter).UnixNano())
+	}
+}
 
 // readFrom marks ctx's answer as read from the replica: it reads the
 // replica's freshness once per request, before the first replica read.
@@ -74,6 +95,9 @@ func (r *replicaReads) readFrom(ctx context.Context) error {
 	defer m.mu.Unlock()
 	if m.read {
 		return nil
+	}
+	if time.Now().UnixNano() < r.downUntil.Load() {
+		return errReplicaSkipped
 	}
 	at, err := r.ReplayedAt(ctx)
 	if err != nil {
@@ -149,7 +173,7 @@ func (p replicaProjection) List(ctx context.Context, q projection.Query) ([]proj
 	if !errors.Is(err, store.ErrUnavailable) {
 		return nil, err
 	}
-	p.reads.fellBack("unavailable")
+	p.reads.fellBack("unavailable", err)
 	unmark(ctx)
 	return p.Store.List(ctx, q)
 }
@@ -180,9 +204,9 @@ func (u replicaUsage) Snapshot(ctx context.Context, at *ingest.FeedPosition) (us
 	}
 	switch {
 	case at != nil && errors.Is(err, ingest.ErrFeedPosition):
-		u.reads.fellBack("behind")
+		u.reads.fellBack("behind", nil)
 	case errors.Is(err, store.ErrUnavailable):
-		u.reads.fellBack("unavailable")
+		u.reads.fellBack("unavailable", err)
 	default:
 		return usage.Snapshot{}, err
 	}
@@ -214,7 +238,7 @@ func (u replicaUsage) Events(ctx context.Context, q ingest.EventQuery) ([]ingest
 	if !errors.Is(err, store.ErrUnavailable) {
 		return nil, err
 	}
-	u.reads.fellBack("unavailable")
+	u.reads.fellBack("unavailable", err)
 	unmark(ctx)
 	return u.primary.Events(ctx, q)
 }
