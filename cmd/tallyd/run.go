@@ -314,7 +314,7 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (st server.Store
 	if err != nil {
 		replica.Close()
 		db.Close()
-		return server.Store{}, nil, nil, fmt.Errorf("read replica (--read-database-url): %w", err)
+		return server.Store{}, nil, databases{}, fmt.Errorf("read replica (--read-database-url): %w", err)
 	}
 	if same {
 		log.Warn("read replica: --read-database-url names the primary's own database; it serves the reads, taking nothing off the primary")
