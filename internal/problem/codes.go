@@ -77,7 +77,7 @@ var codes = []codeInfo{
 	{CodeInvalidSizeSchema, http.StatusBadRequest, "validation", "Invalid size schema",
 		"A size schema breaks the rules listed in `errors`; nothing was stored."},
 	{CodeInvalidBody, http.StatusBadRequest, "validation", "Body is not JSON",
-		"An ingestion body is neither one JSON object nor an array of them."},
+		"An ingestion body is neither one JSON object nor an array of them; or (PostgreSQL) its events fall in more than 24 months without a partition (`body.timestamp`, rule `maximum`, naming the span: send fewer months per batch); nothing was stored."},
 	{CodeInvalidBodyFraming, http.StatusBadRequest, "validation", "Invalid body framing",
 		"The body's HTTP framing is malformed (a chunk length, a trailer); nothing was stored."},
 	{CodeBodyIncomplete, http.StatusBadRequest, "validation", "Body incomplete",
