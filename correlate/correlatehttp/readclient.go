@@ -1,7 +1,6 @@
 package correlatehttp
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -223,43 +222,18 @@ func (c *Client) get(ctx context.Context, path string, v url.Values, out any) er
 // expected, its body ignored). retryAfter is negative when the error must
 // not be retried, else the least wait the server asked for.
 func (c *Client) do(ctx context.Context, method, target string, body []byte, request string, out any) (time.Duration, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, target, rd)
-	if err != nil {
-		return -1, fmt.Errorf("correlatehttp: %w", err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Authorization", "Bearer "+c.opts.Token)
-	res, err := c.opts.HTTPClient.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return -1, fmt.Errorf("correlatehttp: %w", err)
-		}
-		return 0, fmt.Errorf("correlatehttp: %w", err)
-	}
-	defer res.Body.Close()
-	want := http.StatusOK
+	want, read := http.StatusOK, func(r io.Reader) error { return json.UnmarshalRead(io.LimitReader(r, maxAnswer), out) }
 	if out == nil {
-		want = http.StatusNoContent
+		want, read = http.StatusNoContent, func(io.Reader) error { return nil }
 	}
-	if s := res.StatusCode; s != want {
-		b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-		after := time.Duration(-1)
-		if retry.Status(s) {
-			after = retry.After(res.Header, time.Now())
-		}
-		return after, &StatusError{StatusCode: s, Body: b, request: request}
-	}
-	if out == nil {
-		return 0, nil
-	}
-	if err := json.UnmarshalRead(io.LimitReader(res.Body, maxAnswer), out); err != nil {
+	status, answer, after, err := retry.Exchange(ctx, c.opts.HTTPClient, c.opts.Token, method, target, body, want, read)
+	switch {
+	case err != nil && status == want:
 		return 0, fmt.Errorf("correlatehttp: read the answer of %s: %w", request, err)
+	case err != nil:
+		return after, fmt.Errorf("correlatehttp: %w", err)
+	case status != want:
+		return after, &StatusError{StatusCode: status, Body: answer, request: request}
 	}
 	return 0, nil
 }

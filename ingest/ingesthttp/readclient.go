@@ -1,7 +1,6 @@
 package ingesthttp
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -219,35 +218,10 @@ func (c *Client) get(ctx context.Context, path string, v url.Values, out any) er
 // retryAfter is negative when the error must not be retried, else the
 // least wait the server asked for.
 func (c *Client) do(ctx context.Context, method, target string, body []byte, request string, out any) (time.Duration, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, target, rd)
-	if err != nil {
-		return -1, fmt.Errorf("ingesthttp: %w", err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Authorization", "Bearer "+c.opts.Token)
-	res, err := c.opts.HTTPClient.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return -1, fmt.Errorf("ingesthttp: %w", err)
-		}
-		return 0, fmt.Errorf("ingesthttp: %w", err)
-	}
-	defer res.Body.Close()
-	if s := res.StatusCode; s != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-		after := time.Duration(-1)
-		if retry.Status(s) {
-			after = retry.After(res.Header, time.Now())
-		}
-		return after, &StatusError{StatusCode: s, Body: b, request: request}
-	}
-	if err := json.UnmarshalRead(io.LimitReader(res.Body, maxAnswer), out); err != nil {
+	status, answer, after, err := retry.Exchange(ctx, c.opts.HTTPClient, c.opts.Token, method, target, body, http.StatusOK,
+		func(r io.Reader) error { return json.UnmarshalRead(io.LimitReader(r, maxAnswer), out) })
+	switch {
+	case err != nil && status == http.StatusOK:
 		// A write that answered 200 is committed (a sync run): never
 		// retried. A read may be asked again.
 		after := time.Duration(0)
@@ -255,6 +229,10 @@ func (c *Client) do(ctx context.Context, method, target string, body []byte, req
 			after = -1
 		}
 		return after, fmt.Errorf("ingesthttp: read the 200 answer of %s: %w", request, err)
+	case err != nil:
+		return after, fmt.Errorf("ingesthttp: %w", err)
+	case status != http.StatusOK:
+		return after, &StatusError{StatusCode: status, Body: answer, request: request}
 	}
 	return 0, nil
 }

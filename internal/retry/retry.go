@@ -1,13 +1,15 @@
 // Package retry holds the retry policy the Go clients of tally share
 // (correlatehttp.Client and ingesthttp.Client; the existing-clients rules, Go clients beside
 // the handlers): which answers are retried, how long to wait between
-// attempts, and how a server's Retry-After is read. It does no I/O besides
-// waiting.
+// attempts, how a server's Retry-After is read, and the one exchange of a
+// request and its answer ([Exchange]) both clients make.
 package retry
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -136,4 +138,43 @@ func Follow[I any](ctx context.Context, first time.Duration, after string,
 		}
 		after = next
 	}
+}
+
+// Exchange makes one request of a client: method on target with the
+// bearer token, body (nil: none) sent as application/json. An answer of
+// status want is handed to read. Any other status is returned with up to
+// 64 KiB of its body and the least wait before a retry (negative: never
+// retried, [Status]), err nil. A request that cannot be made, or a
+// transport error, is err with a wait of 0 (negative when ctx is done);
+// read's error is returned as it is, with status want.
+func Exchange(ctx context.Context, c *http.Client, token, method, target string, body []byte, want int, read func(io.Reader) error) (status int, answer []byte, after time.Duration, err error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return 0, nil, -1, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := c.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, nil, -1, err
+		}
+		return 0, nil, 0, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != want {
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+		after := time.Duration(-1)
+		if Status(res.StatusCode) {
+			after = After(res.Header, time.Now())
+		}
+		return res.StatusCode, b, after, nil
+	}
+	return want, nil, 0, read(res.Body)
 }
