@@ -15,6 +15,10 @@
 //     then, on PostgreSQL, the library path --partition-runs times without
 //     and as often with partition DDL in a loop beside it (make, attach,
 //     detach concurrently, drop), alternating: the ratio of the p99s;
+//     then, on PostgreSQL, usage: --usage-resources resources with 10
+//     events each stored through the store, a month of usage by day grouped
+//     by project and resource type against PostgreSQL copying the same
+//     events out once, --usage-runs times each, alternating;
 //  4. the HTTP path: tallyd (started from --tallyd, or --url), 2 clients
 //     posting 1000-item bodies;
 //  5. the feed phase: the HTTP path again, --feed-runs times without
@@ -89,6 +93,8 @@ type options struct {
 	partRuns     int
 	feedSubs     int
 	feedEvents   int
+	usageRes     int
+	usageRuns    int
 }
 
 const (
@@ -125,6 +131,8 @@ func run(args []string) int {
 	fs.IntVar(&o.feedRuns, "feed-runs", 3, "runs of the feed phase with and without subscribers each, alternating (0: no feed phase)")
 	fs.IntVar(&o.feedSubs, "feed-subscribers", 100, "SSE subscribers of GET /api/v1/events/feed attached during the feed phase's runs with subscribers")
 	fs.IntVar(&o.feedEvents, "feed-events", 0, "distinct valid events per run of the feed phase (0: a quarter of --events)")
+	fs.IntVar(&o.usageRes, "usage-resources", 100_000, "resources of the usage phase (PostgreSQL), 10 events each (0: no usage phase)")
+	fs.IntVar(&o.usageRuns, "usage-runs", 3, "runs of the usage phase's query and of its ceiling (COPY the same events out) each, alternating")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the library phase (the Go side of ingestion, in this process) to this file")
 	fs.BoolVar(&o.printCreds, "print-credentials", false, "print the credentials file a tallyd for --url needs, and exit")
 	if err := fs.Parse(args); err != nil {
@@ -143,6 +151,9 @@ func run(args []string) int {
 		}
 		if !fs.Changed("producers") {
 			o.producers = 8
+		}
+		if !fs.Changed("usage-resources") {
+			o.usageRes = 300
 		}
 		if !fs.Changed("timeout") {
 			o.timeout = 5 * time.Minute
@@ -199,6 +210,7 @@ func (o *options) validate() error {
 	}{
 		{"--events", o.events, 1, maxEvents}, {"--creates", o.creates, 1, maxCreates},
 		{"--feed-runs", o.feedRuns, 0, 20}, {"--feed-subscribers", o.feedSubs, 1, 1000}, {"--partition-runs", o.partRuns, 0, 20},
+		{"--usage-resources", o.usageRes, 0, 200_000}, {"--usage-runs", o.usageRuns, 1, 20},
 		{"--feed-events", o.feedEvents, 0, maxEvents}, {"--batch", o.batch, 1, 1000},
 		{"--clouds", o.clouds, 1, 100}, {"--producers", o.producers, 1, 256},
 	} {
@@ -289,6 +301,15 @@ func (b *bench) run(ctx context.Context) error {
 		add(without)
 		add(with)
 		b.rep.Ratios = append(b.rep.Ratios, ratio{"library p99 with partition DDL / without", with.P99Ms / without.P99Ms, "target ≤ 2.0"})
+	}
+	if b.pg != nil && b.opt.usageRes > 0 {
+		read, query, err := b.phaseUsage(ctx, b.opt.usageRes, b.opt.usageRuns)
+		if err != nil {
+			return fmt.Errorf("usage: %w", err)
+		}
+		add(read)
+		add(query)
+		b.rep.Ratios = append(b.rep.Ratios, ratio{"usage query / reading its events once (COPY out), time", query.Seconds / read.Seconds, "target ≤ 2.0"})
 	}
 	if err := b.startServer(ctx); err != nil {
 		return fmt.Errorf("start tallyd: %w", err)

@@ -1,7 +1,7 @@
 package main
 
 // The bench's only coupling to the product's store constructors: keep it to
-// these four functions, so that a change of their shape is one edit here.
+// these functions, so that a change of their shape is one edit here.
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/ingest/usage"
 	"github.com/tallyhq/tally/sizenames"
 	"github.com/tallyhq/tally/store/memstore"
 	"github.com/tallyhq/tally/store/pgstore"
@@ -104,4 +105,20 @@ func partitionDDL(ctx context.Context, url string) (cycle func(ctx context.Conte
 			p.Close()
 			db.Close()
 		}, nil
+}
+
+// openUsage opens the product's PostgreSQL store on url (already
+// migrated) as the usage phase needs it: its ingest store and the usage
+// service over it.
+func openUsage(ctx context.Context, url string) (ingest.Store, *usage.Service, func(), error) {
+	db, err := pgstore.Open(ctx, url, pgstore.Options{})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	svc, err := usage.New(db.Ingest())
+	if err != nil {
+		db.Close()
+		return nil, nil, nil, err
+	}
+	return db.Ingest(), svc, db.Close, nil
 }
