@@ -119,9 +119,36 @@ func Build(history []event.Event) Timeline { return BuildFrom(nil, time.Time{}, 
 // other than a create warns [CodeEventAfterDelete]. Nothing before at is
 // known.
 func BuildFrom(start *projection.Resource, at time.Time, history []event.Event) Timeline {
-	sorted := slices.Clone(history)
-	slices.SortFunc(sorted, func(a, b event.Event) int { return projection.Compare(&a, &b) })
-	b := builder{tl: Timeline{Lives: []Life{}, Intervals: []Interval{}, Warnings: []Warning{}}}
+	var b Builder
+	return b.BuildFrom(start, at, history)
+}
+
+// A Builder folds histories one after another, as [BuildFrom] does,
+// remembering the canonical form of every size it compared (at most
+// builderSizes of them), so that the sizes many resources share are
+// canonicalised once: a usage query folds every selected resource with
+// one. The zero value is ready; a Builder is not safe for concurrent use.
+type Builder struct {
+	canon map[string]string
+}
+
+// builderSizes bounds a Builder's memory of sizes; past it, it forgets
+// them all and starts again.
+const builderSizes = 4096
+
+// BuildFrom is [BuildFrom] with b's memory of sizes. A history already in
+// [projection.Compare] order (as the stores give one) is not copied.
+func (bd *Builder) BuildFrom(start *projection.Resource, at time.Time, history []event.Event) Timeline {
+	sorted := history
+	cmp := func(a, b event.Event) int { return projection.Compare(&a, &b) }
+	if !slices.IsSortedFunc(history, cmp) {
+		sorted = slices.Clone(history)
+		slices.SortFunc(sorted, cmp)
+	}
+	if len(bd.canon) > builderSizes {
+		clear(bd.canon)
+	}
+	b := builder{tl: Timeline{Lives: []Life{}, Intervals: []Interval{}, Warnings: []Warning{}}, canon: bd.canon}
 	if start != nil {
 		b.tl.Platform = start.Platform
 		if start.DeletedAt == nil {
@@ -136,6 +163,7 @@ func BuildFrom(start *projection.Resource, at time.Time, history []event.Event) 
 	if b.alive {
 		b.tl.Intervals = append(b.tl.Intervals, b.cur)
 	}
+	bd.canon = b.canon
 	return b.tl
 }
 

@@ -241,6 +241,7 @@ type aggregator struct {
 	bytes    int // of the cells' groups, against MaxGroupBytes
 	n        int // resources read
 	warnings []Warning
+	builder  timeline.Builder // one for the query: the sizes resources share are canonicalised once
 }
 
 func newAggregator(p plan, bounds []time.Time, asOfAt time.Time) *aggregator {
@@ -257,7 +258,7 @@ func (a *aggregator) add(h History) error {
 	if !a.end.After(a.p.q.From) {
 		return nil
 	}
-	tl := h.Timeline()
+	tl := a.builder.BuildFrom(h.Start, h.StartAt, h.Events)
 	if a.p.q.Platform != "" && tl.Platform != a.p.q.Platform {
 		return nil
 	}

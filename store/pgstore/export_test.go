@@ -9,6 +9,7 @@ import (
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/ingest/usage"
 	"github.com/tallyhq/tally/internal/feed"
 )
 
@@ -50,3 +51,17 @@ func FeedReadQuery(after feed.Position, limit int) (string, []any) {
 
 // FeedHeadQuery is feedHead's query.
 const FeedHeadQuery = headQuery
+
+// SetScanChunk makes Histories' key-order scan read n event rows a
+// statement until the returned function restores it.
+func SetScanChunk(n int) (restore func()) {
+	old := scanChunk
+	scanChunk = n
+	return func() { scanChunk = old }
+}
+
+// HistoriesByResource is Histories read in chunks of resources (the path
+// of a query with a project or platform filter), whatever q's filters.
+func HistoriesByResource(ctx context.Context, s *Ingest, q usage.HistoryQuery, fn func(usage.History) error) error {
+	return s.historiesByResource(ctx, q, fn)
+}

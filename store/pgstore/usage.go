@@ -81,14 +81,27 @@ func asOfCond(p feed.Position, arg func(any) string) string {
 // [Ingest.Histories] reads.
 const historiesChunk = 1000
 
-// Histories implements [usage.Store]: the resources in chunks of
-// historiesChunk, each one statement that lists the chunk's keys (through
-// idx_events_resource, or idx_events_project for a project) and reads
-// their events ordered by the events index by resource, row by row, one
-// history held at a time. A statement stays short, so no statement
-// timeout ends a large query; the as-of bound makes every chunk read the
-// same stored set.
+// Histories implements [usage.Store]. A query that selects resources by
+// their key only (no project or platform: usage over a cloud, the common
+// case) reads the events in key order, scanChunk rows a statement
+// ([Ingest.historiesScan]). One with a project or platform filter, which
+// selects a resource by any of its events, reads in chunks of
+// historiesChunk resources, each one statement that lists the chunk's keys
+// (through idx_events_project for a project) and reads their events by a
+// lookup in idx_events_resource each. Either way the rows are read one at
+// a time, at most scanAhead histories held ahead of fn (the key-order
+// scan decodes on a goroutine of its own); a statement stays short, so
+// no statement timeout ends a large query; the as-of bound makes every
+// chunk read the same stored set.
 func (s *Ingest) Histories(ctx context.Context, q usage.HistoryQuery, fn func(usage.History) error) error {
+	if q.ProjectID == "" && q.Platform == "" {
+		return s.historiesScan(ctx, q, fn)
+	}
+	return s.historiesByResource(ctx, q, fn)
+}
+
+// historiesByResource is Histories in chunks of historiesChunk resources.
+func (s *Ingest) historiesByResource(ctx context.Context, q usage.HistoryQuery, fn func(usage.History) error) error {
 	n := 0
 	for {
 		chunk := historiesChunk

@@ -91,10 +91,16 @@ func cpuPer(p *phaseResult, from, to cpuSnapshot, n int) {
 	if n == 0 {
 		return
 	}
-	var db time.Duration
+	db, goCPU := cpuDiff(from, to)
+	p.DBCPUMicros = float64(db.Microseconds()) / float64(n)
+	p.GoCPUMicros = float64(goCPU.Microseconds()) / float64(n)
+}
+
+// cpuDiff is the CPU the bench database's backends and the Go process
+// spent between two snapshots.
+func cpuDiff(from, to cpuSnapshot) (db, goCPU time.Duration) {
 	for pid, c := range to.backends {
 		db += c - from.backends[pid]
 	}
-	p.DBCPUMicros = float64(db.Microseconds()) / float64(n)
-	p.GoCPUMicros = float64((to.goCPU - from.goCPU).Microseconds()) / float64(n)
+	return db, to.goCPU - from.goCPU
 }

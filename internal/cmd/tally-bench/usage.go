@@ -224,9 +224,13 @@ func (b *bench) phaseUsage(ctx context.Context, resources, runs int) (read, quer
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	var times [2][]float64
+	var (
+		times [2][]float64
+		cpus  [2][2]time.Duration // db, go
+	)
 	for i := range 2 * runs {
 		b.checkpoint(ctx)
+		cpu0 := b.snapshot(ctx, true)
 		start := time.Now()
 		if i%2 == 0 {
 			if err := copyOut(ctx, pl, read1); err != nil {
@@ -236,6 +240,9 @@ func (b *bench) phaseUsage(ctx context.Context, resources, runs int) (read, quer
 			query.Problems = append(query.Problems, "usage: "+err.Error())
 		}
 		times[i%2] = append(times[i%2], time.Since(start).Seconds())
+		db, goCPU := cpuDiff(cpu0, b.snapshot(ctx, true))
+		cpus[i%2][0] += db
+		cpus[i%2][1] += goCPU
 	}
 	for k, p := range []*phaseResult{read, query} {
 		secs := median(times[k])
@@ -245,6 +252,8 @@ func (b *bench) phaseUsage(ctx context.Context, resources, runs int) (read, quer
 		}
 		p.P50Ms = secs * 1000
 		p.P99Ms = slicesMax(times[k]) * 1000
+		p.DBCPUMicros = float64(cpus[k][0].Microseconds()) / float64(runs*read1)
+		p.GoCPUMicros = float64(cpus[k][1].Microseconds()) / float64(runs*read1)
 		p.Checks = append(p.Checks, fmt.Sprintf("%d runs (seconds %s)", runs, secondsList(times[k])))
 	}
 	return read, query, nil

@@ -1,0 +1,169 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/ingest/projection"
+	"github.com/tallyhq/tally/ingest/usage"
+	"github.com/tallyhq/tally/internal/pgtest"
+	"github.com/tallyhq/tally/store/pgstore"
+)
+
+// TestHistoriesScanChunks: Histories of a query without a project or
+// platform filter reads the events in key order, a bounded number of rows
+// a statement, holding a chunk's last key back for the next. At every
+// chunk size, from one row on, and for every bound (after a key, before an
+// instant, a resource limit, as of the start), it gives exactly what the
+// read by resources gives: the same histories in the same order, each
+// with its checkpoint, including a resource with more events than a chunk
+// holds, resources known only from a checkpoint, and events older than
+// their checkpoint (a retention run stopped before its drop), which the
+// checkpoint replaces.
+func TestHistoriesScanChunks(t *testing.T) {
+	ctx := context.Background()
+	u := pgtest.URL(t)
+	db := pgtest.Open(t, u, pgstore.Options{})
+	st := db.Ingest()
+	r := rand.New(rand.NewPCG(7, 26))
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	var evs []event.Event
+	for i := range 40 {
+		n := r.IntN(6) // resources without events are checkpoint-only ones below
+		if i == 17 {
+			n = 23 // longer than every small chunk
+		}
+		for j := range n {
+			typ := "instance.update"
+			if j == 0 {
+				typ = "instance.create.end"
+			}
+			e := event.Event{EventID: fmt.Sprintf("e-%02d-%02d", i, j), Timestamp: base.Add(time.Duration(r.IntN(40*24)) * time.Hour),
+				EventType: typ, Platform: "openstack", Cloud: []string{"c1", "c2"}[i%2], ResourceType: "instance",
+				ResourceID: fmt.Sprintf("r%02d", i), ProjectID: fmt.Sprintf("p%d", i%3), Source: event.SourceCollector}
+			e.Payload.Size = []byte(fmt.Sprintf(`{"vcpus":%d}`, 1+r.IntN(4)))
+			evs = append(evs, e)
+		}
+	}
+	if _, err := st.Commit(ctx, ingest.Batch{Events: evs}); err != nil {
+		t.Fatal(err)
+	}
+	// The feed's watermark is the server's: wait until the head covers the
+	// commit (another test's open transaction holds it back).
+	var snap usage.Snapshot
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var err error
+		if snap, err = st.Snapshot(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		if err := pgstore.HistoriesByResource(ctx, st, usage.HistoryQuery{AsOf: snap.Position}, func(h usage.History) error {
+			n += len(h.Events)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if n == len(evs) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the feed's head covers %d events of %d after 30 s", n, len(evs))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	pl, err := pgxpool.New(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	// Checkpoints: resources 3, 9 and 33 have none of their events left
+	// (some have none at all), 17 and 20 keep events on both sides of
+	// theirs.
+	for _, i := range []int{3, 9, 17, 20, 33} {
+		at := base.Add(time.Duration(10+i) * 24 * time.Hour)
+		if _, err := pl.Exec(ctx, `INSERT INTO resource_checkpoints (cloud, resource_type, resource_id, at, platform, project_id, state, size,
+created_at, deleted_at, first_event_at, last_event_at, last_event_type, last_event_id)
+VALUES ($1, 'instance', $2, $3, 'openstack', 'p1', 'active', '{"vcpus":8}', $4, NULL, $4, $3, 'instance.update', 'gone')`,
+			[]string{"c1", "c2"}[i%2], fmt.Sprintf("r%02d", i), at, base.Add(-time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := projection.Key{Cloud: "c1", ResourceType: "instance", ResourceID: "r16"}
+	queries := map[string]usage.HistoryQuery{
+		"all":          {AsOf: snap.Position},
+		"after a key":  {AsOf: snap.Position, After: &after},
+		"before":       {AsOf: snap.Position, Before: base.Add(20 * 24 * time.Hour)},
+		"limit 1":      {AsOf: snap.Position, Limit: 1},
+		"limit 7":      {AsOf: snap.Position, Limit: 7},
+		"one cloud":    {AsOf: snap.Position, Cloud: "c2"},
+		"one resource": {AsOf: snap.Position, Cloud: "c2", ResourceType: "instance", ResourceID: "r17"},
+		"as of start":  {AsOf: ingest.FeedPosition{}},
+	}
+	read := func(f func(context.Context, usage.HistoryQuery, func(usage.History) error) error, q usage.HistoryQuery) []usage.History {
+		var got []usage.History
+		if err := f(ctx, q, func(h usage.History) error { got = append(got, h); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	byResource := func(ctx context.Context, q usage.HistoryQuery, fn func(usage.History) error) error {
+		return pgstore.HistoriesByResource(ctx, st, q, fn)
+	}
+	for name, q := range queries {
+		want := read(byResource, q)
+		if name == "all" && len(want) < 30 {
+			t.Fatalf("the reference read gave %d histories: the data is not what the test means", len(want))
+		}
+		for _, chunk := range []int{1, 2, 3, 5, 8, 23, 24, 10_000} {
+			restore := pgstore.SetScanChunk(chunk)
+			got := read(st.Histories, q)
+			restore()
+			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty(), cmpopts.EquateComparable(event.State{})); diff != "" {
+				t.Errorf("%s, %d rows a statement: scan differs from the read by resources (-want +got):\n%s", name, chunk, diff)
+			}
+		}
+	}
+}
+
+// TestHistoriesScanStopsOnError: an error of fn ends the read at once and
+// is returned as it is; the reader goroutine stops with it.
+func TestHistoriesScanStopsOnError(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.Open(t, pgtest.URL(t), pgstore.Options{})
+	st := db.Ingest()
+	var evs []event.Event
+	for i := range 600 {
+		evs = append(evs, event.Event{EventID: fmt.Sprintf("e-%03d", i), Timestamp: time.Date(2026, 3, 1, 0, 0, i, 0, time.UTC),
+			EventType: "instance.create.end", Platform: "openstack", Cloud: "c1", ResourceType: "instance",
+			ResourceID: fmt.Sprintf("r%03d", i), ProjectID: "p", Source: event.SourceCollector})
+	}
+	if _, err := st.Commit(ctx, ingest.Batch{Events: evs}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := st.Snapshot(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pgstore.SetScanChunk(50)()
+	stop := fmt.Errorf("enough")
+	n := 0
+	err = st.Histories(ctx, usage.HistoryQuery{AsOf: snap.Position}, func(usage.History) error {
+		n++
+		if n == 120 {
+			return stop
+		}
+		return nil
+	})
+	if err != stop || n != 120 {
+		t.Fatalf("Histories = %v after %d histories, want the error of fn after 120", err, n)
+	}
+}
