@@ -117,8 +117,26 @@ type scanState struct {
 	cur         usage.History
 	has         bool
 	lastEmitted *projection.Key
-	done        bool // the limit is reached
+	block       []event.Event // the events of the histories, see add
+	done        bool          // the limit is reached
 }
+
+// add appends e to the history being read, in st's block of events: the
+// histories of a statement share a few large allocations instead of
+// growing a slice each (each history's slice is capped at its own
+// length, so no append reaches its neighbour's events).
+func (st *scanState) add(e event.Event) []event.Event {
+	n := len(st.cur.Events)
+	if len(st.block) == cap(st.block) {
+		block := make([]event.Event, 0, max(scanBlock, 2*(n+1)))
+		st.block = append(block, st.cur.Events...) // the history so far moves along
+	}
+	st.block = append(st.block, e)
+	return st.block[len(st.block)-n-1 : len(st.block) : len(st.block)]
+}
+
+// scanBlock is how many events one allocation of scanState.add holds.
+const scanBlock = 1024
 
 // flush emits the history being read.
 func (st *scanState) flush() error {
@@ -212,7 +230,7 @@ func (s *Ingest) scanOnce(ctx context.Context, q usage.HistoryQuery, st *scanSta
 		if err := e.Payload.UnmarshalJSON(payload); err != nil {
 			return fmt.Errorf("pgstore: read histories: payload of %q: %w", e.EventID, err)
 		}
-		st.cur.Events = append(st.cur.Events, e)
+		st.cur.Events = st.add(e)
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("pgstore: read histories: %w", interpretError(err))
