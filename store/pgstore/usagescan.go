@@ -118,6 +118,7 @@ type scanState struct {
 	has         bool
 	lastEmitted *projection.Key
 	block       []event.Event // the events of the histories, see add
+	selected    bool          // the history being read is selected
 	done        bool          // the limit is reached
 }
 
@@ -144,6 +145,9 @@ func (st *scanState) flush() error {
 		return nil
 	}
 	st.has = false
+	if !st.selected {
+		return nil // a checkpoint the bounds do not select
+	}
 	slices.SortFunc(st.cur.Events, func(a, b event.Event) int { return projection.Compare(&a, &b) })
 	if err := st.fn(st.cur); err != nil {
 		return err
@@ -186,6 +190,7 @@ func (s *Ingest) scanOnce(ctx context.Context, q usage.HistoryQuery, st *scanSta
 	defer rows.Close()
 	var (
 		k                                  projection.Key
+		kind                               int32
 		cpAt, cpCreated, cpDeleted         pgtype.Timestamptz
 		cpFirst, cpLast, ts                pgtype.Timestamptz
 		cpPlatform, cpProject, cpState     pgtype.Text
@@ -194,12 +199,12 @@ func (s *Ingest) scanOnce(ctx context.Context, q usage.HistoryQuery, st *scanSta
 		payload                            []byte
 	)
 	for rows.Next() {
-		if err := rows.Scan(&k.Cloud, &k.ResourceType, &k.ResourceID, &cpAt, &cpPlatform, &cpProject, &cpState, &cpSize,
+		if err := rows.Scan(&k.Cloud, &k.ResourceType, &k.ResourceID, &kind, &cpAt, &cpPlatform, &cpProject, &cpState, &cpSize,
 			&cpCreated, &cpDeleted, &cpFirst, &cpLast, &cpLastType, &cpLastID,
 			&id, &ts, &typ, &platform, &project, &source, &payload); err != nil {
 			return fmt.Errorf("pgstore: read histories: %w", interpretError(err))
 		}
-		if id.Valid {
+		if kind == scanEvent {
 			st.rows++
 		}
 		if st.done {
@@ -212,18 +217,23 @@ func (s *Ingest) scanOnce(ctx context.Context, q usage.HistoryQuery, st *scanSta
 			if st.done {
 				continue
 			}
-			st.cur, st.has = usage.History{Key: k}, true
-			if cpAt.Valid {
-				cp := resourceRow{Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID, Platform: cpPlatform.String,
-					ProjectID: cpProject.String, State: cpState.String, Size: nullString(cpSize),
-					CreatedAt: nullTimeOf(cpCreated), DeletedAt: nullTimeOf(cpDeleted), FirstEventAt: cpFirst.Time, LastEventAt: cpLast.Time,
-					LastEventType: cpLastType.String, LastEventID: cpLastID.String}
-				res := cp.resource()
-				st.cur.Start, st.cur.StartAt = &res, cpAt.Time.UTC()
-			}
+			st.cur, st.has, st.selected = usage.History{Key: k}, true, false
 		}
-		if !id.Valid || st.cur.Start != nil && ts.Time.Before(st.cur.StartAt) {
-			continue // a key known only from its checkpoint; an event the checkpoint holds
+		if kind == scanCheckpoint {
+			cp := resourceRow{Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID, Platform: cpPlatform.String,
+				ProjectID: cpProject.String, State: cpState.String, Size: nullString(cpSize),
+				CreatedAt: nullTimeOf(cpCreated), DeletedAt: nullTimeOf(cpDeleted), FirstEventAt: cpFirst.Time, LastEventAt: cpLast.Time,
+				LastEventType: cpLastType.String, LastEventID: cpLastID.String}
+			res := cp.resource()
+			st.cur.Start, st.cur.StartAt = &res, cpAt.Time.UTC()
+			// A checkpoint selects its resource by itself (no event left)
+			// when the bounds would keep an event at its instant.
+			st.selected = st.selected || q.AsOf.Kind != feed.Start && (q.Before.IsZero() || st.cur.StartAt.Before(utcMicro(q.Before)))
+			continue
+		}
+		st.selected = true // an event the bounds keep selects its resource
+		if st.cur.Start != nil && ts.Time.Before(st.cur.StartAt) {
+			continue // an event the checkpoint holds (a retention run stopped before its drop)
 		}
 		e := event.Event{EventID: id.String, Timestamp: ts.Time.UTC(), EventType: typ.String, Platform: platform.String,
 			Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID, ProjectID: project.String, Source: event.Source(source.String)}
@@ -249,53 +259,55 @@ func nullString(t pgtype.Text) sql.NullString {
 
 func nullTimeOf(t pgtype.Timestamptz) sql.NullTime { return sql.NullTime{Time: t.Time, Valid: t.Valid} }
 
+// The kinds of row of scanQuery: a key's checkpoint comes before its
+// events.
+const (
+	scanCheckpoint = 0
+	scanEvent      = 1
+)
+
 // scanQuery is one statement of historiesScan: at most scanChunk events
 // after q.After in key and timestamp order (the bounds: as of q.AsOf,
-// before q.Before, q's key filters), each with its key's checkpoint, and
-// the checkpoints q selects that have no event in the chunk and sort
-// before its last key (every one after q.After when the chunk is the
-// last), in key order, the events of a key in timestamp order.
+// before q.Before, q's key filters), and the checkpoints of the keys
+// after q.After and before the chunk's last key (every one after q.After
+// when the chunk is the last), in key order, each key's checkpoint first,
+// then its events in timestamp order. Whether a checkpoint of a key with
+// no event in the chunk selects its resource is for the reader to judge
+// (scanOnce), so that no row is joined with another.
 func scanQuery(q usage.HistoryQuery) (string, []any) {
 	var args []any
 	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
 	sel := []string{asOfCond(q.AsOf, arg)}
 	var cpSel []string
-	if q.AsOf.Kind == feed.Start {
-		cpSel = append(cpSel, "false")
-	}
 	if !q.Before.IsZero() {
-		before := arg(utcMicro(q.Before))
-		sel = append(sel, "timestamp < "+before)
-		cpSel = append(cpSel, "at < "+before)
+		sel = append(sel, "timestamp < "+arg(utcMicro(q.Before)))
 	}
 	for _, f := range []struct{ col, v string }{{"cloud", q.Cloud}, {"resource_type", q.ResourceType}, {"resource_id", q.ResourceID}} {
 		if f.v != "" {
 			cond := f.col + " = " + arg(f.v)
 			sel = append(sel, cond)
-			cpSel = append(cpSel, "c."+cond)
+			cpSel = append(cpSel, cond)
 		}
 	}
 	if q.After != nil {
 		after := "(" + arg(q.After.Cloud) + "::text, " + arg(q.After.ResourceType) + "::text, " + arg(q.After.ResourceID) + "::text)"
 		sel = append(sel, "(cloud, resource_type, resource_id) > "+after)
-		cpSel = append(cpSel, "(c.cloud, c.resource_type, c.resource_id) > "+after)
+		cpSel = append(cpSel, "(cloud, resource_type, resource_id) > "+after)
 	}
 	n := arg(scanChunk)
-	cpSel = append(cpSel, `((SELECT count(*) FROM ev) < `+n+` OR (c.cloud, c.resource_type, c.resource_id) < (SELECT cloud, resource_type, resource_id FROM last))`,
-		`NOT EXISTS (SELECT 1 FROM ev WHERE ev.cloud = c.cloud AND ev.resource_type = c.resource_type AND ev.resource_id = c.resource_id)`)
-	const cp = `c.at, c.platform, c.project_id, c.state, c.size::text, c.created_at, c.deleted_at, c.first_event_at,
-       c.last_event_at, c.last_event_type, c.last_event_id`
+	cpSel = append(cpSel, `((SELECT count(*) FROM ev) < `+n+` OR (cloud, resource_type, resource_id) < (SELECT cloud, resource_type, resource_id FROM last))`)
 	return `
 WITH ev AS MATERIALIZED (
   SELECT cloud, resource_type, resource_id, event_id, timestamp, event_type, platform, project_id, source, payload FROM events` + where(sel) + `
   ORDER BY cloud, resource_type, resource_id, timestamp LIMIT ` + n + `),
 last AS (SELECT cloud, resource_type, resource_id FROM ev ORDER BY cloud DESC, resource_type DESC, resource_id DESC LIMIT 1)
-SELECT ev.cloud, ev.resource_type, ev.resource_id, ` + cp + `,
-       ev.event_id, ev.timestamp, ev.event_type, ev.platform, ev.project_id, ev.source, ev.payload::text
-FROM ev LEFT JOIN resource_checkpoints c ON c.cloud = ev.cloud AND c.resource_type = ev.resource_type AND c.resource_id = ev.resource_id
+SELECT cloud, resource_type, resource_id, ` + strconv.Itoa(scanCheckpoint) + `, at, platform, project_id, state, size::text, created_at, deleted_at,
+       first_event_at, last_event_at, last_event_type, last_event_id,
+       NULL, NULL::timestamptz, NULL, NULL, NULL, NULL, NULL
+FROM resource_checkpoints` + where(cpSel) + `
 UNION ALL
-SELECT c.cloud, c.resource_type, c.resource_id, ` + cp + `,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL
-FROM resource_checkpoints c` + where(cpSel) + `
-ORDER BY 1, 2, 3, 16 NULLS FIRST`, args
+SELECT cloud, resource_type, resource_id, ` + strconv.Itoa(scanEvent) + `, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       event_id, timestamp, event_type, platform, project_id, source, payload::text
+FROM ev
+ORDER BY 1, 2, 3, 4, 17`, args
 }
