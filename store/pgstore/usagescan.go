@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tallyhq/tally/event"
@@ -198,11 +200,21 @@ func (s *Ingest) scanOnce(ctx context.Context, q usage.HistoryQuery, st *scanSta
 		id, typ, platform, project, source pgtype.Text
 		payload                            []byte
 	)
+	dec, err := newScanDecoder(rows)
+	if err != nil {
+		return err
+	}
 	for rows.Next() {
-		if err := rows.Scan(&k.Cloud, &k.ResourceType, &k.ResourceID, &kind, &cpAt, &cpPlatform, &cpProject, &cpState, &cpSize,
-			&cpCreated, &cpDeleted, &cpFirst, &cpLast, &cpLastType, &cpLastID,
-			&id, &ts, &typ, &platform, &project, &source, &payload); err != nil {
-			return fmt.Errorf("pgstore: read histories: %w", interpretError(err))
+		raw := rows.RawValues()
+		if err := dec.head(raw, &k, &kind); err != nil {
+			return err
+		}
+		if kind == scanCheckpoint {
+			if err := rows.Scan(&k.Cloud, &k.ResourceType, &k.ResourceID, &kind, &cpAt, &cpPlatform, &cpProject, &cpState, &cpSize,
+				&cpCreated, &cpDeleted, &cpFirst, &cpLast, &cpLastType, &cpLastID,
+				&id, &ts, &typ, &platform, &project, &source, &payload); err != nil {
+				return fmt.Errorf("pgstore: read histories: %w", interpretError(err))
+			}
 		}
 		if kind == scanEvent {
 			st.rows++
@@ -232,13 +244,12 @@ func (s *Ingest) scanOnce(ctx context.Context, q usage.HistoryQuery, st *scanSta
 			continue
 		}
 		st.selected = true // an event the bounds keep selects its resource
-		if st.cur.Start != nil && ts.Time.Before(st.cur.StartAt) {
-			continue // an event the checkpoint holds (a retention run stopped before its drop)
+		e, err := dec.event(raw, k)
+		if err != nil {
+			return err
 		}
-		e := event.Event{EventID: id.String, Timestamp: ts.Time.UTC(), EventType: typ.String, Platform: platform.String,
-			Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID, ProjectID: project.String, Source: event.Source(source.String)}
-		if err := e.Payload.UnmarshalJSON(payload); err != nil {
-			return fmt.Errorf("pgstore: read histories: payload of %q: %w", e.EventID, err)
+		if st.cur.Start != nil && e.Timestamp.Before(st.cur.StartAt) {
+			continue // an event the checkpoint holds (a retention run stopped before its drop)
 		}
 		st.cur.Events = st.add(e)
 	}
@@ -258,6 +269,90 @@ func nullString(t pgtype.Text) sql.NullString {
 }
 
 func nullTimeOf(t pgtype.Timestamptz) sql.NullTime { return sql.NullTime{Time: t.Time, Valid: t.Valid} }
+
+// scanDecoder decodes scanQuery's rows from their raw values: an event
+// row (almost every row) costs its event's id, its payload and the few
+// distinct strings of the other columns, which it keeps once
+// (interned), not one allocation per column and row as Scan makes.
+type scanDecoder struct {
+	m      *pgtype.Map
+	fields []pgconn.FieldDescription
+	kind   pgtype.ScanPlan
+	ts     pgtype.ScanPlan
+	intern map[string]string
+}
+
+// Columns of scanQuery's rows that scanDecoder reads.
+const (
+	colCloud, colType, colID, colKind = 0, 1, 2, 3
+	colEventID, colTimestamp          = 15, 16
+	colEventType, colPlatform         = 17, 18
+	colProject, colSource, colPayload = 19, 20, 21
+	scanColumns                       = 22
+)
+
+func newScanDecoder(rows pgx.Rows) (*scanDecoder, error) {
+	d := &scanDecoder{m: rows.Conn().TypeMap(), fields: rows.FieldDescriptions(), intern: map[string]string{}}
+	if len(d.fields) != scanColumns {
+		return nil, fmt.Errorf("pgstore: read histories: %d columns, want %d", len(d.fields), scanColumns)
+	}
+	var kind int32
+	var ts pgtype.Timestamptz
+	d.kind = d.m.PlanScan(d.fields[colKind].DataTypeOID, d.fields[colKind].Format, &kind)
+	d.ts = d.m.PlanScan(d.fields[colTimestamp].DataTypeOID, d.fields[colTimestamp].Format, &ts)
+	return d, nil
+}
+
+// head decodes a row's key (keeping *k's strings when they are the same)
+// and kind.
+func (d *scanDecoder) head(raw [][]byte, k *projection.Key, kind *int32) error {
+	if len(raw) != scanColumns || raw[colCloud] == nil || raw[colType] == nil || raw[colID] == nil {
+		return fmt.Errorf("pgstore: read histories: a row without its key")
+	}
+	if string(raw[colCloud]) != k.Cloud {
+		k.Cloud = d.str(raw[colCloud])
+	}
+	if string(raw[colType]) != k.ResourceType {
+		k.ResourceType = d.str(raw[colType])
+	}
+	if string(raw[colID]) != k.ResourceID {
+		k.ResourceID = string(raw[colID])
+	}
+	if err := d.kind.Scan(raw[colKind], kind); err != nil {
+		return fmt.Errorf("pgstore: read histories: kind: %w", err)
+	}
+	return nil
+}
+
+// str is b as a string, one allocation per distinct value (at most 4096
+// kept).
+func (d *scanDecoder) str(b []byte) string {
+	if s, ok := d.intern[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(d.intern) < 4096 {
+		d.intern[s] = s
+	}
+	return s
+}
+
+// event decodes an event row of key k.
+func (d *scanDecoder) event(raw [][]byte, k projection.Key) (event.Event, error) {
+	var ts pgtype.Timestamptz
+	if err := d.ts.Scan(raw[colTimestamp], &ts); err != nil || !ts.Valid {
+		return event.Event{}, fmt.Errorf("pgstore: read histories: timestamp: %v", err)
+	}
+	e := event.Event{EventID: string(raw[colEventID]), Timestamp: ts.Time.UTC(), EventType: d.str(raw[colEventType]),
+		Platform: d.str(raw[colPlatform]), Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID,
+		ProjectID: d.str(raw[colProject]), Source: event.Source(d.str(raw[colSource]))}
+	// The raw values are the connection's buffer until the next row: the
+	// payload decodes from a copy of its own.
+	if err := e.Payload.UnmarshalJSON(bytes.Clone(raw[colPayload])); err != nil {
+		return event.Event{}, fmt.Errorf("pgstore: read histories: payload of %q: %w", e.EventID, err)
+	}
+	return e, nil
+}
 
 // The kinds of row of scanQuery: a key's checkpoint comes before its
 // events.

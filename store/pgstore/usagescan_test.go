@@ -57,29 +57,7 @@ func TestHistoriesScanChunks(t *testing.T) {
 	if _, err := st.Commit(ctx, ingest.Batch{Events: evs}); err != nil {
 		t.Fatal(err)
 	}
-	// The feed's watermark is the server's: wait until the head covers the
-	// commit (another test's open transaction holds it back).
-	var snap usage.Snapshot
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		var err error
-		if snap, err = st.Snapshot(ctx, nil); err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		if err := pgstore.HistoriesByResource(ctx, st, usage.HistoryQuery{AsOf: snap.Position}, func(h usage.History) error {
-			n += len(h.Events)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if n == len(evs) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the feed's head covers %d events of %d after 30 s", n, len(evs))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	snap := settledSnapshot(t, st, len(evs))
 	pl, err := pgxpool.New(ctx, u)
 	if err != nil {
 		t.Fatal(err)
@@ -149,14 +127,11 @@ func TestHistoriesScanStopsOnError(t *testing.T) {
 	if _, err := st.Commit(ctx, ingest.Batch{Events: evs}); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := st.Snapshot(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := settledSnapshot(t, st, len(evs))
 	defer pgstore.SetScanChunk(50)()
 	stop := fmt.Errorf("enough")
 	n := 0
-	err = st.Histories(ctx, usage.HistoryQuery{AsOf: snap.Position}, func(usage.History) error {
+	err := st.Histories(ctx, usage.HistoryQuery{AsOf: snap.Position}, func(usage.History) error {
 		n++
 		if n == 120 {
 			return stop
@@ -165,5 +140,34 @@ func TestHistoriesScanStopsOnError(t *testing.T) {
 	})
 	if err != stop || n != 120 {
 		t.Fatalf("Histories = %v after %d histories, want the error of fn after 120", err, n)
+	}
+}
+
+// settledSnapshot waits until the feed's head covers n stored events (its
+// watermark is the server's: another test's open transaction holds it
+// back) and returns that snapshot; it counts them with the read by
+// resources, not with the scan under test.
+func settledSnapshot(t *testing.T, st *pgstore.Ingest, n int) usage.Snapshot {
+	t.Helper()
+	ctx := context.Background()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		snap, err := st.Snapshot(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		if err := pgstore.HistoriesByResource(ctx, st, usage.HistoryQuery{AsOf: snap.Position}, func(h usage.History) error {
+			got += len(h.Events)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got == n {
+			return snap
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the feed's head covers %d events of %d after 30 s", got, n)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
