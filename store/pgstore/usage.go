@@ -84,7 +84,7 @@ const historiesChunk = 1000
 // Histories implements [usage.Store]. A query that selects resources by
 // their key only (no project or platform: usage over a cloud, the common
 // case) reads the events in key order, scanChunk rows a statement
-// ([Ingest.historiesScan]). One with a project or platform filter, which
+// (historiesScan). One with a project or platform filter, which
 // selects a resource by any of its events, reads in chunks of
 // historiesChunk resources, each one statement that lists the chunk's keys
 // (through idx_events_project for a project) and reads their events by a

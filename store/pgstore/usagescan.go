@@ -19,7 +19,7 @@ import (
 )
 
 // scanChunk is how many event rows one statement of
-// [Ingest.historiesScan] reads (a variable for the tests of its chunk
+// historiesScan reads (a variable for the tests of its chunk
 // boundaries).
 var scanChunk = 10_000
 
