@@ -39,37 +39,55 @@ func (s *Ingest) historiesScan(ctx context.Context, q usage.HistoryQuery, fn fun
 	// work on the next chunk and the decoding overlap with fn's fold.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ch := make(chan usage.History, scanAhead)
+	// Histories go across in batches: a hand-over per history made the
+	// two goroutines wake each other for every resource.
+	ch := make(chan []usage.History, scanAhead/scanBatch)
 	var readErr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer close(ch)
-		readErr = s.scanHistories(ctx, q, func(h usage.History) error {
+		var batch []usage.History
+		send := func() error {
 			select {
-			case ch <- h:
+			case ch <- batch:
+				batch = nil
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-		})
-	}()
-	for h := range ch {
-		if err := fn(h); err != nil {
-			cancel()
-			for range ch { // the reader stops at its next send
+		}
+		readErr = s.scanHistories(ctx, q, func(h usage.History) error {
+			if batch = append(batch, h); len(batch) == scanBatch {
+				return send()
 			}
-			<-done
-			return err
+			return nil
+		})
+		if readErr == nil && len(batch) > 0 {
+			readErr = send()
+		}
+	}()
+	for batch := range ch {
+		for _, h := range batch {
+			if err := fn(h); err != nil {
+				cancel()
+				for range ch { // the reader stops at its next send
+				}
+				<-done
+				return err
+			}
 		}
 	}
 	<-done
 	return readErr
 }
 
-// scanAhead is how many histories the reader of historiesScan decodes
-// ahead of the fold.
-const scanAhead = 256
+// scanAhead is about how many histories the reader of historiesScan
+// decodes ahead of the fold, handed over scanBatch at a time.
+const (
+	scanAhead = 256
+	scanBatch = 64
+)
 
 // scanHistories is historiesScan's reader: the statements in turn, each
 // history passed to fn in key order.
