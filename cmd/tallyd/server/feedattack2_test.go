@@ -194,7 +194,7 @@ func TestFeedAttackLongPollPrompt(t *testing.T) {
 				done := make(chan time.Time, 1)
 				var got []byte
 				go func() {
-					_, _, got = a.do("GET", c.path+"?wait=4&after="+url.QueryEscape(p.NextCursor), c.tok, "", nil)
+					_, _, got = a.do("GET", c.path+"?wait=30&after="+url.QueryEscape(p.NextCursor), c.tok, "", nil)
 					done <- time.Now()
 				}()
 				time.Sleep(300 * time.Millisecond)
@@ -202,15 +202,18 @@ func TestFeedAttackLongPollPrompt(t *testing.T) {
 				c.store()
 				select {
 				case at := <-done:
-					if d := at.Sub(stored); d > time.Second {
-						t.Errorf("%s: answered %v after the store", c.path, d)
+					// Woken by the commit, not by the end of its wait (on
+					// PostgreSQL the item is readable once the server's
+					// oldest open transaction, maybe another test's, ends).
+					if d := at.Sub(stored); d > 20*time.Second {
+						t.Errorf("%s: answered %v after the store: the wait ran out", c.path, d)
 					}
 					var q lifecyclePage
 					_ = json.Unmarshal(got, &q)
 					if len(q.Items) != 1 {
 						t.Errorf("%s: %s, want the one new item", c.path, got)
 					}
-				case <-time.After(6 * time.Second):
+				case <-time.After(40 * time.Second):
 					t.Fatalf("%s: no answer", c.path)
 				}
 			}
@@ -231,7 +234,9 @@ func TestFeedAttackReplicas(t *testing.T) {
 	after := p.NextCursor
 	var got []string
 	follow := func(a *atk, until int) {
-		deadline := time.Now().Add(5 * time.Second)
+		// The feed's watermark is the server's: another test's open
+		// transaction can hold every reader back for seconds.
+		deadline := time.Now().Add(30 * time.Second)
 		for len(got) < until && time.Now().Before(deadline) {
 			_, _, b := a.do("GET", "/api/v1/events/feed?wait=2&after="+url.QueryEscape(after), atkReadA, "", nil)
 			var p lifecyclePage
