@@ -212,6 +212,9 @@ func TestAcquireTimeout(t *testing.T) {
 			if _, err := db.Ingest().ResourceTypes(ctx); !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "acquire timeout") {
 				t.Errorf("ResourceTypes with every connection stuck: %v, want store.ErrUnavailable (acquire timeout)", err)
 			}
+			if _, err := db.ReplayedAt(ctx); !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "acquire timeout") {
+				t.Errorf("ReplayedAt with every connection stuck: %v, want store.ErrUnavailable (acquire timeout)", err)
+			}
 			if tc.name == "Open" {
 				if err := db.Ping(ctx); err != nil {
 					t.Errorf("Ping with every connection stuck: %v, want nil (readiness has its own connection)", err)

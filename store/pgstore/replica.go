@@ -112,7 +112,12 @@ func (db *DB) ReplayedAt(ctx context.Context) (time.Time, error) {
 		at         *time.Time
 		inRecovery bool
 	)
-	err := db.conn.pool.QueryRow(ctx, `SELECT pg_is_in_recovery(), CASE WHEN pg_is_in_recovery() THEN pg_last_xact_replay_timestamp() ELSE now() END`).Scan(&inRecovery, &at)
+	pc, err := db.conn.acquireConn(ctx) // bounded by the acquire timeout, as every read
+	if err != nil {
+		return time.Time{}, fmt.Errorf("pgstore: read the replay position: %w", interpretError(err))
+	}
+	defer pc.Release()
+	err = pc.QueryRow(ctx, `SELECT pg_is_in_recovery(), CASE WHEN pg_is_in_recovery() THEN pg_last_xact_replay_timestamp() ELSE now() END`).Scan(&inRecovery, &at)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("pgstore: read the replay position: %w", interpretError(err))
 	}
