@@ -120,9 +120,12 @@ func usageWorkload(resources int, seed uint64) ([][]event.Event, map[usageCell]*
 // usageAdd adds the interval [from, to) of resource i at vcpus to the
 // March days it overlaps.
 func usageAdd(want map[usageCell]*usageSum, i int, rt, project string, vcpus int, from, to time.Time) {
-	from, to = maxTime(from, usageMarch), minTime(to, usageApril)
-	for day := from.Truncate(24 * time.Hour); day.Before(to); day = day.AddDate(0, 0, 1) {
-		s := int64(minTime(to, day.AddDate(0, 0, 1)).Sub(maxTime(from, day)) / time.Second)
+	start := from
+	if start.Before(usageMarch) {
+		start = usageMarch
+	}
+	for day := start.Truncate(24 * time.Hour); day.Before(to) && day.Before(usageApril); day = day.AddDate(0, 0, 1) {
+		s := int64(overlap(from, to, day, day.AddDate(0, 0, 1)) / time.Second)
 		if s <= 0 {
 			continue
 		}
@@ -136,18 +139,15 @@ func usageAdd(want map[usageCell]*usageSum, i int, rt, project string, vcpus int
 	}
 }
 
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
+// overlap is the length of [a, b) ∩ [lo, hi), or 0.
+func overlap(a, b, lo, hi time.Time) time.Duration {
+	if a.Before(lo) {
+		a = lo
 	}
-	return b
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
+	if b.After(hi) {
+		b = hi
 	}
-	return b
+	return max(b.Sub(a), 0)
 }
 
 // usageQuery is the query the phase times: March, by day, by project and
