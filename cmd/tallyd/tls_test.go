@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -247,6 +248,33 @@ func TestHealthcheck(t *testing.T) {
 	} {
 		if got := healthzURL(tc.listen, tc.tls); got != tc.want {
 			t.Errorf("healthzURL(%q, %v) = %s, want %s", tc.listen, tc.tls, got, tc.want)
+		}
+	}
+}
+
+// No secret in errors: a --url carrying a password (a proxy's basic
+// auth in front of tallyd) never shows it in healthcheck's error, whether
+// the answer is not 200 or no answer comes.
+func TestHealthcheckHidesURLPassword(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	for _, target := range []string{
+		strings.Replace(srv.URL, "http://", "http://probe:s3cret-pw@", 1) + "/healthz",
+		"http://probe:s3cret-pw@" + closed + "/healthz",
+		"ftp://probe:s3cret-pw@" + closed + "/healthz",
+		"http://probe:s3cret-pw@[::1/healthz",
+	} {
+		err := run(context.Background(), []string{"healthcheck", "--url", target, "--timeout", "2s"}, env(nil), io.Discard, io.Discard)
+		if err == nil || strings.Contains(err.Error(), "s3cret-pw") {
+			t.Errorf("healthcheck --url %s: %v, want an error without the password", target, err)
 		}
 	}
 }
