@@ -19,6 +19,8 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/tallyhq/tally/event"
 )
 
 // The Meshery UI's notification center never talks to its remote provider
@@ -337,4 +339,44 @@ func descriptions(es []*mesheryEvent) []string {
 		out = append(out, e.Description)
 	}
 	return out
+}
+
+// Bad input never gets a 5xx, and a stored event stays readable: metadata
+// nested so that the body reaches event.MaxDepth is recorded, and getEvents,
+// the summary, the aggregate and the feed, which embed it further down,
+// answer 200 with pages encoding/json reads; one level deeper is 400 naming
+// the member, rule depth, on both stores. (Bodies up to the decoder's own
+// limit, 10,000, were recorded, and made getEvents and the feed answer 500
+// for good: Meshery Server's notification center stayed empty.)
+func TestDeepMetadataStaysReadable(t *testing.T) {
+	bothStores(t, func(t *testing.T, st Store) {
+		h, err := New(st, Options{Authenticator: testAuthenticator(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := func(n int) string {
+			return `{"category":"c","action":"a","metadata":{"x":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}}`
+		}
+		send := func(method, target, body string) *httptest.ResponseRecorder {
+			r := httptest.NewRequest(method, target, strings.NewReader(body))
+			r.Header.Set("Authorization", "Bearer t-events-token-01")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			return w
+		}
+		if w := send("POST", "/api/events", body(event.MaxDepth-2)); w.Code != http.StatusCreated {
+			t.Fatalf("create at the limit: %d %.200s", w.Code, w.Body)
+		}
+		w := send("POST", "/api/events", body(event.MaxDepth-1))
+		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), `"rule":"depth"`) {
+			t.Errorf("create past the limit: %d %.300s, want 400 rule depth", w.Code, w.Body)
+		}
+		for _, p := range []string{"/api/events/list", "/api/events/feed", "/api/events/summary", "/api/events"} {
+			w := send("GET", p, "")
+			var v any
+			if err := json.Unmarshal(w.Body.Bytes(), &v); w.Code != http.StatusOK || err != nil {
+				t.Errorf("GET %s: %d, encoding/json: %v; %.200s", p, w.Code, err, w.Body)
+			}
+		}
+	})
 }
