@@ -41,18 +41,30 @@ const AnswerDepth = 16
 // b as JSON text: brackets inside strings do not count. b need not be
 // valid JSON; the answer then counts its brackets as they come.
 func Depth(b []byte) int {
-	depth, most, inString := 0, 0, false
+	depth, most := 0, 0
 	for i := 0; i < len(b); i++ {
-		switch c := b[i]; {
-		case inString && c == '\\':
-			i++
-		case c == '"':
-			inString = !inString
-		case inString:
-		case c == '{' || c == '[':
+		switch b[i] {
+		case '"':
+			// Skip to the closing quote: the next quote not escaped by an
+			// odd run of backslashes.
+			for {
+				j := bytes.IndexByte(b[i+1:], '"')
+				if j < 0 {
+					return most
+				}
+				i += 1 + j
+				n := 0
+				for k := i - 1; b[k] == '\\'; k-- {
+					n++
+				}
+				if n%2 == 0 {
+					break
+				}
+			}
+		case '{', '[':
 			depth++
 			most = max(most, depth)
-		case c == '}' || c == ']':
+		case '}', ']':
 			depth--
 		}
 	}
