@@ -120,7 +120,9 @@ func TestCurrentResourcesElectionErrorStopsExporting(t *testing.T) {
 	if n, _ := gaugeTotal(t, h, "tally_current_resources"); n != 1 {
 		t.Fatalf("the leader exports %v resources, want 1", n)
 	}
-	lead = func(context.Context) (bool, error) { return false, errors.New("connect for the leader lock: unreachable") }
+	lead = func(context.Context) (bool, error) {
+		return false, errors.New("connect for the leader lock: unreachable")
+	}
 	if err := m.RefreshResources(ctx); err == nil {
 		t.Error("an election that failed refreshed without an error")
 	}
