@@ -117,6 +117,10 @@ func DecodePayload(data []byte) (Payload, error) {
 		ps.add(member, rule, "%s", syntaxMessage(err))
 		return Payload{}, ps.err()
 	}
+	if ptr, deep := event.DeepPointer(data, event.MaxDepth); deep {
+		ps.add(ptr, event.RuleDepth, "must not nest objects and arrays more than %d levels deep", event.MaxDepth)
+		return Payload{}, ps.err()
+	}
 	tok, err := dec.ReadToken()
 	if err != nil {
 		return syntax(err)

@@ -22,12 +22,72 @@ var decodeOptions = json.JoinOptions(
 var nulEscape = []byte(`\u0000`)
 
 // MaxDepth is how deep an item may nest objects and arrays, the item's own
-// object counting as level 1 (the limit of the JSON decoder,
-// github.com/go-json-experiment/json). [Decode] refuses a deeper item with
-// [RuleDepth], naming the member where the limit is crossed; inside a batch
-// only that item is refused (docs/decisions.md, An item that breaks a parser
-// limit).
-const MaxDepth = 10000
+// object counting as level 1: [AnswerDepth] levels below the limit of the
+// JSON decoders (10,000, github.com/go-json-experiment/json's and
+// encoding/json's alike), so that an answer embedding a stored item, or a
+// correlated event's metadata, is still one every client can decode.
+// [Decode] refuses a deeper item with [RuleDepth], naming the member where
+// the limit is crossed; inside a batch only that item is refused
+// (docs/decisions.md, An item that breaks a parser limit).
+const MaxDepth = 10000 - AnswerDepth
+
+// AnswerDepth is how many levels an HTTP answer may add above a stored
+// value it embeds (a lifecycle page: the answer, items, the event,
+// payload; a correlated feed: the answer, items, the item, event,
+// metadata).
+const AnswerDepth = 16
+
+// Depth is how deep b nests objects and arrays (0 for a scalar), reading
+// b as JSON text: brackets inside strings do not count. b need not be
+// valid JSON; the answer then counts its brackets as they come.
+func Depth(b []byte) int {
+	depth, most := 0, 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			// Skip to the closing quote: the next quote not escaped by an
+			// odd run of backslashes.
+			for {
+				j := bytes.IndexByte(b[i+1:], '"')
+				if j < 0 {
+					return most
+				}
+				i += 1 + j
+				n := 0
+				for k := i - 1; b[k] == '\\'; k-- {
+					n++
+				}
+				if n%2 == 0 {
+					break
+				}
+			}
+		case '{', '[':
+			depth++
+			most = max(most, depth)
+		case '}', ']':
+			depth--
+		}
+	}
+	return most
+}
+
+// DeepPointer is the JSON Pointer of the first value of b nested deeper
+// than limit, cut to its first four reference tokens (as [RuleDepth]
+// problems name it), and whether there is one.
+func DeepPointer(b []byte, limit int) (string, bool) {
+	if len(b) <= limit || Depth(b) <= limit {
+		return "", false
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(b), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	for {
+		if _, err := dec.ReadToken(); err != nil {
+			return "", true
+		}
+		if dec.StackDepth() > limit {
+			return depthPointer(string(dec.StackPointer())), true
+		}
+	}
+}
 
 // Decode reads one canonical event from b, strictly (canonical-event.md,
 // Members; docs/decisions.md, Canonical events):
@@ -77,6 +137,9 @@ func Decode(b []byte) (Event, error) {
 			return Event{}, single(p, RuleNUL, msgNUL)
 		}
 	}
+	if p, ok := DeepPointer(b, MaxDepth); ok {
+		return Event{}, single(p, RuleDepth, depthMessage)
+	}
 	var w wireEvent
 	if err := json.Unmarshal(b, &w, decodeOptions); err != nil {
 		return Event{}, decodeProblem(b, err)
@@ -108,6 +171,8 @@ func Decode(b []byte) (Event, error) {
 }
 
 const msgNUL = "must not contain a NUL character (raw or \\u0000)"
+
+var depthMessage = fmt.Sprintf("must not nest objects and arrays more than %d levels deep", MaxDepth)
 
 // firstIndex returns the index of the first non-space byte of b, or -1.
 func firstIndex(b []byte) int {
@@ -181,7 +246,7 @@ func decodeProblem(b []byte, err error) error {
 		case isUTF8Error(synErr):
 			return single(ptr, RuleUTF8, "must be valid UTF-8")
 		case synErr.Err != nil && synErr.Err.Error() == "exceeded max depth":
-			return single(depthPointer(ptr), RuleDepth, fmt.Sprintf("must not nest objects and arrays more than %d levels deep", MaxDepth))
+			return single(depthPointer(ptr), RuleDepth, depthMessage)
 		case errors.Is(synErr.Err, io.ErrUnexpectedEOF):
 			return single(ptr, RuleSyntax, "invalid JSON: unexpected end of input")
 		default:

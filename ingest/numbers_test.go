@@ -205,7 +205,7 @@ func TestOverDeepItemInABatchIsRefusedAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// payload.provider nested 10,001 deep: the item's object is level 1,
+	// payload.provider nested event.MaxDepth+1 deep: the item's object is level 1,
 	// payload 2, provider 3.
 	nest := func(n int) string { return strings.Repeat(`{"a":`, n-1) + `{}` + strings.Repeat(`}`, n-1) }
 	deep := bytes.Replace(instanceItem("deep", okSize+`,"disk_gb":1`), []byte(`"payload":{`),
@@ -223,7 +223,7 @@ func TestOverDeepItemInABatchIsRefusedAlone(t *testing.T) {
 	if diff := cmp.Diff(want, res, cmpopts.IgnoreFields(ingest.Rejection{}, "Reason")); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	if len(res.Rejected) == 1 && (!strings.HasPrefix(res.Rejected[0].Reason, "schema: ") || !strings.Contains(res.Rejected[0].Reason, "provider") || !strings.Contains(res.Rejected[0].Reason, "more than 10000 levels deep")) {
+	if len(res.Rejected) == 1 && (!strings.HasPrefix(res.Rejected[0].Reason, "schema: ") || !strings.Contains(res.Rejected[0].Reason, "provider") || !strings.Contains(res.Rejected[0].Reason, fmt.Sprintf("more than %d levels deep", event.MaxDepth))) {
 		t.Errorf("reason %q does not name the depth limit", res.Rejected[0].Reason)
 	}
 	dls, err := st.DeadLetters(context.Background(), ingest.DeadLetterQuery{})

@@ -46,8 +46,12 @@ func healthcheckCmd(ctx context.Context, args []string, getenv func(string) stri
 		*target = healthzURL(getenv("TALLY_LISTEN"), getenv("TALLY_TLS_CERT") != "")
 	}
 	u, err := url.Parse(*target)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%w: --url %q: must be an http or https URL", errUsage, *target)
+	if err != nil {
+		// The text may hold a password: it is not repeated.
+		return fmt.Errorf("%w: --url: not a URL: must be an http or https URL", errUsage)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%w: --url %q: must be an http or https URL", errUsage, u.Redacted())
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	// Only this host's liveness is checked: a loopback address is not
@@ -67,7 +71,7 @@ func healthcheckCmd(ctx context.Context, args []string, getenv func(string) stri
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("healthcheck: GET %s: %s, want 200", u, resp.Status)
+		return fmt.Errorf("healthcheck: GET %s: %s, want 200", u.Redacted(), resp.Status)
 	}
 	return nil
 }

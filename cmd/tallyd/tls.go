@@ -2,12 +2,14 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // servingCert is the certificate tallyd serves TLS with, read from
@@ -31,13 +33,31 @@ func loadServingCert(certFile, keyFile string) (*servingCert, error) {
 }
 
 // reload reads the key pair again; on any problem the certificate in force
-// stays and the problem is returned.
+// stays and the problem is returned. A certificate outside its validity
+// period (expired, or not valid yet) is such a problem: every client
+// would refuse it.
 func (s *servingCert) reload() error {
 	cert, err := tls.LoadX509KeyPair(s.certFile, s.keyFile)
+	if err == nil {
+		err = checkValidity(cert.Leaf, time.Now())
+	}
 	if err != nil {
 		return fmt.Errorf("--tls-cert %s, --tls-key %s: %w", s.certFile, s.keyFile, err)
 	}
 	s.cert.Store(&cert)
+	return nil
+}
+
+// checkValidity refuses a leaf certificate that now is outside of.
+func checkValidity(leaf *x509.Certificate, now time.Time) error {
+	switch {
+	case leaf == nil:
+		return errors.New("the certificate chain holds no certificate")
+	case now.After(leaf.NotAfter):
+		return fmt.Errorf("the certificate expired on %s (renew it, then send SIGHUP)", leaf.NotAfter.UTC().Format(time.RFC3339))
+	case now.Before(leaf.NotBefore):
+		return fmt.Errorf("the certificate is not valid before %s (check the clock or the renewal)", leaf.NotBefore.UTC().Format(time.RFC3339))
+	}
 	return nil
 }
 

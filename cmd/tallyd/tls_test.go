@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,13 @@ import (
 // renamed over the old file, as a certificate manager replaces them).
 func writeCert(t *testing.T, dir string, serial int64) (certFile, keyFile string) {
 	t.Helper()
+	return writeCertValid(t, dir, serial, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+}
+
+// writeCertValid is writeCert with the certificate valid from notBefore
+// to notAfter.
+func writeCertValid(t *testing.T, dir string, serial int64, notBefore, notAfter time.Time) (certFile, keyFile string) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -34,8 +42,8 @@ func writeCert(t *testing.T, dir string, serial int64) (certFile, keyFile string
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial),
 		Subject:      pkix.Name{CommonName: "tallyd test"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
@@ -248,5 +256,61 @@ func TestHealthcheck(t *testing.T) {
 		if got := healthzURL(tc.listen, tc.tls); got != tc.want {
 			t.Errorf("healthzURL(%q, %v) = %s, want %s", tc.listen, tc.tls, got, tc.want)
 		}
+	}
+}
+
+// No secret in errors: a --url carrying a password (a proxy's basic
+// auth in front of tallyd) never shows it in healthcheck's error, whether
+// the answer is not 200 or no answer comes.
+func TestHealthcheckHidesURLPassword(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	for _, target := range []string{
+		strings.Replace(srv.URL, "http://", "http://probe:s3cret-pw@", 1) + "/healthz",
+		"http://probe:s3cret-pw@" + closed + "/healthz",
+		"ftp://probe:s3cret-pw@" + closed + "/healthz",
+		"http://probe:s3cret-pw@[::1/healthz",
+	} {
+		err := run(context.Background(), []string{"healthcheck", "--url", target, "--timeout", "2s"}, env(nil), io.Discard, io.Discard)
+		if err == nil || strings.Contains(err.Error(), "s3cret-pw") {
+			t.Errorf("healthcheck --url %s: %v, want an error without the password", target, err)
+		}
+	}
+}
+
+// An expired (or not yet valid) certificate is refused like a broken one:
+// at start, naming the files and the dates, and on SIGHUP, where the
+// certificate in force stays (a renewal job that puts back an old file
+// must not replace a good certificate by one every client refuses).
+func TestTLSRefusesAnExpiredCertificate(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	writeCertValid(t, dir, 1, now.Add(-48*time.Hour), now.Add(-24*time.Hour))
+	if _, err := loadServingCert(filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")); err == nil || !strings.Contains(err.Error(), "expired") {
+		t.Errorf("an expired certificate at start: %v, want an error saying it expired", err)
+	}
+	writeCertValid(t, dir, 2, now.Add(24*time.Hour), now.Add(48*time.Hour))
+	if _, err := loadServingCert(filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")); err == nil || !strings.Contains(err.Error(), "not valid before") {
+		t.Errorf("a certificate not yet valid at start: %v, want an error saying so", err)
+	}
+	certFile, keyFile := writeCert(t, dir, 3)
+	sc, err := loadServingCert(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeCertValid(t, dir, 4, now.Add(-48*time.Hour), now.Add(-24*time.Hour))
+	if err := sc.reload(); err == nil {
+		t.Error("reloading an expired certificate succeeded")
+	}
+	if got := sc.cert.Load().Leaf.SerialNumber.Int64(); got != 3 {
+		t.Errorf("after an expired renewal the certificate in force is serial %d, want 3", got)
 	}
 }

@@ -131,6 +131,8 @@ func (h *Handler) Routes() []route.Route {
 		{Method: http.MethodDelete, Path: "/api/events/{id}", Roles: events, Handler: h.handle(h.delete)},
 		{Method: http.MethodPut, Path: "/api/events/status", Roles: events, Handler: h.handle(h.setStatuses)},
 		{Method: http.MethodPost, Path: "/api/events/delete", Roles: events, Handler: h.handle(h.deleteMany)},
+		// Meshery Server's remote provider bulk-deletes with DELETE /api/events.
+		{Method: http.MethodDelete, Path: "/api/events", Roles: events, Handler: h.handle(h.deleteMany)},
 		{Method: http.MethodGet, Path: "/api/events/types", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.types)},
 		{Method: http.MethodGet, Path: "/api/events/summary", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.summary)},
 		{Method: http.MethodGet, Path: "/api/events", Roles: []route.Role{route.RoleEvents, route.RoleRead}, Handler: h.handle(h.aggregate)},
@@ -336,8 +338,11 @@ var sortAliases = map[string]correlate.SortField{
 // list is getEvents: GET /api/events/list (@meshery/schemas v1beta3).
 // Parameters: page (0-based), pageSize (or Meshery's pagesize), search,
 // sort (a [correlate.SortField], or created_at, updated_at, system_id),
-// order (asc or desc), filter (a JSON object whose members category,
-// action, severity and status each hold a string or an array of strings),
+// order (asc or desc, or Meshery Server's "<sort> <asc|desc>"), filter (a
+// JSON object whose members category, action, severity and status each
+// hold a string or an array of strings; the other members of meshkit's
+// EventsFilter, which Meshery Server sends, are read as filterParams
+// says),
 // category, action, severity, status (each repeatable, comma-separated or
 // a JSON array of strings such as ["error","warning"], which Meshery's UI
 // sends; any of the values matches; a member given both in filter and as
@@ -355,15 +360,9 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 	ps = append(ps, problem.RepeatedParameters(v, singleListParams)...)
 	ps = append(ps, pageSizeSpellings(v)...)
 	pageNo, size := pageParams(v, &ps)
-	q := filterParams(v, &ps)
-	q.Page, q.PageSize = pageNo, size
-	q.Order = correlate.Order(strings.ToLower(v.Get("order")))
-	if s := v.Get("sort"); s != "" {
-		q.Sort = correlate.SortField(s)
-		if f, ok := sortAliases[s]; ok {
-			q.Sort = f
-		}
-	}
+	q, paging := filterParams(v, &ps)
+	q.Page, q.PageSize = pagingParams(v, paging, pageNo, size, &ps)
+	q.Sort, q.Order = orderParams(v, paging, true, &ps)
 	// Every bad parameter at once: the adapter's own (not an integer, not a
 	// boolean) and the library's judgement of the rest.
 	var ve *event.ValidationError
@@ -377,8 +376,21 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	problem.WriteJSON(w, http.StatusOK, page)
+	problem.WriteJSON(w, http.StatusOK, wirePage{Page: page, PageSizeAlias: page.PageSize, TotalCountAlias: page.TotalCount,
+		ReadCountAlias: page.ReadCount, CountBySeverityLevelAlias: page.CountBySeverityLevel})
 	return nil
+}
+
+// wirePage is getEvents' answer: [correlate.Page], and its counts again
+// under the snake_case names Meshery Server's remote provider decodes
+// (page_size, total_count, read_count, count_by_severity_level; it reads
+// no other spelling), so its notification center shows them.
+type wirePage struct {
+	correlate.Page
+	PageSizeAlias             int                       `json:"page_size"`
+	TotalCountAlias           int64                     `json:"total_count"`
+	ReadCountAlias            int64                     `json:"read_count"`
+	CountBySeverityLevelAlias []correlate.SeverityCount `json:"count_by_severity_level"`
 }
 
 // pageParams reads page and pageSize (or Meshery's pagesize) from v,
@@ -429,9 +441,9 @@ func (h *Handler) summary(w http.ResponseWriter, r *http.Request) error {
 	ps = append(ps, problem.RepeatedParameters(v, singleSummaryParams)...)
 	ps = append(ps, pageSizeSpellings(v)...)
 	pageNo, size := pageParams(v, &ps)
-	q := filterParams(v, &ps)
-	q.Page, q.PageSize = pageNo, size
-	q.Order = correlate.Order(strings.ToLower(v.Get("order")))
+	q, paging := filterParams(v, &ps)
+	q.Page, q.PageSize = pagingParams(v, paging, pageNo, size, &ps)
+	_, q.Order = orderParams(v, paging, false, &ps)
 	var ve *event.ValidationError
 	if errors.As(q.Validate(), &ve) {
 		ps = append(ps, ve.Problems...)
@@ -482,7 +494,11 @@ func (h *Handler) aggregate(w http.ResponseWriter, r *http.Request) error {
 // filterParams reads getEvents' filters from v (search, category, action,
 // severity, status, filter, correlationKey, resolved), appending a problem
 // to ps for each value that does not parse; the feed routes take the same.
-func filterParams(v url.Values, ps *[]event.Problem) correlate.Query {
+// It also returns what filter says of paging and order (meshkit's
+// EventsFilter members limit, offset, order and sortOn), for the routes
+// that page (pagingParams, orderParams); filter's search must agree
+// with the search parameter when both are set.
+func filterParams(v url.Values, ps *[]event.Problem) (correlate.Query, meshkitPaging) {
 	values := func(name string) []string {
 		out, err := multi(v[name])
 		if err != nil {
@@ -498,9 +514,18 @@ func filterParams(v url.Values, ps *[]event.Problem) correlate.Query {
 		Status:         typed[correlate.Status](values("status")),
 		CorrelationKey: v.Get("correlationKey"),
 	}
+	var paging meshkitPaging
 	if s := v.Get("filter"); s != "" {
 		f, fps := parseFilter(s)
 		*ps = append(*ps, fps...)
+		paging = f.paging
+		if f.Search != "" {
+			if q.Search != "" && q.Search != f.Search {
+				*ps = append(*ps, event.Problem{Member: "/filter/search", Rule: event.RuleConflict,
+					Message: "differs from the search parameter: give it one way, or the same text both ways"})
+			}
+			q.Search = f.Search
+		}
 		// A member given both ways is refused, not joined: Meshery reads
 		// the two as both holding, and a union would widen the answer.
 		for _, m := range []struct {
@@ -530,14 +555,125 @@ func filterParams(v url.Values, ps *[]event.Problem) correlate.Query {
 		}
 		q.Resolved = &b
 	}
-	return q
+	return q, paging
+}
+
+// meshkitPaging is what the filter parameter says of paging and order:
+// the members limit, offset, order and sortOn of meshkit's EventsFilter,
+// which Meshery Server's remote provider sends as filter beside the page,
+// pagesize and order parameters that say the same.
+type meshkitPaging struct {
+	Limit, Offset int
+	Order, SortOn string
+}
+
+// pagingParams reconciles page and the page size with filter's limit and
+// offset: a limit must equal the page size (it is the page size when no
+// pageSize or pagesize is given), and an offset must be page × page size
+// (it sets the page when no page is given). A disagreement is refused,
+// 400 naming /filter/limit or /filter/offset, rule conflict.
+func pagingParams(v url.Values, f meshkitPaging, page, size int, ps *[]event.Problem) (int, int) {
+	if f.Limit > 0 {
+		switch {
+		case size == 0:
+			size = f.Limit
+		case size != f.Limit:
+			*ps = append(*ps, event.Problem{Member: "/filter/limit", Rule: event.RuleConflict,
+				Message: "must equal the page size (pageSize or pagesize) when both are given"})
+		}
+	}
+	if f.Offset > 0 {
+		effective := size
+		if effective == 0 {
+			effective = correlate.DefaultPageSize
+		}
+		switch {
+		case v.Get("page") == "" && f.Offset%effective == 0:
+			page = f.Offset / effective
+		case f.Offset != page*effective:
+			*ps = append(*ps, event.Problem{Member: "/filter/offset", Rule: event.RuleConflict,
+				Message: fmt.Sprintf("must equal page × page size (%d × %d) when both are given", page, effective)})
+		}
+	}
+	return page, size
+}
+
+// orderParams reads the order parameter, asc or desc, or as Meshery
+// Server's remote provider sends it: a sort column, a space and a
+// direction ("created_at desc"; "updated_at " with no direction), the
+// column as the sort parameter names it; and reconciles it with the sort
+// parameter and filter's sortOn and order, each of which must agree with
+// the others when given (400 naming the member, rule conflict). sorts says
+// whether the route sorts by a field at all (getEventSummaryByUser orders
+// its rows by user only: a sort field there is refused).
+func orderParams(v url.Values, f meshkitPaging, sorts bool, ps *[]event.Problem) (correlate.SortField, correlate.Order) {
+	var sort, dir string
+	switch fields := strings.Fields(v.Get("order")); len(fields) {
+	case 0:
+	case 1:
+		if d := strings.ToLower(fields[0]); d == string(correlate.OrderAsc) || d == string(correlate.OrderDesc) {
+			dir = d
+		} else {
+			sort = fields[0]
+		}
+	case 2:
+		sort, dir = fields[0], strings.ToLower(fields[1])
+	default:
+		sort = "?"
+	}
+	if known := slices.Contains(correlate.SortFields(), correlate.SortField(sortName(sort))); sort != "" && (!known || !sorts) ||
+		dir != "" && dir != string(correlate.OrderAsc) && dir != string(correlate.OrderDesc) {
+		msg := `must be "asc" or "desc", or a sort field, a space and a direction ("created_at desc")`
+		if !sorts {
+			msg = `must be "asc" or "desc": the rows are users, ordered by userId`
+		}
+		*ps = append(*ps, event.Problem{Member: "/order", Rule: event.RuleEnum, Message: msg})
+		sort, dir = "", ""
+	}
+	agree := func(member, have, given string, canon func(string) string) string {
+		switch {
+		case given == "":
+		case have == "":
+			return given
+		case canon(have) != canon(given):
+			*ps = append(*ps, event.Problem{Member: member, Rule: event.RuleConflict,
+				Message: "disagrees with the order given elsewhere (order, sort, filter's order and sortOn): give it one way"})
+		}
+		return have
+	}
+	sort = agree("/sort", sort, v.Get("sort"), sortName)
+	sort = agree("/filter/sortOn", sort, f.SortOn, sortName)
+	dir = agree("/filter/order", dir, f.Order, strings.ToLower)
+	if sort != "" && !sorts {
+		*ps = append(*ps, event.Problem{Member: "/filter/sortOn", Rule: event.RuleEnum,
+			Message: "must be unset: the rows are users, ordered by userId"})
+		sort = ""
+	}
+	return correlate.SortField(sortName(sort)), correlate.Order(strings.ToLower(dir))
+}
+
+// sortName is the sort field s names: s, or the field of a column name
+// Meshery sends (sortAliases).
+func sortName(s string) string {
+	if f, ok := sortAliases[s]; ok {
+		return string(f)
+	}
+	return s
 }
 
 // eventsFilter is getEvents' filter parameter: a JSON object of the list
-// filters, each a string or an array of strings.
+// filters, each a string or an array of strings, and of the other members
+// of meshkit's EventsFilter (Meshery Server sends the whole struct).
 type eventsFilter struct {
 	Category, Action, Severity, Status []string
+	Search                             string
+	paging                             meshkitPaging
 }
+
+// inertFilterMembers are meshkit EventsFilter members tally does not
+// filter by: null or [] (what Meshery Server sends when unset) is
+// accepted, a value is refused, named.
+var inertFilterMembers = []string{"actedUpon", "owner", "provider", "systemId"}
 
 // parseFilter decodes the filter parameter, naming each problem by its
 // pointer under /filter: not a JSON object, an unknown member, a value
@@ -551,7 +687,15 @@ func parseFilter(s string) (eventsFilter, []event.Problem) {
 	}
 	var ps []event.Problem
 	fields := map[string]*[]string{"category": &f.Category, "action": &f.Action, "severity": &f.Severity, "status": &f.Status}
+	texts := map[string]*string{"search": &f.Search, "order": &f.paging.Order, "sortOn": &f.paging.SortOn}
+	counts := map[string]*int{"limit": &f.paging.Limit, "offset": &f.paging.Offset}
 	for _, name := range slices.Sorted(maps.Keys(raw)) {
+		if p, ok := filterMember(name, raw[name], texts, counts); ok {
+			if p != nil {
+				ps = append(ps, *p)
+			}
+			continue
+		}
 		dst, ok := fields[name]
 		if !ok {
 			ps = append(ps, event.Problem{Member: "/filter/" + name, Rule: event.RuleAdditionalProperties,
@@ -566,6 +710,40 @@ func parseFilter(s string) (eventsFilter, []event.Problem) {
 		*dst = vs
 	}
 	return f, ps
+}
+
+// filterMember decodes one of filter's members that is not a list filter:
+// a text (search, order, sortOn: a string or null), a count (limit,
+// offset: a non-negative integer or null) or an inert member (null or
+// []); ok is false for any other name, p the problem of a bad value.
+func filterMember(name string, v jsontext.Value, texts map[string]*string, counts map[string]*int) (p *event.Problem, ok bool) {
+	bad := func(msg string) *event.Problem {
+		return &event.Problem{Member: "/filter/" + name, Rule: event.RuleType, Message: msg}
+	}
+	if dst, ok := texts[name]; ok {
+		if v.Kind() != 'n' && (v.Kind() != '"' || json.Unmarshal(v, dst) != nil) {
+			return bad("must be a string"), true
+		}
+		return nil, true
+	}
+	if dst, ok := counts[name]; ok {
+		if v.Kind() != 'n' && (json.Unmarshal(v, dst) != nil || *dst < 0) {
+			return bad("must be a non-negative integer"), true
+		}
+		return nil, true
+	}
+	if slices.Contains(inertFilterMembers, name) {
+		vs, err := stringOrStrings(v)
+		switch {
+		case err != nil:
+			return bad(err.Error()), true
+		case len(vs) > 0:
+			return &event.Problem{Member: "/filter/" + name, Rule: event.RuleAdditionalProperties,
+				Message: "is not a filter of getEvents (category, action, severity, status): only null or [] is taken"}, true
+		}
+		return nil, true
+	}
+	return nil, false
 }
 
 var errStrings = errors.New("must be a string or an array of strings")
@@ -738,8 +916,9 @@ func (h *Handler) setStatuses(w http.ResponseWriter, r *http.Request) error {
 }
 
 // deleteMany is bulkDeleteEvents: POST /api/events/delete with
-// {"ids":[…]}; it answers 200 {"deleted":[…]}, the ids of the caller's
-// events it soft-deleted.
+// {"ids":[…]}, or DELETE /api/events with the same body as Meshery
+// Server's remote provider sends it; it answers 200 {"deleted":[…]}, the
+// ids of the caller's events it soft-deleted.
 func (h *Handler) deleteMany(w http.ResponseWriter, r *http.Request) error {
 	caller, err := h.caller(r)
 	if err != nil {

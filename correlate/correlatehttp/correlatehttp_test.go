@@ -338,7 +338,10 @@ func TestListStatusDeleteAndScope(t *testing.T) {
 		t.Errorf("filtered list = %s, want only %s", res.body, a.ID)
 	}
 	members := decode[map[string]jsontext.Value](t, res.body)
-	if diff := cmp.Diff([]string{"countBySeverityLevel", "data", "page", "pageSize", "readCount", "totalCount"}, sortedNames(members)); diff != "" {
+	// The counts again in snake_case, the names Meshery Server's remote
+	// provider decodes.
+	if diff := cmp.Diff([]string{"countBySeverityLevel", "count_by_severity_level", "data", "page", "pageSize", "page_size",
+		"readCount", "read_count", "totalCount", "total_count"}, sortedNames(members)); diff != "" {
 		t.Errorf("page members (-want +got):\n%s", diff)
 	}
 	if page := decode[correlate.Page](t, s.do("GET", "/api/events/list", "org-1/alice", "").body); page.TotalCount != 2 {
@@ -393,8 +396,8 @@ func listRefusals(t *testing.T, s *server) {
 	wantPs := []event.Problem{
 		{Member: "/page", Rule: event.RuleType, Message: "must be an integer"},
 		{Member: "/resolved", Rule: event.RuleType, Message: "must be true or false"},
+		{Member: "/order", Rule: event.RuleEnum, Message: `must be "asc" or "desc", or a sort field, a space and a direction ("created_at desc")`},
 		{Member: "/pageSize", Rule: event.RuleMaximum, Message: "must be between 1 and 100"},
-		{Member: "/order", Rule: event.RuleEnum, Message: `must be "asc" or "desc"`},
 	}
 	if diff := cmp.Diff(wantPs, p.Errors); res.status != 400 || p.Code != "invalid_parameter" || diff != "" {
 		t.Errorf("bad parameters: %d %s, want 400 invalid_parameter (-want +got):\n%s", res.status, p.Code, diff)

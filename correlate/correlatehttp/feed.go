@@ -28,7 +28,11 @@ func feedQuery(r *http.Request, poll bool) (correlate.FeedQuery, []event.Problem
 	}
 	ps := problem.UnknownParameters(v, known)
 	ps = append(ps, problem.RepeatedParameters(v, []string{"after", "limit", "wait", "search", "filter", "correlationKey", "resolved"})...)
-	fq := filterParams(v, &ps)
+	fq, paging := filterParams(v, &ps)
+	if paging != (meshkitPaging{}) {
+		ps = append(ps, event.Problem{Member: "/filter", Rule: event.RuleAdditionalProperties,
+			Message: "a feed is not paged nor sorted: filter's limit, offset, order and sortOn must be unset"})
+	}
 	q := correlate.FeedQuery{After: v.Get("after"), Category: fq.Category, Action: fq.Action, Severity: fq.Severity,
 		Status: fq.Status, Resolved: fq.Resolved, CorrelationKey: fq.CorrelationKey, Search: fq.Search}
 	num := func(name string, lo, hi int) int {

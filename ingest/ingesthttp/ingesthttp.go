@@ -256,7 +256,8 @@ func (h *Handler) postEvents(w http.ResponseWriter, r *http.Request) error {
 // ([ingest.DeadLetter].UUID). The item's bytes, when kept, are in exactly
 // one of three members, the others null: Raw, the item as the JSON value
 // it is when its bytes are one valid JSON value (RFC 8259 and RFC 7493: no
-// member twice), written byte for byte as received; else RawText, the
+// member twice) nested at most [event.MaxDepth] deep, written byte for
+// byte as received; else RawText, the
 // bytes as a string when they are valid UTF-8; else RawBytes, their
 // standard base64. All three are null when the item was larger than the
 // kept cap; RawSize tells its size in bytes.
@@ -281,7 +282,8 @@ func rejectedEvent(dl ingest.DeadLetter) RejectedEvent {
 	out := RejectedEvent{ID: dl.UUID, Raw: jsontext.Value("null"), RawSize: dl.RawSize, Reason: dl.Reason, EventID: dl.EventID, ReceivedAt: dl.ReceivedAt}
 	switch raw := dl.Raw; {
 	case raw == nil:
-	case jsontext.Value(raw).IsValid():
+	case jsontext.Value(raw).IsValid() && event.Depth(raw) <= event.MaxDepth:
+		// Deeper, the page would cross every decoder's depth limit.
 		out.Raw = jsontext.Value(raw)
 	case utf8.Valid(raw):
 		text := string(raw)

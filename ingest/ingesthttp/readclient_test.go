@@ -2,6 +2,7 @@ package ingesthttp_test
 
 import (
 	"context"
+	stdjson "encoding/json"
 	"errors"
 	"iter"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/ingesthttp"
 	"github.com/tallyhq/tally/ingest/projection"
@@ -152,4 +154,64 @@ func TestClientReads(t *testing.T) {
 			}
 		})
 	})
+}
+
+// A dead letter nested as deep as a JSON decoder allows (10,000 levels,
+// the item's own object level 1) still leaves a page a client reads: the
+// listing nests it further down (the answer, items, the item), so raw as
+// the JSON value would cross every decoder's limit (encoding/json's and
+// go-json-experiment's are 10,000; the server's own encoder answered 500)
+// and make the whole page, and every page after it, unreadable. An item
+// deeper than event.MaxDepth is served as raw_text, its exact bytes.
+func TestDeepDeadLetterKeepsThePageReadable(t *testing.T) {
+	s := newServer(t, memIngest(t), 0)
+	for _, n := range []int{10, 10000 - 1} {
+		item := `{"event_id":"deep","x":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`
+		if code, _, b := s.do(t, http.MethodPost, "/api/v1/events", item, true); code != 200 {
+			t.Fatalf("post: %d %.200s", code, b)
+		}
+	}
+	_, _, body := s.do(t, http.MethodGet, "/api/v1/rejected-events", "", true)
+	var v any
+	if err := stdjson.Unmarshal([]byte(body), &v); err != nil {
+		t.Errorf("encoding/json cannot read the page: %v", err)
+	}
+	c := newClient(t, s.URL, ingesthttp.ClientOptions{})
+	items := collect(t, c.AllRejectedEvents(context.Background(), ingest.Page{}))
+	if len(items) != 2 {
+		t.Fatalf("%d dead letters, want 2", len(items))
+	}
+	if string(items[0].Raw) == "null" || items[0].RawText != nil {
+		t.Errorf("a shallow item: raw %.40s raw_text %v, want the JSON value", items[0].Raw, items[0].RawText)
+	}
+	if string(items[1].Raw) != "null" || items[1].RawText == nil || len(*items[1].RawText) != items[1].RawSize {
+		t.Errorf("the deep item: raw %.40s, raw_text set %v, want raw null and the exact text", items[1].Raw, items[1].RawText != nil)
+	}
+}
+
+// Bad input never gets a 5xx, and every stored event stays readable: an
+// event nested exactly event.MaxDepth deep (item 1, payload 2, x 3…) is
+// stored, and every route that embeds it answers 200 with a page
+// encoding/json reads; one level deeper is refused as that item. (At the
+// decoder's own limit, 10,000, such an event made every one of these
+// routes answer 500 for good.)
+func TestDeepEventStaysReadable(t *testing.T) {
+	s := newServer(t, memIngest(t), 0)
+	deep := func(id string, n int) string {
+		return `{"event_id":"` + id + `","timestamp":"2026-03-01T10:00:00Z","event_type":"volume.create.end","platform":"openstack",` +
+			`"cloud":"c1","resource_type":"volume","resource_id":"v-` + id + `","project_id":"p",` +
+			`"payload":{"state":"available","size":{"size_gb":1,"type":"ssd"},"x":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}}`
+	}
+	code, _, b := s.do(t, http.MethodPost, "/api/v1/events", "["+deep("ok", event.MaxDepth-2)+","+deep("deep", event.MaxDepth-1)+"]", true)
+	if code != 200 || !strings.Contains(b, `"accepted":1`) || !strings.Contains(b, `"rule"`) && !strings.Contains(b, "levels deep") {
+		t.Fatalf("post: %d %.300s", code, b)
+	}
+	for _, p := range []string{"/api/v1/events", "/api/v1/events/feed", "/api/v1/resources/c1/volume/v-ok",
+		"/api/v1/resources/c1/volume/v-ok/events", "/api/v1/resources/c1/volume/v-ok/lifecycle", "/api/v1/resources", "/api/v1/rejected-events"} {
+		code, _, b := s.do(t, http.MethodGet, p, "", true)
+		var v any
+		if err := stdjson.Unmarshal([]byte(b), &v); code != 200 || err != nil {
+			t.Errorf("GET %s: %d, encoding/json: %v; %.200s", p, code, err, b)
+		}
+	}
 }

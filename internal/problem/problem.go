@@ -69,10 +69,11 @@ func (d Details) MarshalJSON() ([]byte, error) {
 
 // FieldError is one member problem of a problem body: tally's
 // [event.Problem] (member, rule, message) and the same place and text as
-// B42Labs/tally's Reporting API writes a field error: loc, "query." + the
-// parameter's name for a parameter ([CodeInvalidParameter]; a path
-// parameter too), else "body" + the member's JSON Pointer tokens each
-// after a "." (body.severity, body.0.event_id), and msg, the message.
+// B42Labs/tally's Reporting API writes a field error: loc, "query" for a
+// parameter ([CodeInvalidParameter]; a path parameter too), else "body",
+// then the member's JSON Pointer tokens each after a "." (query.limit,
+// query.filter.status, body.severity, body.0.event_id), and msg, the
+// message.
 type FieldError struct {
 	event.Problem `json:",inline"`
 	Loc           string `json:"loc"`
@@ -95,10 +96,10 @@ func New(code Code, detail string, members ...event.Problem) Details {
 
 // loc is Tally's location of member (see [FieldError]).
 func loc(code Code, member string) string {
-	if code == CodeInvalidParameter {
-		return "query." + strings.TrimPrefix(member, "/")
-	}
 	out := "body"
+	if code == CodeInvalidParameter {
+		out = "query"
+	}
 	if member == "" {
 		return out
 	}

@@ -50,6 +50,16 @@ func TestWrite(t *testing.T) {
 	if err := json.Unmarshal(b, &locs); err != nil || len(locs.Errors) != 2 || locs.Errors[0].Loc != "body.0.a/b~c" || locs.Errors[1].Loc != "body" {
 		t.Errorf("body %s (%v), want the locs body.0.a/b~c and body", b, err)
 	}
+	// A member inside a parameter (getEvents' filter object): loc is query,
+	// the parameter's name and the member's tokens, each after a ".", as in
+	// a body.
+	d = problem.New(problem.CodeInvalidParameter, "", event.Problem{Member: "/filter/actedUpon", Rule: event.RuleType, Message: "m"})
+	if b, err = problem.Marshal(d); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &locs); err != nil || len(locs.Errors) != 1 || locs.Errors[0].Loc != "query.filter.actedUpon" {
+		t.Errorf("body %s (%v), want the loc query.filter.actedUpon", b, err)
+	}
 	// Without member problems, there is no errors member at all.
 	w = httptest.NewRecorder()
 	problem.Write(w, problem.New(problem.CodeNotFound, ""))

@@ -112,6 +112,8 @@ func Sleep(ctx context.Context, d time.Duration) error {
 // an error. A read whose retryAfter is negative ends it with that error (a
 // refusal); any other failed read is retried after the backoff (first
 // wait first, doubling, Retry-After honoured), which each answer resets.
+// After a page with no item that leaves the cursor where it was, Follow
+// waits first before the next read.
 func Follow[I any](ctx context.Context, first time.Duration, after string,
 	read func(ctx context.Context, after string) (items []I, next string, retryAfter time.Duration, err error),
 	fn func(I) error) error {
@@ -136,9 +138,21 @@ func Follow[I any](ctx context.Context, first time.Duration, after string,
 				return err
 			}
 		}
+		if len(items) == 0 && next == after {
+			// Nothing new: a server that answers at once without waiting
+			// (a proxy that drops wait, or a hostile one) is not polled in
+			// a tight loop.
+			if err := pause(ctx, first); err != nil {
+				return err
+			}
+		}
 		after = next
 	}
 }
+
+// pause is Follow's wait after a page that brought nothing new ([Sleep];
+// a test sees the waits through it).
+var pause = Sleep
 
 // Exchange makes one request of a client: method on target with the
 // bearer token, body (nil: none) sent as application/json. An answer of

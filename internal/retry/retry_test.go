@@ -1,6 +1,8 @@
 package retry
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -66,5 +68,41 @@ func TestBackoff(t *testing.T) {
 		if d := b.Next(time.Hour); d != MaxWait {
 			t.Fatalf("wait with Retry-After 1h = %v, want %v", d, MaxWait)
 		}
+	}
+}
+
+// A page that brings nothing new (no item, the same cursor) is followed
+// by a pause of the first wait before the next read: a server or proxy
+// that answers at once without waiting (it ignores wait, or is hostile)
+// is not polled in a tight loop. A page with items is read on at once.
+func TestFollowPausesWhenNothingIsNew(t *testing.T) {
+	var pauses []time.Duration
+	defer func(p func(context.Context, time.Duration) error) { pause = p }(pause)
+	pause = func(ctx context.Context, d time.Duration) error { pauses = append(pauses, d); return ctx.Err() }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reads := 0
+	pages := []struct {
+		items []int
+		next  string
+	}{{[]int{1}, "c1"}, {nil, "c1"}, {nil, "c1"}, {[]int{2}, "c2"}, {nil, "c3"}, {nil, "c3"}}
+	var got []int
+	err := Follow(ctx, 200*time.Millisecond, "c0", func(ctx context.Context, after string) ([]int, string, time.Duration, error) {
+		if reads == len(pages) {
+			cancel()
+			return nil, "", 0, ctx.Err()
+		}
+		p := pages[reads]
+		reads++
+		return p.items, p.next, 0, nil
+	}, func(i int) error { got = append(got, i); return nil })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Follow: %v", err)
+	}
+	// Pauses after the two pages that repeat c1 and the one that repeats c3;
+	// none after a page with items or one that moves the cursor.
+	want := []time.Duration{200 * time.Millisecond, 200 * time.Millisecond, 200 * time.Millisecond}
+	if len(got) != 2 || len(pauses) != len(want) || pauses[0] != want[0] || pauses[2] != want[2] {
+		t.Errorf("items %v, pauses %v; want [1 2] and %v", got, pauses, want)
 	}
 }

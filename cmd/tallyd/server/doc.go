@@ -35,6 +35,7 @@
 //	DELETE /api/events/{id}                                         events
 //	PUT    /api/events/status                                       events
 //	POST   /api/events/delete                                       events
+//	DELETE /api/events                                              events
 //	GET    /api/events/types                                        events or read
 //	GET    /api/events/summary                                      events or read
 //	GET    /api/events                                              events or read

@@ -139,7 +139,7 @@ func wrongType(path, v string) string {
 func hostileCases() []hostileCase {
 	nest := func(open, close string, n int) string { return strings.Repeat(open, n) + strings.Repeat(close, n) }
 	// The item is level 1, payload 2, provider 3: a chain of MaxDepth-1
-	// objects from provider down reaches level MaxDepth+1 = 10,001.
+	// objects from provider down reaches level MaxDepth+1.
 	deepProvider := strings.Repeat(`{"a":`, event.MaxDepth-2) + `{}` + strings.Repeat(`}`, event.MaxDepth-2)
 	cases := []hostileCase{
 		// Numbers: each refused as its item, siblings stored; never 5xx.
@@ -162,9 +162,9 @@ func hostileCases() []hostileCase {
 		},
 		// Structure.
 		{
-			name:   "ingest/payload.provider nested 10,001 deep inside a batch is refused alone",
+			name:   "ingest/payload.provider nested MaxDepth+1 deep inside a batch is refused alone",
 			body:   batchOf(hostileEvent("deep", "", `,"provider":`+deepProvider), hostileEvent("deep-sibling", "", "")),
-			status: 200, accepted: 1, rejected: []string{"schema: "}, detail: "more than 10000 levels deep",
+			status: 200, accepted: 1, rejected: []string{"schema: "}, detail: fmt.Sprintf("more than %d levels deep", event.MaxDepth),
 			stored: counts{Events: 1, DeadLetters: 1},
 		},
 		{
@@ -176,7 +176,7 @@ func hostileCases() []hostileCase {
 		{
 			name:   "ingest/an object nesting arrays 100,000 deep is refused naming the limit",
 			body:   bodyOf(`{"event_id":"deep-arrays","payload":{"provider":{"a":` + nest("[", "]", 100000) + `}}}`),
-			status: 200, rejected: []string{"schema: "}, detail: "more than 10000 levels deep",
+			status: 200, rejected: []string{"schema: "}, detail: fmt.Sprintf("more than %d levels deep", event.MaxDepth),
 			stored: counts{DeadLetters: 1},
 		},
 		{

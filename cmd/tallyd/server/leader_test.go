@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -84,5 +85,50 @@ func TestCurrentResourcesExportedByOneReplica(t *testing.T) {
 	rest := append(append([]*Handler{}, handlers[:leaders[0]]...), handlers[leaders[0]+1:]...)
 	if total, leaders := refresh(rest...); total != 2 || len(leaders) != 1 {
 		t.Errorf("after the leader stopped: tally_current_resources sums to %v over the other two, leaders %v; want 2 and one leader", total, leaders)
+	}
+}
+
+// tally_current_resources is exported by one replica: a replica that can
+// no longer tell whether it leads (its lock's session is gone and a new
+// one cannot be had, as when it is cut off from the database while another
+// replica takes the lock over) stops exporting its counts at once, rather
+// than keep its last ones beside the new leader's (the alert rules' sum
+// read twice the fleet for as long as it stayed cut off).
+func TestCurrentResourcesElectionErrorStopsExporting(t *testing.T) {
+	ctx := context.Background()
+	st := memStore(t)
+	lead := func(context.Context) (bool, error) { return true, nil }
+	st.Leader = func(ctx context.Context) (bool, error) { return lead(ctx) }
+	m, err := NewMetrics(nil, MetricsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(st, Options{Authenticator: testAuthenticator(t), Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("POST", "/api/v1/events", strings.NewReader("["+hostileEvent("l1", "", "")+"]"))
+	r.Header.Set("Authorization", "Bearer "+tokIngest)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != 200 {
+		t.Fatalf("ingest: %d %s", w.Code, w.Body)
+	}
+	if err := m.RefreshResources(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := gaugeTotal(t, h, "tally_current_resources"); n != 1 {
+		t.Fatalf("the leader exports %v resources, want 1", n)
+	}
+	lead = func(context.Context) (bool, error) {
+		return false, errors.New("connect for the leader lock: unreachable")
+	}
+	if err := m.RefreshResources(ctx); err == nil {
+		t.Error("an election that failed refreshed without an error")
+	}
+	n, _ := gaugeTotal(t, h, "tally_current_resources")
+	l, _ := gaugeTotal(t, h, "tally_metrics_leader")
+	if n != 0 || l != 0 {
+		t.Errorf("after a failed election: tally_current_resources %v, tally_metrics_leader %v; want 0 and 0", n, l)
 	}
 }

@@ -461,6 +461,10 @@ var scenarios = map[string][]scenario{
 		return e.req("POST", "/api/events/delete", tEvents, `{"ids":["`+e.createEvent()+`"]}`)
 	}}},
 	"POST /api/events/delete 400": {{name: "an id not a UUID", request: fixed("POST", "/api/events/delete", tEvents, `{"ids":["nope"]}`)}},
+	"DELETE /api/events 200": {{name: "bulk delete as Meshery Server sends it", request: func(e contractEnv) *http.Request {
+		return e.req("DELETE", "/api/events", tEvents, `{"ids":["`+e.createEvent()+`"]}`)
+	}}},
+	"DELETE /api/events 400": {{name: "an id not a UUID", request: fixed("DELETE", "/api/events", tEvents, `{"ids":["nope"]}`)}},
 	"GET /api/events/summary 200": {
 		{name: "events role, its own row", request: func(e contractEnv) *http.Request {
 			e.createEvent()
@@ -558,7 +562,7 @@ func genericScenario(h *Handler, op operation, status string) []scenario {
 		}
 	}
 	body := ""
-	if op.method == "POST" || op.method == "PUT" {
+	if op.method == "POST" || op.method == "PUT" || op.key() == "DELETE /api/events" {
 		body = "{}"
 	}
 	target := samplePath(op.path)

@@ -80,10 +80,12 @@ func (m *Metrics) countResourcesWith(count func(context.Context) ([]projection.C
 // Label values are bounded as every label from input is ([MaxLabelValues]
 // each, then [OtherLabelValue]); groups that collapse into one are summed.
 // With a Store.Leader, a replica that does not lead exports no counts
-// (tally_metrics_leader 0): the leader's are the database's.
-// On error the gauge keeps the last counts, so a database that is briefly
-// unreachable never reads as an empty fleet. Errors: no handler was built
-// with m, or the store's.
+// (tally_metrics_leader 0): the leader's are the database's; nor does one
+// whose election failed (Store.Leader's error: it holds no lock session,
+// so another replica may lead). When the count itself fails, the leader
+// keeps its last counts, so a database that is briefly unreachable never
+// reads as an empty fleet. Errors: no handler was built with m, or the
+// store's.
 func (m *Metrics) RefreshResources(ctx context.Context) error {
 	m.resources.mu.Lock()
 	count, leader := m.resources.count, m.resources.leader
@@ -94,7 +96,10 @@ func (m *Metrics) RefreshResources(ctx context.Context) error {
 	if leader != nil {
 		leads, err := leader(ctx)
 		if err != nil {
-			return fmt.Errorf("server: refresh tally_current_resources: elect the exporting replica: %w", err)
+			// This replica holds no lock session (the leader's has ended and
+			// none could be had): another may lead now, so it exports nothing
+			// rather than its last counts beside the new leader's.
+			leads = false
 		}
 		if !leads {
 			// Another replica exports the database's counts.
@@ -102,6 +107,9 @@ func (m *Metrics) RefreshResources(ctx context.Context) error {
 			m.resources.mu.Lock()
 			m.resources.samples = nil
 			m.resources.mu.Unlock()
+			if err != nil {
+				return fmt.Errorf("server: refresh tally_current_resources: elect the exporting replica: %w", err)
+			}
 			return nil
 		}
 	}
@@ -139,7 +147,7 @@ func (m *Metrics) RunResourcesRefresh(ctx context.Context, interval time.Duratio
 		err := m.RefreshResources(rctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
-			log.WarnContext(ctx, "metrics: tally_current_resources not refreshed; it keeps the last counts", "err", err)
+			log.WarnContext(ctx, "metrics: tally_current_resources not refreshed (a failed count keeps the last counts, a failed election exports none)", "err", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -410,24 +410,6 @@ func (e GetEventsParamsSort) Valid() bool {
 	}
 }
 
-// Defines values for GetEventsParamsOrder.
-const (
-	GetEventsParamsOrderAsc  GetEventsParamsOrder = "asc"
-	GetEventsParamsOrderDesc GetEventsParamsOrder = "desc"
-)
-
-// Valid indicates whether the value is a known member of the GetEventsParamsOrder enum.
-func (e GetEventsParamsOrder) Valid() bool {
-	switch e {
-	case GetEventsParamsOrderAsc:
-		return true
-	case GetEventsParamsOrderDesc:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for BulkUpdateEventStatusJSONBodyStatus.
 const (
 	BulkUpdateEventStatusJSONBodyStatusRead   BulkUpdateEventStatusJSONBodyStatus = "read"
@@ -448,16 +430,16 @@ func (e BulkUpdateEventStatusJSONBodyStatus) Valid() bool {
 
 // Defines values for GetEventSummaryByUserParamsOrder.
 const (
-	GetEventSummaryByUserParamsOrderAsc  GetEventSummaryByUserParamsOrder = "asc"
-	GetEventSummaryByUserParamsOrderDesc GetEventSummaryByUserParamsOrder = "desc"
+	Asc  GetEventSummaryByUserParamsOrder = "asc"
+	Desc GetEventSummaryByUserParamsOrder = "desc"
 )
 
 // Valid indicates whether the value is a known member of the GetEventSummaryByUserParamsOrder enum.
 func (e GetEventSummaryByUserParamsOrder) Valid() bool {
 	switch e {
-	case GetEventSummaryByUserParamsOrderAsc:
+	case Asc:
 		return true
-	case GetEventSummaryByUserParamsOrderDesc:
+	case Desc:
 		return true
 	default:
 		return false
@@ -801,15 +783,34 @@ type EventsPage struct {
 		Count    int      `json:"count"`
 		Severity Severity `json:"severity"`
 	} `json:"countBySeverityLevel"`
+
+	// CountBySeverityLevelMeshery countBySeverityLevel again (Meshery Server).
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	CountBySeverityLevelMeshery []struct {
+		Count    int      `json:"count"`
+		Severity Severity `json:"severity"`
+	} `json:"count_by_severity_level"`
 	Data     []CorrelatedEvent `json:"data"`
 	Page     int               `json:"page"`
 	PageSize int               `json:"pageSize"`
 
+	// PageSizeMeshery pageSize again, under the name Meshery Server's remote provider reads.
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	PageSizeMeshery int `json:"page_size"`
+
 	// ReadCount The events that match every filter but status and are read (a status filter does not zero it).
 	ReadCount int `json:"readCount"`
 
+	// ReadCountMeshery readCount again (Meshery Server).
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	ReadCountMeshery int `json:"read_count"`
+
 	// TotalCount The events that match over all pages.
 	TotalCount int `json:"totalCount"`
+
+	// TotalCountMeshery totalCount again (Meshery Server).
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	TotalCountMeshery int `json:"total_count"`
 }
 
 // FeedItem A stored event as listEvents returns it, with its place in the feed.
@@ -1192,6 +1193,11 @@ type Unavailable = Problem
 // UnsupportedMediaType RFC 9457 problem details.
 type UnsupportedMediaType = Problem
 
+// BulkDeleteEventsMesheryJSONBody defines parameters for BulkDeleteEventsMeshery.
+type BulkDeleteEventsMesheryJSONBody struct {
+	Ids []openapi_types.UUID `json:"ids"`
+}
+
 // GetEventsAggregateParams defines parameters for GetEventsAggregate.
 type GetEventsAggregateParams struct {
 	// Cumulative true: every event, read or not; false (the default): the unread ones.
@@ -1289,10 +1295,12 @@ type GetEventsParams struct {
 	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
 	// Sort The field listed by first (text compared byte by byte), then createdAt and id, all in order. created_at, updated_at and system_id (the column names Meshery's UI sends) name createdAt, updatedAt and systemId.
-	Sort  *GetEventsParamsSort  `form:"sort,omitempty" json:"sort,omitempty"`
-	Order *GetEventsParamsOrder `form:"order,omitempty" json:"order,omitempty"`
+	Sort *GetEventsParamsSort `form:"sort,omitempty" json:"sort,omitempty"`
 
-	// Filter @meshery/schemas' filter: a JSON object whose members category, action, severity and status each hold a string or an array of strings; their values join those of the parameters of the same name. Any other member is refused.
+	// Order asc or desc (default desc), or as Meshery Server sends it: a sort field (as sort names it), a space and a direction ("created_at desc"; "updated_at " with none). A field given here, as sort and as filter's sortOn must be the same one (else 400 conflict).
+	Order *string `form:"order,omitempty" json:"order,omitempty"`
+
+	// Filter @meshery/schemas' filter: a JSON object whose members category, action, severity and status each hold a string or an array of strings; their values join those of the parameters of the same name. The other members of meshkit's EventsFilter, which Meshery Server sends, are read too: search (must agree with the search parameter), limit and offset (must agree with the page size and page × page size), order and sortOn (must agree with order and sort), and actedUpon, owner, provider and systemId (only null or [] is taken). Any other member is refused.
 	Filter *string `form:"filter,omitempty" json:"filter,omitempty"`
 
 	// Category Comma-separated (`category=a,b`); any value matches. The server also reads the parameter repeated (`category=a&category=b`), and a value that is a JSON array of strings (`category=["istio"]`, as the Meshery UI sends) as its elements.
@@ -1310,9 +1318,6 @@ type GetEventsParams struct {
 
 // GetEventsParamsSort defines parameters for GetEvents.
 type GetEventsParamsSort string
-
-// GetEventsParamsOrder defines parameters for GetEvents.
-type GetEventsParamsOrder string
 
 // BulkUpdateEventStatusJSONBody defines parameters for BulkUpdateEventStatus.
 type BulkUpdateEventStatusJSONBody struct {
@@ -1596,6 +1601,11 @@ type GetUsageParamsWindow string
 
 // GetUsageParamsUnit defines parameters for GetUsage.
 type GetUsageParamsUnit string
+
+// BulkDeleteEventsMesheryJSONRequestBody defines body for BulkDeleteEventsMeshery for application/json ContentType.
+//
+// Deprecated: this type has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+type BulkDeleteEventsMesheryJSONRequestBody BulkDeleteEventsMesheryJSONBody
 
 // CreateEventApplicationCloudeventsPlusJSONRequestBody defines body for CreateEvent for application/cloudevents+json ContentType.
 type CreateEventApplicationCloudeventsPlusJSONRequestBody = CloudEvent
@@ -2461,6 +2471,28 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// BulkDeleteEventsMesheryWithBody bulkDeleteEvents as Meshery Server's remote provider sends it (role events).
+	//
+	// The same operation as POST /api/events/delete, at the method and path Meshery Server uses: body {"ids":[…]}, answer 200 {"deleted":[…]}. Takes no query parameter.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with DELETE /api/events (the `BulkDeleteEventsMeshery` operationId).
+	//
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	BulkDeleteEventsMesheryWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BulkDeleteEventsMeshery bulkDeleteEvents as Meshery Server's remote provider sends it (role events).
+	//
+	// The same operation as POST /api/events/delete, at the method and path Meshery Server uses: body {"ids":[…]}, answer 200 {"deleted":[…]}. Takes no query parameter.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with DELETE /api/events (the `BulkDeleteEventsMeshery` operationId).
+	//
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	BulkDeleteEventsMeshery(ctx context.Context, body BulkDeleteEventsMesheryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetEventsAggregate The events the caller lists, counted by category (role events or read).
 	//
 	// One member per category of the events the caller lists (an events credential its own (organization, user), a read credential its whole organization; deleted events never count), members ordered by category byte by byte; audit is always there, 0 when no event has that category. cumulative=true counts every event; false or absent, only the unread ones (the notification center's badge). Any other parameter is 400 naming it.
@@ -2891,6 +2923,46 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// BulkDeleteEventsMesheryWithBody bulkDeleteEvents as Meshery Server's remote provider sends it (role events).
+//
+// The same operation as POST /api/events/delete, at the method and path Meshery Server uses: body {"ids":[…]}, answer 200 {"deleted":[…]}. Takes no query parameter.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with DELETE /api/events (the `BulkDeleteEventsMeshery` operationId).
+// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+func (c *Client) BulkDeleteEventsMesheryWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBulkDeleteEventsMesheryRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BulkDeleteEventsMeshery bulkDeleteEvents as Meshery Server's remote provider sends it (role events).
+//
+// The same operation as POST /api/events/delete, at the method and path Meshery Server uses: body {"ids":[…]}, answer 200 {"deleted":[…]}. Takes no query parameter.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with DELETE /api/events (the `BulkDeleteEventsMeshery` operationId).
+// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+func (c *Client) BulkDeleteEventsMeshery(ctx context.Context, body BulkDeleteEventsMesheryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBulkDeleteEventsMesheryRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // GetEventsAggregate The events the caller lists, counted by category (role events or read).
@@ -3712,6 +3784,46 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewBulkDeleteEventsMesheryRequest calls the generic BulkDeleteEventsMeshery builder with application/json body
+func NewBulkDeleteEventsMesheryRequest(server string, body BulkDeleteEventsMesheryJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewBulkDeleteEventsMesheryRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewBulkDeleteEventsMesheryRequestWithBody constructs an http.Request for the BulkDeleteEventsMeshery method, with any body, and a specified content type
+func NewBulkDeleteEventsMesheryRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
 }
 
 // NewGetEventsAggregateRequest constructs an http.Request for the GetEventsAggregate method
@@ -6422,6 +6534,28 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// BulkDeleteEventsMesheryWithBodyWithResponse bulkDeleteEvents as Meshery Server's remote provider sends it (role events).
+	//
+	// The same operation as POST /api/events/delete, at the method and path Meshery Server uses: body {"ids":[…]}, answer 200 {"deleted":[…]}. Takes no query parameter.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/events (the `BulkDeleteEventsMeshery` operationId).
+	//
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	BulkDeleteEventsMesheryWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BulkDeleteEventsMesheryResponse, error)
+
+	// BulkDeleteEventsMesheryWithResponse bulkDeleteEvents as Meshery Server's remote provider sends it (role events).
+	//
+	// The same operation as POST /api/events/delete, at the method and path Meshery Server uses: body {"ids":[…]}, answer 200 {"deleted":[…]}. Takes no query parameter.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/events (the `BulkDeleteEventsMeshery` operationId).
+	//
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	BulkDeleteEventsMesheryWithResponse(ctx context.Context, body BulkDeleteEventsMesheryJSONRequestBody, reqEditors ...RequestEditorFn) (*BulkDeleteEventsMesheryResponse, error)
+
 	// GetEventsAggregateWithResponse The events the caller lists, counted by category (role events or read).
 	//
 	// One member per category of the events the caller lists (an events credential its own (organization, user), a read credential its whole organization; deleted events never count), members ordered by category byte by byte; audit is always there, 0 when no event has that category. cumulative=true counts every event; false or absent, only the unread ones (the notification center's badge). Any other parameter is 400 naming it.
@@ -6900,6 +7034,114 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
+}
+
+// BulkDeleteEventsMesheryResponse401Headers the declared response headers of an HTTP 401 response for BulkDeleteEventsMeshery
+type BulkDeleteEventsMesheryResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// BulkDeleteEventsMesheryResponse415Headers the declared response headers of an HTTP 415 response for BulkDeleteEventsMeshery
+type BulkDeleteEventsMesheryResponse415Headers struct {
+	AcceptEncoding *string
+}
+
+type BulkDeleteEventsMesheryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Deleted []openapi_types.UUID `json:"deleted"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *BulkDeleteEventsMesheryResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *BulkDeleteEventsMesheryResponse415Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r BulkDeleteEventsMesheryResponse) GetJSON200() *struct {
+	Deleted []openapi_types.UUID `json:"deleted"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r BulkDeleteEventsMesheryResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r BulkDeleteEventsMesheryResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r BulkDeleteEventsMesheryResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r BulkDeleteEventsMesheryResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r BulkDeleteEventsMesheryResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r BulkDeleteEventsMesheryResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r BulkDeleteEventsMesheryResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r BulkDeleteEventsMesheryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r BulkDeleteEventsMesheryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r BulkDeleteEventsMesheryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r BulkDeleteEventsMesheryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // GetEventsAggregateResponse401Headers the declared response headers of an HTTP 401 response for GetEventsAggregate
@@ -9286,6 +9528,39 @@ func (r ReadyzResponse) ContentType() string {
 	return ""
 }
 
+// BulkDeleteEventsMesheryWithBodyWithResponse bulkDeleteEvents as Meshery Server's remote provider sends it (role events).
+//
+// The same operation as POST /api/events/delete, at the method and path Meshery Server uses: body {"ids":[…]}, answer 200 {"deleted":[…]}. Takes no query parameter.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/events (the `BulkDeleteEventsMeshery` operationId).
+//
+// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+func (c *ClientWithResponses) BulkDeleteEventsMesheryWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BulkDeleteEventsMesheryResponse, error) {
+	rsp, err := c.BulkDeleteEventsMesheryWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBulkDeleteEventsMesheryResponse(rsp)
+}
+
+// BulkDeleteEventsMesheryWithResponse bulkDeleteEvents as Meshery Server's remote provider sends it (role events).
+//
+// The same operation as POST /api/events/delete, at the method and path Meshery Server uses: body {"ids":[…]}, answer 200 {"deleted":[…]}. Takes no query parameter.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/events (the `BulkDeleteEventsMeshery` operationId).
+// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+func (c *ClientWithResponses) BulkDeleteEventsMesheryWithResponse(ctx context.Context, body BulkDeleteEventsMesheryJSONRequestBody, reqEditors ...RequestEditorFn) (*BulkDeleteEventsMesheryResponse, error) {
+	rsp, err := c.BulkDeleteEventsMeshery(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBulkDeleteEventsMesheryResponse(rsp)
+}
+
 // GetEventsAggregateWithResponse The events the caller lists, counted by category (role events or read).
 //
 // One member per category of the events the caller lists (an events credential its own (organization, user), a read credential its whole organization; deleted events never count), members ordered by category byte by byte; audit is always there, 0 when no event has that category. cumulative=true counts every event; false or absent, only the unread ones (the notification center's badge). Any other parameter is 400 naming it.
@@ -9997,6 +10272,106 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 		return nil, err
 	}
 	return ParseReadyzResponse(rsp)
+}
+
+// ParseBulkDeleteEventsMesheryResponse parses an HTTP response from a BulkDeleteEventsMesheryWithResponse call
+func ParseBulkDeleteEventsMesheryResponse(rsp *http.Response) (*BulkDeleteEventsMesheryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &BulkDeleteEventsMesheryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Deleted []openapi_types.UUID `json:"deleted"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers BulkDeleteEventsMesheryResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers BulkDeleteEventsMesheryResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseGetEventsAggregateResponse parses an HTTP response from a GetEventsAggregateWithResponse call
