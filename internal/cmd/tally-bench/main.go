@@ -15,6 +15,9 @@
 //     then, on PostgreSQL, the library path --partition-runs times without
 //     and as often with partition DDL in a loop beside it (make, attach,
 //     detach concurrently, drop), alternating: the ratio of the p99s;
+//     then --partition-ingest-runs times into events partitioned by month
+//     and as often into events as one plain table, alternating: the
+//     ratio of the median rates, and the CPU per event of each;
 //  4. the HTTP path: tallyd (started from --tallyd, or --url), 2 clients
 //     posting 1000-item bodies;
 //  5. the feed phase: the HTTP path again, --feed-runs times without
@@ -87,6 +90,7 @@ type options struct {
 	serverPool   int
 	feedRuns     int
 	partRuns     int
+	partIngest   int
 	feedSubs     int
 	feedEvents   int
 }
@@ -122,6 +126,7 @@ func run(args []string) int {
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "the whole run stops after this")
 	fs.IntVar(&o.serverPool, "server-pool", 0, "pool_max_conns of the database URL the bench gives tallyd (0: tallyd's default)")
 	fs.IntVar(&o.partRuns, "partition-runs", 2, "runs of the partition-DDL phase (PostgreSQL) without and with a partition made, attached, detached and dropped in a loop each, alternating (0: no such phase)")
+	fs.IntVar(&o.partIngest, "partition-ingest-runs", 3, "runs of the library path into partitioned events and as many into events as one table (PostgreSQL), alternating: the ratio of the medians (0: no such phase; --short: 1)")
 	fs.IntVar(&o.feedRuns, "feed-runs", 3, "runs of the feed phase with and without subscribers each, alternating (0: no feed phase)")
 	fs.IntVar(&o.feedSubs, "feed-subscribers", 100, "SSE subscribers of GET /api/v1/events/feed attached during the feed phase's runs with subscribers")
 	fs.IntVar(&o.feedEvents, "feed-events", 0, "distinct valid events per run of the feed phase (0: a quarter of --events)")
@@ -143,6 +148,9 @@ func run(args []string) int {
 		}
 		if !fs.Changed("producers") {
 			o.producers = 8
+		}
+		if !fs.Changed("partition-ingest-runs") {
+			o.partIngest = 1
 		}
 		if !fs.Changed("timeout") {
 			o.timeout = 5 * time.Minute
@@ -199,6 +207,7 @@ func (o *options) validate() error {
 	}{
 		{"--events", o.events, 1, maxEvents}, {"--creates", o.creates, 1, maxCreates},
 		{"--feed-runs", o.feedRuns, 0, 20}, {"--feed-subscribers", o.feedSubs, 1, 1000}, {"--partition-runs", o.partRuns, 0, 20},
+		{"--partition-ingest-runs", o.partIngest, 0, 20},
 		{"--feed-events", o.feedEvents, 0, maxEvents}, {"--batch", o.batch, 1, 1000},
 		{"--clouds", o.clouds, 1, 100}, {"--producers", o.producers, 1, 256},
 	} {
@@ -289,6 +298,18 @@ func (b *bench) run(ctx context.Context) error {
 		add(without)
 		add(with)
 		b.rep.Ratios = append(b.rep.Ratios, ratio{"library p99 with partition DDL / without", with.P99Ms / without.P99Ms, "target ≤ 2.0"})
+	}
+	if b.pg != nil && b.opt.partIngest > 0 {
+		parted, plain, err := b.phasePartitionIngest(ctx, b.opt.partIngest)
+		if err != nil {
+			return fmt.Errorf("partitioned ingest: %w", err)
+		}
+		add(parted)
+		add(plain)
+		b.rep.Ratios = append(b.rep.Ratios, ratio{"library partitioned / one table (medians)", parted.Rate / plain.Rate, "target ≥ 0.95"})
+		if cp, cu := parted.DBCPUMicros+parted.GoCPUMicros, plain.DBCPUMicros+plain.GoCPUMicros; cp > 0 && cu > 0 {
+			b.rep.Ratios = append(b.rep.Ratios, ratio{"CPU: one table / partitioned", cu / cp, "CPU per event, db + go (medians)"})
+		}
 	}
 	if err := b.startServer(ctx); err != nil {
 		return fmt.Errorf("start tallyd: %w", err)
