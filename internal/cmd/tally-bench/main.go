@@ -290,25 +290,9 @@ func (b *bench) run(ctx context.Context) error {
 	lib, dup = ps[0], ps[1]
 	add(lib)
 	add(dup)
-	if b.pg != nil && b.opt.partRuns > 0 {
-		without, with, err := b.phasePartitions(ctx, b.opt.partRuns)
-		if err != nil {
-			return fmt.Errorf("partitions: %w", err)
-		}
-		add(without)
-		add(with)
-		b.rep.Ratios = append(b.rep.Ratios, ratio{"library p99 with partition DDL / without", with.P99Ms / without.P99Ms, "target ≤ 2.0"})
-	}
-	if b.pg != nil && b.opt.partIngest > 0 {
-		parted, plain, err := b.phasePartitionIngest(ctx, b.opt.partIngest)
-		if err != nil {
-			return fmt.Errorf("partitioned ingest: %w", err)
-		}
-		add(parted)
-		add(plain)
-		b.rep.Ratios = append(b.rep.Ratios, ratio{"library partitioned / one table (medians)", parted.Rate / plain.Rate, "target ≥ 0.95"})
-		if cp, cu := parted.DBCPUMicros+parted.GoCPUMicros, plain.DBCPUMicros+plain.GoCPUMicros; cp > 0 && cu > 0 {
-			b.rep.Ratios = append(b.rep.Ratios, ratio{"CPU: one table / partitioned", cu / cp, "CPU per event, db + go (medians)"})
+	if b.pg != nil {
+		if err := b.partitionPhases(ctx, add); err != nil {
+			return err
 		}
 	}
 	if err := b.startServer(ctx); err != nil {
@@ -377,4 +361,33 @@ func (b *bench) ceilingRatios(ceiling, lib, dup, web, corrSQL, corrWeb *phaseRes
 			ratio{"CPU: copy ceiling / all duplicates", cpu(ceiling) / cpu(dup), "CPU per event, db + go"},
 			ratio{"CPU: bare SQL / correlation HTTP", cpu(corrSQL) / cpu(corrWeb), "CPU per create, db + go"})
 	}
+}
+
+// partitionPhases runs the phases of partitioned events (PostgreSQL):
+// the library path beside partition DDL, then on partitioned events
+// against one table, each when its flag asks for runs, and adds their
+// ratios.
+func (b *bench) partitionPhases(ctx context.Context, add func(*phaseResult)) error {
+	if b.opt.partRuns > 0 {
+		without, with, err := b.phasePartitions(ctx, b.opt.partRuns)
+		if err != nil {
+			return fmt.Errorf("partitions: %w", err)
+		}
+		add(without)
+		add(with)
+		b.rep.Ratios = append(b.rep.Ratios, ratio{"library p99 with partition DDL / without", with.P99Ms / without.P99Ms, "target ≤ 2.0"})
+	}
+	if b.opt.partIngest > 0 {
+		parted, plain, err := b.phasePartitionIngest(ctx, b.opt.partIngest)
+		if err != nil {
+			return fmt.Errorf("partitioned ingest: %w", err)
+		}
+		add(parted)
+		add(plain)
+		b.rep.Ratios = append(b.rep.Ratios, ratio{"library partitioned / one table (medians)", parted.Rate / plain.Rate, "target ≥ 0.95"})
+		if cp, cu := parted.DBCPUMicros+parted.GoCPUMicros, plain.DBCPUMicros+plain.GoCPUMicros; cp > 0 && cu > 0 {
+			b.rep.Ratios = append(b.rep.Ratios, ratio{"CPU: one table / partitioned", cu / cp, "CPU per event, db + go (medians)"})
+		}
+	}
+	return nil
 }
