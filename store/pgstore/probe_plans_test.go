@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tallyhq/tally/event"
+	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/internal/pgtest"
 	"github.com/tallyhq/tally/store/pgstore"
 )
@@ -57,6 +58,54 @@ func TestKeyLookupsReadOnlyTheBatchMonths(t *testing.T) {
 					t.Errorf("partitions in the plan (-want +got):\n%s\n%s", diff, text)
 				}
 			})
+		}
+	}
+}
+
+// TestKeyLookupsAtTheEndsOfTime: the month bounds of the key lookups hold
+// at the ends of the range an event may carry (a UTC month in year 0,
+// written as 1 BC, and December 9999, whose upper bound is in year
+// 10000): a batch with both is stored, its late event marked, and sent
+// again it is all duplicates ("A duplicate is the same (event_id,
+// timestamp) pair").
+func TestKeyLookupsAtTheEndsOfTime(t *testing.T) {
+	ctx := context.Background()
+	db, conn := openDB(t, pgstore.Options{})
+	first := time.Date(1, 1, 1, 0, 30, 0, 0, time.FixedZone("", 3600)) // 0000-12-31T23:30Z
+	last := time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
+	a, b := ev("a", last), ev("b", first)
+	b.ResourceID = a.ResourceID // b follows a in insert order and is older: late
+	b.EventType = "compute.instance.update"
+	batch := []event.Event{a, b}
+	res, err := db.Ingest().Commit(ctx, ingest.Batch{Events: batch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]bool{true, true}, res.Inserted); diff != "" {
+		t.Errorf("first commit, inserted (-want +got):\n%s", diff)
+	}
+	var late []string
+	rows, err := conn.Query(ctx, `SELECT event_id FROM events WHERE late ORDER BY event_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		late = append(late, id)
+	}
+	if diff := cmp.Diff([]string{"b"}, late); diff != "" {
+		t.Errorf("late events (-want +got):\n%s", diff)
+	}
+	for mode := range 2 { // the sample probe, then the full one
+		res, err = pgstore.CommitInMode(ctx, db.Ingest(), ingest.Batch{Events: batch}, mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]bool{false, false}, res.Inserted); diff != "" {
+			t.Errorf("again in mode %d, inserted (-want +got):\n%s", mode, diff)
 		}
 	}
 }
