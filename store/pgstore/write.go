@@ -215,16 +215,17 @@ func markLateQuery(ids []string, stamps []time.Time) (string, []any) {
 WHERE (event_id, timestamp) IN (SELECT * FROM unnest($1::text[], $2::timestamptz[]))` + withinMonths("timestamp", stamps), []any{ids, stamps}
 }
 
-// withinMonths is the condition " AND col >= 'from' AND col < 'to'"
-// whose bounds, literals, are the start of the UTC month of the earliest
-// of stamps and that of the month after the latest (stamps is not
-// empty). A key lookup in events keeps every row it finds so, and the
-// planner, which prunes partitions by literal bounds of the partition key
-// when it plans (and a plan for a parameter's value only once it runs,
-// having locked and set up every partition), plans and locks the
-// partitions of those months only, whatever the number of partitions
-// (TestKeyLookupsReadOnlyTheBatchMonths). The text differs only from one
-// span of months to another, so the statement cache holds a few.
+// withinMonths is the condition " AND col >= 'from' AND col < 'to'",
+// its bounds literals: the start of the UTC month of the earliest of
+// stamps and that of the month after the latest's (stamps is not empty).
+// A lookup by the keys of stamps finds the same rows with it. The planner
+// prunes partitions by literal bounds of the partition key when it plans,
+// so the plan holds, and each execution sets up and locks, only the
+// partitions of those months; without it the plan holds every partition
+// (pruning by the keys' own timestamps happens only as it runs), and its
+// cost grows with the partitions kept
+// (TestKeyLookupsReadOnlyTheBatchMonths). The text changes only from one
+// span of months to another, so pgx's statement cache holds few of them.
 func withinMonths(col string, stamps []time.Time) string {
 	lo, hi := stamps[0], stamps[0]
 	for _, t := range stamps[1:] {
