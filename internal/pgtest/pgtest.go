@@ -176,18 +176,20 @@ VALUES ('pgtest-legacy', '2000-01-01 00:00:00+00', 'compute.instance.create.end'
 // UnpartitionedURL is [URL] for a schema whose events table is one plain
 // table, as on a database where timescaledb's branch of migration 00001
 // left it so (00015 then partitions nothing): migrated to the end, then
-// events turned back into a plain table with the same columns, defaults
-// and indexes. It holds no event.
+// events turned back into a plain table by [Unpartition]. It holds no
+// event.
 func UnpartitionedURL(t testing.TB) string {
 	t.Helper()
 	u := PartitionedURL(t)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, u)
-	if err != nil {
+	if err := Unpartition(context.Background(), u); err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
-	defer conn.Close(ctx)
-	const plain = `
+	return u
+}
+
+// unpartitionSQL replaces events by one plain table with the same
+// columns, defaults and indexes (events must hold no row).
+const unpartitionSQL = `
 CREATE TABLE events_plain (LIKE events INCLUDING DEFAULTS);
 ALTER SEQUENCE events_feed_seq OWNED BY events_plain.seq;
 DROP TABLE events;
@@ -200,10 +202,23 @@ CREATE INDEX idx_events_type ON events (event_type, timestamp, event_id COLLATE 
 CREATE INDEX idx_events_resource_id ON events (resource_id, timestamp, event_id COLLATE "C");
 CREATE INDEX idx_events_feed ON events (tx, seq);
 CREATE INDEX idx_events_feed_legacy ON events (timestamp, event_id COLLATE "C") WHERE tx IS NULL;`
-	if _, err := conn.Exec(ctx, plain); err != nil {
-		t.Fatalf("pgtest: unpartition events: %v", err)
+
+// Unpartition turns the partitioned events table of the migrated, empty
+// schema url selects into one plain table with the same columns,
+// defaults and indexes, dropping its partitions: the baseline layout of
+// the partitioned table's cost (BenchmarkStoreUnpartitioned in
+// store/pgstore, tally-bench's partitioned-ingest phase). Errors: the
+// connection's or PostgreSQL's.
+func Unpartition(ctx context.Context, url string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
 	}
-	return u
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, unpartitionSQL); err != nil {
+		return fmt.Errorf("unpartition events: %w", err)
+	}
+	return nil
 }
 
 // EmptyURL is [URL] without the migrations: the schema exists and holds

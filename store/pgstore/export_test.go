@@ -3,10 +3,12 @@ package pgstore
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tallyhq/tally/correlate"
+	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/ingest/usage"
@@ -64,4 +66,22 @@ func SetScanChunk(n int) (restore func()) {
 // of a query with a project or platform filter), whatever q's filters.
 func HistoriesByResource(ctx context.Context, s *Ingest, q usage.HistoryQuery, fn func(usage.History) error) error {
 	return s.historiesByResource(ctx, q, fn)
+}
+
+// ProbeQuery is the duplicate probe storedResources runs for evs' keys.
+func ProbeQuery(evs []event.Event) (string, []any) {
+	ps := make([]*event.Event, len(evs))
+	for i := range evs {
+		ps[i] = &evs[i]
+	}
+	return probeQuery(ps)
+}
+
+// MarkLateQuery is the UPDATE markLate runs for the keys of evs.
+func MarkLateQuery(evs []event.Event) (string, []any) {
+	ids, stamps := make([]string, len(evs)), make([]time.Time, len(evs))
+	for i := range evs {
+		ids[i], stamps[i] = evs[i].EventID, utcMicro(evs[i].Timestamp)
+	}
+	return markLateQuery(ids, stamps)
 }

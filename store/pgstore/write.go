@@ -201,11 +201,42 @@ func markLate(ctx context.Context, tx pgx.Tx, fresh []*event.Event, stored map[p
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, `UPDATE events SET late = true
-WHERE (event_id, timestamp) IN (SELECT * FROM unnest($1::text[], $2::timestamptz[]))`, ids, stamps); err != nil {
+	query, args := markLateQuery(ids, stamps)
+	if _, err := tx.Exec(ctx, query, args...); err != nil {
 		return fmt.Errorf("mark late events: %w", err)
 	}
 	return nil
+}
+
+// markLateQuery is markLate's UPDATE of the events of the keys given as
+// two column arrays.
+func markLateQuery(ids []string, stamps []time.Time) (string, []any) {
+	return `UPDATE events SET late = true
+WHERE (event_id, timestamp) IN (SELECT * FROM unnest($1::text[], $2::timestamptz[]))` + withinMonths("timestamp", stamps), []any{ids, stamps}
+}
+
+// withinMonths is the condition " AND col >= 'from' AND col < 'to'",
+// its bounds literals: the start of the UTC month of the earliest of
+// stamps and that of the month after the latest's (stamps is not empty).
+// A lookup by the keys of stamps finds the same rows with it. The planner
+// prunes partitions by literal bounds of the partition key when it plans,
+// so the plan holds, and each execution sets up and locks, only the
+// partitions of those months; without it the plan holds every partition
+// (pruning by the keys' own timestamps happens only as it runs), and its
+// cost grows with the partitions kept
+// (TestKeyLookupsReadOnlyTheBatchMonths). The text changes only from one
+// span of months to another, so pgx's statement cache holds few of them.
+func withinMonths(col string, stamps []time.Time) string {
+	lo, hi := stamps[0], stamps[0]
+	for _, t := range stamps[1:] {
+		if t.Before(lo) {
+			lo = t
+		}
+		if t.After(hi) {
+			hi = t
+		}
+	}
+	return fmt.Sprintf(" AND %s >= '%s' AND %s < '%s'", col, boundLiteral(monthOf(lo)), col, boundLiteral(monthOf(hi).AddDate(0, 1, 0)))
 }
 
 // freshEvents returns the events of evs to insert: the first of each key
@@ -319,10 +350,17 @@ func insertRecords(ctx context.Context, tx pgx.Tx, dls []ingest.DeadLetter, audi
 	return nil
 }
 
-// probeSQL reads the stored events of the keys given as two column arrays,
-// with the resource each names.
-const probeSQL = `SELECT e.event_id, e.timestamp, e.platform, e.cloud, e.resource_type, e.resource_id FROM events e
-JOIN unnest($1::text[], $2::timestamptz[]) AS u(event_id, ts) ON e.event_id = u.event_id AND e.timestamp = u.ts`
+// probeQuery reads the stored events of the keys of evs, with the
+// resource each names.
+func probeQuery(evs []*event.Event) (string, []any) {
+	ids, stamps := make([]string, len(evs)), make([]time.Time, len(evs))
+	for j, e := range evs {
+		ids[j], stamps[j] = e.EventID, utcMicro(e.Timestamp)
+	}
+	return `SELECT e.event_id, e.timestamp, e.platform, e.cloud, e.resource_type, e.resource_id FROM events e
+JOIN unnest($1::text[], $2::timestamptz[]) AS u(event_id, ts) ON e.event_id = u.event_id AND e.timestamp = u.ts
+WHERE true` + withinMonths("e.timestamp", stamps), []any{ids, stamps}
+}
 
 // storedResources reads the resource each stored event of evs' keys names.
 func storedResources(ctx context.Context, tx pgx.Tx, evs []*event.Event) (map[eventKey]resourceOf, error) {
@@ -330,11 +368,8 @@ func storedResources(ctx context.Context, tx pgx.Tx, evs []*event.Event) (map[ev
 	if len(evs) == 0 {
 		return found, nil
 	}
-	ids, stamps := make([]string, len(evs)), make([]time.Time, len(evs))
-	for j, e := range evs {
-		ids[j], stamps[j] = e.EventID, utcMicro(e.Timestamp)
-	}
-	rows, err := tx.Query(ctx, probeSQL, ids, stamps)
+	query, args := probeQuery(evs)
+	rows, err := tx.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("probe events: %w", err)
 	}

@@ -369,3 +369,20 @@ func TestThousands(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// TestLayoutOrder: the partitioned-ingest phase alternates the layouts in
+// pairs whose order turns, each layout run as often as asked.
+func TestLayoutOrder(t *testing.T) {
+	for _, tc := range []struct {
+		runs int
+		want []int
+	}{
+		{0, []int{}},
+		{1, []int{0, 1}},
+		{3, []int{0, 1, 1, 0, 0, 1}},
+	} {
+		if diff := cmp.Diff(tc.want, layoutOrder(tc.runs)); diff != "" {
+			t.Errorf("layoutOrder(%d) (-want +got):\n%s", tc.runs, diff)
+		}
+	}
+}

@@ -19,6 +19,9 @@
 //     events each stored through the store, a month of usage by day grouped
 //     by project and resource type against PostgreSQL copying the same
 //     events out once, --usage-runs times each, alternating;
+//     then --partition-ingest-runs times into events partitioned by month
+//     and as often into events as one plain table, alternating: the
+//     ratio of the median rates, and the CPU per event of each;
 //  4. the HTTP path: tallyd (started from --tallyd, or --url), 2 clients
 //     posting 1000-item bodies;
 //  5. the feed phase: the HTTP path again, --feed-runs times without
@@ -91,6 +94,7 @@ type options struct {
 	serverPool   int
 	feedRuns     int
 	partRuns     int
+	partIngest   int
 	feedSubs     int
 	feedEvents   int
 	usageRes     int
@@ -128,6 +132,7 @@ func run(args []string) int {
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "the whole run stops after this")
 	fs.IntVar(&o.serverPool, "server-pool", 0, "pool_max_conns of the database URL the bench gives tallyd (0: tallyd's default)")
 	fs.IntVar(&o.partRuns, "partition-runs", 2, "runs of the partition-DDL phase (PostgreSQL) without and with a partition made, attached, detached and dropped in a loop each, alternating (0: no such phase)")
+	fs.IntVar(&o.partIngest, "partition-ingest-runs", 3, "runs of the library path into partitioned events and as many into events as one table (PostgreSQL), alternating: the ratio of the medians (0: no such phase; --short: 1)")
 	fs.IntVar(&o.feedRuns, "feed-runs", 3, "runs of the feed phase with and without subscribers each, alternating (0: no feed phase)")
 	fs.IntVar(&o.feedSubs, "feed-subscribers", 100, "SSE subscribers of GET /api/v1/events/feed attached during the feed phase's runs with subscribers")
 	fs.IntVar(&o.feedEvents, "feed-events", 0, "distinct valid events per run of the feed phase (0: a quarter of --events)")
@@ -154,6 +159,9 @@ func run(args []string) int {
 		}
 		if !fs.Changed("usage-resources") {
 			o.usageRes = 300
+		}
+		if !fs.Changed("partition-ingest-runs") {
+			o.partIngest = 1
 		}
 		if !fs.Changed("timeout") {
 			o.timeout = 5 * time.Minute
@@ -211,6 +219,7 @@ func (o *options) validate() error {
 		{"--events", o.events, 1, maxEvents}, {"--creates", o.creates, 1, maxCreates},
 		{"--feed-runs", o.feedRuns, 0, 20}, {"--feed-subscribers", o.feedSubs, 1, 1000}, {"--partition-runs", o.partRuns, 0, 20},
 		{"--usage-resources", o.usageRes, 0, 200_000}, {"--usage-runs", o.usageRuns, 1, 20},
+		{"--partition-ingest-runs", o.partIngest, 0, 20},
 		{"--feed-events", o.feedEvents, 0, maxEvents}, {"--batch", o.batch, 1, 1000},
 		{"--clouds", o.clouds, 1, 100}, {"--producers", o.producers, 1, 256},
 	} {
@@ -293,14 +302,10 @@ func (b *bench) run(ctx context.Context) error {
 	lib, dup = ps[0], ps[1]
 	add(lib)
 	add(dup)
-	if b.pg != nil && b.opt.partRuns > 0 {
-		without, with, err := b.phasePartitions(ctx, b.opt.partRuns)
-		if err != nil {
-			return fmt.Errorf("partitions: %w", err)
+	if b.pg != nil {
+		if err := b.partitionPhases(ctx, add); err != nil {
+			return err
 		}
-		add(without)
-		add(with)
-		b.rep.Ratios = append(b.rep.Ratios, ratio{"library p99 with partition DDL / without", with.P99Ms / without.P99Ms, "target ≤ 2.0"})
 	}
 	if b.pg != nil && b.opt.usageRes > 0 {
 		read, query, err := b.phaseUsage(ctx, b.opt.usageRes, b.opt.usageRuns)
@@ -377,4 +382,33 @@ func (b *bench) ceilingRatios(ceiling, lib, dup, web, corrSQL, corrWeb *phaseRes
 			ratio{"CPU: copy ceiling / all duplicates", cpu(ceiling) / cpu(dup), "CPU per event, db + go"},
 			ratio{"CPU: bare SQL / correlation HTTP", cpu(corrSQL) / cpu(corrWeb), "CPU per create, db + go"})
 	}
+}
+
+// partitionPhases runs the phases of partitioned events (PostgreSQL):
+// the library path beside partition DDL, then on partitioned events
+// against one table, each when its flag asks for runs, and adds their
+// ratios.
+func (b *bench) partitionPhases(ctx context.Context, add func(*phaseResult)) error {
+	if b.opt.partRuns > 0 {
+		without, with, err := b.phasePartitions(ctx, b.opt.partRuns)
+		if err != nil {
+			return fmt.Errorf("partitions: %w", err)
+		}
+		add(without)
+		add(with)
+		b.rep.Ratios = append(b.rep.Ratios, ratio{"library p99 with partition DDL / without", with.P99Ms / without.P99Ms, "target ≤ 2.0"})
+	}
+	if b.opt.partIngest > 0 {
+		parted, plain, err := b.phasePartitionIngest(ctx, b.opt.partIngest)
+		if err != nil {
+			return fmt.Errorf("partitioned ingest: %w", err)
+		}
+		add(parted)
+		add(plain)
+		b.rep.Ratios = append(b.rep.Ratios, ratio{"library partitioned / one table (medians)", parted.Rate / plain.Rate, "target ≥ 0.95"})
+		if cp, cu := parted.DBCPUMicros+parted.GoCPUMicros, plain.DBCPUMicros+plain.GoCPUMicros; cp > 0 && cu > 0 {
+			b.rep.Ratios = append(b.rep.Ratios, ratio{"CPU: one table / partitioned", cu / cp, "CPU per event, db + go (medians)"})
+		}
+	}
+	return nil
 }

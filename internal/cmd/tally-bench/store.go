@@ -11,6 +11,7 @@ import (
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/ingest/usage"
+	"github.com/tallyhq/tally/internal/pgtest"
 	"github.com/tallyhq/tally/sizenames"
 	"github.com/tallyhq/tally/store/memstore"
 	"github.com/tallyhq/tally/store/pgstore"
@@ -121,4 +122,11 @@ func openUsage(ctx context.Context, url string) (ingest.Store, *usage.Service, f
 		return nil, nil, nil, err
 	}
 	return db.Ingest(), svc, db.Close, nil
+}
+
+// unpartition turns the events table of the migrated, empty schema url
+// selects into one plain table, as BenchmarkStoreUnpartitioned's schemas
+// have it (pgtest.Unpartition).
+func unpartition(ctx context.Context, url string) error {
+	return pgtest.Unpartition(ctx, url)
 }
