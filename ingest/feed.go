@@ -269,7 +269,9 @@ func badAfter() event.Problem {
 // and at most [MaxPageBytes] of item bytes (at least one item). It returns
 // an [*event.ValidationError] listing every bad parameter (a cursor that
 // is tampered, of another feed or another database is /after), ctx's error
-// when it ends the wait, or the store's error wrapped.
+// when it ends the wait, or the store's error wrapped. The items' payloads
+// are shared with the feed's other readers (and, in memory, the store):
+// read-only.
 func (s *Service) Feed(ctx context.Context, q FeedQuery) (FeedPage, error) {
 	var ps page.Params
 	after, head, limit := q.check(&ps)
