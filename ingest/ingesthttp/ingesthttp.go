@@ -537,9 +537,16 @@ func (h *Handler) followEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// A stream's reads are no pages its client sees: without a limit, the
+	// largest catches a subscriber up in fewer reads and writes.
+	streamLimit := fq.Limit
+	if !q.Has("limit") {
+		streamLimit = ingest.MaxLimit
+	}
 	read := func(ctx context.Context, after string, wait time.Duration) ([]sse.Frame, string, error) {
 		next := fq
 		next.After, next.Wait = after, wait
+		next.Limit = streamLimit
 		p, err := h.svc.Feed(ctx, next)
 		if err != nil {
 			return nil, after, err

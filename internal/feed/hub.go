@@ -43,7 +43,9 @@ type Options struct {
 	// other replicas (default 500ms).
 	Poll time.Duration
 	// RingItems and RingBytes bound the recent items a Hub keeps in memory
-	// (defaults 4096 and 16 MiB).
+	// (defaults 32,768 and 16 MiB): a waiting reader further behind reads
+	// the store itself, decoding again what the ring decoded once, so the
+	// ring holds as many items as its bytes allow.
 	RingItems, RingBytes int
 	// Idle is how long the tail reader keeps reading with no reader
 	// (default 30s).
@@ -87,7 +89,7 @@ func NewHub[T, F any](src Source[T, F], opts Options) *Hub[T, F] {
 		opts.Poll = 500 * time.Millisecond
 	}
 	if opts.RingItems <= 0 {
-		opts.RingItems = 4096
+		opts.RingItems = 32 << 10
 	}
 	if opts.RingBytes <= 0 {
 		opts.RingBytes = 16 << 20
@@ -223,6 +225,10 @@ func (h *Hub[T, F]) fromRing(after Position, f F, limit int, waiting bool) (Page
 	}
 	i := sort.Search(len(h.ring), func(i int) bool { return Compare(h.src.Pos(h.ring[i]), after) > 0 })
 	p := Page[T]{Next: h.tail, CaughtUp: true}
+	if i < len(h.ring) {
+		// One allocation: a subscriber behind takes up to limit items.
+		p.Items = make([]T, 0, min(limit, len(h.ring)-i))
+	}
 	for ; i < len(h.ring); i++ {
 		if !h.src.Match(f, h.ring[i]) {
 			continue

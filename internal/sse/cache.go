@@ -25,7 +25,7 @@ type Cache struct {
 	byID  map[string]*cached
 	order []*cached // insertion order, oldest first
 	bytes int
-	// Frames dropped from order, held weakly: at most maxItems, oldest
+	// Frames dropped from order, held weakly: at most 2×maxItems, oldest
 	// first in fadedIDs.
 	faded    map[string]fadedFrame
 	fadedIDs []string
@@ -45,12 +45,12 @@ type cached struct {
 }
 
 // NewCache returns a Cache that keeps at most maxItems frames and maxBytes
-// bytes of encoded frames, and refers weakly to at most maxItems more (≤ 0:
-// 4096 frames, as many as a feed hub's ring holds, and 2 MiB); a frame
+// bytes of encoded frames, and refers weakly to at most 2×maxItems more (≤
+// 0: 32,768 frames, as many as a feed hub's ring holds, and 2 MiB); a frame
 // larger than maxBytes is encoded for its caller and referred to weakly.
 func NewCache(maxItems, maxBytes int) *Cache {
 	if maxItems <= 0 {
-		maxItems = 4096
+		maxItems = 32 << 10
 	}
 	if maxBytes <= 0 {
 		maxBytes = 2 << 20
@@ -118,8 +118,9 @@ func (c *Cache) Frame(id, event string, data func() ([]byte, error)) (Frame, err
 	return Frame{ID: id, Event: event, wire: e.wire}, nil
 }
 
-// fade refers weakly to e's frame, dropping the oldest weak reference past
-// maxItems. Called with mu held.
+// fade refers weakly to e's frame, dropping the oldest weak references
+// past maxItems (in halves, so that a drop costs O(1) amortized). Called
+// with mu held.
 func (c *Cache) fade(e *cached) {
 	if len(e.wire) == 0 {
 		return
@@ -128,7 +129,8 @@ func (c *Cache) fade(e *cached) {
 		c.fadedIDs = append(c.fadedIDs, e.id)
 	}
 	c.faded[e.id] = fadedFrame{first: weak.Make(&e.wire[0]), n: len(e.wire)}
-	if drop := len(c.fadedIDs) - c.maxItems; drop > 0 {
+	if len(c.fadedIDs) >= 2*c.maxItems {
+		drop := len(c.fadedIDs) - c.maxItems
 		for _, id := range c.fadedIDs[:drop] {
 			delete(c.faded, id)
 		}
