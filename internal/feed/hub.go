@@ -132,7 +132,8 @@ func (h *Hub[T, F]) Head(ctx context.Context) (Position, error) {
 	return h.src.Head(ctx)
 }
 
-// Read returns at most limit items after after that f selects. With wait
+// Read returns at most limit items after after that f selects (read-only:
+// they may be shared with the hub's ring and other readers). With wait
 // > 0 and nothing to return it waits until an item arrives or wait has
 // passed, then answers with what there is (possibly no items, Next where
 // the read stopped). A cancelled ctx ends the wait with ctx's error.
@@ -225,10 +226,25 @@ func (h *Hub[T, F]) fromRing(after Position, f F, limit int, waiting bool) (Page
 	}
 	i := sort.Search(len(h.ring), func(i int) bool { return Compare(h.src.Pos(h.ring[i]), after) > 0 })
 	p := Page[T]{Next: h.tail, CaughtUp: true}
-	if i < len(h.ring) {
-		// One allocation: a subscriber behind takes up to limit items.
-		p.Items = make([]T, 0, min(limit, len(h.ring)-i))
+	j := i
+	for j < len(h.ring) && j-i < limit && h.src.Match(f, h.ring[j]) {
+		j++
 	}
+	if j == i && i == len(h.ring) {
+		return p, true
+	}
+	if j-i == limit || j == len(h.ring) {
+		// Every item read is selected: the reader shares the ring's, which
+		// are never changed in place (append writes past every reader's
+		// slice; eviction moves the ring to a new array).
+		p.Items = h.ring[i:j:j]
+		if j-i == limit {
+			p.Next, p.CaughtUp = h.src.Pos(h.ring[j-1]), j == len(h.ring)
+		}
+		return p, true
+	}
+	// One allocation: a subscriber behind takes up to limit items.
+	p.Items = make([]T, 0, min(limit, len(h.ring)-i))
 	for ; i < len(h.ring); i++ {
 		if !h.src.Match(f, h.ring[i]) {
 			continue
