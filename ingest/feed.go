@@ -269,7 +269,9 @@ func badAfter() event.Problem {
 // and at most [MaxPageBytes] of item bytes (at least one item). It returns
 // an [*event.ValidationError] listing every bad parameter (a cursor that
 // is tampered, of another feed or another database is /after), ctx's error
-// when it ends the wait, or the store's error wrapped.
+// when it ends the wait, or the store's error wrapped. The items' payloads
+// are shared with the feed's other readers (and, in memory, the store):
+// read-only.
 func (s *Service) Feed(ctx context.Context, q FeedQuery) (FeedPage, error) {
 	var ps page.Params
 	after, head, limit := q.check(&ps)
@@ -292,30 +294,42 @@ func (s *Service) Feed(ctx context.Context, q FeedQuery) (FeedPage, error) {
 		}
 		return FeedPage{}, fmt.Errorf("ingest: read the feed: %w", err)
 	}
-	n := page.Cut(p.Items, len(p.Items), func(e FeedEvent) int { return StoredEventBytes(e.StoredEvent) })
+	n := page.Cut(p.Items, len(p.Items), func(e ringEvent) int { return StoredEventBytes(e.StoredEvent) })
 	if n < len(p.Items) {
 		p.Items, p.Next, p.CaughtUp = p.Items[:n], p.Items[n-1].Position, false
 	}
 	out := FeedPage{Items: make([]FeedItem, len(p.Items)), NextCursor: feed.Encode(feed.Lifecycle, p.Next), CaughtUp: p.CaughtUp}
 	for i, e := range p.Items {
-		out.Items[i] = FeedItem{StoredEvent: e.StoredEvent, Position: feed.Encode(feed.Lifecycle, e.Position), Late: e.Late}
+		out.Items[i] = FeedItem{StoredEvent: e.StoredEvent, Position: e.cursor, Late: e.Late}
 	}
 	return out, nil
 }
 
+// ringEvent is a feed event as the hub keeps it: with its cursor, encoded
+// once for every reader.
+type ringEvent struct {
+	FeedEvent
+	cursor string
+}
+
 // newFeedHub is the hub of s's feed over its store.
-func newFeedHub(st Store, opts FeedOptions) *feed.Hub[FeedEvent, FeedFilter] {
-	return feed.NewHub(feed.Source[FeedEvent, FeedFilter]{
-		Read: func(ctx context.Context, after feed.Position, f FeedFilter, limit int) (feed.Page[FeedEvent], error) {
-			return st.Feed(ctx, FeedRead{After: after, Limit: limit, FeedFilter: f})
+func newFeedHub(st Store, opts FeedOptions) *feed.Hub[ringEvent, FeedFilter] {
+	return feed.NewHub(feed.Source[ringEvent, FeedFilter]{
+		Read: func(ctx context.Context, after feed.Position, f FeedFilter, limit int) (feed.Page[ringEvent], error) {
+			b, err := st.Feed(ctx, FeedRead{After: after, Limit: limit, FeedFilter: f})
+			p := feed.Page[ringEvent]{Items: make([]ringEvent, len(b.Items)), Next: b.Next, CaughtUp: b.CaughtUp}
+			for i, e := range b.Items {
+				p.Items[i] = ringEvent{FeedEvent: e, cursor: feed.Encode(feed.Lifecycle, e.Position)}
+			}
+			return p, err
 		},
 		Head: func(ctx context.Context) (feed.Position, error) {
 			b, err := st.Feed(ctx, FeedRead{})
 			return b.Next, err
 		},
-		Pos:   func(e FeedEvent) feed.Position { return e.Position },
-		Match: func(f FeedFilter, e FeedEvent) bool { return f.Match(&e.Event) },
-		Size:  func(e FeedEvent) int { return StoredEventBytes(e.StoredEvent) },
+		Pos:   func(e ringEvent) feed.Position { return e.Position },
+		Match: func(f FeedFilter, e ringEvent) bool { return f.Match(&e.Event) },
+		Size:  func(e ringEvent) int { return StoredEventBytes(e.StoredEvent) },
 	}, feed.Options{Poll: opts.Poll})
 }
 

@@ -215,7 +215,7 @@ type Service struct {
 	maxDL    int
 	log      *slog.Logger
 	reg      registry
-	feed     *feed.Hub[FeedEvent, FeedFilter]
+	feed     *feed.Hub[ringEvent, FeedFilter]
 
 	// sizeValidations counts the sizes validated against a schema (the
 	// expensive step that verdicts spare), for tests.

@@ -53,7 +53,9 @@ type Store interface {
 	// only up to a point before which no event can still appear (a
 	// transaction that took an earlier position and commits later is
 	// waited for, never skipped). A position it never gave is an error
-	// wrapping [ErrFeedPosition].
+	// wrapping [ErrFeedPosition]. The items are read-only: the feed keeps
+	// recent ones in memory and hands the same bytes to every reader, so a
+	// store may return its own copy of an event's payload.
 	Feed(ctx context.Context, q FeedRead) (FeedBatch, error)
 }
 

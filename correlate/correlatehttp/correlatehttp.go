@@ -72,8 +72,8 @@ type Options struct {
 	// GET /api/events/subscribe; nil admits every one and counts nothing.
 	Subscribers route.Subscribers
 	// Stream tunes those streams; the zero value takes internal/sse's
-	// defaults (256 KiB unread before a reset, 10 s per write, a comment
-	// every 10 s).
+	// defaults (writes of at most 256 KiB, a reset when one takes the
+	// client more than 10 s, a comment every 10 s).
 	Stream StreamOptions
 }
 

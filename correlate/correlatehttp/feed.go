@@ -104,9 +104,16 @@ func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// A stream's reads are no pages its client sees: without a limit, the
+	// largest catches a subscriber up in fewer reads and writes.
+	limit := q.Limit
+	if !r.URL.Query().Has("limit") {
+		limit = correlate.MaxFeedLimit
+	}
 	read := func(ctx context.Context, after string, wait time.Duration) ([]sse.Frame, string, error) {
 		next := q
 		next.After, next.Wait = after, wait
+		next.Limit = limit
 		p, err := h.svc.Feed(ctx, caller, next)
 		if err != nil {
 			return nil, after, err

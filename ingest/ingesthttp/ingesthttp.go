@@ -65,8 +65,8 @@ type Options struct {
 	// GET /api/v1/events/feed; nil admits every one and counts nothing.
 	Subscribers route.Subscribers
 	// Stream tunes those streams; the zero value takes internal/sse's
-	// defaults (256 KiB unread before a reset, 10 s per write, a comment
-	// every 10 s).
+	// defaults (writes of at most 256 KiB, a reset when one takes the
+	// client more than 10 s, a comment every 10 s).
 	Stream StreamOptions
 	// Usage, when not nil, serves the usage routes (GET /api/v1/usage, a
 	// resource's /lifecycle, a project's /summary) and GET
@@ -539,9 +539,16 @@ func (h *Handler) followEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// A stream's reads are no pages its client sees: without a limit, the
+	// largest catches a subscriber up in fewer reads and writes.
+	streamLimit := fq.Limit
+	if !q.Has("limit") {
+		streamLimit = ingest.MaxLimit
+	}
 	read := func(ctx context.Context, after string, wait time.Duration) ([]sse.Frame, string, error) {
 		next := fq
 		next.After, next.Wait = after, wait
+		next.Limit = streamLimit
 		p, err := h.svc.Feed(ctx, next)
 		if err != nil {
 			return nil, after, err

@@ -43,7 +43,9 @@ type Options struct {
 	// other replicas (default 500ms).
 	Poll time.Duration
 	// RingItems and RingBytes bound the recent items a Hub keeps in memory
-	// (defaults 4096 and 16 MiB).
+	// (defaults 32,768 and 16 MiB): a waiting reader further behind reads
+	// the store itself, decoding again what the ring decoded once, so the
+	// ring holds as many items as its bytes allow.
 	RingItems, RingBytes int
 	// Idle is how long the tail reader keeps reading with no reader
 	// (default 30s).
@@ -87,7 +89,7 @@ func NewHub[T, F any](src Source[T, F], opts Options) *Hub[T, F] {
 		opts.Poll = 500 * time.Millisecond
 	}
 	if opts.RingItems <= 0 {
-		opts.RingItems = 4096
+		opts.RingItems = 32 << 10
 	}
 	if opts.RingBytes <= 0 {
 		opts.RingBytes = 16 << 20
@@ -130,7 +132,8 @@ func (h *Hub[T, F]) Head(ctx context.Context) (Position, error) {
 	return h.src.Head(ctx)
 }
 
-// Read returns at most limit items after after that f selects. With wait
+// Read returns at most limit items after after that f selects (read-only:
+// they may be shared with the hub's ring and other readers). With wait
 // > 0 and nothing to return it waits until an item arrives or wait has
 // passed, then answers with what there is (possibly no items, Next where
 // the read stopped). A cancelled ctx ends the wait with ctx's error.
@@ -223,6 +226,25 @@ func (h *Hub[T, F]) fromRing(after Position, f F, limit int, waiting bool) (Page
 	}
 	i := sort.Search(len(h.ring), func(i int) bool { return Compare(h.src.Pos(h.ring[i]), after) > 0 })
 	p := Page[T]{Next: h.tail, CaughtUp: true}
+	j := i
+	for j < len(h.ring) && j-i < limit && h.src.Match(f, h.ring[j]) {
+		j++
+	}
+	if j == i && i == len(h.ring) {
+		return p, true
+	}
+	if j-i == limit || j == len(h.ring) {
+		// Every item read is selected: the reader shares the ring's, which
+		// are never changed in place (append writes past every reader's
+		// slice; eviction moves the ring to a new array).
+		p.Items = h.ring[i:j:j]
+		if j-i == limit {
+			p.Next, p.CaughtUp = h.src.Pos(h.ring[j-1]), j == len(h.ring)
+		}
+		return p, true
+	}
+	// One allocation: a subscriber behind takes up to limit items.
+	p.Items = make([]T, 0, min(limit, len(h.ring)-i))
 	for ; i < len(h.ring); i++ {
 		if !h.src.Match(f, h.ring[i]) {
 			continue

@@ -1,16 +1,23 @@
 package sse
 
-import "sync"
+import (
+	"sync"
+	"unsafe"
+	"weak"
+)
 
 // Cache holds the encoded frames of a feed's recent items, so that the
 // subscribers of one feed share one encoding of each item instead of each
-// marshalling and buffering its own copy: a commit read by a thousand
-// subscribers is encoded once, and every subscriber's buffer refers to the
-// same bytes. A frame is keyed by its id (the item's cursor), which must
-// name one item whose data never changes (true of a feed position). The
-// cache keeps the most recently added frames within its bounds and drops
-// the oldest first. Safe for concurrent use; a nil *Cache encodes every
-// frame anew.
+// marshalling and writing its own copy: a commit read by a thousand
+// subscribers is encoded once, and every subscriber writes the same bytes.
+// A frame is keyed by its id (the item's cursor), which must name one item
+// whose data never changes (true of a feed position). The cache keeps the
+// most recently added frames within its bounds and drops the oldest first;
+// a dropped frame is still found, without being kept, while a stream
+// still holds it or the garbage collector has not reclaimed it (a weak
+// reference), so that subscribers a little behind share it too while the
+// memory of the frames every subscriber has sent is returned. Safe for
+// concurrent use; a nil *Cache encodes every frame anew.
 type Cache struct {
 	maxItems, maxBytes int
 
@@ -18,6 +25,16 @@ type Cache struct {
 	byID  map[string]*cached
 	order []*cached // insertion order, oldest first
 	bytes int
+	// Frames dropped from order, held weakly: at most 2×maxItems, oldest
+	// first in fadedIDs.
+	faded    map[string]fadedFrame
+	fadedIDs []string
+}
+
+// fadedFrame is a weak reference to a dropped frame's bytes.
+type fadedFrame struct {
+	first weak.Pointer[byte] // the first byte of the encoding
+	n     int                // its length
 }
 
 type cached struct {
@@ -27,18 +44,18 @@ type cached struct {
 	err  error
 }
 
-// NewCache returns a Cache of at most maxItems frames and maxBytes bytes
-// of encoded frames (≤ 0: 4096 frames, 16 MiB, the bounds of a feed hub's
-// ring, whose items it encodes); a frame larger than maxBytes is encoded
-// for its caller and not kept.
+// NewCache returns a Cache that keeps at most maxItems frames and maxBytes
+// bytes of encoded frames, and refers weakly to at most 2×maxItems more (≤
+// 0: 32,768 frames, as many as a feed hub's ring holds, and 2 MiB); a frame
+// larger than maxBytes is encoded for its caller and referred to weakly.
 func NewCache(maxItems, maxBytes int) *Cache {
 	if maxItems <= 0 {
-		maxItems = 4096
+		maxItems = 32 << 10
 	}
 	if maxBytes <= 0 {
-		maxBytes = 16 << 20
+		maxBytes = 2 << 20
 	}
-	return &Cache{maxItems: maxItems, maxBytes: maxBytes, byID: make(map[string]*cached)}
+	return &Cache{maxItems: maxItems, maxBytes: maxBytes, byID: make(map[string]*cached), faded: make(map[string]fadedFrame)}
 }
 
 // Frame returns the frame of the item with cursor id and kind event,
@@ -54,6 +71,13 @@ func (c *Cache) Frame(id, event string, data func() ([]byte, error)) (Frame, err
 	c.mu.Lock()
 	e, ok := c.byID[id]
 	if !ok {
+		if f, in := c.faded[id]; in {
+			if p := f.first.Value(); p != nil {
+				c.mu.Unlock()
+				return Frame{ID: id, Event: event, wire: unsafe.Slice(p, f.n)}, nil
+			}
+			delete(c.faded, id)
+		}
 		e = &cached{id: id, done: make(chan struct{})}
 		c.byID[id] = e
 	}
@@ -72,6 +96,9 @@ func (c *Cache) Frame(id, event string, data func() ([]byte, error)) (Frame, err
 	defer c.mu.Unlock()
 	if err != nil || len(e.wire) > c.maxBytes {
 		delete(c.byID, id)
+		if err == nil {
+			c.fade(e)
+		}
 		return Frame{ID: id, Event: event, wire: e.wire}, err
 	}
 	c.order = append(c.order, e)
@@ -82,10 +109,31 @@ func (c *Cache) Frame(id, event string, data func() ([]byte, error)) (Frame, err
 		c.bytes -= len(old.wire)
 		if c.byID[old.id] == old {
 			delete(c.byID, old.id)
+			c.fade(old)
 		}
 		c.order[drop] = nil // the backing array no longer keeps it
 		drop++
 	}
 	c.order = c.order[drop:]
 	return Frame{ID: id, Event: event, wire: e.wire}, nil
+}
+
+// fade refers weakly to e's frame, dropping the oldest weak references
+// past maxItems (in halves, so that a drop costs O(1) amortized). Called
+// with mu held.
+func (c *Cache) fade(e *cached) {
+	if len(e.wire) == 0 {
+		return
+	}
+	if _, in := c.faded[e.id]; !in {
+		c.fadedIDs = append(c.fadedIDs, e.id)
+	}
+	c.faded[e.id] = fadedFrame{first: weak.Make(&e.wire[0]), n: len(e.wire)}
+	if len(c.fadedIDs) >= 2*c.maxItems {
+		drop := len(c.fadedIDs) - c.maxItems
+		for _, id := range c.fadedIDs[:drop] {
+			delete(c.faded, id)
+		}
+		c.fadedIDs = append(c.fadedIDs[:0:0], c.fadedIDs[drop:]...)
+	}
 }

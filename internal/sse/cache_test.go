@@ -3,6 +3,7 @@ package sse
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,7 +50,8 @@ func TestCacheEncodesOnceAndShares(t *testing.T) {
 }
 
 // TestCacheBounds checks that the cache keeps at most its bounds, dropping
-// the oldest first, and that a dropped frame is encoded again when asked.
+// the oldest first, and that a dropped frame is encoded again when asked
+// once no stream holds it and the collector has run.
 func TestCacheBounds(t *testing.T) {
 	for _, tc := range []struct {
 		name               string
@@ -86,6 +88,7 @@ func TestCacheBounds(t *testing.T) {
 			if bytes != c.bytes || bytes > tc.maxBytes {
 				t.Errorf("bytes = %d (counted %d), bound %d", bytes, c.bytes, tc.maxBytes)
 			}
+			runtime.GC() // nothing holds the dropped frames: their weak references die
 			calls := 0
 			if _, err := c.Frame("p0", "e", func() ([]byte, error) { calls++; return []byte("xxxxxxxxxx"), nil }); err != nil {
 				t.Fatal(err)
@@ -94,6 +97,47 @@ func TestCacheBounds(t *testing.T) {
 				t.Errorf("a dropped frame: data called %d times, want 1", calls)
 			}
 		})
+	}
+}
+
+// TestCacheSharesADroppedFrameStillHeld: a frame dropped from the cache's
+// bounds while a stream still holds it (a subscriber a little behind) is
+// shared, not encoded again, and not kept: once nothing holds it and the
+// collector has run, it is encoded anew.
+func TestCacheSharesADroppedFrameStillHeld(t *testing.T) {
+	c := NewCache(1, 1<<20)
+	calls := 0
+	data := func() ([]byte, error) { calls++; return []byte(`{"a":1}`), nil }
+	held, err := c.Frame("p0", "e", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Frame("p1", "e", data); err != nil { // drops p0 from the bounds
+		t.Fatal(err)
+	}
+	if len(c.byID) != 1 || c.byID["p0"] != nil {
+		t.Fatalf("kept %v, want p1 alone", c.byID)
+	}
+	runtime.GC()
+	again, err := c.Frame("p0", "e", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 2 || &again.encoded()[0] != &held.encoded()[0] {
+		t.Errorf("a dropped frame still held: data called %d times (want 2: p0 and p1 once each), shared %v",
+			calls, &again.encoded()[0] == &held.encoded()[0])
+	}
+	if d := cmp.Diff(string(held.encoded()), string(again.encoded())); d != "" {
+		t.Errorf("(-held +again):\n%s", d)
+	}
+	runtime.KeepAlive(held.wire)
+	held, again = Frame{}, Frame{}
+	runtime.GC()
+	if _, err := c.Frame("p0", "e", data); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 3 {
+		t.Errorf("a dropped frame nothing holds, after a collection: data called %d times in all, want 3", calls)
 	}
 }
 

@@ -1,6 +1,7 @@
 // Package sse serves a change feed to one subscriber as Server-Sent Events
-// (the WHATWG HTML "Server-sent events" format) through a bounded buffer,
-// and admits subscribers through route.Subscribers: the HTTP half of
+// (the WHATWG HTML "Server-sent events" format), written by the request's
+// own goroutine with no queue of its own (a client that stops reading is
+// reset), and admits subscribers through route.Subscribers: the HTTP half of
 // internal/feed, shared by ingest/ingesthttp and correlate/correlatehttp.
 package sse
 
@@ -9,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -16,13 +18,15 @@ import (
 
 // StreamOptions tune [Serve]. Zero fields take the defaults named.
 type StreamOptions struct {
-	// Buffer bounds the bytes a subscriber may leave unread before it
-	// counts as stalled and is reset (default 256 KiB; one item larger
-	// than that is still sent alone).
+	// Buffer bounds the bytes of one write to a subscriber (default 256
+	// KiB; one frame larger than that is written alone). Frames are
+	// written straight from the shared encoding: the stream holds no queue
+	// of its own, only the kernel's socket buffer and net/http's few KiB
+	// lie between it and the client.
 	Buffer int
-	// WriteTimeout is how long a subscriber may leave Buffer bytes unread
-	// before it is reset (default 10s); one write to the client may block
-	// for twice that before the connection counts as gone.
+	// WriteTimeout is how long a subscriber may take to accept one write
+	// before it counts as stalled and is reset (default 10s); one write
+	// may block for twice that before the connection counts as gone.
 	WriteTimeout time.Duration
 	// Heartbeat is the longest time between two writes: with nothing to
 	// send, a comment line is written (default 10s).
@@ -61,10 +65,6 @@ const (
 	EndError
 )
 
-// ErrStalled is the cause of a stream's context when its client stopped
-// reading.
-var ErrStalled = errors.New("feed: the subscriber stopped reading")
-
 // Read is what [Serve] streams from: the frames after the cursor after,
 // waiting up to wait for one, and the cursor the next read starts at.
 type Read func(ctx context.Context, after string, wait time.Duration) (frames []Frame, next string, err error)
@@ -74,33 +74,35 @@ type Read func(ctx context.Context, after string, wait time.Duration) (frames []
 // from next on, each as "id: <cursor>", "event: <kind>" and "data: <JSON>",
 // and a comment line whenever nothing was written for opts.Heartbeat. A
 // client resumes by sending the last id it received as Last-Event-ID (the
-// caller reads it and makes first and next from it). Writes go through a
-// buffer of opts.Buffer bytes drained by their own goroutine, so a client
-// that stops reading never blocks the feed or other subscribers: when the
-// buffer is full the stream ends with "event: reset" and data
-// {"position":"<last id sent>"}. A read error ends it with "event: error"
-// and the same data. Each frame sent is counted by sent (nil: none).
-// Serve returns when the stream ends, and how.
+// caller reads it and makes first and next from it). The frames of each
+// read are written by the calling goroutine, at most opts.Buffer bytes a
+// write and one flush a read, so a client that stops reading blocks only
+// its own stream: a write it takes longer than opts.WriteTimeout to
+// accept ends the stream with "event: reset" and data {"position":"<last
+// id sent>"} (written when the client takes it within the write's
+// deadline, twice opts.WriteTimeout). A read error ends it with "event:
+// error" and the same data. Each frame sent is counted by sent (nil:
+// none). Serve returns when the stream ends, and how.
 func Serve(ctx context.Context, w http.ResponseWriter, last string, first []Frame, next string, read Read, opts StreamOptions, sent func()) End {
 	opts = opts.withDefaults()
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-cache")
 	hd.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	s := newStream(w, opts, cancel)
-	defer s.close()
-	s.send([]byte("retry: 2000\n\n"))
+	s := &stream{w: w, rc: http.NewResponseController(w), opts: opts}
+	head := []byte("retry: 2000\n\n")
 	// An id-only block (no data) sets a client's last event id without an
 	// event (WHATWG HTML, "dispatch the event": the id is taken before an
 	// empty data buffer ends it), so that a client cut off before its first
 	// item, or whose filter has matched nothing yet, resumes where the
 	// stream was, not at a new "now".
 	if len(first) == 0 && next != "" && next != last {
-		s.send([]byte("id: " + next + "\n\n"))
+		head = append(head, "id: "+next+"\n\n"...)
 		last = next
+	}
+	if !s.write(head) || !s.flush() {
+		return s.end(last)
 	}
 	frames, read0 := first, false
 	for {
@@ -109,23 +111,27 @@ func Serve(ctx context.Context, w http.ResponseWriter, last string, first []Fram
 			if next != "" && next != last {
 				beat = "id: " + next + "\n\n"
 			}
-			if !s.send([]byte(beat)) {
-				return s.reset(last)
-			}
-			if next != "" {
+			ok := s.write([]byte(beat))
+			if ok && next != "" {
 				last = next
+			}
+			if !ok || !s.flush() {
+				return s.end(last)
 			}
 		}
 		read0 = true
-		for _, fr := range frames {
-			if !s.send(fr.encoded()) {
-				return s.reset(last)
-			}
-			last = fr.ID
-			if sent != nil {
-				sent()
+		if len(frames) > 0 {
+			ok := s.frames(frames, func(fr Frame) {
+				last = fr.ID
+				if sent != nil {
+					sent()
+				}
+			})
+			if !ok || !s.flush() {
+				return s.end(last)
 			}
 		}
+		frames = nil // not kept while the next read waits
 		var err error
 		frames, next, err = read(ctx, next, opts.Heartbeat)
 		if ctx.Err() != nil {
@@ -176,138 +182,127 @@ func encodeFrame(fr Frame) []byte {
 	return b.Bytes()
 }
 
-// stream is a client's bounded write buffer and the goroutine draining it.
+// stream writes to one client through net/http's buffers, timing each
+// write: one the client took longer than opts.WriteTimeout to accept marks
+// it stalled.
 type stream struct {
-	w      http.ResponseWriter
-	rc     *http.ResponseController
-	opts   StreamOptions
-	cancel context.CancelCauseFunc
-
-	mu      sync.Mutex
-	wake    *sync.Cond
-	pending [][]byte // queued writes, shared with other streams: never modified
-	queued  int      // bytes in pending
-	closing bool
-	failed  bool
-	done    chan struct{}
-	room    chan struct{} // a value after each write or failure
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	opts    StreamOptions
+	stalled bool // a write took longer than opts.WriteTimeout
+	failed  bool // a write or flush failed: nothing more can be written
 }
 
-func newStream(w http.ResponseWriter, opts StreamOptions, cancel context.CancelCauseFunc) *stream {
-	s := &stream{w: w, rc: http.NewResponseController(w), opts: opts, cancel: cancel, done: make(chan struct{}), room: make(chan struct{}, 1)}
-	s.wake = sync.NewCond(&s.mu)
-	go s.drain()
-	return s
-}
+// smallFrame is the size below which frames are copied into one write
+// rather than written one by one: net/http's response buffer (2 KiB) and
+// connection buffer (4 KiB) would otherwise make a system call every few
+// small frames, while a large frame is one system call either way and is
+// not worth a copy per subscriber.
+const smallFrame = 2 << 10
 
-// send queues b (not copied: b must not change afterwards), waiting up to
-// opts.WriteTimeout for room when more than opts.Buffer bytes are unsent
-// (a client that reads, however slowly, is never reset for a burst); false
-// when the client has failed or made no room in that time.
-func (s *stream) send(b []byte) bool {
-	deadline := time.Now().Add(s.opts.WriteTimeout)
-	for {
-		s.mu.Lock()
-		if s.failed || s.closing {
-			s.mu.Unlock()
-			return false
-		}
-		if s.queued == 0 || s.queued+len(b) <= s.opts.Buffer {
-			s.pending = append(s.pending, b)
-			s.queued += len(b)
-			s.wake.Signal()
-			s.mu.Unlock()
-			return true
-		}
-		s.mu.Unlock()
-		wait := time.Until(deadline)
-		if wait <= 0 {
-			return false
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-s.room:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-}
+// spare holds the buffers that join small frames into one write, taken
+// for a write and returned after it: an idle subscriber holds none.
+var spare = sync.Pool{New: func() any { return new([]byte) }}
 
-// made signals a sender waiting for room.
-func (s *stream) made() {
-	select {
-	case s.room <- struct{}{}:
-	default:
-	}
-}
-
-// reset queues the reset frame past the buffer's bound and ends the stream.
-func (s *stream) reset(last string) End {
-	s.mu.Lock()
-	if !s.failed {
-		b := []byte("event: reset\ndata: {\"position\":" + strconv.Quote(last) + "}\n\n")
-		s.pending = append(s.pending, b)
-		s.queued += len(b)
-		s.wake.Signal()
-	}
-	s.mu.Unlock()
-	s.cancel(ErrStalled)
-	return EndReset
-}
-
-// close lets the drain goroutine write what is queued (each write bounded
-// by opts.WriteTimeout) and waits for it.
-func (s *stream) close() {
-	s.mu.Lock()
-	s.closing = true
-	s.wake.Signal()
-	s.mu.Unlock()
-	<-s.done
-}
-
-func (s *stream) drain() {
-	defer close(s.done)
-	var spare [][]byte
-	for {
-		s.mu.Lock()
-		for len(s.pending) == 0 && !s.closing && !s.failed {
-			s.wake.Wait()
+// frames writes frs, calling done for each frame once it is written: a
+// run of small frames (each under smallFrame) as one write of at most
+// opts.Buffer bytes, a larger frame alone, each straight from its shared
+// encoding. False when a write failed or the client stalled (a frame
+// written late still counts as written).
+func (s *stream) frames(frs []Frame, done func(Frame)) bool {
+	for i := 0; i < len(frs); {
+		enc := frs[i].encoded()
+		if len(enc) >= smallFrame {
+			if !s.write(enc) {
+				return false
+			}
+			done(frs[i])
+			i++
+			if s.stalled {
+				return false
+			}
+			continue
 		}
-		if s.failed || len(s.pending) == 0 {
-			s.mu.Unlock()
-			return
-		}
-		bufs := s.pending
-		s.pending, s.queued = spare[:0], 0
-		s.mu.Unlock()
-		s.made()
-		// Twice the time a sender waits for room: a client that stopped
-		// reading and starts again within it still gets the reset.
-		_ = s.rc.SetWriteDeadline(time.Now().Add(2 * s.opts.WriteTimeout))
-		var err error
-		for _, b := range bufs {
-			if _, err = s.w.Write(b); err != nil {
+		bp := spare.Get().(*[]byte)
+		b := (*bp)[:0]
+		j := i
+		for ; j < len(frs); j++ {
+			enc := frs[j].encoded()
+			if len(enc) >= smallFrame || len(b) > 0 && len(b)+len(enc) > s.opts.Buffer {
 				break
 			}
+			b = append(b, enc...)
 		}
-		if err == nil {
-			err = s.rc.Flush()
+		ok := s.write(b)
+		if cap(b) <= 2*s.opts.Buffer {
+			*bp = b[:0]
+			spare.Put(bp)
 		}
-		if err != nil {
-			s.mu.Lock()
-			s.failed = true
-			s.mu.Unlock()
-			s.made()
-			s.cancel(err)
-			return
+		if !ok {
+			return false
 		}
-		// Keep a short list for the next round, emptied so that it holds
-		// no frame; a long one (a burst) goes back to the collector rather
-		// than staying with an idle subscriber.
-		clear(bufs)
-		spare = nil
-		if cap(bufs) <= 64 {
-			spare = bufs
+		for ; i < j; i++ {
+			done(frs[i])
+		}
+		if s.stalled {
+			return false
 		}
 	}
+	return true
+}
+
+// write writes b (not kept) within a deadline of twice
+// opts.WriteTimeout; false when it failed (or an earlier one did, or the
+// client stalled before). A write the client took longer than
+// opts.WriteTimeout to accept marks it stalled.
+func (s *stream) write(b []byte) bool {
+	return s.timed(func() error {
+		_, err := s.w.Write(b)
+		return err
+	})
+}
+
+// flush sends what net/http buffers to the client, as write does; false
+// also when the client stalled.
+func (s *stream) flush() bool { return s.timed(s.rc.Flush) && !s.stalled }
+
+func (s *stream) timed(op func() error) bool {
+	if s.failed || s.stalled {
+		return false
+	}
+	start := time.Now()
+	// Twice the time a client may take: a client that stopped reading and
+	// starts again within it still gets the reset.
+	_ = s.rc.SetWriteDeadline(start.Add(2 * s.opts.WriteTimeout))
+	err := op()
+	if time.Since(start) > s.opts.WriteTimeout || errors.Is(err, os.ErrDeadlineExceeded) {
+		s.stalled = true
+	}
+	if err != nil {
+		s.failed = true
+	}
+	return err == nil
+}
+
+// send writes b and flushes it within the write deadline, stalled or
+// not: the last words of a stream.
+func (s *stream) send(b []byte) {
+	if s.failed {
+		return
+	}
+	s.stalled = false
+	if s.write(b) {
+		s.timed(s.rc.Flush)
+	}
+}
+
+// end ends a stream whose write failed or stalled: a stalled client gets
+// the reset frame naming last, the last position sent, if it takes it
+// within the write deadline.
+func (s *stream) end(last string) End {
+	if !s.stalled {
+		return EndClient
+	}
+	s.send([]byte("event: reset\ndata: {\"position\":" + strconv.Quote(last) + "}\n\n"))
+	return EndReset
 }

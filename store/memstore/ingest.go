@@ -455,7 +455,10 @@ func compareEventPos(at time.Time, aid string, bt time.Time, bid string) int {
 }
 
 // Feed implements [ingest.Store]: the events in the order Commit stored
-// them, read under the store's lock (a commit is whole or not there).
+// them, read under the store's lock (a commit is whole or not there). The
+// items share their payloads with the store, which never changes a stored
+// event: the feed's ring holds no second copy (callers must not modify
+// them, as [ingest.Store] says).
 func (s *Ingest) Feed(ctx context.Context, q ingest.FeedRead) (ingest.FeedBatch, error) {
 	if err := ctx.Err(); err != nil {
 		return ingest.FeedBatch{}, err
@@ -490,7 +493,7 @@ func (s *Ingest) Feed(ctx context.Context, q ingest.FeedRead) (ingest.FeedBatch,
 			continue
 		}
 		out.Items = append(out.Items, ingest.FeedEvent{
-			StoredEvent: ingest.StoredEvent{Event: cloneEvent(e), ReceivedAt: s.ingest.receivedAt[log[i].key]},
+			StoredEvent: ingest.StoredEvent{Event: e, ReceivedAt: s.ingest.receivedAt[log[i].key]},
 			Position:    pos(i), Late: log[i].late,
 		})
 	}

@@ -181,14 +181,19 @@ func TestFeedAttackLongPollPrompt(t *testing.T) {
 			a.ingest("w", 0, 1)
 			for _, c := range []struct {
 				path, tok string
+				start     string // the query whose next_cursor the long poll starts at
 				store     func()
 			}{
-				{"/api/v1/events/feed", atkReadA, func() { a.ingest("w", 100, 1) }},
-				{"/api/events/feed", atkEvAU, func() {
+				// From the beginning, waiting for w0: on a shared PostgreSQL
+				// server another session's open transaction can hold w0
+				// below the readable head for a while, and a poll from
+				// after=now would then get w0 with the new item.
+				{"/api/v1/events/feed", atkReadA, "?wait=4", func() { a.ingest("w", 100, 1) }},
+				{"/api/events/feed", atkEvAU, "?after=now", func() {
 					a.do("POST", "/api/events", atkEvAU, `{"category":"c","action":"a","correlationKey":"w"}`, nil)
 				}},
 			} {
-				_, _, b := a.do("GET", c.path+"?after=now", c.tok, "", nil)
+				_, _, b := a.do("GET", c.path+c.start, c.tok, "", nil)
 				var p lifecyclePage
 				_ = json.Unmarshal(b, &p)
 				done := make(chan time.Time, 1)

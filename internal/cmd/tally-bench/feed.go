@@ -5,12 +5,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/internal/feed"
 )
 
 // phaseFeed: "Writers are not slowed: ingest throughput with the feed on
@@ -28,6 +32,7 @@ func (b *bench) phaseFeed(ctx context.Context, runs, subs, events int) (without,
 	with = &phaseResult{Name: fmt.Sprintf("HTTP, %d SSE subscribers (median)", subs), Unit: "events/s"}
 	var rates [2][]float64
 	var lats [2][]time.Duration
+	var dbCPU, goCPU, benchCPU [2]time.Duration // summed over the runs
 	for i := range 2 * runs {
 		p := without
 		if i%2 == 1 {
@@ -39,20 +44,33 @@ func (b *bench) phaseFeed(ctx context.Context, runs, subs, events int) (without,
 		bodies := bodiesOf(w.Batches)
 		var fs *feedSubscribers
 		if p == with {
-			if fs, err = b.subscribe(ctx, subs); err != nil {
+			ids := make(map[string]struct{}, len(w.Events))
+			for _, e := range w.Events {
+				ids[e.EventID] = struct{}{}
+			}
+			if fs, err = b.subscribe(ctx, subs, ids); err != nil {
 				return nil, nil, err
 			}
 		}
 		b.prog.begin(fmt.Sprintf("%s, run %d", p.Name, i/2+1), itemCount(w.Batches))
 		var t tally
+		from, self := b.snapshot(ctx, false), selfCPU()
 		start := time.Now()
 		b.postBodies(ctx, w.Batches, bodies, &t)
 		secs := time.Since(start).Seconds()
+		// The CPU of the writes: what delivery after the last write costs
+		// is not the writers'.
+		to, selfTo := b.snapshot(ctx, false), selfCPU()
 		b.prog.end()
 		var run phaseResult
 		t.finish(&run, w.Valid, w.Dups)
 		p.Problems = append(p.Problems, run.Problems...)
 		k := i % 2
+		for pid, c := range to.backends {
+			dbCPU[k] += c - from.backends[pid]
+		}
+		goCPU[k] += to.goCPU - from.goCPU
+		benchCPU[k] += selfTo - self
 		rates[k] = append(rates[k], float64(w.Valid)/secs)
 		lats[k] = append(lats[k], t.lat...)
 		p.Count += w.Valid
@@ -65,6 +83,12 @@ func (b *bench) phaseFeed(ctx context.Context, runs, subs, events int) (without,
 		p.Rate = median(rates[k])
 		p.P50Ms, p.P99Ms = percentiles(lats[k])
 		p.Checks = append(p.Checks, fmt.Sprintf("%d runs (events/s %s), every answer as sent", runs, rateList(rates[k])))
+		if p.Count > 0 {
+			p.DBCPUMicros = float64(dbCPU[k].Microseconds()) / float64(p.Count)
+			p.GoCPUMicros = float64(goCPU[k].Microseconds()) / float64(p.Count)
+			p.Checks = append(p.Checks, fmt.Sprintf("CPU µs per event while writing: database %.0f, tallyd %.0f, the bench (writers and subscribers) %.0f",
+				p.DBCPUMicros, p.GoCPUMicros, float64(benchCPU[k].Microseconds())/float64(p.Count)))
+		}
 	}
 	if len(with.Problems) == 0 {
 		with.Checks = append(with.Checks, fmt.Sprintf("each of %d subscribers received every event stored while attached, no reset", subs))
@@ -114,23 +138,31 @@ func bodiesOf(bs []batch) [][]byte {
 }
 
 // feedSubscribers are SSE subscribers of the lifecycle feed, each counting
-// the events it received.
+// the run's events it received. They are as cheap as a consumer that
+// needs only ids: a subscriber keeps its last position, not the ids it
+// saw. Each item's position must come after the previous one (the feed's
+// one order: an item twice or out of order breaks it), and each counts
+// when its event_id is one of the run's (ids, read-only), so that count =
+// the run's distinct events means every one arrived, once.
 type feedSubscribers struct {
+	ctx    context.Context
 	cancel context.CancelFunc
+	ids    map[string]struct{}
 	wg     sync.WaitGroup
-	counts []atomic.Int64 // distinct events received
-	dups   atomic.Int64   // events a subscriber received twice
+	counts []atomic.Int64 // the run's events received
+	dups   atomic.Int64   // items not after the subscriber's previous one
 	ended  []atomic.Bool  // reset, an error frame, or the stream broke
 	resets atomic.Int64
 	mu     sync.Mutex
 	errs   []string
 }
 
-// subscribe attaches n subscribers to GET /api/v1/events/feed?after=now
-// and returns once every one has its stream open.
-func (b *bench) subscribe(ctx context.Context, n int) (*feedSubscribers, error) {
+// subscribe attaches n subscribers to GET /api/v1/events/feed?after=now,
+// counting the events whose ids are in ids, and returns once every one has
+// its stream open.
+func (b *bench) subscribe(ctx context.Context, n int, ids map[string]struct{}) (*feedSubscribers, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	fs := &feedSubscribers{cancel: cancel, counts: make([]atomic.Int64, n), ended: make([]atomic.Bool, n)}
+	fs := &feedSubscribers{ctx: ctx, cancel: cancel, ids: ids, counts: make([]atomic.Int64, n), ended: make([]atomic.Bool, n)}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost, tr.Proxy = n, nil
 	c := &http.Client{Transport: tr} // a stream lasts the run: no timeout
@@ -163,30 +195,7 @@ func (b *bench) subscribe(ctx context.Context, n int) (*feedSubscribers, error) 
 			}
 			open <- nil
 			defer fs.ended[i].Store(true)
-			sc := bufio.NewScanner(resp.Body)
-			sc.Buffer(make([]byte, 64<<10), 4<<20)
-			seen := map[string]bool{}
-			for sc.Scan() {
-				line := sc.Bytes()
-				if id, ok := eventIDOf(line); ok {
-					if seen[id] {
-						fs.dups.Add(1)
-					}
-					seen[id] = true
-					fs.counts[i].Store(int64(len(seen)))
-					continue
-				}
-				switch string(line) {
-				case "event: reset", "event: error":
-					fs.resets.Add(1)
-					return
-				}
-			}
-			if err := sc.Err(); err != nil && ctx.Err() == nil {
-				fs.mu.Lock()
-				fs.errs = append(fs.errs, err.Error())
-				fs.mu.Unlock()
-			}
+			fs.follow(i, resp.Body)
 		})
 	}
 	for range n {
@@ -197,6 +206,44 @@ func (b *bench) subscribe(ctx context.Context, n int) (*feedSubscribers, error) 
 		}
 	}
 	return fs, nil
+}
+
+// follow reads subscriber i's stream until it ends.
+func (fs *feedSubscribers) follow(i int, body io.Reader) {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	var last ingest.FeedPosition
+	var id []byte // the cursor of the frame being read
+	var n int64
+	for sc.Scan() {
+		line := sc.Bytes()
+		if c, ok := bytes.CutPrefix(line, []byte("id: ")); ok {
+			id = append(id[:0], c...)
+			continue
+		}
+		if ev, ok := eventIDOf(line); ok {
+			p, ok := ingest.DecodeFeedCursor(string(id))
+			if !ok || feed.Compare(p, last) <= 0 {
+				fs.dups.Add(1)
+			}
+			last = p
+			if _, in := fs.ids[string(ev)]; in {
+				n++
+				fs.counts[i].Store(n)
+			}
+			continue
+		}
+		switch string(line) {
+		case "event: reset", "event: error":
+			fs.resets.Add(1)
+			return
+		}
+	}
+	if err := sc.Err(); err != nil && fs.ctx.Err() == nil {
+		fs.mu.Lock()
+		fs.errs = append(fs.errs, err.Error())
+		fs.mu.Unlock()
+	}
 }
 
 // finish waits (up to 30 s) until every subscriber has received want
@@ -224,14 +271,14 @@ func (fs *feedSubscribers) finish(ctx context.Context, want int) []string {
 	}
 	// A subscriber from after=now may also get events of the previous run
 	// that were committed but not yet readable when it attached (the head
-	// is the readable one): at least the run's events, none twice.
+	// is the readable one): they are not counted.
 	if d := fs.dups.Load(); d > 0 {
-		out = append(out, fmt.Sprintf("feed subscribers received %d events twice", d))
+		out = append(out, fmt.Sprintf("feed subscribers received %d items twice or out of order", d))
 	}
 	short, lo, hi := 0, int64(want), int64(want)
 	for i := range fs.counts {
 		n := fs.counts[i].Load()
-		if n < int64(want) {
+		if n != int64(want) {
 			short++
 		}
 		lo, hi = min(lo, n), max(hi, n)
@@ -263,11 +310,11 @@ func rateList(v []float64) string {
 }
 
 // eventIDOf is the event_id of a stream's data line ("data: {…}").
-func eventIDOf(line []byte) (string, bool) {
+func eventIDOf(line []byte) ([]byte, bool) {
 	rest, ok := bytes.CutPrefix(line, []byte(`data: {"event_id":"`))
 	if !ok {
-		return "", false
+		return nil, false
 	}
 	id, _, ok := bytes.Cut(rest, []byte(`"`))
-	return string(id), ok
+	return id, ok
 }
