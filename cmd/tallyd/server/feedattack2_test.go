@@ -188,7 +188,7 @@ func TestFeedAttackLongPollPrompt(t *testing.T) {
 				// server another session's open transaction can hold w0
 				// below the readable head for a while, and a poll from
 				// after=now would then get w0 with the new item.
-				{"/api/v1/events/feed", atkReadA, "?wait=4", func() { a.ingest("w", 100, 1) }},
+				{"/api/v1/events/feed", atkReadA, "?wait=30", func() { a.ingest("w", 100, 1) }},
 				{"/api/events/feed", atkEvAU, "?after=now", func() {
 					a.do("POST", "/api/events", atkEvAU, `{"category":"c","action":"a","correlationKey":"w"}`, nil)
 				}},
