@@ -33,6 +33,7 @@ func (b *bench) phaseFeed(ctx context.Context, runs, subs, events int) (without,
 	var rates [2][]float64
 	var lats [2][]time.Duration
 	var dbCPU, goCPU, benchCPU [2]time.Duration // summed over the runs
+	var delivery []time.Duration                // a batch's last event at a subscriber, after the batch's answer
 	for i := range 2 * runs {
 		p := without
 		if i%2 == 1 {
@@ -43,12 +44,18 @@ func (b *bench) phaseFeed(ctx context.Context, runs, subs, events int) (without,
 			LateShare: b.opt.lateShare, DupShare: b.opt.dupShare, InvalidShare: b.opt.invalidShare})
 		bodies := bodiesOf(w.Batches)
 		var fs *feedSubscribers
+		var acked []atomic.Int64 // when each batch's answer came (Unix ns)
 		if p == with {
-			ids := make(map[string]struct{}, len(w.Events))
-			for _, e := range w.Events {
-				ids[e.EventID] = struct{}{}
+			ids := make(map[string]int32, len(w.Events))
+			for bi, bt := range w.Batches {
+				for _, it := range bt.Items {
+					if it.Kind == itemValid {
+						ids[it.Ev.EventID] = int32(bi)
+					}
+				}
 			}
-			if fs, err = b.subscribe(ctx, subs, ids); err != nil {
+			acked = make([]atomic.Int64, len(w.Batches))
+			if fs, err = b.subscribe(ctx, subs, ids, len(w.Batches)); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -56,7 +63,11 @@ func (b *bench) phaseFeed(ctx context.Context, runs, subs, events int) (without,
 		var t tally
 		from, self := b.snapshot(ctx, false), selfCPU()
 		start := time.Now()
-		b.postBodies(ctx, w.Batches, bodies, &t)
+		b.postBodies(ctx, w.Batches, bodies, &t, func(i int) {
+			if acked != nil {
+				acked[i].Store(time.Now().UnixNano())
+			}
+		})
 		secs := time.Since(start).Seconds()
 		// The CPU of the writes: what delivery after the last write costs
 		// is not the writers'.
@@ -77,6 +88,7 @@ func (b *bench) phaseFeed(ctx context.Context, runs, subs, events int) (without,
 		p.Seconds += secs
 		if fs != nil {
 			p.Problems = append(p.Problems, fs.finish(ctx, t.accepted)...)
+			delivery = append(delivery, fs.delays(acked)...)
 		}
 	}
 	for k, p := range []*phaseResult{without, with} {
@@ -93,12 +105,16 @@ func (b *bench) phaseFeed(ctx context.Context, runs, subs, events int) (without,
 	if len(with.Problems) == 0 {
 		with.Checks = append(with.Checks, fmt.Sprintf("each of %d subscribers received every event stored while attached, no reset", subs))
 	}
+	with.DeliveryP50Ms, with.DeliveryP99Ms = percentiles(delivery)
+	with.Checks = append(with.Checks, fmt.Sprintf("delivery after the write's answer (a batch's last event at each subscriber, %d measures): p50 %.1f ms, p99 %.1f ms",
+		len(delivery), with.DeliveryP50Ms, with.DeliveryP99Ms))
 	return without, with, nil
 }
 
 // postBodies posts bodies (those of bs) with 2 clients and sums the
-// answers in t.
-func (b *bench) postBodies(ctx context.Context, bs []batch, bodies [][]byte, t *tally) {
+// answers in t; answered (nil: nothing) is called with each batch's index
+// when its answer has come.
+func (b *bench) postBodies(ctx context.Context, bs []batch, bodies [][]byte, t *tally, answered func(i int)) {
 	c := newClient(2)
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -109,6 +125,9 @@ func (b *bench) postBodies(ctx context.Context, bs []batch, bodies [][]byte, t *
 				s := time.Now()
 				a, err := postBatch(ctx, c, b.srv.URL, b.creds.Ingest[bt.Cloud], bodies[i])
 				d := time.Since(s)
+				if answered != nil {
+					answered(i)
+				}
 				var rej []int
 				for _, r := range a.Rejected {
 					rej = append(rej, r.Index)
@@ -142,27 +161,34 @@ func bodiesOf(bs []batch) [][]byte {
 // needs only ids: a subscriber keeps its last position, not the ids it
 // saw. Each item's position must come after the previous one (the feed's
 // one order: an item twice or out of order breaks it), and each counts
-// when its event_id is one of the run's (ids, read-only), so that count =
-// the run's distinct events means every one arrived, once.
+// when its event_id is one of the run's (ids, read-only, each event's
+// batch), so that count = the run's distinct events means every one
+// arrived, once. Each also notes when the last event of each batch came
+// (arrived: Unix ns by batch), for the delivery latency.
 type feedSubscribers struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	ids    map[string]struct{}
-	wg     sync.WaitGroup
-	counts []atomic.Int64 // the run's events received
-	dups   atomic.Int64   // items not after the subscriber's previous one
-	ended  []atomic.Bool  // reset, an error frame, or the stream broke
-	resets atomic.Int64
-	mu     sync.Mutex
-	errs   []string
+	ctx     context.Context
+	cancel  context.CancelFunc
+	ids     map[string]int32
+	arrived [][]int64 // by subscriber, by batch; only subscriber i writes arrived[i]
+	wg      sync.WaitGroup
+	counts  []atomic.Int64 // the run's events received
+	dups    atomic.Int64   // items not after the subscriber's previous one
+	ended   []atomic.Bool  // reset, an error frame, or the stream broke
+	resets  atomic.Int64
+	mu      sync.Mutex
+	errs    []string
 }
 
 // subscribe attaches n subscribers to GET /api/v1/events/feed?after=now,
 // counting the events whose ids are in ids, and returns once every one has
 // its stream open.
-func (b *bench) subscribe(ctx context.Context, n int, ids map[string]struct{}) (*feedSubscribers, error) {
+func (b *bench) subscribe(ctx context.Context, n int, ids map[string]int32, batches int) (*feedSubscribers, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	fs := &feedSubscribers{ctx: ctx, cancel: cancel, ids: ids, counts: make([]atomic.Int64, n), ended: make([]atomic.Bool, n)}
+	fs := &feedSubscribers{ctx: ctx, cancel: cancel, ids: ids, counts: make([]atomic.Int64, n), ended: make([]atomic.Bool, n),
+		arrived: make([][]int64, n)}
+	for i := range fs.arrived {
+		fs.arrived[i] = make([]int64, batches)
+	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost, tr.Proxy = n, nil
 	c := &http.Client{Transport: tr} // a stream lasts the run: no timeout
@@ -227,9 +253,10 @@ func (fs *feedSubscribers) follow(i int, body io.Reader) {
 				fs.dups.Add(1)
 			}
 			last = p
-			if _, in := fs.ids[string(ev)]; in {
+			if bi, in := fs.ids[string(ev)]; in {
 				n++
 				fs.counts[i].Store(n)
+				fs.arrived[i][bi] = time.Now().UnixNano()
 			}
 			continue
 		}
@@ -287,6 +314,23 @@ func (fs *feedSubscribers) finish(ctx context.Context, want int) []string {
 		out = append(out, fmt.Sprintf("%d of %d feed subscribers did not receive the %d events stored (from %d to %d)", short, len(fs.counts), want, lo, hi))
 	}
 	return append(out, fs.errs...)
+}
+
+// delays are, for each subscriber and batch, how long after the batch's
+// answer (acked, Unix ns) its last event reached the subscriber (0 when
+// before: the commit precedes the answer). Call after finish.
+func (fs *feedSubscribers) delays(acked []atomic.Int64) []time.Duration {
+	var out []time.Duration
+	for _, arr := range fs.arrived {
+		for bi, at := range arr {
+			ack := acked[bi].Load()
+			if at == 0 || ack == 0 {
+				continue // a batch with no new event, or one never answered
+			}
+			out = append(out, time.Duration(max(at-ack, 0)))
+		}
+	}
+	return out
 }
 
 func median(v []float64) float64 {

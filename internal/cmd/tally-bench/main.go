@@ -27,7 +27,8 @@
 //  5. the feed phase: the HTTP path again, --feed-runs times without
 //     subscribers and as often with --feed-subscribers Server-Sent Events
 //     subscribers on GET /api/v1/events/feed, alternating, each run new
-//     events; the ratio of the medians;
+//     events; the ratio of the medians, and the delivery latency (a
+//     batch's last event at each subscriber after the batch's answer);
 //  6. the correlation ceiling: the product's createEvent statements as bare
 //     SQL through pgx on 64 connections;
 //  7. correlation over HTTP: 64 producers.
@@ -336,6 +337,7 @@ func (b *bench) run(ctx context.Context) error {
 		add(without)
 		add(with)
 		b.rep.Ratios = append(b.rep.Ratios, ratio{fmt.Sprintf("HTTP with %d feed subscribers / without (medians)", b.opt.feedSubs), with.Rate / without.Rate, "target ≥ 0.95"})
+		b.rep.Ratios = append(b.rep.Ratios, ratio{"feed delivery p99 after the write's answer, ms (one replica)", with.DeliveryP99Ms, "target ≤ 100"})
 	}
 	ops := corrOps(b.cc)
 	if b.pg != nil {

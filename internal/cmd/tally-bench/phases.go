@@ -476,7 +476,7 @@ func (b *bench) phaseHTTP(ctx context.Context) (*phaseResult, error) {
 	b.checkpoint(ctx)
 	cpu0 := b.snapshot(ctx, false)
 	start := time.Now()
-	b.postBodies(ctx, b.w.Batches, bodies, &t)
+	b.postBodies(ctx, b.w.Batches, bodies, &t, nil)
 	timed(p, b.w.Valid, start)
 	cpuPer(p, cpu0, b.snapshot(ctx, false), b.w.Valid)
 	close(stop)

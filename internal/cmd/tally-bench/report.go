@@ -35,10 +35,15 @@ type phaseResult struct {
 	// operation (event or create); GoCPUMicros the Go process's (this one
 	// for the library and SQL phases, tallyd for the HTTP ones). Zero when
 	// the server is not on this machine.
-	DBCPUMicros float64  `json:"db_cpu_us_per_op"`
-	GoCPUMicros float64  `json:"go_cpu_us_per_op"`
-	Checks      []string `json:"checks"`
-	Problems    []string `json:"problems"`
+	// DeliveryP50Ms and DeliveryP99Ms (the feed phase with subscribers)
+	// are how long after a batch's answer its last event reached each
+	// subscriber, in milliseconds.
+	DeliveryP50Ms float64  `json:"delivery_p50_ms,omitempty"`
+	DeliveryP99Ms float64  `json:"delivery_p99_ms,omitempty"`
+	DBCPUMicros   float64  `json:"db_cpu_us_per_op"`
+	GoCPUMicros   float64  `json:"go_cpu_us_per_op"`
+	Checks        []string `json:"checks"`
+	Problems      []string `json:"problems"`
 }
 
 // ratio is one ratio of two phases' rates in the same run.
