@@ -169,7 +169,7 @@ type feedSubscribers struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	ids     map[string]int32
-	arrived [][]int64 // by subscriber, by batch; only subscriber i writes arrived[i]
+	arrived [][]int64 // by subscriber, by batch; each subscriber writes only its own
 	wg      sync.WaitGroup
 	counts  []atomic.Int64 // the run's events received
 	dups    atomic.Int64   // items not after the subscriber's previous one
