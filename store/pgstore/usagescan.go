@@ -3,13 +3,12 @@ package pgstore
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tallyhq/tally/event"
@@ -25,9 +24,8 @@ var scanChunk = 10_000
 
 // historiesScan reads the histories q selects when it selects resources by
 // key only: the events in key and timestamp order (idx_events_resource of
-// each partition, merged), at most scanChunk a statement, with each key's
-// checkpoint joined and the keys known only from a checkpoint merged in
-// order. Each statement reads everything from one snapshot: a retention
+// each partition, merged), at most scanChunk a statement, each key's
+// checkpoint a row of its own before its events (scanQuery). Each statement reads everything from one snapshot: a retention
 // run between two statements leaves each chunk consistent (its events and
 // their checkpoint, or the events it dropped before it dropped them). A
 // chunk that fills up holds its last key back for the next statement,
@@ -106,7 +104,7 @@ func (s *Ingest) scanHistories(ctx context.Context, q usage.HistoryQuery, fn fun
 		case st.lastEmitted == nil: // one key filled the chunk
 			one := q
 			one.Cloud, one.ResourceType, one.ResourceID, one.After, one.Limit = st.cur.Key.Cloud, st.cur.Key.ResourceType, st.cur.Key.ResourceID, nil, 1
-			if err := s.historiesChunk1(ctx, one, fn); err != nil {
+			if _, _, err := s.historiesChunk(ctx, one, 1, fn); err != nil {
 				return err
 			}
 			emitted++
@@ -120,12 +118,6 @@ func (s *Ingest) scanHistories(ctx context.Context, q usage.HistoryQuery, fn fun
 			return nil
 		}
 	}
-}
-
-// historiesChunk1 reads the one resource q names, however many its events.
-func (s *Ingest) historiesChunk1(ctx context.Context, q usage.HistoryQuery, fn func(usage.History) error) error {
-	_, _, err := s.historiesChunk(ctx, q, 1, fn)
-	return err
 }
 
 // scanState is one statement's progress through its rows.
@@ -209,14 +201,10 @@ func (s *Ingest) scanOnce(ctx context.Context, q usage.HistoryQuery, st *scanSta
 	}
 	defer rows.Close()
 	var (
-		k                                  projection.Key
-		kind                               int32
-		cpAt, cpCreated, cpDeleted         pgtype.Timestamptz
-		cpFirst, cpLast, ts                pgtype.Timestamptz
-		cpPlatform, cpProject, cpState     pgtype.Text
-		cpSize, cpLastType, cpLastID       pgtype.Text
-		id, typ, platform, project, source pgtype.Text
-		payload                            []byte
+		k    projection.Key
+		kind int32
+		cp   resourceRow
+		cpAt time.Time
 	)
 	dec, err := newScanDecoder(rows)
 	if err != nil {
@@ -228,9 +216,10 @@ func (s *Ingest) scanOnce(ctx context.Context, q usage.HistoryQuery, st *scanSta
 			return err
 		}
 		if kind == scanCheckpoint {
-			if err := rows.Scan(&k.Cloud, &k.ResourceType, &k.ResourceID, &kind, &cpAt, &cpPlatform, &cpProject, &cpState, &cpSize,
-				&cpCreated, &cpDeleted, &cpFirst, &cpLast, &cpLastType, &cpLastID,
-				&id, &ts, &typ, &platform, &project, &source, &payload); err != nil {
+			cp = resourceRow{Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID}
+			if err := rows.Scan(nil, nil, nil, nil, &cpAt, &cp.Platform, &cp.ProjectID, &cp.State, &cp.Size,
+				&cp.CreatedAt, &cp.DeletedAt, &cp.FirstEventAt, &cp.LastEventAt, &cp.LastEventType, &cp.LastEventID,
+				nil, nil, nil, nil, nil, nil, nil); err != nil {
 				return fmt.Errorf("pgstore: read histories: %w", interpretError(err))
 			}
 		}
@@ -250,12 +239,8 @@ func (s *Ingest) scanOnce(ctx context.Context, q usage.HistoryQuery, st *scanSta
 			st.cur, st.has, st.selected = usage.History{Key: k}, true, false
 		}
 		if kind == scanCheckpoint {
-			cp := resourceRow{Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID, Platform: cpPlatform.String,
-				ProjectID: cpProject.String, State: cpState.String, Size: nullString(cpSize),
-				CreatedAt: nullTimeOf(cpCreated), DeletedAt: nullTimeOf(cpDeleted), FirstEventAt: cpFirst.Time, LastEventAt: cpLast.Time,
-				LastEventType: cpLastType.String, LastEventID: cpLastID.String}
 			res := cp.resource()
-			st.cur.Start, st.cur.StartAt = &res, cpAt.Time.UTC()
+			st.cur.Start, st.cur.StartAt = &res, cpAt.UTC()
 			// A checkpoint selects its resource by itself (no event left)
 			// when the bounds would keep an event at its instant.
 			st.selected = st.selected || q.AsOf.Kind != feed.Start && (q.Before.IsZero() || st.cur.StartAt.Before(utcMicro(q.Before)))
@@ -274,27 +259,16 @@ func (s *Ingest) scanOnce(ctx context.Context, q usage.HistoryQuery, st *scanSta
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("pgstore: read histories: %w", interpretError(err))
 	}
-	if st.rows < scanChunk {
-		return nil // historiesScan flushes the last key
-	}
-	// The chunk filled up: its last key may have more events; the next
-	// statement reads it again.
+	// The last key is still held: scanHistories flushes it at the end, or
+	// reads it again with the next statement when the chunk filled up.
 	return nil
 }
-
-func nullString(t pgtype.Text) sql.NullString {
-	return sql.NullString{String: t.String, Valid: t.Valid}
-}
-
-func nullTimeOf(t pgtype.Timestamptz) sql.NullTime { return sql.NullTime{Time: t.Time, Valid: t.Valid} }
 
 // scanDecoder decodes scanQuery's rows from their raw values: an event
 // row (almost every row) costs its event's id, its payload and the few
 // distinct strings of the other columns, which it keeps once
 // (interned), not one allocation per column and row as Scan makes.
 type scanDecoder struct {
-	m      *pgtype.Map
-	fields []pgconn.FieldDescription
 	kind   pgtype.ScanPlan
 	ts     pgtype.ScanPlan
 	intern map[string]string
@@ -310,15 +284,17 @@ const (
 )
 
 func newScanDecoder(rows pgx.Rows) (*scanDecoder, error) {
-	d := &scanDecoder{m: rows.Conn().TypeMap(), fields: rows.FieldDescriptions(), intern: map[string]string{}}
-	if len(d.fields) != scanColumns {
-		return nil, fmt.Errorf("pgstore: read histories: %d columns, want %d", len(d.fields), scanColumns)
+	m, fields := rows.Conn().TypeMap(), rows.FieldDescriptions()
+	if len(fields) != scanColumns {
+		return nil, fmt.Errorf("pgstore: read histories: %d columns, want %d", len(fields), scanColumns)
 	}
 	var kind int32
 	var ts pgtype.Timestamptz
-	d.kind = d.m.PlanScan(d.fields[colKind].DataTypeOID, d.fields[colKind].Format, &kind)
-	d.ts = d.m.PlanScan(d.fields[colTimestamp].DataTypeOID, d.fields[colTimestamp].Format, &ts)
-	return d, nil
+	return &scanDecoder{
+		kind:   m.PlanScan(fields[colKind].DataTypeOID, fields[colKind].Format, &kind),
+		ts:     m.PlanScan(fields[colTimestamp].DataTypeOID, fields[colTimestamp].Format, &ts),
+		intern: map[string]string{},
+	}, nil
 }
 
 // head decodes a row's key (keeping *k's strings when they are the same)
