@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tallyhq/tally/ingest"
 	"github.com/tallyhq/tally/ingest/reconcile"
@@ -142,11 +143,16 @@ func FuzzPostSync(f *testing.F) {
 		if w.Code >= 500 {
 			t.Fatalf("status %d: %s", w.Code, w.Body)
 		}
-		_, decodeErr := reconcile.Decode(body)
+		obs, decodeErr := reconcile.Decode(body)
 		switch {
 		case decodeErr != nil:
 			if w.Code != 400 {
 				t.Fatalf("status %d for an observation Decode refuses (%v): %s", w.Code, decodeErr, w.Body)
+			}
+		case obs.ObservedAt.After(time.Now().Add(reconcile.MaxClockSkew)):
+			// The one rule Decode cannot judge: the server's clock.
+			if w.Code != 403 && (w.Code != 400 || !strings.Contains(w.Body.String(), `"member":"/observed_at","rule":"maximum"`)) {
+				t.Fatalf("status %d for an observation dated after the clock: %s", w.Code, w.Body)
 			}
 		case w.Code == 200:
 			var out reconcile.Outcome
