@@ -162,8 +162,12 @@ func ExampleClient_Follow() {
 		return []byte(`{"event_id":"` + id + `","timestamp":"2026-03-01T12:00:0` + id[1:] + `Z","event_type":"volume.update","platform":"openstack","cloud":"os-demo",` +
 			`"resource_type":"volume","resource_id":"vol-1","project_id":"p1","payload":{"state":"` + state + `","size":{"size_gb":10,"type":"ssd"}}}`)
 	}
-	if _, err := c.SendRaw(context.Background(), [][]byte{vol("e1", "available"), vol("e3", "in-use"), vol("e2", "creating")}); err != nil {
-		panic(err)
+	// A batch's events come oldest first; e2, sent after e3 in a batch of
+	// its own, is older than what was stored: late.
+	for _, batch := range [][][]byte{{vol("e3", "in-use"), vol("e1", "available")}, {vol("e2", "creating")}} {
+		if _, err := c.SendRaw(context.Background(), batch); err != nil {
+			panic(err)
+		}
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

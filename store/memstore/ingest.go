@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -254,28 +255,26 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 	}
 	var stored []event.Event
 	latest := map[projection.Key]time.Time{} // the resource's last event so far, for Late
-	for i, ev := range b.Events {
-		if inserted[i] {
-			ev = cloneEvent(ev)
-			k := eventKey{ev.EventID, ev.Timestamp.UnixMicro()}
-			s.ingest.events[k] = ev
-			s.ingest.receivedAt[k] = now
-			rk := projection.KeyOf(&ev)
-			s.ingest.byResource[rk] = append(s.ingest.byResource[rk], k)
-			stored = append(stored, ev)
-			last, seen := latest[rk]
-			if !seen {
-				if r, ok := s.projection.current(rk); ok {
-					last = r.LastEventAt
-				}
+	for _, i := range feedOrder(b.Events, inserted) {
+		ev := cloneEvent(b.Events[i])
+		k := eventKey{ev.EventID, ev.Timestamp.UnixMicro()}
+		s.ingest.events[k] = ev
+		s.ingest.receivedAt[k] = now
+		rk := projection.KeyOf(&ev)
+		s.ingest.byResource[rk] = append(s.ingest.byResource[rk], k)
+		stored = append(stored, ev)
+		last, seen := latest[rk]
+		if !seen {
+			if r, ok := s.projection.current(rk); ok {
+				last = r.LastEventAt
 			}
-			s.ingest.feed = append(s.ingest.feed, feedEntry{key: k, late: ev.Timestamp.Before(last)})
-			s.ingest.seq[k] = int64(len(s.ingest.feed))
-			if ev.Timestamp.After(last) {
-				last = ev.Timestamp
-			}
-			latest[rk] = last
 		}
+		s.ingest.feed = append(s.ingest.feed, feedEntry{key: k, late: ev.Timestamp.Before(last)})
+		s.ingest.seq[k] = int64(len(s.ingest.feed))
+		if ev.Timestamp.After(last) {
+			last = ev.Timestamp
+		}
+		latest[rk] = last
 	}
 	// The projection folds the newly stored events in the same unit of work
 	// (nothing below can fail, so the commit stays all-or-nothing).
@@ -291,6 +290,24 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 		}
 	}
 	return res, nil
+}
+
+// feedOrder returns the indexes of the inserted events of evs in the order
+// they enter the feed: (timestamp to the microsecond, event_id), as
+// pgstore inserts them (ingest.FeedEvent), so that a batch carrying several
+// events of one resource feeds them oldest first and marks none of them
+// Late against another event of the same batch.
+func feedOrder(evs []event.Event, inserted []bool) []int {
+	var order []int
+	for i, in := range inserted {
+		if in {
+			order = append(order, i)
+		}
+	}
+	slices.SortFunc(order, func(i, j int) int {
+		return cmp.Or(cmp.Compare(evs[i].Timestamp.UnixMicro(), evs[j].Timestamp.UnixMicro()), strings.Compare(evs[i].EventID, evs[j].EventID))
+	})
+	return order
 }
 
 // addRecords appends the dead letters and audit rows of a batch, each with

@@ -126,7 +126,7 @@ func stamp(t, now time.Time) time.Time {
 // an audit row left zero, is the store clock's time ([Options].Now).
 //
 // Concurrent Commits with overlapping events neither deadlock nor store an
-// event twice: the events are copied in (event_id, timestamp) order, so the
+// event twice: the events are copied in (timestamp, event_id) order, so the
 // later transaction waits for the earlier one's keys, and its COPY then
 // fails on the unique key and the batch is redone once with INSERT … ON
 // CONFLICT DO NOTHING RETURNING; the projection rows are upserted in key

@@ -23,7 +23,7 @@ import (
 //  1. A duplicate probe on a sample of the batch's keys; the full probe only
 //     when the sample finds a stored event, or when the store's previous
 //     batch met one (duplicates come in runs: a collector re-sending).
-//  2. A binary COPY of the new events into events, in (event_id, timestamp)
+//  2. A binary COPY of the new events into events, in (timestamp, event_id)
 //     order. A unique violation after the sample probe (a stored event the
 //     sample missed) redoes the batch with the full probe; one after the
 //     full probe (an event stored meanwhile by a concurrent batch) redoes
@@ -177,8 +177,9 @@ func storeEvents(ctx context.Context, c *conn, tx pgx.Tx, evs []event.Event, ins
 // resource's last_event_at when they were stored: the stored row's (in
 // stored, for the resources whose row the merge could not take as is; every
 // other stored row is older than the resource's new events) or that of an
-// event of fresh stored before it, in insert order ((event_id, timestamp),
-// the order of the COPY and of the feed's seq). One UPDATE, only when an
+// event of fresh stored before it, in insert order (sortedEvents: the
+// order of the COPY and of the feed's seq, oldest first, so within a batch
+// only an equal timestamp can follow a newer one). One UPDATE, only when an
 // event is late (about 1 % of real traffic).
 func markLate(ctx context.Context, tx pgx.Tx, fresh []*event.Event, stored map[projection.Key]time.Time) error {
 	latest := make(map[projection.Key]time.Time, len(stored))
@@ -413,9 +414,9 @@ func probeEvents(ctx context.Context, tx pgx.Tx, evs []event.Event, full bool) (
 	return probeEvents(ctx, tx, evs, true)
 }
 
-// copyEvents inserts evs with one binary COPY (copyEventRows), in
-// (event_id, timestamp) order so that concurrent batches wait on each
-// other's keys in one order.
+// copyEvents inserts evs with one binary COPY (copyEventRows), in insert
+// order (sortedEvents) so that concurrent batches wait on each other's keys
+// in one order.
 func copyEvents(ctx context.Context, tx pgx.Tx, evs []*event.Event, receivedAt time.Time) error {
 	if len(evs) == 0 {
 		return nil
@@ -488,16 +489,22 @@ RETURNING event_id, timestamp`,
 	return out, nil
 }
 
-// sortedEvents is a copy of evs sorted by (event_id, timestamp).
+// sortedEvents is a copy of evs in insert order: by (timestamp as stored,
+// to the microsecond, event_id). It is a total order of the events' keys,
+// so concurrent batches with overlapping events take their keys' locks in
+// one order and never deadlock; and it is the feed's order within a batch
+// (seq follows the COPY's rows), so a batch carrying several events of one
+// resource feeds them oldest first and marks none of them late against
+// another event of the same batch (memstore's feedOrder is the same order).
 func sortedEvents(evs []*event.Event) []*event.Event {
 	sorted := slices.Clone(evs)
 	slices.SortFunc(sorted, func(a, b *event.Event) int {
-		return cmp.Or(strings.Compare(a.EventID, b.EventID), a.Timestamp.Compare(b.Timestamp))
+		return cmp.Or(cmp.Compare(pgMicros(a.Timestamp), pgMicros(b.Timestamp)), strings.Compare(a.EventID, b.EventID))
 	})
 	return sorted
 }
 
-// eventRows are the events rows of evs, sorted by (event_id, timestamp),
+// eventRows are the events rows of evs in insert order (sortedEvents),
 // in the order of copyEventsSQL's columns.
 func eventRows(evs []*event.Event, receivedAt time.Time) ([][]any, error) {
 	sorted := sortedEvents(evs)

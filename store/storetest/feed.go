@@ -28,7 +28,7 @@ func runFeed(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	}{
 		{"every stored event once, in commit order, never a duplicate or a refused item", feedOnceInOrder},
 		{"a read after any position it gave returns exactly the events after it", feedResume},
-		{"a backdated event comes with late true", feedLate},
+		{"a backdated event comes with late true, a batch oldest first", feedLate},
 		{"filters select as Match does, and limit pages the same order", feedFilters},
 		{"after=now starts at the head: only later events", feedHead},
 		{"a cursor tampered, of another feed or another database is refused naming /after", feedBadCursor},
@@ -207,17 +207,26 @@ func feedLate(t *testing.T, e *env) {
 	}
 	e.ingest(collector, items(upd("u-later", ts.Add(time.Minute)))...)
 	e.ingest(collector, items(upd("u-backdated", ts.Add(-time.Minute)), volumeCreate("fresh", ts.Add(-time.Hour)))...)
-	// One batch: b-1 (later) then b-2 (earlier) for one resource, in both
-	// stores' insert order (batch order, and (event_id, timestamp)).
-	e.ingest(collector, items(upd("b-1", ts.Add(3*time.Minute)), upd("b-2", ts.Add(2*time.Minute)))...)
+	// One batch: b-1 (later) then b-2 (earlier) for one resource, both
+	// newer than the stored row: a batch's events enter the feed oldest
+	// first, so neither is late; b-3 in the same batch is older than the
+	// stored row (u-later), so it is.
+	e.ingest(collector, items(upd("b-1", ts.Add(3*time.Minute)), upd("b-2", ts.Add(2*time.Minute)), upd("b-3", ts.Add(30*time.Second)))...)
 	awaitFeed(t, e.st)
 	got := map[string]bool{}
+	var order []string
 	for _, it := range readAll(t, e.st, ingest.FeedPosition{}, ingest.FeedFilter{}, 1000) {
 		got[it.Event.EventID] = it.Late
+		order = append(order, it.Event.EventID)
 	}
-	want := map[string]bool{"c": false, "other": false, "u-later": false, "u-backdated": true, "fresh": false, "b-1": false, "b-2": true}
+	want := map[string]bool{"c": false, "other": false, "u-later": false, "u-backdated": true, "fresh": false, "b-1": false, "b-2": false, "b-3": true}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("late by event (-want +got):\n%s", d)
+	}
+	// Within a batch, by (timestamp, event_id): "c" and "other" share one.
+	wantOrder := []string{"c", "other", "u-later", "fresh", "u-backdated", "b-3", "b-2", "b-1"}
+	if d := cmp.Diff(wantOrder, order); d != "" {
+		t.Errorf("feed order (-want +got):\n%s", d)
 	}
 }
 

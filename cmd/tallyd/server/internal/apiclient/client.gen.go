@@ -2787,7 +2787,9 @@ type ClientInterface interface {
 	// The lifecycle change feed: every stored event exactly once, never a
 	// duplicate or a refused item, in the order the events became readable
 	// (not their timestamps; a backdated event comes when stored, with
-	// `late: true`). No `after` reads from the beginning of history,
+	// `late: true`; a batch's events come together, oldest first, so
+	// only an event older than what was stored before its batch is late).
+	// No `after` reads from the beginning of history,
 	// `after=now` from the current head, else after the cursor of an item
 	// or a `next_cursor`. With `wait` and nothing new, the answer comes as
 	// soon as an event is stored, or after `wait` seconds with no items.
@@ -3479,7 +3481,9 @@ func (c *Client) IngestEvents(ctx context.Context, body IngestEventsJSONRequestB
 // The lifecycle change feed: every stored event exactly once, never a
 // duplicate or a refused item, in the order the events became readable
 // (not their timestamps; a backdated event comes when stored, with
-// `late: true`). No `after` reads from the beginning of history,
+// `late: true`; a batch's events come together, oldest first, so
+// only an event older than what was stored before its batch is late).
+// No `after` reads from the beginning of history,
 // `after=now` from the current head, else after the cursor of an item
 // or a `next_cursor`. With `wait` and nothing new, the answer comes as
 // soon as an event is stored, or after `wait` seconds with no items.
@@ -6868,7 +6872,9 @@ type ClientWithResponsesInterface interface {
 	// The lifecycle change feed: every stored event exactly once, never a
 	// duplicate or a refused item, in the order the events became readable
 	// (not their timestamps; a backdated event comes when stored, with
-	// `late: true`). No `after` reads from the beginning of history,
+	// `late: true`; a batch's events come together, oldest first, so
+	// only an event older than what was stored before its batch is late).
+	// No `after` reads from the beginning of history,
 	// `after=now` from the current head, else after the cursor of an item
 	// or a `next_cursor`. With `wait` and nothing new, the answer comes as
 	// soon as an event is stored, or after `wait` seconds with no items.
@@ -10005,7 +10011,9 @@ func (c *ClientWithResponses) IngestEventsWithResponse(ctx context.Context, body
 // The lifecycle change feed: every stored event exactly once, never a
 // duplicate or a refused item, in the order the events became readable
 // (not their timestamps; a backdated event comes when stored, with
-// `late: true`). No `after` reads from the beginning of history,
+// `late: true`; a batch's events come together, oldest first, so
+// only an event older than what was stored before its batch is late).
+// No `after` reads from the beginning of history,
 // `after=now` from the current head, else after the cursor of an item
 // or a `next_cursor`. With `wait` and nothing new, the answer comes as
 // soon as an event is stored, or after `wait` seconds with no items.
