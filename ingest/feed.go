@@ -74,7 +74,10 @@ type FeedEvent struct {
 	// Position is the event's place in the feed.
 	Position FeedPosition
 	// Late is true when the event's timestamp was before its resource's
-	// last_event_at when it was stored: history before it changed.
+	// last_event_at when it was stored: history before it changed. A
+	// batch's events enter the feed oldest first, so Late compares with
+	// what was stored before the batch; an event of the batch is never
+	// late against another of it (only a tie in timestamp can follow).
 	Late bool
 }
 

@@ -49,8 +49,10 @@ type Store interface {
 	// received, each event as [projection.Store.History] returns it.
 	Events(ctx context.Context, q EventQuery) ([]StoredEvent, error)
 	// Feed reads the lifecycle feed ([FeedRead]): every event Commit
-	// stored, once, in one order that is the same for every reader, and
-	// only up to a point before which no event can still appear (a
+	// stored, once, in one order that is the same for every reader (the
+	// events of one Commit together, oldest first: by timestamp to the
+	// microsecond, then event_id; [FeedEvent.Late] against what was stored
+	// before that Commit), and only up to a point before which no event can still appear (a
 	// transaction that took an earlier position and commits later is
 	// waited for, never skipped). A position it never gave is an error
 	// wrapping [ErrFeedPosition]. The items are read-only: the feed keeps
