@@ -77,7 +77,7 @@ type FeedEvent struct {
 	// last_event_at when it was stored: history before it changed. A
 	// batch's events enter the feed oldest first, so Late compares with
 	// what was stored before the batch; an event of the batch is never
-	// late against another of it (only a tie in timestamp can follow).
+	// late against another of it.
 	Late bool
 }
 
