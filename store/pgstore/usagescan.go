@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -340,9 +339,9 @@ func (d *scanDecoder) event(raw [][]byte, k projection.Key) (event.Event, error)
 	e := event.Event{EventID: string(raw[colEventID]), Timestamp: ts.Time.UTC(), EventType: d.str(raw[colEventType]),
 		Platform: d.str(raw[colPlatform]), Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID,
 		ProjectID: d.str(raw[colProject]), Source: event.Source(d.str(raw[colSource]))}
-	// The raw values are the connection's buffer until the next row: the
-	// payload decodes from a copy of its own.
-	if err := e.Payload.UnmarshalJSON(bytes.Clone(raw[colPayload])); err != nil {
+	// The raw values are the connection's buffer until the next row;
+	// UnmarshalJSON keeps copies of what it keeps, never raw itself.
+	if err := e.Payload.UnmarshalJSON(raw[colPayload]); err != nil {
 		return event.Event{}, fmt.Errorf("pgstore: read histories: payload of %q: %w", e.EventID, err)
 	}
 	return e, nil
