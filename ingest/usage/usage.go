@@ -326,9 +326,9 @@ func (a *aggregator) spread(iv timeline.Interval, g Group, gkey string, num *num
 		}
 		c.us += us
 		if a.p.member == "" {
-			c.qty.add(big.NewInt(us), 6)
+			c.qty.addInt(us, 6)
 		} else if numOK {
-			c.qty.add(num.times(us))
+			c.qty.addTimes(num, us)
 		}
 		if c.last != a.n {
 			c.last = a.n
