@@ -140,10 +140,9 @@ const builderSizes = 4096
 // [projection.Compare] order (as the stores give one) is not copied.
 func (bd *Builder) BuildFrom(start *projection.Resource, at time.Time, history []event.Event) Timeline {
 	sorted := history
-	cmp := func(a, b event.Event) int { return projection.Compare(&a, &b) }
-	if !slices.IsSortedFunc(history, cmp) {
+	if !isSorted(history) {
 		sorted = slices.Clone(history)
-		slices.SortFunc(sorted, cmp)
+		slices.SortFunc(sorted, func(a, b event.Event) int { return projection.Compare(&a, &b) })
 	}
 	if len(bd.canon) > builderSizes {
 		clear(bd.canon)
@@ -169,6 +168,17 @@ func (bd *Builder) BuildFrom(start *projection.Resource, at time.Time, history [
 	}
 	bd.canon = b.canon
 	return b.tl
+}
+
+// isSorted reports whether history is in [projection.Compare] order
+// (slices.IsSortedFunc without copying each event into the comparison).
+func isSorted(history []event.Event) bool {
+	for i := 1; i < len(history); i++ {
+		if projection.Compare(&history[i], &history[i-1]) < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 type builder struct {

@@ -2,7 +2,9 @@ package pgstore
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -159,7 +161,9 @@ func (st *scanState) flush() error {
 	if !st.selected {
 		return nil // a checkpoint the bounds do not select
 	}
-	slices.SortFunc(st.cur.Events, func(a, b event.Event) int { return projection.Compare(&a, &b) })
+	if !eventsSorted(st.cur.Events) { // they come in timestamp order: the ties may need it
+		slices.SortFunc(st.cur.Events, func(a, b event.Event) int { return projection.Compare(&a, &b) })
+	}
 	if err := st.fn(st.cur); err != nil {
 		return err
 	}
@@ -170,6 +174,17 @@ func (st *scanState) flush() error {
 		st.done = true
 	}
 	return nil
+}
+
+// eventsSorted reports whether es is in projection.Compare order, without
+// copying each event into the comparison as slices.IsSortedFunc would.
+func eventsSorted(es []event.Event) bool {
+	for i := 1; i < len(es); i++ {
+		if projection.Compare(&es[i], &es[i-1]) < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // scanOnce runs one statement of historiesScan.
@@ -268,9 +283,10 @@ func (s *Ingest) scanOnce(ctx context.Context, q usage.HistoryQuery, st *scanSta
 // distinct strings of the other columns, which it keeps once
 // (interned), not one allocation per column and row as Scan makes.
 type scanDecoder struct {
-	kind   pgtype.ScanPlan
-	ts     pgtype.ScanPlan
-	intern map[string]string
+	kind     pgtype.ScanPlan
+	ts       pgtype.ScanPlan
+	tsBinary bool // the timestamp column comes in binary format
+	intern   map[string]string
 }
 
 // Columns of scanQuery's rows that scanDecoder reads.
@@ -290,9 +306,10 @@ func newScanDecoder(rows pgx.Rows) (*scanDecoder, error) {
 	var kind int32
 	var ts pgtype.Timestamptz
 	return &scanDecoder{
-		kind:   m.PlanScan(fields[colKind].DataTypeOID, fields[colKind].Format, &kind),
-		ts:     m.PlanScan(fields[colTimestamp].DataTypeOID, fields[colTimestamp].Format, &ts),
-		intern: map[string]string{},
+		kind:     m.PlanScan(fields[colKind].DataTypeOID, fields[colKind].Format, &kind),
+		ts:       m.PlanScan(fields[colTimestamp].DataTypeOID, fields[colTimestamp].Format, &ts),
+		tsBinary: fields[colTimestamp].DataTypeOID == pgtype.TimestamptzOID && fields[colTimestamp].Format == pgtype.BinaryFormatCode,
+		intern:   map[string]string{},
 	}, nil
 }
 
@@ -332,11 +349,11 @@ func (d *scanDecoder) str(b []byte) string {
 
 // event decodes an event row of key k.
 func (d *scanDecoder) event(raw [][]byte, k projection.Key) (event.Event, error) {
-	var ts pgtype.Timestamptz
-	if err := d.ts.Scan(raw[colTimestamp], &ts); err != nil || !ts.Valid {
-		return event.Event{}, fmt.Errorf("pgstore: read histories: timestamp: %v", err)
+	t, err := d.timestamp(raw[colTimestamp])
+	if err != nil {
+		return event.Event{}, err
 	}
-	e := event.Event{EventID: string(raw[colEventID]), Timestamp: ts.Time.UTC(), EventType: d.str(raw[colEventType]),
+	e := event.Event{EventID: string(raw[colEventID]), Timestamp: t, EventType: d.str(raw[colEventType]),
 		Platform: d.str(raw[colPlatform]), Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID,
 		ProjectID: d.str(raw[colProject]), Source: event.Source(d.str(raw[colSource]))}
 	// The raw values are the connection's buffer until the next row;
@@ -345,6 +362,23 @@ func (d *scanDecoder) event(raw [][]byte, k projection.Key) (event.Event, error)
 		return event.Event{}, fmt.Errorf("pgstore: read histories: payload of %q: %w", e.EventID, err)
 	}
 	return e, nil
+}
+
+// timestamp decodes an event's timestamp (UTC): a binary timestamptz
+// directly (microseconds since 2000-01-01), anything else, and the
+// infinities, through pgx's plan.
+func (d *scanDecoder) timestamp(b []byte) (time.Time, error) {
+	if d.tsBinary && len(b) == 8 {
+		us := int64(binary.BigEndian.Uint64(b))
+		if us != math.MaxInt64 && us != math.MinInt64 && us < math.MaxInt64-pgEpochMicros {
+			return time.UnixMicro(us + pgEpochMicros).UTC(), nil
+		}
+	}
+	var ts pgtype.Timestamptz
+	if err := d.ts.Scan(b, &ts); err != nil || !ts.Valid {
+		return time.Time{}, fmt.Errorf("pgstore: read histories: timestamp: %v", err)
+	}
+	return ts.Time.UTC(), nil
 }
 
 // The kinds of row of scanQuery: a key's checkpoint comes before its
