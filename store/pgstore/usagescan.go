@@ -189,13 +189,14 @@ func eventsSorted(es []event.Event) bool {
 
 // scanOnce runs one statement of historiesScan.
 func (s *Ingest) scanOnce(ctx context.Context, q usage.HistoryQuery, st *scanState) error {
-	query, args := scanQuery(q)
 	pc, err := s.acquireConn(ctx)
 	if err != nil {
 		return fmt.Errorf("pgstore: read histories: acquire: %w", interpretError(err))
 	}
 	defer pc.Release()
-	tx, err := pc.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	// One snapshot for both statements: whether a checkpoint lies ahead,
+	// then the chunk.
+	tx, err := pc.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead})
 	if err != nil {
 		return fmt.Errorf("pgstore: read histories: %w", interpretError(err))
 	}
@@ -208,6 +209,15 @@ func (s *Ingest) scanOnce(ctx context.Context, q usage.HistoryQuery, st *scanSta
 	// inflated cost must not make it compile the statement (JIT: seconds).
 	if _, err := tx.Conn().PgConn().Exec(ctx, "SET LOCAL enable_sort = off; SET LOCAL jit = off").ReadAll(); err != nil {
 		return fmt.Errorf("pgstore: read histories: %w", interpretError(err))
+	}
+	var checkpoints bool
+	cq, cargs := scanCheckpointsQuery(q)
+	if err := tx.QueryRow(ctx, cq, cargs...).Scan(&checkpoints); err != nil {
+		return fmt.Errorf("pgstore: read histories: %w", interpretError(err))
+	}
+	query, args := scanEventsQuery(q)
+	if checkpoints {
+		query, args = scanQuery(q)
 	}
 	rows, err := tx.Query(ctx, query, args...)
 	if err != nil {
@@ -397,25 +407,7 @@ const (
 // no event in the chunk selects its resource is for the reader to judge
 // (scanOnce), so that no row is joined with another.
 func scanQuery(q usage.HistoryQuery) (string, []any) {
-	var args []any
-	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
-	sel := []string{asOfCond(q.AsOf, arg)}
-	var cpSel []string
-	if !q.Before.IsZero() {
-		sel = append(sel, "timestamp < "+arg(utcMicro(q.Before)))
-	}
-	for _, f := range []struct{ col, v string }{{"cloud", q.Cloud}, {"resource_type", q.ResourceType}, {"resource_id", q.ResourceID}} {
-		if f.v != "" {
-			cond := f.col + " = " + arg(f.v)
-			sel = append(sel, cond)
-			cpSel = append(cpSel, cond)
-		}
-	}
-	if q.After != nil {
-		after := "(" + arg(q.After.Cloud) + "::text, " + arg(q.After.ResourceType) + "::text, " + arg(q.After.ResourceID) + "::text)"
-		sel = append(sel, "(cloud, resource_type, resource_id) > "+after)
-		cpSel = append(cpSel, "(cloud, resource_type, resource_id) > "+after)
-	}
+	sel, cpSel, args, arg := scanConds(q)
 	n := arg(scanChunk)
 	cpSel = append(cpSel, `((SELECT count(*) FROM ev) < `+n+` OR (cloud, resource_type, resource_id) < (SELECT cloud, resource_type, resource_id FROM last))`)
 	return `
@@ -431,5 +423,62 @@ UNION ALL
 SELECT cloud, resource_type, resource_id, ` + strconv.Itoa(scanEvent) + `, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        event_id, timestamp, event_type, platform, project_id, source, payload::text
 FROM ev
-ORDER BY 1, 2, 3, 4, 17`, args
+ORDER BY 1, 2, 3, 4, 17`, *args
+}
+
+// scanEventsQuery is scanQuery when no checkpoint lies after q.After
+// (scanCheckpointsQuery, in the same snapshot): the same event rows in the
+// same order, read straight off the partitions' merged index scans, with
+// no materialized chunk and no sort (which cost the backend about half
+// its time per row).
+func scanEventsQuery(q usage.HistoryQuery) (string, []any) {
+	sel, _, args, arg := scanConds(q)
+	n := arg(scanChunk)
+	return `
+SELECT cloud, resource_type, resource_id, ` + strconv.Itoa(scanEvent) + `, NULL::timestamptz, NULL, NULL, NULL, NULL, NULL::timestamptz, NULL::timestamptz,
+       NULL::timestamptz, NULL::timestamptz, NULL, NULL,
+       event_id, timestamp, event_type, platform, project_id, source, payload::text
+FROM events` + where(sel) + `
+ORDER BY cloud, resource_type, resource_id, timestamp LIMIT ` + n, *args
+}
+
+// scanCheckpointsQuery asks whether a checkpoint lies after q.After among
+// the keys q's filters select.
+func scanCheckpointsQuery(q usage.HistoryQuery) (string, []any) {
+	var args []any
+	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
+	var cpSel []string
+	for _, f := range []struct{ col, v string }{{"cloud", q.Cloud}, {"resource_type", q.ResourceType}, {"resource_id", q.ResourceID}} {
+		if f.v != "" {
+			cpSel = append(cpSel, f.col+" = "+arg(f.v))
+		}
+	}
+	if q.After != nil {
+		cpSel = append(cpSel, "(cloud, resource_type, resource_id) > ("+arg(q.After.Cloud)+"::text, "+arg(q.After.ResourceType)+"::text, "+arg(q.After.ResourceID)+"::text)")
+	}
+	return `SELECT EXISTS (SELECT 1 FROM resource_checkpoints` + where(cpSel) + `)`, args
+}
+
+// scanConds returns the conditions of scanQuery's events (sel) and
+// checkpoints (cpSel), their arguments, and the function adding one.
+func scanConds(q usage.HistoryQuery) (sel, cpSel []string, args *[]any, arg func(any) string) {
+	args = new([]any)
+	arg = func(v any) string { *args = append(*args, v); return "$" + strconv.Itoa(len(*args)) }
+	sel = []string{asOfCond(q.AsOf, arg)}
+	if !q.Before.IsZero() {
+		sel = append(sel, "timestamp < "+arg(utcMicro(q.Before)))
+	}
+	for _, f := range []struct{ col, v string }{{"cloud", q.Cloud}, {"resource_type", q.ResourceType}, {"resource_id", q.ResourceID}} {
+		if f.v != "" {
+			cond := f.col + " = " + arg(f.v)
+			sel = append(sel, cond)
+			cpSel = append(cpSel, cond)
+		}
+	}
+	if q.After != nil {
+		after := "(" + arg(q.After.Cloud) + "::text, " + arg(q.After.ResourceType) + "::text, " + arg(q.After.ResourceID) + "::text)"
+		sel = append(sel, "(cloud, resource_type, resource_id) > "+after)
+		cpSel = append(cpSel, "(cloud, resource_type, resource_id) > "+after)
+	}
+	return sel, cpSel, args, arg
 }
