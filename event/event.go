@@ -218,6 +218,9 @@ func (p PayloadEnvelope) MarshalJSON() ([]byte, error) {
 // json package's own error; a NUL is not checked. Decode whole events with
 // [Decode], which checks everything and returns an [*ValidationError].
 func (p *PayloadEnvelope) UnmarshalJSON(b []byte) error {
+	if scanPayload(b, p) {
+		return nil
+	}
 	var w wirePayload
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err

@@ -140,15 +140,18 @@ const builderSizes = 4096
 // [projection.Compare] order (as the stores give one) is not copied.
 func (bd *Builder) BuildFrom(start *projection.Resource, at time.Time, history []event.Event) Timeline {
 	sorted := history
-	cmp := func(a, b event.Event) int { return projection.Compare(&a, &b) }
-	if !slices.IsSortedFunc(history, cmp) {
+	if !isSorted(history) {
 		sorted = slices.Clone(history)
-		slices.SortFunc(sorted, cmp)
+		slices.SortFunc(sorted, func(a, b event.Event) int { return projection.Compare(&a, &b) })
 	}
 	if len(bd.canon) > builderSizes {
 		clear(bd.canon)
 	}
-	b := builder{tl: Timeline{Lives: []Life{}, Intervals: []Interval{}, Warnings: []Warning{}}, canon: bd.canon}
+	// Every event closes at most one interval and ends at most one life:
+	// room for them all at once, and for as many end instants.
+	n := len(sorted) + 1
+	b := builder{tl: Timeline{Lives: []Life{}, Intervals: make([]Interval, 0, n), Warnings: []Warning{}},
+		canon: bd.canon, ends: make([]time.Time, 0, 2*n)}
 	if start != nil {
 		b.tl.Platform = start.Platform
 		if start.DeletedAt == nil {
@@ -167,6 +170,17 @@ func (bd *Builder) BuildFrom(start *projection.Resource, at time.Time, history [
 	return b.tl
 }
 
+// isSorted reports whether history is in [projection.Compare] order
+// (slices.IsSortedFunc without copying each event into the comparison).
+func isSorted(history []event.Event) bool {
+	for i := 1; i < len(history); i++ {
+		if projection.Compare(&history[i], &history[i-1]) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
 type builder struct {
 	tl    Timeline
 	alive bool
@@ -175,6 +189,19 @@ type builder struct {
 	// canon memoizes [Canonical] by the raw size text, so that a history
 	// canonicalizes each distinct size once.
 	canon map[string]string
+	// ends holds the instants the To of the intervals and lives point to:
+	// one allocation for the history instead of one each.
+	ends []time.Time
+}
+
+// end returns a pointer to a copy of t that stays valid: ends is never
+// appended to past its capacity (a full one is replaced, not grown).
+func (b *builder) end(t time.Time) *time.Time {
+	if len(b.ends) == cap(b.ends) {
+		b.ends = make([]time.Time, 0, 8)
+	}
+	b.ends = append(b.ends, t)
+	return &b.ends[len(b.ends)-1]
 }
 
 // sizeEqual is [SizeEqual] with the builder's memo.
@@ -224,8 +251,7 @@ func (b *builder) apply(first bool, e *event.Event) {
 		}
 	case cat == event.CategoryDelete:
 		b.close(e.Timestamp)
-		to := e.Timestamp
-		b.tl.Lives[len(b.tl.Lives)-1].To = &to
+		b.tl.Lives[len(b.tl.Lives)-1].To = b.end(e.Timestamp)
 		b.alive = false
 	default:
 		next := b.cur
@@ -264,7 +290,7 @@ func (b *builder) close(t time.Time) {
 		return
 	}
 	iv := b.cur
-	iv.To = &t
+	iv.To = b.end(t)
 	b.tl.Intervals = append(b.tl.Intervals, iv)
 }
 

@@ -1,7 +1,10 @@
 package usage
 
 import (
+	"math"
 	"math/big"
+	"math/bits"
+	"strconv"
 	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -11,9 +14,14 @@ import (
 )
 
 // decimal is an exact decimal number: v × 10^-scale, scale ≥ 0. The zero
-// value is 0.
+// value is 0. While v fits in an int64 it is held in small (the fast
+// path: no allocation, no math/big); the first sum that would overflow
+// moves it to big for good. Either way the value and the scale are those
+// the math/big arithmetic alone gives (TestDecimalFastMatchesBig).
 type decimal struct {
-	v     big.Int
+	small int64
+	v     big.Int // the value once isBig
+	isBig bool
 	scale int
 }
 
@@ -21,8 +29,95 @@ var ten = big.NewInt(10)
 
 func pow10(n int) *big.Int { return new(big.Int).Exp(ten, big.NewInt(int64(n)), nil) }
 
-// add adds m × 10^-scale.
+// pow10s are the powers of ten that fit in an int64.
+var pow10s = [...]int64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18}
+
+// mul64 is a × b, ok false when it does not fit in an int64.
+func mul64(a, b int64) (int64, bool) {
+	ua, ub := uint64(a), uint64(b)
+	if a < 0 {
+		ua = -ua
+	}
+	if b < 0 {
+		ub = -ub
+	}
+	hi, lo := bits.Mul64(ua, ub)
+	if hi != 0 || lo > math.MaxInt64 {
+		return 0, false
+	}
+	if (a < 0) != (b < 0) {
+		return -int64(lo), true
+	}
+	return int64(lo), true
+}
+
+// add64 is a + b, ok false when it does not fit in an int64.
+func add64(a, b int64) (int64, bool) {
+	s := a + b
+	if a > 0 && b > 0 && s < 0 || a < 0 && b < 0 && s >= 0 {
+		return 0, false
+	}
+	return s, true
+}
+
+// mulPow10 is m × 10^n, ok false when it does not fit in an int64.
+func mulPow10(m int64, n int) (int64, bool) {
+	if m == 0 {
+		return 0, true
+	}
+	if n < 0 || n >= len(pow10s) {
+		return 0, false
+	}
+	return mul64(m, pow10s[n])
+}
+
+// promote moves d's value to big.
+func (d *decimal) promote() {
+	if !d.isBig {
+		d.v.SetInt64(d.small)
+		d.small, d.isBig = 0, true
+	}
+}
+
+// value returns d's value as a new big.Int.
+func (d *decimal) value() *big.Int {
+	if d.isBig {
+		return new(big.Int).Set(&d.v)
+	}
+	return big.NewInt(d.small)
+}
+
+// addInt adds m × 10^-scale, without math/big while the sum fits.
+func (d *decimal) addInt(m int64, scale int) {
+	if !d.isBig {
+		switch {
+		case scale == d.scale:
+			if s, ok := add64(d.small, m); ok {
+				d.small = s
+				return
+			}
+		case scale < d.scale:
+			if t, ok := mulPow10(m, d.scale-scale); ok {
+				if s, ok := add64(d.small, t); ok {
+					d.small = s
+					return
+				}
+			}
+		default:
+			if t, ok := mulPow10(d.small, scale-d.scale); ok {
+				if s, ok := add64(t, m); ok {
+					d.small, d.scale = s, scale
+					return
+				}
+			}
+		}
+	}
+	d.add(big.NewInt(m), scale)
+}
+
+// add adds m × 10^-scale with math/big.
 func (d *decimal) add(m *big.Int, scale int) {
+	d.promote()
 	switch {
 	case scale == d.scale:
 		d.v.Add(&d.v, m)
@@ -36,11 +131,17 @@ func (d *decimal) add(m *big.Int, scale int) {
 	}
 }
 
-// number is a parsed size member: digits × 10^exp.
+// number is a parsed size member: digits × 10^exp. While the digits fit
+// in an int64 they are held in small (fits true) and digits is unset.
 type number struct {
+	small  int64
+	fits   bool
 	digits big.Int
 	exp    int
 }
+
+// maxSmallDigits is how many decimal digits always fit in an int64.
+const maxSmallDigits = 18
 
 // parseNumber reads a size member's value as an exact number: a JSON number
 // within the range the size-schema validator judges (ingest.MaxNumberDigits,
@@ -55,17 +156,54 @@ func parseNumber(v jsontext.Value) (number, bool) {
 		return number{}, false
 	}
 	var n number
+	n.exp = exp
+	if len(d) <= maxSmallDigits {
+		if u, err := strconv.ParseInt(d, 10, 64); err == nil {
+			if neg {
+				u = -u
+			}
+			n.small, n.fits = u, true
+			return n, true
+		}
+	}
 	n.digits.SetString(d, 10)
 	if neg {
 		n.digits.Neg(&n.digits)
 	}
-	n.exp = exp
 	return n, true
 }
 
-// times returns n × us microseconds, in seconds, as (mantissa, scale).
+// bigDigits returns n's digits as a big.Int (not to be changed).
+func (n *number) bigDigits() *big.Int {
+	if n.fits {
+		return big.NewInt(n.small)
+	}
+	return &n.digits
+}
+
+// addTimes adds n × us microseconds, in seconds, to d: without math/big
+// while the product and the sum fit in an int64.
+func (d *decimal) addTimes(n *number, us int64) {
+	if n.fits && !d.isBig {
+		if m, ok := mul64(n.small, us); ok {
+			scale := 6 - n.exp
+			if scale < 0 {
+				m, ok = mulPow10(m, -scale)
+				scale = 0
+			}
+			if ok {
+				d.addInt(m, scale)
+				return
+			}
+		}
+	}
+	d.add(n.times(us))
+}
+
+// times returns n × us microseconds, in seconds, as (mantissa, scale),
+// with math/big.
 func (n *number) times(us int64) (*big.Int, int) {
-	m := new(big.Int).Mul(&n.digits, big.NewInt(us))
+	m := new(big.Int).Mul(n.bigDigits(), big.NewInt(us))
 	scale := 6 - n.exp
 	if scale < 0 {
 		m.Mul(m, pow10(-scale))
@@ -82,7 +220,7 @@ const hourDigits = 10
 // hours divided by 3600 and rounded half to even at hourDigits more
 // fractional digits than d has. Trailing zeros are dropped.
 func (d *decimal) format(u Unit) string {
-	v, scale := new(big.Int).Set(&d.v), d.scale
+	v, scale := d.value(), d.scale
 	if u == UnitHour {
 		v.Mul(v, pow10(hourDigits))
 		scale += hourDigits

@@ -10,7 +10,6 @@ import (
 	"math/big"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -217,14 +216,14 @@ func (s *Service) snapshot(ctx context.Context, at *feed.Position) (Snapshot, er
 	return snap, nil
 }
 
-// cellKey identifies one item while aggregating.
+// cellKey identifies one item while aggregating: a window and a group
+// (its index in aggregator.groupList).
 type cellKey struct {
 	window int
-	group  string
+	group  int
 }
 
 type cell struct {
-	group     Group
 	us        int64    // microseconds; overflow moves to usBig
 	usBig     *big.Int // nil until needed
 	qty       decimal
@@ -242,14 +241,36 @@ type aggregator struct {
 	n        int // resources read
 	warnings []Warning
 	builder  timeline.Builder // one for the query: the sizes resources share are canonicalised once
+	// groups indexes groupList by the group's key (its values, each
+	// followed by a NUL): an interval's group is built once per distinct
+	// group, not once per interval.
+	groups    map[string]int
+	groupList []Group
+	keyBuf    []byte
+	// qtys memoizes the quantity member of a size by the size's raw text
+	// (at most qtyMemo of them): the few sizes many intervals share are
+	// decoded once.
+	qtys map[string]*sizeQty
 }
+
+// sizeQty is the quantity member of one size: ok false when it is missing
+// or not a number.
+type sizeQty struct {
+	num number
+	ok  bool
+}
+
+// qtyMemo bounds aggregator.qtys; past it, it forgets them all and starts
+// again.
+const qtyMemo = 4096
 
 func newAggregator(p plan, bounds []time.Time, asOfAt time.Time) *aggregator {
 	end := p.q.To
 	if asOfAt.Before(end) {
 		end = asOfAt
 	}
-	return &aggregator{p: p, bounds: bounds, end: end, asOfAt: asOfAt, cells: map[cellKey]*cell{}, warnings: []Warning{}}
+	return &aggregator{p: p, bounds: bounds, end: end, asOfAt: asOfAt, cells: map[cellKey]*cell{}, warnings: []Warning{},
+		groups: map[string]int{}, qtys: map[string]*sizeQty{}}
 }
 
 // add folds one resource's history into the cells.
@@ -263,23 +284,30 @@ func (a *aggregator) add(h History) error {
 		return nil
 	}
 	contributed, nonNumeric := false, false
-	for _, iv := range timeline.Clip(tl.Intervals, a.p.q.From, a.end) {
+	for i := range tl.Intervals {
+		iv := &tl.Intervals[i]
+		// The part of iv in [From, end), as timeline.Clip cuts it.
+		from, to := iv.From, a.end
+		if iv.To != nil && iv.To.Before(to) {
+			to = *iv.To
+		}
+		if from.Before(a.p.q.From) {
+			from = a.p.q.From
+		}
+		if !to.After(from) {
+			continue
+		}
 		if a.p.q.ProjectID != "" && iv.ProjectID != a.p.q.ProjectID || a.p.q.State != "" && iv.State != a.p.q.State {
 			continue
 		}
 		contributed = true
-		g, gkey := a.group(h, tl, iv)
-		var (
-			num   number
-			numOK bool
-		)
+		g := a.group(h, tl, iv)
+		var q *sizeQty
 		if a.p.member != "" {
-			if v, ok := sizeMember(iv.Size, a.p.member); ok {
-				num, numOK = parseNumber(v)
-			}
-			nonNumeric = nonNumeric || !numOK
+			q = a.qty(iv.Size)
+			nonNumeric = nonNumeric || !q.ok
 		}
-		if err := a.spread(iv, g, gkey, &num, numOK); err != nil {
+		if err := a.spread(from, to, g, q); err != nil {
 			return err
 		}
 	}
@@ -289,32 +317,49 @@ func (a *aggregator) add(h History) error {
 	return nil
 }
 
-// spread adds one clipped interval to the cells of every window it meets.
-func (a *aggregator) spread(iv timeline.Interval, g Group, gkey string, num *number, numOK bool) error {
+// qty returns the quantity member of size.
+func (a *aggregator) qty(size jsontext.Value) *sizeQty {
+	if q, ok := a.qtys[string(size)]; ok {
+		return q
+	}
+	q := &sizeQty{}
+	if v, ok := sizeMember(size, a.p.member); ok {
+		q.num, q.ok = parseNumber(v)
+	}
+	if len(a.qtys) >= qtyMemo {
+		clear(a.qtys)
+	}
+	a.qtys[string(size)] = q
+	return q
+}
+
+// spread adds the span [from, to) of an interval of group g to the cells
+// of every window it meets; q is its quantity (nil for seconds).
+func (a *aggregator) spread(from, to time.Time, g int, q *sizeQty) error {
 	nw := len(a.bounds) - 1
-	i := sort.Search(nw, func(i int) bool { return a.bounds[i+1].After(iv.From) })
-	for ; i < nw && a.bounds[i].Before(*iv.To); i++ {
-		from, to := iv.From, *iv.To
-		if a.bounds[i].After(from) {
-			from = a.bounds[i]
+	i := sort.Search(nw, func(i int) bool { return a.bounds[i+1].After(from) })
+	for ; i < nw && a.bounds[i].Before(to); i++ {
+		f, t := from, to
+		if a.bounds[i].After(f) {
+			f = a.bounds[i]
 		}
-		if a.bounds[i+1].Before(to) {
-			to = a.bounds[i+1]
+		if a.bounds[i+1].Before(t) {
+			t = a.bounds[i+1]
 		}
-		us := to.UnixMicro() - from.UnixMicro()
+		us := t.UnixMicro() - f.UnixMicro()
 		if us <= 0 {
 			continue
 		}
-		k := cellKey{i, gkey}
+		k := cellKey{i, g}
 		c := a.cells[k]
 		if c == nil {
 			if len(a.cells) >= MaxItems {
 				return &TooLargeError{Reason: fmt.Sprintf("the answer would hold more than %d items; narrow the filters or group_by", MaxItems)}
 			}
-			if a.bytes += 2 * len(gkey); a.bytes > MaxGroupBytes {
+			if a.bytes += 2 * a.groupBytes(g); a.bytes > MaxGroupBytes {
 				return &TooLargeError{Reason: fmt.Sprintf("the answer's groups would hold more than %d MiB; narrow the filters or group_by", MaxGroupBytes>>20)}
 			}
-			c = &cell{group: g, last: -1}
+			c = &cell{last: -1}
 			a.cells[k] = c
 		}
 		if c.us > math.MaxInt64-us {
@@ -325,10 +370,10 @@ func (a *aggregator) spread(iv timeline.Interval, g Group, gkey string, num *num
 			c.us = 0
 		}
 		c.us += us
-		if a.p.member == "" {
-			c.qty.add(big.NewInt(us), 6)
-		} else if numOK {
-			c.qty.add(num.times(us))
+		if q == nil {
+			c.qty.addInt(us, 6)
+		} else if q.ok {
+			c.qty.addTimes(&q.num, us)
 		}
 		if c.last != a.n {
 			c.last = a.n
@@ -336,6 +381,16 @@ func (a *aggregator) spread(iv timeline.Interval, g Group, gkey string, num *num
 		}
 	}
 	return nil
+}
+
+// groupBytes is the length of group g's key: its values, each followed by
+// a NUL.
+func (a *aggregator) groupBytes(g int) int {
+	n := 0
+	for _, v := range a.groupList[g] {
+		n += len(v.Value) + 1
+	}
+	return n
 }
 
 func (a *aggregator) warn(h History, tl timeline.Timeline, nonNumeric bool) {
@@ -352,45 +407,61 @@ func (a *aggregator) warn(h History, tl timeline.Timeline, nonNumeric bool) {
 	}
 }
 
-// group returns the group of an interval and its map key.
-func (a *aggregator) group(h History, tl timeline.Timeline, iv timeline.Interval) (Group, string) {
-	g := make(Group, len(a.p.q.GroupBy))
-	var key strings.Builder
-	for i, k := range a.p.q.GroupBy {
-		var v jsontext.Value
+// group returns the index of an interval's group in a.groupList, adding
+// it when new.
+func (a *aggregator) group(h History, tl timeline.Timeline, iv *timeline.Interval) int {
+	key := a.keyBuf[:0]
+	ends := make([]int, 0, 8)
+	for _, k := range a.p.q.GroupBy {
 		switch k {
 		case "cloud":
-			v = quote(h.Key.Cloud)
+			key = appendQuote(key, h.Key.Cloud)
 		case "platform":
-			v = quote(tl.Platform)
+			key = appendQuote(key, tl.Platform)
 		case "project_id":
-			v = quote(iv.ProjectID)
+			key = appendQuote(key, iv.ProjectID)
 		case "resource_type":
-			v = quote(h.Key.ResourceType)
+			key = appendQuote(key, h.Key.ResourceType)
 		case "resource_id":
-			v = quote(h.Key.ResourceID)
+			key = appendQuote(key, h.Key.ResourceID)
 		case "state":
-			v = quote(iv.State)
+			key = appendQuote(key, iv.State)
 		default:
-			v = jsontext.Value("null")
+			v := jsontext.Value("null")
 			if m, ok := sizeMember(iv.Size, k[len(sizePrefix):]); ok {
 				if c, err := timeline.Canonical(m); err == nil {
 					v = c
 				}
 			}
+			key = append(key, v...)
 		}
-		g[i] = GroupValue{Key: k, Value: v}
-		key.Write(v)
-		key.WriteByte(0)
+		ends = append(ends, len(key))
+		key = append(key, 0)
 	}
-	return g, key.String()
+	a.keyBuf = key
+	if g, ok := a.groups[string(key)]; ok {
+		return g
+	}
+	// A new group: its values are parts of one copy of the key.
+	kb := bytes.Clone(key)
+	g := make(Group, len(a.p.q.GroupBy))
+	start := 0
+	for i, k := range a.p.q.GroupBy {
+		g[i] = GroupValue{Key: k, Value: kb[start:ends[i]:ends[i]]}
+		start = ends[i] + 1
+	}
+	a.groupList = append(a.groupList, g)
+	a.groups[string(kb)] = len(a.groupList) - 1
+	return len(a.groupList) - 1
 }
 
-func quote(s string) jsontext.Value {
-	b, err := jsontext.AppendQuote(nil, s)
+// appendQuote appends s as a JSON string; text that is not valid UTF-8
+// (never stored) as "".
+func appendQuote(b []byte, s string) []byte {
+	n := len(b)
+	b, err := jsontext.AppendQuote(b, s)
 	if err != nil {
-		// Stored text is valid UTF-8; AppendQuote replaces what is not.
-		return jsontext.Value(`""`)
+		return append(b[:n], `""`...)
 	}
 	return b
 }
@@ -428,7 +499,7 @@ func (a *aggregator) items() []Item {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(x, y cellKey) int {
-		return cmp.Or(cmp.Compare(x.window, y.window), compareGroups(a.cells[x].group, a.cells[y].group))
+		return cmp.Or(cmp.Compare(x.window, y.window), compareGroups(a.groupList[x.group], a.groupList[y.group]))
 	})
 	out := make([]Item, len(keys))
 	for i, k := range keys {
@@ -439,7 +510,7 @@ func (a *aggregator) items() []Item {
 			secs.add(c.usBig, 6)
 		}
 		out[i] = Item{
-			WindowStart: a.bounds[k.window], WindowEnd: a.bounds[k.window+1], Group: c.group, Resources: c.resources,
+			WindowStart: a.bounds[k.window], WindowEnd: a.bounds[k.window+1], Group: a.groupList[k.group], Resources: c.resources,
 			Seconds: secs.format(UnitSecond), Quantity: c.qty.format(a.p.unit), Complete: !a.bounds[k.window+1].After(a.asOfAt),
 		}
 	}
