@@ -185,7 +185,19 @@ func (h *Handler) FeedNotify() {
 // every one that starts later at once, so that a graceful shutdown does not
 // wait for them (register it with http.Server.RegisterOnShutdown). A
 // client resumes on another replica from its Last-Event-ID.
+//
+// A stream over HTTP/1.x runs on its hijacked connection, after its
+// handler has returned (docs/operations.md, Change feeds): the server
+// neither counts it among its active connections nor closes it, so only
+// EndStreams ends it; call [Handler.WaitStreams] after
+// http.Server.Shutdown to wait for those streams before closing the store
+// they read.
 func (h *Handler) EndStreams() { h.subscribers.end() }
+
+// WaitStreams waits until every change-feed stream has ended and closed
+// its connection (after [Handler.EndStreams], each does so at once), or
+// ctx ends (the error then says how many are still open).
+func (h *Handler) WaitStreams(ctx context.Context) error { return h.subscribers.wait(ctx) }
 
 // Metrics returns the collectors the handler reports to.
 func (h *Handler) Metrics() *Metrics { return h.metrics }
@@ -540,7 +552,8 @@ func recoverPanics(log *slog.Logger, next http.Handler) http.Handler {
 
 // logRequests logs one line per request: method, route pattern, path,
 // status (the status sent, a number; 0 with aborted=true for a connection
-// closed without an answer), duration, and the name of the credential that made the call (""
+// closed without an answer; 200 with hijacked=true for a change-feed
+// stream that took its connection over, logged when it starts), duration, and the name of the credential that made the call (""
 // when none was presented or it was unknown; never the token); at debug level for the probes and /metrics, info
 // otherwise.
 func logRequests(log *slog.Logger, next http.Handler) http.Handler {
@@ -573,6 +586,11 @@ func logRequests(log *slog.Logger, next http.Handler) http.Handler {
 				"status", status, "duration", time.Since(start), "credential", note.credential}
 			if aborted {
 				attrs = append(attrs, "aborted", true)
+			}
+			if sw.hijacked {
+				// A change-feed stream on its own connection: status 200
+				// and the time to its start; it runs on after this line.
+				attrs = append(attrs, "hijacked", true)
 			}
 			log.Log(r.Context(), level, "request", attrs...)
 		}()
