@@ -126,6 +126,13 @@ type Options struct {
 	// against the connection limit. Zero means
 	// [DefaultFeedMaxSubscribers]; it must not be negative.
 	FeedMaxSubscribers int
+	// FeedHeartbeat is the longest a change-feed stream stays silent: with
+	// nothing to send, it writes a comment line. A stream over HTTP/1.x
+	// also finds then that its client has gone (it has no reader on its
+	// connection), so a subscriber that left holds its place under
+	// FeedMaxSubscribers and its connection for at most this long. Zero
+	// means 10 s; it must not be negative.
+	FeedHeartbeat time.Duration
 	// RequireSizeSchema refuses an event whose (platform, resource_type)
 	// has no size schema instead of accepting it unvalidated
 	// (canonical-event.md, Size schemas).
@@ -393,6 +400,9 @@ func checkOptions(st Store, opts Options) (Options, error) {
 	}
 	if cfg.FeedMaxSubscribers < 0 {
 		errs = append(errs, errors.New("server: FeedMaxSubscribers is negative"))
+	}
+	if cfg.FeedHeartbeat < 0 {
+		errs = append(errs, errors.New("server: FeedHeartbeat is negative"))
 	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = route.DefaultMaxBodyBytes

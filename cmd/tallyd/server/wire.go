@@ -77,7 +77,7 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, services, error) {
 		Logger:         cfg.Logger,
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		Subscribers:    subs,
-		Stream:         ingesthttp.StreamOptions{Hijack: true},
+		Stream:         ingesthttp.StreamOptions{Hijack: true, Heartbeat: cfg.FeedHeartbeat},
 		Usage:          usvc,
 		Admit:          cfg.Authenticator.admitItems(cfg.Metrics),
 	})
@@ -96,7 +96,7 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, services, error) {
 		Logger:       cfg.Logger,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Subscribers:  subs,
-		Stream:       correlatehttp.StreamOptions{Hijack: true},
+		Stream:       correlatehttp.StreamOptions{Hijack: true, Heartbeat: cfg.FeedHeartbeat},
 	})
 	if err != nil {
 		return nil, services{}, err
