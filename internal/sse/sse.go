@@ -263,15 +263,23 @@ func (s *stream) clientGone() bool {
 	if s.conn == nil {
 		return false
 	}
-	switch netpeek.Peek(s.conn) {
-	case netpeek.Closed:
-		return true
-	case netpeek.Readable:
-		var buf [512]byte
-		_ = s.conn.SetReadDeadline(time.Now().Add(drainWait))
-		_, err := s.conn.Read(buf[:])
-		_ = s.conn.SetReadDeadline(time.Time{})
-		return err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
+	// A few reads at most: a client that keeps sending is not read for
+	// ever, and is found gone at a later wake-up when it closes.
+	for range 4 {
+		switch netpeek.Peek(s.conn) {
+		case netpeek.Closed:
+			return true
+		case netpeek.Readable:
+			var buf [512]byte
+			_ = s.conn.SetReadDeadline(time.Now().Add(drainWait))
+			_, err := s.conn.Read(buf[:])
+			_ = s.conn.SetReadDeadline(time.Time{})
+			if err != nil {
+				return !errors.Is(err, os.ErrDeadlineExceeded)
+			}
+		default:
+			return false
+		}
 	}
 	return false
 }
