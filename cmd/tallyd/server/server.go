@@ -131,7 +131,8 @@ type Options struct {
 	// also finds then that its client has gone (it has no reader on its
 	// connection), so a subscriber that left holds its place under
 	// FeedMaxSubscribers and its connection for at most this long. Zero
-	// means 10 s; it must not be negative.
+	// means 10 s; it must be between 0 and the feeds' longest wait, 30 s
+	// (ingest.MaxFeedWait).
 	FeedHeartbeat time.Duration
 	// RequireSizeSchema refuses an event whose (platform, resource_type)
 	// has no size schema instead of accepting it unvalidated
@@ -286,7 +287,7 @@ func (h *Handler) RunIdempotencyPurge(ctx context.Context, retention time.Durati
 //
 // Errors (joined): a missing st.Ingest, st.Projection, st.Correlate, st.Reconcile or
 // Authenticator, a negative MaxBodyBytes, BodyBudgetBytes, BodyBudgetWait
-// or BodyStallTimeout, a BodyBudgetBytes below
+// or BodyStallTimeout, a FeedHeartbeat outside 0..30 s, a BodyBudgetBytes below
 // MaxBodyBytes, or a library constructor's error.
 func New(st Store, opts Options) (*Handler, error) {
 	cfg, err := checkOptions(st, opts)
@@ -401,8 +402,8 @@ func checkOptions(st Store, opts Options) (Options, error) {
 	if cfg.FeedMaxSubscribers < 0 {
 		errs = append(errs, errors.New("server: FeedMaxSubscribers is negative"))
 	}
-	if cfg.FeedHeartbeat < 0 {
-		errs = append(errs, errors.New("server: FeedHeartbeat is negative"))
+	if cfg.FeedHeartbeat < 0 || cfg.FeedHeartbeat > ingest.MaxFeedWait || cfg.FeedHeartbeat > correlate.MaxFeedWait {
+		errs = append(errs, fmt.Errorf("server: FeedHeartbeat (%v) is not between 0 and %v", cfg.FeedHeartbeat, min(ingest.MaxFeedWait, correlate.MaxFeedWait)))
 	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = route.DefaultMaxBodyBytes
