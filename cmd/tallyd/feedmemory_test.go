@@ -149,6 +149,10 @@ func TestFeedMemory(t *testing.T) {
 		}
 	}
 
+	if attached, err := vmRSS(pid); err == nil {
+		t.Logf("tallyd RSS with %d idle subscribers, before any event: %.1f MiB (+%.1f MiB)",
+			feedMemSubs+1, float64(attached)/(1<<20), float64(attached-idle)/(1<<20))
+	}
 	blob := strings.Repeat("x", feedMemPayload)
 	sent := 0
 	ingestOne := func() {
