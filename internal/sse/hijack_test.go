@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/textproto"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -319,3 +321,49 @@ func TestServeHTTPUnhijackable(t *testing.T) {
 		}
 	})
 }
+
+// A panic in a hijacked stream (no net/http below it to recover) ends the
+// stream: its connection is closed, it leaves, and the panic is logged to
+// the server's ErrorLog.
+func TestServeHTTPHijackedPanic(t *testing.T) {
+	sub := newSubs()
+	var (
+		mu   sync.Mutex
+		logs strings.Builder
+		once sync.Once
+	)
+	logged := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		read := func(context.Context, string, time.Duration) ([]sse.Frame, string, error) { panic("boom") }
+		_ = sse.ServeHTTP(w, r, sub, "f", "", nil, "0", read, sse.StreamOptions{Hijack: true})
+	}))
+	srv.Config.ErrorLog = log.New(writerFunc(func(b []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		logs.Write(b)
+		once.Do(func() { close(logged) })
+		return len(b), nil
+	}), "", 0)
+	srv.Start()
+	defer srv.Close()
+	c, br := rawGet(t, srv.Listener.Addr().String(), "HTTP/1.1", 0)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		t.Errorf("the connection after the panic: %v, want it closed", err)
+	}
+	select {
+	case <-sub.left:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream did not leave")
+	}
+	<-logged
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), "panic serving a stream") || !strings.Contains(logs.String(), "boom") {
+		t.Errorf("ErrorLog: %q, want the panic", logs.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

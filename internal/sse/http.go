@@ -3,9 +3,11 @@ package sse
 import (
 	"bytes"
 	"context"
+	"log"
 	"mime"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -83,16 +85,25 @@ func ServeHTTP(w http.ResponseWriter, r *http.Request, subs route.Subscribers, n
 			// The request's context ends when the handler returns: the
 			// stream keeps its values, and ends on stop or its own end.
 			ctx := context.WithoutCancel(r.Context())
+			srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
 			go func() {
+				end := EndError
+				defer func() {
+					// No net/http below to recover a panic: it ends the
+					// stream, logged as net/http logs a handler's.
+					if v := recover(); v != nil {
+						logf(srv, "sse: panic serving a stream to %v: %v\n%s", conn.RemoteAddr(), v, debug.Stack())
+					}
+					_ = conn.Close()
+					leave(end)
+				}()
 				ctx, cancel := context.WithCancel(ctx)
 				defer cancel()
 				if stop != nil {
 					defer context.AfterFunc(stop, cancel)()
 				}
 				s := &stream{out: connOut{conn}, conn: conn, opts: opts}
-				end := s.run(ctx, head, last, first, next, read, sent)
-				_ = conn.Close()
-				leave(end)
+				end = s.run(ctx, head, last, first, next, read, sent)
 			}()
 			return nil
 		}
@@ -137,6 +148,16 @@ func hijack(w http.ResponseWriter) (net.Conn, []byte, bool) {
 	_ = hd.Write(&b)
 	b.WriteString("Connection: close\r\n\r\n")
 	return conn, b.Bytes(), true
+}
+
+// logf logs to srv's ErrorLog, or the log package's logger when there is
+// none, as net/http does.
+func logf(srv *http.Server, format string, args ...any) {
+	if srv != nil && srv.ErrorLog != nil {
+		srv.ErrorLog.Printf(format, args...)
+		return
+	}
+	log.Printf(format, args...)
 }
 
 // hopHeaders are the headers that describe the connection, not the

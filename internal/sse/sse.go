@@ -1,8 +1,10 @@
 // Package sse serves a change feed to one subscriber as Server-Sent Events
-// (the WHATWG HTML "Server-sent events" format), written by the request's
-// own goroutine with no queue of its own (a client that stops reading is
-// reset), and admits subscribers through route.Subscribers: the HTTP half of
-// internal/feed, shared by ingest/ingesthttp and correlate/correlatehttp.
+// (the WHATWG HTML "Server-sent events" format), written by one goroutine
+// with no queue of its own (a client that stops reading is reset): the
+// request's own, or, with [StreamOptions].Hijack over HTTP/1.x, one started
+// for the stream on the connection taken over from net/http. It admits
+// subscribers through route.Subscribers: the HTTP half of internal/feed,
+// shared by ingest/ingesthttp and correlate/correlatehttp.
 package sse
 
 import (
