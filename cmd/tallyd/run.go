@@ -478,6 +478,12 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 		_ = srv.Close()
 		return fmt.Errorf("shutdown: %w", err)
 	}
+	// The change-feed streams run on hijacked connections, which Shutdown
+	// does not wait for: EndStreams (its hook) ended them; each closes its
+	// connection before the store closes.
+	if err := h.WaitStreams(sctx); err != nil {
+		log.Warn("shutting down: change-feed streams still open", "err", err)
+	}
 	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
 	}

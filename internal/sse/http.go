@@ -1,11 +1,16 @@
 package sse
 
 import (
+	"bytes"
 	"context"
+	"log"
 	"mime"
+	"net"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tallyhq/tally/internal/problem"
 	"github.com/tallyhq/tally/route"
@@ -43,7 +48,8 @@ const retryAfterSeconds = "5"
 // every one; the stream also ends when the stop channel Admit returned is
 // closed). A refused subscriber gets 503 busy with Retry-After, returned
 // as the error for the handler's error mapping; nil otherwise (the stream
-// has been served).
+// has been served, or, with opts.Hijack, handed to a goroutine of its own
+// on the hijacked connection: see [StreamOptions].Hijack).
 func ServeHTTP(w http.ResponseWriter, r *http.Request, subs route.Subscribers, name, last string, first []Frame, next string, read Read, opts StreamOptions) error {
 	if r.Method == http.MethodHead {
 		// A HEAD can read no stream: its writes are discarded, so a stream
@@ -55,26 +61,105 @@ func ServeHTTP(w http.ResponseWriter, r *http.Request, subs route.Subscribers, n
 		w.WriteHeader(http.StatusOK)
 		return nil
 	}
-	ctx := r.Context()
+	var stop context.Context
 	sent := func() {}
 	if subs != nil {
-		stop, ok := subs.Admit(name)
+		var ok bool
+		stop, ok = subs.Admit(name)
 		if !ok {
 			return &problem.Error{
 				Details: problem.New(problem.CodeBusy, "the server serves as many feed subscribers as it may; retry after "+retryAfterSeconds+" s"),
 				Header:  http.Header{"Retry-After": {retryAfterSeconds}},
 			}
 		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		// No goroutine per subscriber: a callback registered on stop.
-		defer context.AfterFunc(stop, cancel)()
 		sent = func() { subs.Delivered(name, 1) }
 	}
-	end := Serve(ctx, w, last, first, next, read, opts, sent)
-	if subs != nil {
-		subs.Leave(name, end == EndReset)
+	leave := func(end End) {
+		if subs != nil {
+			subs.Leave(name, end == EndReset)
+		}
 	}
+	opts = opts.withDefaults()
+	if opts.Hijack && r.ProtoMajor == 1 {
+		if conn, head, ok := hijack(w); ok {
+			// The request's context ends when the handler returns: the
+			// stream keeps its values, and ends on stop or its own end.
+			ctx := context.WithoutCancel(r.Context())
+			srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
+			go func() {
+				end := EndError
+				defer func() {
+					// No net/http below to recover a panic: it ends the
+					// stream, logged as net/http logs a handler's.
+					if v := recover(); v != nil {
+						logf(srv, "sse: panic serving a stream to %v: %v\n%s", conn.RemoteAddr(), v, debug.Stack())
+					}
+					_ = conn.Close()
+					leave(end)
+				}()
+				ctx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				if stop != nil {
+					defer context.AfterFunc(stop, cancel)()
+				}
+				s := &stream{out: connOut{conn}, conn: conn, opts: opts}
+				end = s.run(ctx, head, last, first, next, read, sent)
+			}()
+			return nil
+		}
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	if stop != nil {
+		// No goroutine per subscriber: a callback registered on stop.
+		defer context.AfterFunc(stop, cancel)()
+	}
+	leave(Serve(ctx, w, last, first, next, read, opts, sent))
 	return nil
 }
+
+// hijack takes w's HTTP/1.x connection over from net/http for a stream
+// and returns it with the response head to send first: the status line,
+// the headers set on w (the middleware's, such as CORS and a request id,
+// and the stream's own), Connection: close (the body ends when the
+// connection closes) and a Date when none is set. The bufio.ReadWriter
+// net/http hands over is flushed and dropped (what a client sent after its
+// request is ignored: it sends nothing on a stream). False when w cannot
+// be hijacked (HTTP/2, a recorder): nothing was written, and the stream is
+// served through w.
+func hijack(w http.ResponseWriter) (net.Conn, []byte, bool) {
+	hd := w.Header()
+	setHeaders(hd)
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, nil, false
+	}
+	// net/http has written nothing yet; should it have, it goes first (a
+	// failure shows at the stream's first write).
+	_ = brw.Flush()
+	for _, k := range hopHeaders {
+		hd.Del(k)
+	}
+	if _, ok := hd["Date"]; !ok {
+		hd.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	}
+	var b bytes.Buffer
+	b.WriteString("HTTP/1.1 200 OK\r\n")
+	_ = hd.Write(&b)
+	b.WriteString("Connection: close\r\n\r\n")
+	return conn, b.Bytes(), true
+}
+
+// logf logs to srv's ErrorLog, or the log package's logger when there is
+// none, as net/http does.
+func logf(srv *http.Server, format string, args ...any) {
+	if srv != nil && srv.ErrorLog != nil {
+		srv.ErrorLog.Printf(format, args...)
+		return
+	}
+	log.Printf(format, args...)
+}
+
+// hopHeaders are the headers that describe the connection, not the
+// answer: the hijacked stream sets its own framing.
+var hopHeaders = []string{"Connection", "Keep-Alive", "Transfer-Encoding", "Content-Length", "Trailer", "Upgrade"}

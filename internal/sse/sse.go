@@ -1,19 +1,24 @@
 // Package sse serves a change feed to one subscriber as Server-Sent Events
-// (the WHATWG HTML "Server-sent events" format), written by the request's
-// own goroutine with no queue of its own (a client that stops reading is
-// reset), and admits subscribers through route.Subscribers: the HTTP half of
-// internal/feed, shared by ingest/ingesthttp and correlate/correlatehttp.
+// (the WHATWG HTML "Server-sent events" format), written by one goroutine
+// with no queue of its own (a client that stops reading is reset): the
+// request's own, or, with [StreamOptions].Hijack over HTTP/1.x, one started
+// for the stream on the connection taken over from net/http. It admits
+// subscribers through route.Subscribers: the HTTP half of internal/feed,
+// shared by ingest/ingesthttp and correlate/correlatehttp.
 package sse
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/tallyhq/tally/internal/netpeek"
 )
 
 // StreamOptions tune [Serve]. Zero fields take the defaults named.
@@ -29,8 +34,27 @@ type StreamOptions struct {
 	// may block for twice that before the connection counts as gone.
 	WriteTimeout time.Duration
 	// Heartbeat is the longest time between two writes: with nothing to
-	// send, a comment line is written (default 10s).
+	// send, a comment line is written (default 10s). A stream on a
+	// hijacked connection (Hijack) also looks for its client's departure
+	// at each heartbeat, so it finds it within one.
 	Heartbeat time.Duration
+	// Hijack serves a stream over HTTP/1.x on the connection itself,
+	// taken over from net/http once the subscriber is admitted
+	// (http.ResponseController.Hijack): [ServeHTTP] writes the response
+	// head itself (status 200, the headers set on the ResponseWriter,
+	// Connection: close, the body ending when the connection closes),
+	// returns, and the stream runs in a goroutine of its own, so that an
+	// idle subscriber holds neither net/http's per-connection buffers nor
+	// its handler's goroutine and the connection's background reader. The
+	// client's departure is found without a reader: a write fails, or a
+	// non-blocking peek at each wake-up finds the connection closed.
+	// HTTP/2 requests, and writers that cannot be hijacked, are served
+	// through the ResponseWriter as without Hijack. A hijacked stream
+	// outlives its handler: http.Server.Shutdown neither waits for it nor
+	// ends it, so a server that hijacks ends its streams through
+	// route.Subscribers (the stop context Admit returns) and waits for
+	// their Leave before it closes what they read. Off by default.
+	Hijack bool
 }
 
 // Frame is one item of a stream: its cursor (the SSE id), its kind (the
@@ -85,13 +109,23 @@ type Read func(ctx context.Context, after string, wait time.Duration) (frames []
 // none). Serve returns when the stream ends, and how.
 func Serve(ctx context.Context, w http.ResponseWriter, last string, first []Frame, next string, read Read, opts StreamOptions, sent func()) End {
 	opts = opts.withDefaults()
-	hd := w.Header()
-	hd.Set("Content-Type", "text/event-stream")
+	setHeaders(w.Header())
+	w.WriteHeader(http.StatusOK)
+	s := &stream{out: responseOut{w: w, rc: http.NewResponseController(w)}, opts: opts}
+	return s.run(ctx, nil, last, first, next, read, sent)
+}
+
+// setHeaders sets the headers of a stream's answer.
+func setHeaders(hd http.Header) {
+	hd.Set("Content-Type", EventStream)
 	hd.Set("Cache-Control", "no-cache")
 	hd.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	s := &stream{w: w, rc: http.NewResponseController(w), opts: opts}
-	head := []byte("retry: 2000\n\n")
+}
+
+// run is the stream of [Serve], written to s: head (the response head on
+// a hijacked connection; nil otherwise) goes out with the first write.
+func (s *stream) run(ctx context.Context, head []byte, last string, first []Frame, next string, read Read, sent func()) End {
+	head = append(head, "retry: 2000\n\n"...)
 	// An id-only block (no data) sets a client's last event id without an
 	// event (WHATWG HTML, "dispatch the event": the id is taken before an
 	// empty data buffer ends it), so that a client cut off before its first
@@ -133,8 +167,8 @@ func Serve(ctx context.Context, w http.ResponseWriter, last string, first []Fram
 		}
 		frames = nil // not kept while the next read waits
 		var err error
-		frames, next, err = read(ctx, next, opts.Heartbeat)
-		if ctx.Err() != nil {
+		frames, next, err = read(ctx, next, s.opts.Heartbeat)
+		if ctx.Err() != nil || s.clientGone() {
 			return EndClient
 		}
 		if err != nil {
@@ -182,15 +216,74 @@ func encodeFrame(fr Frame) []byte {
 	return b.Bytes()
 }
 
-// stream writes to one client through net/http's buffers, timing each
-// write: one the client took longer than opts.WriteTimeout to accept marks
-// it stalled.
+// stream writes to one client, timing each write: one the client took
+// longer than opts.WriteTimeout to accept marks it stalled.
 type stream struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
+	out     output
+	conn    net.Conn // the hijacked connection (out writes to it), or nil
 	opts    StreamOptions
 	stalled bool // a write took longer than opts.WriteTimeout
 	failed  bool // a write or flush failed: nothing more can be written
+}
+
+// output is where a stream writes: net/http's response, or a hijacked
+// connection.
+type output interface {
+	Write(b []byte) (int, error)
+	// Flush sends what the output buffers; a connection buffers nothing.
+	Flush() error
+	SetWriteDeadline(t time.Time) error
+}
+
+// responseOut writes through net/http's buffers.
+type responseOut struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (o responseOut) Write(b []byte) (int, error)        { return o.w.Write(b) }
+func (o responseOut) Flush() error                       { return o.rc.Flush() }
+func (o responseOut) SetWriteDeadline(t time.Time) error { return o.rc.SetWriteDeadline(t) }
+
+// connOut writes straight to a hijacked connection: no buffer lies
+// between the shared encoding and the kernel.
+type connOut struct{ net.Conn }
+
+func (connOut) Flush() error { return nil }
+
+// drainWait is how long a check of a hijacked connection with bytes
+// waiting on it reads them (a TLS record that is not whole yet).
+const drainWait = 5 * time.Millisecond
+
+// clientGone reports whether the client of a hijacked connection has
+// closed it, without waiting for it: a non-blocking peek, and when bytes
+// are waiting (a client sends nothing after its request but, on TLS, the
+// close_notify alert before it closes), a read of them with a deadline of
+// drainWait, to find the end behind them. A stream through net/http (no
+// connection of its own) learns it from its request's context instead.
+func (s *stream) clientGone() bool {
+	if s.conn == nil {
+		return false
+	}
+	// A few reads at most: a client that keeps sending is not read for
+	// ever, and is found gone at a later wake-up when it closes.
+	for range 4 {
+		switch netpeek.Peek(s.conn) {
+		case netpeek.Closed:
+			return true
+		case netpeek.Readable:
+			var buf [512]byte
+			_ = s.conn.SetReadDeadline(time.Now().Add(drainWait))
+			_, err := s.conn.Read(buf[:])
+			_ = s.conn.SetReadDeadline(time.Time{})
+			if err != nil {
+				return !errors.Is(err, os.ErrDeadlineExceeded)
+			}
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // smallFrame is the size below which frames are copied into one write
@@ -257,14 +350,19 @@ func (s *stream) frames(frs []Frame, done func(Frame)) bool {
 // opts.WriteTimeout to accept marks it stalled.
 func (s *stream) write(b []byte) bool {
 	return s.timed(func() error {
-		_, err := s.w.Write(b)
+		_, err := s.out.Write(b)
 		return err
 	})
 }
 
 // flush sends what net/http buffers to the client, as write does; false
-// also when the client stalled.
-func (s *stream) flush() bool { return s.timed(s.rc.Flush) && !s.stalled }
+// also when the client stalled. A hijacked connection buffers nothing.
+func (s *stream) flush() bool {
+	if s.conn != nil {
+		return !s.failed && !s.stalled
+	}
+	return s.timed(s.out.Flush) && !s.stalled
+}
 
 func (s *stream) timed(op func() error) bool {
 	if s.failed || s.stalled {
@@ -273,7 +371,7 @@ func (s *stream) timed(op func() error) bool {
 	start := time.Now()
 	// Twice the time a client may take: a client that stopped reading and
 	// starts again within it still gets the reset.
-	_ = s.rc.SetWriteDeadline(start.Add(2 * s.opts.WriteTimeout))
+	_ = s.out.SetWriteDeadline(start.Add(2 * s.opts.WriteTimeout))
 	err := op()
 	if time.Since(start) > s.opts.WriteTimeout || errors.Is(err, os.ErrDeadlineExceeded) {
 		s.stalled = true
@@ -291,8 +389,8 @@ func (s *stream) send(b []byte) {
 		return
 	}
 	s.stalled = false
-	if s.write(b) {
-		s.timed(s.rc.Flush)
+	if s.write(b) && s.conn == nil {
+		s.timed(s.out.Flush)
 	}
 }
 

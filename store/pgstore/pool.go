@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/tallyhq/tally/internal/netpeek"
 	"github.com/tallyhq/tally/store"
 )
 
@@ -162,6 +163,17 @@ const tcpUserTimeout = 10 * time.Second
 // peer that vanished without closing the connection (a network partition)
 // leaves nothing to read, so only a round trip finds it.
 const pingAfterIdle = time.Second
+
+// quiet reports whether c, a connection idle between statements, has
+// nothing to read, without waiting and without sending anything
+// (internal/netpeek). A connection PostgreSQL has closed (a restart,
+// pg_terminate_backend, an idle-session timeout) is readable: the server's
+// FATAL message or the end of the stream is waiting on it, so quiet is
+// false. A TLS connection is peeked at on the TCP connection beneath it:
+// an idle one has no record in flight either. Anything that cannot be
+// peeked at (every connection where the platform has no such peek) is not
+// quiet, so checkOnAcquire pings it.
+func quiet(c net.Conn) bool { return netpeek.Peek(c) == netpeek.Quiet }
 
 // checkOnAcquire is the pool's ShouldPing: a connection taken from the pool
 // is pinged when it has been idle for pingAfterIdle or more, or when its

@@ -123,6 +123,10 @@ func (l *ConnLimiter) Listener(ln net.Listener) net.Listener {
 
 // ConnState is the http.Server.ConnState hook that tells the limiter which
 // connections are idle. A program with its own hook calls this one from it.
+// A hijacked connection (a change-feed stream over HTTP/1.x) gets no more
+// states from net/http: it stays counted, and is never shed, until whoever
+// took it over closes it (a *tls.Conn closes the limited connection
+// beneath it).
 func (l *ConnLimiter) ConnState(c net.Conn, s http.ConnState) {
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn() // the server's TLS over the limited listener

@@ -15,9 +15,10 @@ import (
 )
 
 // The subscriber cap: one past FeedMaxSubscribers is 503 with Retry-After;
-// a HEAD takes no slot; a slot is given back when its client leaves.
+// a HEAD takes no slot; a slot is given back when its client leaves
+// (within one heartbeat: the stream finds its client gone then).
 func TestFeedAttackSubscriberCap(t *testing.T) {
-	a := newAtk(t, memStore(t), Options{FeedMaxSubscribers: 2})
+	a := newAtk(t, memStore(t), Options{FeedMaxSubscribers: 2, FeedHeartbeat: 500 * time.Millisecond})
 	open := func(path string) (*http.Response, context.CancelFunc) {
 		ctx, cancel := context.WithCancel(context.Background())
 		req, _ := http.NewRequestWithContext(ctx, "GET", a.srv.URL+path, nil)

@@ -13,9 +13,9 @@ import (
 // With FeedMaxSubscribers 1, one Server-Sent Events subscriber streams and
 // any other, of either feed, is answered 503 busy with Retry-After while it
 // does; tally_feed_subscribers shows the one. When it leaves, its place is
-// free again.
+// free again, within one heartbeat (the stream finds its client gone then).
 func TestFeedMaxSubscribers(t *testing.T) {
-	h, err := New(memStore(t), Options{Authenticator: testAuthenticator(t), FeedMaxSubscribers: 1})
+	h, err := New(memStore(t), Options{Authenticator: testAuthenticator(t), FeedMaxSubscribers: 1, FeedHeartbeat: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -499,7 +501,25 @@ func (m *Metrics) instrument(next http.Handler) http.Handler {
 // statusWriter records the status a handler writes.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	status   int
+	hijacked bool // the handler took the connection over
+}
+
+// Hijack takes the connection over (a change-feed stream over HTTP/1.x,
+// which writes its 200 head itself and runs on after its handler returns)
+// and records the answer as 200: the access log and the request metric
+// count the stream as answered, its duration up to the hijack. The
+// error, when the server's writer cannot be hijacked (HTTP/2), is
+// http.ErrNotSupported as http.ResponseController reports it.
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil {
+		if w.status == 0 {
+			w.status = http.StatusOK
+		}
+		w.hijacked = true
+	}
+	return c, brw, err
 }
 
 func (w *statusWriter) WriteHeader(code int) {

@@ -126,6 +126,14 @@ type Options struct {
 	// against the connection limit. Zero means
 	// [DefaultFeedMaxSubscribers]; it must not be negative.
 	FeedMaxSubscribers int
+	// FeedHeartbeat is the longest a change-feed stream stays silent: with
+	// nothing to send, it writes a comment line. A stream over HTTP/1.x
+	// also finds then that its client has gone (it has no reader on its
+	// connection), so a subscriber that left holds its place under
+	// FeedMaxSubscribers and its connection for at most this long. Zero
+	// means 10 s; it must be between 0 and the feeds' longest wait, 30 s
+	// (ingest.MaxFeedWait).
+	FeedHeartbeat time.Duration
 	// RequireSizeSchema refuses an event whose (platform, resource_type)
 	// has no size schema instead of accepting it unvalidated
 	// (canonical-event.md, Size schemas).
@@ -185,7 +193,19 @@ func (h *Handler) FeedNotify() {
 // every one that starts later at once, so that a graceful shutdown does not
 // wait for them (register it with http.Server.RegisterOnShutdown). A
 // client resumes on another replica from its Last-Event-ID.
+//
+// A stream over HTTP/1.x runs on its hijacked connection, after its
+// handler has returned (docs/operations.md, Change feeds): the server
+// neither counts it among its active connections nor closes it, so only
+// EndStreams ends it; call [Handler.WaitStreams] after
+// http.Server.Shutdown to wait for those streams before closing the store
+// they read.
 func (h *Handler) EndStreams() { h.subscribers.end() }
+
+// WaitStreams waits until every change-feed stream has ended and closed
+// its connection (after [Handler.EndStreams], each does so at once), or
+// ctx ends (the error then says how many are still open).
+func (h *Handler) WaitStreams(ctx context.Context) error { return h.subscribers.wait(ctx) }
 
 // Metrics returns the collectors the handler reports to.
 func (h *Handler) Metrics() *Metrics { return h.metrics }
@@ -267,7 +287,7 @@ func (h *Handler) RunIdempotencyPurge(ctx context.Context, retention time.Durati
 //
 // Errors (joined): a missing st.Ingest, st.Projection, st.Correlate, st.Reconcile or
 // Authenticator, a negative MaxBodyBytes, BodyBudgetBytes, BodyBudgetWait
-// or BodyStallTimeout, a BodyBudgetBytes below
+// or BodyStallTimeout, a FeedHeartbeat outside 0..30 s, a BodyBudgetBytes below
 // MaxBodyBytes, or a library constructor's error.
 func New(st Store, opts Options) (*Handler, error) {
 	cfg, err := checkOptions(st, opts)
@@ -381,6 +401,9 @@ func checkOptions(st Store, opts Options) (Options, error) {
 	}
 	if cfg.FeedMaxSubscribers < 0 {
 		errs = append(errs, errors.New("server: FeedMaxSubscribers is negative"))
+	}
+	if cfg.FeedHeartbeat < 0 || cfg.FeedHeartbeat > ingest.MaxFeedWait || cfg.FeedHeartbeat > correlate.MaxFeedWait {
+		errs = append(errs, fmt.Errorf("server: FeedHeartbeat (%v) is not between 0 and %v", cfg.FeedHeartbeat, min(ingest.MaxFeedWait, correlate.MaxFeedWait)))
 	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = route.DefaultMaxBodyBytes
@@ -540,7 +563,8 @@ func recoverPanics(log *slog.Logger, next http.Handler) http.Handler {
 
 // logRequests logs one line per request: method, route pattern, path,
 // status (the status sent, a number; 0 with aborted=true for a connection
-// closed without an answer), duration, and the name of the credential that made the call (""
+// closed without an answer; 200 with hijacked=true for a change-feed
+// stream that took its connection over, logged when it starts), duration, and the name of the credential that made the call (""
 // when none was presented or it was unknown; never the token); at debug level for the probes and /metrics, info
 // otherwise.
 func logRequests(log *slog.Logger, next http.Handler) http.Handler {
@@ -573,6 +597,11 @@ func logRequests(log *slog.Logger, next http.Handler) http.Handler {
 				"status", status, "duration", time.Since(start), "credential", note.credential}
 			if aborted {
 				attrs = append(attrs, "aborted", true)
+			}
+			if sw.hijacked {
+				// A change-feed stream on its own connection: status 200
+				// and the time to its start; it runs on after this line.
+				attrs = append(attrs, "hijacked", true)
 			}
 			log.Log(r.Context(), level, "request", attrs...)
 		}()

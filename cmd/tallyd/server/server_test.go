@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -44,8 +45,9 @@ func newTestHandler(t *testing.T, origins ...string) *Handler {
 }
 
 func TestNewRefusesBadOptions(t *testing.T) {
-	_, err := New(Store{}, Options{MaxBodyBytes: -1, FeedMaxSubscribers: -1})
-	for _, want := range []string{"Store.Ingest is required", "Store.Correlate is required", "Authenticator is required", "MaxBodyBytes is negative", "FeedMaxSubscribers is negative"} {
+	_, err := New(Store{}, Options{MaxBodyBytes: -1, FeedMaxSubscribers: -1, FeedHeartbeat: time.Minute})
+	for _, want := range []string{"Store.Ingest is required", "Store.Correlate is required", "Authenticator is required", "MaxBodyBytes is negative", "FeedMaxSubscribers is negative",
+		"FeedHeartbeat (1m0s) is not between 0 and 30s"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("New: %v; want it to say %q", err, want)
 		}

@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/correlate/correlatehttp"
@@ -75,6 +77,7 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, services, error) {
 		Logger:         cfg.Logger,
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		Subscribers:    subs,
+		Stream:         ingesthttp.StreamOptions{Hijack: true, Heartbeat: cfg.FeedHeartbeat},
 		Usage:          usvc,
 		Admit:          cfg.Authenticator.admitItems(cfg.Metrics),
 	})
@@ -93,6 +96,7 @@ func apiRoutes(st Store, cfg Options) ([]route.Route, services, error) {
 		Logger:       cfg.Logger,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Subscribers:  subs,
+		Stream:       correlatehttp.StreamOptions{Hijack: true, Heartbeat: cfg.FeedHeartbeat},
 	})
 	if err != nil {
 		return nil, services{}, err
@@ -162,7 +166,9 @@ func needOrganization(next http.Handler) http.Handler {
 }
 
 // subscribers is the route.Subscribers of both change feeds: one limit
-// over both (Options.FeedMaxSubscribers) and their metrics.
+// over both (Options.FeedMaxSubscribers) and their metrics. Its count is
+// also how [Handler.WaitStreams] knows that every stream has ended: a
+// stream on a hijacked connection leaves after closing it.
 type subscribers struct {
 	max  int64
 	n    atomic.Int64
@@ -194,6 +200,20 @@ func (s *subscribers) Leave(feed string, reset bool) {
 	if reset {
 		s.m.feedResets.WithLabelValues(feed).Inc()
 	}
+}
+
+// wait waits until no stream is admitted, or ctx ends.
+func (s *subscribers) wait(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for s.n.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("server: %d feed streams still open: %w", s.n.Load(), ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
 }
 
 func (s *subscribers) Delivered(feed string, n int) {
