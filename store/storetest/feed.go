@@ -29,6 +29,7 @@ func runFeed(t *testing.T, newStore func(t *testing.T) ingestStore) {
 		{"every stored event once, in commit order, never a duplicate or a refused item", feedOnceInOrder},
 		{"a read after any position it gave returns exactly the events after it", feedResume},
 		{"a backdated event comes with late true, a batch oldest first", feedLate},
+		{"a Go caller's nanosecond timestamps: late and order by the microsecond", feedLateSubMicro},
 		{"filters select as Match does, and limit pages the same order", feedFilters},
 		{"after=now starts at the head: only later events", feedHead},
 		{"a cursor tampered, of another feed or another database is refused naming /after", feedBadCursor},
@@ -226,6 +227,52 @@ func feedLate(t *testing.T, e *env) {
 	// Within a batch, by (timestamp, event_id): "c" and "other" share one.
 	wantOrder := []string{"c", "other", "u-later", "fresh", "u-backdated", "b-3", "b-2", "b-1"}
 	if d := cmp.Diff(wantOrder, order); d != "" {
+		t.Errorf("feed order (-want +got):\n%s", d)
+	}
+}
+
+// feedLateSubMicro commits events straight to the store (a Go caller that
+// did not normalize its timestamps) whose timestamps differ below the
+// microsecond: the stores key, order and keep every timestamp to the
+// microsecond, so none of them is late against another, in one batch or
+// against the stored row, on either store.
+func feedLateSubMicro(t *testing.T, e *env) {
+	ctx := context.Background()
+	base := t0.Add(time.Hour)
+	mk := func(id, typ string, at time.Time) event.Event {
+		ev, err := event.DecodeValidate(volumeCreate(id, base).set("event_type", typ).set("resource_id", "vol-ns").set("payload.size.size_gb", 200).bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev.Source = event.SourceCollector
+		ev.Timestamp = at
+		return ev
+	}
+	at := base.Add(time.Minute)
+	for _, b := range [][]event.Event{
+		{mk("ns-create", "volume.create.end", base)},
+		// One microsecond: "a" sorts first by event_id, with the later
+		// nanoseconds.
+		{mk("ns-a", "volume.resize.end", at.Add(1500)), mk("ns-b", "volume.resize.end", at.Add(1200))},
+		// The same microsecond as the stored last event, fewer nanoseconds.
+		{mk("ns-c", "volume.resize.end", at.Add(1000))},
+	} {
+		if _, err := e.st.Commit(ctx, ingest.Batch{Events: b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitFeed(t, e.st)
+	got := map[string]bool{}
+	var order []string
+	for _, it := range readAll(t, e.st, ingest.FeedPosition{}, ingest.FeedFilter{}, 1000) {
+		got[it.Event.EventID] = it.Late
+		order = append(order, it.Event.EventID)
+	}
+	want := map[string]bool{"ns-create": false, "ns-a": false, "ns-b": false, "ns-c": false}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("late by event (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"ns-create", "ns-a", "ns-b", "ns-c"}, order); d != "" {
 		t.Errorf("feed order (-want +got):\n%s", d)
 	}
 }
