@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,6 +33,7 @@ func runFeed(t *testing.T, newStore func(t *testing.T) ingestStore) {
 		{"a read after any position it gave returns exactly the events after it", feedResume},
 		{"a backdated event comes with late true, a batch oldest first", feedLate},
 		{"a Go caller's nanosecond timestamps: late and order by the microsecond", feedLateSubMicro},
+		{"random batches: late and order as a model of the rule says", feedLateRandom},
 		{"filters select as Match does, and limit pages the same order", feedFilters},
 		{"after=now starts at the head: only later events", feedHead},
 		{"a cursor tampered, of another feed or another database is refused naming /after", feedBadCursor},
@@ -273,6 +277,93 @@ func feedLateSubMicro(t *testing.T, e *env) {
 		t.Errorf("late by event (-want +got):\n%s", d)
 	}
 	if d := cmp.Diff([]string{"ns-create", "ns-a", "ns-b", "ns-c"}, order); d != "" {
+		t.Errorf("feed order (-want +got):\n%s", d)
+	}
+}
+
+// feedLateRandom commits seeded random batches straight to the store:
+// events of three resources within a few microseconds, nanoseconds apart,
+// ids drawn from a small pool (so that some are duplicates or conflicts of
+// stored ones and of their own batch), and checks the feed's order and
+// Late against a model of the rule: a batch's fresh events by (timestamp
+// to the microsecond, event_id), Late when before the resource's latest
+// event stored before the batch.
+func feedLateRandom(t *testing.T, e *env) {
+	ctx := context.Background()
+	base := t0.Add(time.Hour).Truncate(time.Second)
+	rnd := rand.New(rand.NewPCG(7, 11))
+	mk := func(id, res, typ string, at time.Time) event.Event {
+		ev, err := event.DecodeValidate(volumeCreate(id, base).set("event_type", typ).set("resource_id", res).set("payload.size.size_gb", 200).bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev.Source = event.SourceCollector
+		ev.Timestamp = at
+		return ev
+	}
+	type key struct {
+		id string
+		us int64
+	}
+	seen := map[key]bool{}
+	latest := map[string]time.Time{}
+	wantLate := map[key]bool{}
+	var wantOrder []key
+	resources := []string{"vol-r0", "vol-r1", "vol-r2"}
+	var batches [][]event.Event
+	var first []event.Event
+	for _, r := range resources {
+		first = append(first, mk("create-"+r, r, "volume.create.end", base))
+	}
+	batches = append(batches, first)
+	for range 12 {
+		var b []event.Event
+		for range 1 + rnd.IntN(6) {
+			at := base.Add(time.Microsecond + time.Duration(rnd.IntN(8000)))
+			b = append(b, mk(fmt.Sprintf("r-%d", rnd.IntN(10)), resources[rnd.IntN(len(resources))], "volume.resize.end", at))
+		}
+		batches = append(batches, b)
+	}
+	for _, b := range batches {
+		var fresh []int
+		for i, ev := range b {
+			k := key{ev.EventID, ev.Timestamp.UnixMicro()}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			fresh = append(fresh, i)
+		}
+		slices.SortFunc(fresh, func(i, j int) int {
+			return strings.Compare(fmt.Sprintf("%020d/%s", b[i].Timestamp.UnixMicro(), b[i].EventID), fmt.Sprintf("%020d/%s", b[j].Timestamp.UnixMicro(), b[j].EventID))
+		})
+		before := maps.Clone(latest)
+		for _, i := range fresh {
+			ev := b[i]
+			at := event.Normalize(ev.Timestamp)
+			k := key{ev.EventID, at.UnixMicro()}
+			wantOrder = append(wantOrder, k)
+			wantLate[k] = at.Before(before[ev.ResourceID])
+			if at.After(latest[ev.ResourceID]) {
+				latest[ev.ResourceID] = at
+			}
+		}
+		if _, err := e.st.Commit(ctx, ingest.Batch{Events: b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitFeed(t, e.st)
+	gotLate := map[key]bool{}
+	var gotOrder []key
+	for _, it := range readAll(t, e.st, ingest.FeedPosition{}, ingest.FeedFilter{}, 1000) {
+		k := key{it.Event.EventID, it.Event.Timestamp.UnixMicro()}
+		gotLate[k] = it.Late
+		gotOrder = append(gotOrder, k)
+	}
+	if d := cmp.Diff(wantLate, gotLate, cmp.AllowUnexported(key{})); d != "" {
+		t.Errorf("late by event (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(wantOrder, gotOrder, cmp.AllowUnexported(key{})); d != "" {
 		t.Errorf("feed order (-want +got):\n%s", d)
 	}
 }
