@@ -320,7 +320,8 @@ func feedLateRandom(t *testing.T, e *env) {
 		var b []event.Event
 		for range 1 + rnd.IntN(6) {
 			at := base.Add(time.Microsecond + time.Duration(rnd.IntN(8000)))
-			b = append(b, mk(fmt.Sprintf("r-%d", rnd.IntN(10)), resources[rnd.IntN(len(resources))], "volume.resize.end", at))
+			typ := []string{"volume.resize.end", "volume.delete.end", "volume.create.end"}[rnd.IntN(3)]
+			b = append(b, mk(fmt.Sprintf("r-%d", rnd.IntN(10)), resources[rnd.IntN(len(resources))], typ, at))
 		}
 		batches = append(batches, b)
 	}
