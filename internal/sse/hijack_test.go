@@ -367,3 +367,29 @@ func TestServeHTTPHijackedPanic(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// A stream stopped (route.Subscribers' stop: a graceful shutdown) while a
+// write is blocked on a client that stopped reading does not hold the
+// shutdown for its write deadline (twice WriteTimeout, then as long again
+// for the reset frame): its connection is closed under it after a short
+// grace, and it leaves.
+func TestServeHTTPHijackedStopUnblocksAWrite(t *testing.T) {
+	s := newHijackServer(t, sse.StreamOptions{WriteTimeout: 10 * time.Second, Heartbeat: time.Minute}, (*httptest.Server).Start)
+	c, _ := rawGet(t, s.Listener.Addr().String(), "HTTP/1.1", 4<<10)
+	data := []byte(`"` + strings.Repeat("x", 256<<10) + `"`)
+	for i := range 32 { // 8 MiB: more than the sockets' buffers hold
+		s.frames <- sse.Frame{ID: fmt.Sprint(i + 1), Event: "event", Data: data}
+	}
+	time.Sleep(500 * time.Millisecond) // the stream is blocked in a write
+	stopped := time.Now()
+	s.subs.end()
+	select {
+	case <-s.subs.left:
+		if took := time.Since(stopped); took > 5*time.Second {
+			t.Errorf("the stopped stream left after %v", took)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the stopped stream, blocked in a write, did not leave")
+	}
+	_ = c.Close()
+}
