@@ -153,8 +153,14 @@ func hijack(w http.ResponseWriter) (net.Conn, []byte, bool) {
 	// net/http has written nothing yet; should it have, it goes first (a
 	// failure shows at the stream's first write).
 	_ = brw.Flush()
-	for _, k := range hopHeaders {
-		hd.Del(k)
+	// Any spelling: a key set straight into the map (not canonical) is
+	// written as it is, and a content-length would cut the stream short.
+	for k := range hd {
+		for _, h := range hopHeaders {
+			if strings.EqualFold(k, h) {
+				delete(hd, k)
+			}
+		}
 	}
 	if _, ok := hd["Date"]; !ok {
 		hd.Set("Date", time.Now().UTC().Format(http.TimeFormat))
