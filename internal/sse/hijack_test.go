@@ -367,3 +367,77 @@ func TestServeHTTPHijackedPanic(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// A stream stopped (route.Subscribers' stop: a graceful shutdown) while a
+// write is blocked on a client that stopped reading does not hold the
+// shutdown for its write deadline (twice WriteTimeout, then as long again
+// for the reset frame): its connection is closed under it after a short
+// grace, and it leaves.
+func TestServeHTTPHijackedStopUnblocksAWrite(t *testing.T) {
+	s := newHijackServer(t, sse.StreamOptions{WriteTimeout: 10 * time.Second, Heartbeat: time.Minute}, (*httptest.Server).Start)
+	c, _ := rawGet(t, s.Listener.Addr().String(), "HTTP/1.1", 4<<10)
+	data := []byte(`"` + strings.Repeat("x", 256<<10) + `"`)
+	for i := range 32 { // 8 MiB: more than the sockets' buffers hold
+		s.frames <- sse.Frame{ID: fmt.Sprint(i + 1), Event: "event", Data: data}
+	}
+	time.Sleep(500 * time.Millisecond) // the stream is blocked in a write
+	stopped := time.Now()
+	s.subs.end()
+	select {
+	case <-s.subs.left:
+		if took := time.Since(stopped); took > 5*time.Second {
+			t.Errorf("the stopped stream left after %v", took)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the stopped stream, blocked in a write, did not leave")
+	}
+	_ = c.Close()
+}
+
+// The hijacked head drops the framing headers a middleware set, in any
+// spelling (a key set straight into the map is not canonical): a
+// content-length there would end the stream for its client after that
+// many bytes. CR and LF in a value, and an invalid name, cannot break it.
+func TestServeHTTPHijackedHeadFraming(t *testing.T) {
+	read := func(ctx context.Context, after string, _ time.Duration) ([]sse.Frame, string, error) {
+		<-ctx.Done()
+		return nil, after, ctx.Err()
+	}
+	subs := newSubs()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Evil", "a\r\nInjected: b\r\n\r\nbody")
+		w.Header()["Bad Key\r\nInjected"] = []string{"v"}
+		w.Header()["content-length"] = []string{"4"}
+		w.Header()["transfer-encoding"] = []string{"chunked"}
+		_ = sse.ServeHTTP(w, r, subs, "f", "", nil, "0", read, sse.StreamOptions{Hijack: true})
+	}))
+	defer srv.Close()
+	defer subs.end()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	var head strings.Builder
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("head %q: %v", head.String(), err)
+		}
+		head.WriteString(line)
+		if line == "\r\n" {
+			break
+		}
+	}
+	h := strings.ToLower(head.String())
+	for _, bad := range []string{"content-length", "transfer-encoding", "\r\ninjected"} {
+		if strings.Contains(h, bad) {
+			t.Errorf("head has %q:\n%s", bad, head.String())
+		}
+	}
+}

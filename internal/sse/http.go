@@ -101,6 +101,22 @@ func ServeHTTP(w http.ResponseWriter, r *http.Request, subs route.Subscribers, n
 				defer cancel()
 				if stop != nil {
 					defer context.AfterFunc(stop, cancel)()
+					// A write blocked on a client that stopped reading does
+					// not see the cancel (nor does the reset frame after
+					// it): once stopped, the stream has stopGrace to end
+					// before its connection is closed under it, so that a
+					// shutdown does not wait for its write deadlines.
+					ended := make(chan struct{})
+					defer close(ended)
+					defer context.AfterFunc(stop, func() {
+						t := time.NewTimer(stopGrace)
+						defer t.Stop()
+						select {
+						case <-t.C:
+							_ = conn.Close()
+						case <-ended:
+						}
+					})()
 				}
 				s := &stream{out: connOut{conn}, conn: conn, opts: opts}
 				end = s.run(ctx, head, last, first, next, read, sent)
@@ -137,8 +153,14 @@ func hijack(w http.ResponseWriter) (net.Conn, []byte, bool) {
 	// net/http has written nothing yet; should it have, it goes first (a
 	// failure shows at the stream's first write).
 	_ = brw.Flush()
-	for _, k := range hopHeaders {
-		hd.Del(k)
+	// Any spelling: a key set straight into the map (not canonical) is
+	// written as it is, and a content-length would cut the stream short.
+	for k := range hd {
+		for _, h := range hopHeaders {
+			if strings.EqualFold(k, h) {
+				delete(hd, k)
+			}
+		}
 	}
 	if _, ok := hd["Date"]; !ok {
 		hd.Set("Date", time.Now().UTC().Format(http.TimeFormat))
@@ -149,6 +171,11 @@ func hijack(w http.ResponseWriter) (net.Conn, []byte, bool) {
 	b.WriteString("Connection: close\r\n\r\n")
 	return conn, b.Bytes(), true
 }
+
+// stopGrace is how long a hijacked stream that was stopped may take to
+// end before its connection is closed under it (a write blocked on a
+// client that stopped reading).
+const stopGrace = time.Second
 
 // logf logs to srv's ErrorLog, or the log package's logger when there is
 // none, as net/http does.

@@ -47,7 +47,12 @@ type StreamOptions struct {
 	// idle subscriber holds neither net/http's per-connection buffers nor
 	// its handler's goroutine and the connection's background reader. The
 	// client's departure is found without a reader: a write fails, or a
-	// non-blocking peek at each wake-up finds the connection closed.
+	// non-blocking peek at each wake-up finds the connection closed. The
+	// peek needs the hijacked connection (under TLS, the one beneath it) to
+	// implement syscall.Conn: a listener wrapper that hides it (as
+	// golang.org/x/net/netutil.LimitListener's does) leaves only a failed
+	// write, which finds a client that closed cleanly at the second
+	// heartbeat, not the first.
 	// HTTP/2 requests, and writers that cannot be hijacked, are served
 	// through the ResponseWriter as without Hijack. A hijacked stream
 	// outlives its handler: http.Server.Shutdown neither waits for it nor

@@ -337,7 +337,10 @@ func (d *ingestData) addRecords(dls []ingest.DeadLetter, audit []ingest.AuditEnt
 }
 
 func cloneEvent(ev event.Event) event.Event {
-	ev.Timestamp = ev.Timestamp.UTC()
+	// Kept to the microsecond, as pgstore keeps it and as the event is
+	// keyed and ordered: a Go caller's nanoseconds would otherwise make
+	// an event Late against one of its own microsecond.
+	ev.Timestamp = event.Normalize(ev.Timestamp)
 	ev.Payload.Size = bytes.Clone(ev.Payload.Size)
 	ev.Payload.Provider = bytes.Clone(ev.Payload.Provider)
 	ev.Payload.Unknown = bytes.Clone(ev.Payload.Unknown)

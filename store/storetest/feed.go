@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,6 +32,8 @@ func runFeed(t *testing.T, newStore func(t *testing.T) ingestStore) {
 		{"every stored event once, in commit order, never a duplicate or a refused item", feedOnceInOrder},
 		{"a read after any position it gave returns exactly the events after it", feedResume},
 		{"a backdated event comes with late true, a batch oldest first", feedLate},
+		{"a Go caller's nanosecond timestamps: late and order by the microsecond", feedLateSubMicro},
+		{"random batches: late and order as a model of the rule says", feedLateRandom},
 		{"filters select as Match does, and limit pages the same order", feedFilters},
 		{"after=now starts at the head: only later events", feedHead},
 		{"a cursor tampered, of another feed or another database is refused naming /after", feedBadCursor},
@@ -226,6 +231,140 @@ func feedLate(t *testing.T, e *env) {
 	// Within a batch, by (timestamp, event_id): "c" and "other" share one.
 	wantOrder := []string{"c", "other", "u-later", "fresh", "u-backdated", "b-3", "b-2", "b-1"}
 	if d := cmp.Diff(wantOrder, order); d != "" {
+		t.Errorf("feed order (-want +got):\n%s", d)
+	}
+}
+
+// feedLateSubMicro commits events straight to the store (a Go caller that
+// did not normalize its timestamps) whose timestamps differ below the
+// microsecond: the stores key, order and keep every timestamp to the
+// microsecond, so none of them is late against another, in one batch or
+// against the stored row, on either store.
+func feedLateSubMicro(t *testing.T, e *env) {
+	ctx := context.Background()
+	base := t0.Add(time.Hour)
+	mk := func(id, typ string, at time.Time) event.Event {
+		ev, err := event.DecodeValidate(volumeCreate(id, base).set("event_type", typ).set("resource_id", "vol-ns").set("payload.size.size_gb", 200).bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev.Source = event.SourceCollector
+		ev.Timestamp = at
+		return ev
+	}
+	at := base.Add(time.Minute)
+	for _, b := range [][]event.Event{
+		{mk("ns-create", "volume.create.end", base)},
+		// One microsecond: "a" sorts first by event_id, with the later
+		// nanoseconds.
+		{mk("ns-a", "volume.resize.end", at.Add(1500)), mk("ns-b", "volume.resize.end", at.Add(1200))},
+		// The same microsecond as the stored last event, fewer nanoseconds.
+		{mk("ns-c", "volume.resize.end", at.Add(1000))},
+	} {
+		if _, err := e.st.Commit(ctx, ingest.Batch{Events: b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitFeed(t, e.st)
+	got := map[string]bool{}
+	var order []string
+	for _, it := range readAll(t, e.st, ingest.FeedPosition{}, ingest.FeedFilter{}, 1000) {
+		got[it.Event.EventID] = it.Late
+		order = append(order, it.Event.EventID)
+	}
+	want := map[string]bool{"ns-create": false, "ns-a": false, "ns-b": false, "ns-c": false}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("late by event (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"ns-create", "ns-a", "ns-b", "ns-c"}, order); d != "" {
+		t.Errorf("feed order (-want +got):\n%s", d)
+	}
+}
+
+// feedLateRandom commits seeded random batches straight to the store:
+// events of three resources within a few microseconds, nanoseconds apart,
+// ids drawn from a small pool (so that some are duplicates or conflicts of
+// stored ones and of their own batch), and checks the feed's order and
+// Late against a model of the rule: a batch's fresh events by (timestamp
+// to the microsecond, event_id), Late when before the resource's latest
+// event stored before the batch.
+func feedLateRandom(t *testing.T, e *env) {
+	ctx := context.Background()
+	base := t0.Add(time.Hour).Truncate(time.Second)
+	rnd := rand.New(rand.NewPCG(7, 11))
+	mk := func(id, res, typ string, at time.Time) event.Event {
+		ev, err := event.DecodeValidate(volumeCreate(id, base).set("event_type", typ).set("resource_id", res).set("payload.size.size_gb", 200).bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev.Source = event.SourceCollector
+		ev.Timestamp = at
+		return ev
+	}
+	type key struct {
+		id string
+		us int64
+	}
+	seen := map[key]bool{}
+	latest := map[string]time.Time{}
+	wantLate := map[key]bool{}
+	var wantOrder []key
+	resources := []string{"vol-r0", "vol-r1", "vol-r2"}
+	var batches [][]event.Event
+	var first []event.Event
+	for _, r := range resources {
+		first = append(first, mk("create-"+r, r, "volume.create.end", base))
+	}
+	batches = append(batches, first)
+	for range 12 {
+		var b []event.Event
+		for range 1 + rnd.IntN(6) {
+			at := base.Add(time.Microsecond + time.Duration(rnd.IntN(8000)))
+			typ := []string{"volume.resize.end", "volume.delete.end", "volume.create.end"}[rnd.IntN(3)]
+			b = append(b, mk(fmt.Sprintf("r-%d", rnd.IntN(10)), resources[rnd.IntN(len(resources))], typ, at))
+		}
+		batches = append(batches, b)
+	}
+	for _, b := range batches {
+		var fresh []int
+		for i, ev := range b {
+			k := key{ev.EventID, ev.Timestamp.UnixMicro()}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			fresh = append(fresh, i)
+		}
+		slices.SortFunc(fresh, func(i, j int) int {
+			return strings.Compare(fmt.Sprintf("%020d/%s", b[i].Timestamp.UnixMicro(), b[i].EventID), fmt.Sprintf("%020d/%s", b[j].Timestamp.UnixMicro(), b[j].EventID))
+		})
+		before := maps.Clone(latest)
+		for _, i := range fresh {
+			ev := b[i]
+			at := event.Normalize(ev.Timestamp)
+			k := key{ev.EventID, at.UnixMicro()}
+			wantOrder = append(wantOrder, k)
+			wantLate[k] = at.Before(before[ev.ResourceID])
+			if at.After(latest[ev.ResourceID]) {
+				latest[ev.ResourceID] = at
+			}
+		}
+		if _, err := e.st.Commit(ctx, ingest.Batch{Events: b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitFeed(t, e.st)
+	gotLate := map[key]bool{}
+	var gotOrder []key
+	for _, it := range readAll(t, e.st, ingest.FeedPosition{}, ingest.FeedFilter{}, 1000) {
+		k := key{it.Event.EventID, it.Event.Timestamp.UnixMicro()}
+		gotLate[k] = it.Late
+		gotOrder = append(gotOrder, k)
+	}
+	if d := cmp.Diff(wantLate, gotLate, cmp.AllowUnexported(key{})); d != "" {
+		t.Errorf("late by event (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(wantOrder, gotOrder, cmp.AllowUnexported(key{})); d != "" {
 		t.Errorf("feed order (-want +got):\n%s", d)
 	}
 }

@@ -234,6 +234,17 @@ func (c *limitedConn) Close() error {
 	return err
 }
 
+// SyscallConn reaches the socket beneath, when there is one: a change-feed
+// stream on a hijacked connection looks for its client's departure with a
+// non-blocking peek at it (internal/netpeek), which sees nothing through a
+// wrapper without this method.
+func (c *limitedConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
+}
+
 // CloseWrite half-closes the connection when the underlying one can, as
 // net/http does before closing a connection it answered with an error.
 func (c *limitedConn) CloseWrite() error {

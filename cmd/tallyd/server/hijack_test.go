@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/tallyhq/tally/internal/netpeek"
 )
 
 // hijackServer is tallyd's handler on a test server whose listener is
@@ -262,5 +264,45 @@ func TestIdleHijackedStreamCostsOneGoroutine(t *testing.T) {
 	// The hub's tail reader and a few of the runtime's own may start.
 	if g > n+5 {
 		t.Errorf("%d idle streams hold %d goroutines, want one each", n, g)
+	}
+}
+
+// A stream finds its client gone with a peek at the connection
+// (netpeek.Peek): the limiter's connection, which tallyd's listener hands
+// out (beneath TLS too), lets it see the socket. Without that, every peek
+// was Unknown and a stream found a client that closed cleanly only when a
+// second heartbeat's write failed: twice the documented time.
+func TestLimitedConnCanBePeekedAt(t *testing.T) {
+	l, err := NewConnLimiter(ConnLimiterOptions{Max: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := l.Listener(raw)
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := netpeek.Peek(s); got != netpeek.Quiet {
+		t.Errorf("Peek of an open, quiet limited connection = %v, want Quiet", got)
+	}
+	_ = c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	got := netpeek.Peek(s)
+	for got != netpeek.Closed && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		got = netpeek.Peek(s)
+	}
+	if got != netpeek.Closed {
+		t.Errorf("Peek of a limited connection its client closed = %v, want Closed", got)
 	}
 }
