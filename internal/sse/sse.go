@@ -360,14 +360,10 @@ func (s *stream) write(b []byte) bool {
 	})
 }
 
-// flush sends what net/http buffers to the client, as write does; false
-// also when the client stalled. A hijacked connection buffers nothing.
-func (s *stream) flush() bool {
-	if s.conn != nil {
-		return !s.failed && !s.stalled
-	}
-	return s.timed(s.out.Flush) && !s.stalled
-}
+// flush sends what the output buffers to the client (a hijacked
+// connection buffers nothing), as write does; false also when the client
+// stalled.
+func (s *stream) flush() bool { return s.timed(s.out.Flush) && !s.stalled }
 
 func (s *stream) timed(op func() error) bool {
 	if s.failed || s.stalled {
@@ -394,7 +390,7 @@ func (s *stream) send(b []byte) {
 		return
 	}
 	s.stalled = false
-	if s.write(b) && s.conn == nil {
+	if s.write(b) {
 		s.timed(s.out.Flush)
 	}
 }
