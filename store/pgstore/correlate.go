@@ -86,18 +86,32 @@ func (r correlatedRow) event() (correlate.Event, error) {
 	return e, nil
 }
 
-// Create implements [correlate.Store] in one round trip to the database,
-// or two with an idempotencyKey. The write of steps
-// 2, 3 or 4, with step 5's key binding when there is a key, is one
-// statement (pgcorrelate.Write), atomic on its own. Without a key it runs
-// alone; with one it runs in a transaction, as two pipelined batches:
-// BEGIN, the key's lock and its lookup; then the write and COMMIT, or
-// ROLLBACK when the key replays. A serialization failure or deadlock
-// (which these statements are not expected to cause) is retried a few
-// times. The create path runs on pgx directly, on one connection of the
-// pool (waiting at most the acquire timeout for it), without database/sql
-// or sqlx (their per-statement overhead and reflective scans were a fifth
-// of tallyd's CPU per create).
+// Create implements [correlate.Store]. The write of steps 2, 3 or 4, with
+// step 5's key binding when there is a key, is one statement
+// (pgcorrelate.Write), atomic on its own.
+//
+// Without an idempotencyKey the statement is pipelined: the creates that
+// arrive together are sent on one connection in one write, in one
+// implicit transaction (one commit), in the order of the
+// (organization, user, correlationKey) they lock, so that two pipelines
+// cannot deadlock; each create is answered once that transaction
+// committed. When it fails (one statement's error, a failed commit), none
+// of them took effect, and each is run again on its own with its own
+// result, in the same pipeline shape with a Sync after each statement.
+// Each create keeps its own cancellation: one whose ctx ends before it is
+// sent is not sent; one whose ctx ends later returns at once, and the
+// pipeline is cancelled only when every create in it has given up.
+// [DB.PipelineStats] counts the pipelines.
+//
+// With an idempotencyKey the statement runs in a transaction of its own,
+// as two pipelined batches: BEGIN, the key's lock and its lookup; then the
+// write and COMMIT, or ROLLBACK when the key replays.
+//
+// A serialization failure or deadlock (which these statements are not
+// expected to cause) is retried a few times. The create path runs on pgx
+// directly, on connections of the pool (waiting at most the acquire
+// timeout for one), without database/sql or sqlx (their per-statement
+// overhead and reflective scans were a fifth of tallyd's CPU per create).
 func (s *Correlate) Create(ctx context.Context, c correlate.Create) (correlate.Event, correlate.Disposition, error) {
 	for attempt := 1; ; attempt++ {
 		e, d, err := s.createOnce(ctx, c)
@@ -118,16 +132,26 @@ func (s *Correlate) createOnce(ctx context.Context, c correlate.Create) (correla
 	if err != nil {
 		return correlate.Event{}, "", err
 	}
+	if c.IdempotencyKey == "" {
+		w, err := s.pipe.write(ctx, pipeLockKey(c.Event), query, args)
+		return w.result(err, c)
+	}
 	pc, err := s.acquireConn(ctx)
 	if err != nil {
 		return correlate.Event{}, "", fmt.Errorf("acquire: %w", err)
 	}
 	defer pc.Release()
-	if c.IdempotencyKey == "" {
-		var w writtenRow
-		return w.result(pc.QueryRow(ctx, query, args...).Scan(w.dest()...), c)
-	}
 	return idempotentCreate(ctx, pc.Conn(), c, query, args)
+}
+
+// pipeLockKey is the key whose open event, and open-key index entry, a
+// create of e locks: (organization, user, correlationKey), each part
+// length-prefixed so that no two triples give one key.
+func pipeLockKey(e correlate.Event) string {
+	if e.CorrelationKey == "" {
+		return ""
+	}
+	return pgcorrelate.LockKey(e.Organization, e.User, e.CorrelationKey)
 }
 
 // endTxTimeout bounds the ROLLBACK that ends an idempotent create's

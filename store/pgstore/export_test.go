@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/tallyhq/tally/ingest/projection"
 	"github.com/tallyhq/tally/ingest/usage"
 	"github.com/tallyhq/tally/internal/feed"
+	"github.com/tallyhq/tally/internal/pgcorrelate"
 )
 
 // CommitInMode runs one Commit transaction in the insert mode given (0 the
@@ -84,4 +86,30 @@ func MarkLateQuery(evs []event.Event) (string, []any) {
 		ids[i], stamps[i] = evs[i].EventID, utcMicro(evs[i].Timestamp)
 	}
 	return markLateQuery(ids, stamps)
+}
+
+// PipeCreates runs cs, planned for s, in one pipeline (as concurrent
+// creates without an idempotencyKey are) and returns each one's written
+// event, disposition and error, in the order of cs. A create whose ctxs[i]
+// is not nil runs with that context.
+func PipeCreates(s *Correlate, ctxs []context.Context, cs []correlate.Create) ([]correlate.Event, []correlate.Disposition, []error) {
+	batch := make([]*pipedCreate, len(cs))
+	for i, c := range cs {
+		query, args, err := pgcorrelate.Write(c)
+		if err != nil {
+			panic(err)
+		}
+		ctx := context.Background()
+		if i < len(ctxs) && ctxs[i] != nil {
+			ctx = ctxs[i]
+		}
+		batch[i] = &pipedCreate{ctx: ctx, lockKey: pipeLockKey(c.Event), query: query, args: args, done: make(chan struct{})}
+	}
+	s.pipe.send(slices.Clone(batch))
+	evs, ds, errs := make([]correlate.Event, len(cs)), make([]correlate.Disposition, len(cs)), make([]error, len(cs))
+	for i, r := range batch {
+		<-r.done
+		evs[i], ds[i], errs[i] = r.w.result(r.err, cs[i])
+	}
+	return evs, ds, errs
 }

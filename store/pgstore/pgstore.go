@@ -198,7 +198,10 @@ type Projection struct{ *conn }
 // correlate.Store on the correlated events and their idempotency keys. Get
 // it from [DB.Correlate]; the zero value is not usable. Safe for
 // concurrent use.
-type Correlate struct{ *conn }
+type Correlate struct {
+	*conn
+	pipe *createPipe // the creates without an idempotencyKey
+}
 
 // SizeNames is the store of the size-name table: it implements
 // sizenames.Store (the rows [Ingest] resolves). Get it from
@@ -325,7 +328,7 @@ func New(pool *pgxpool.Pool, opts Options) (*DB, error) {
 		c.now = time.Now
 	}
 	c.db = sqlx.NewDb(c.openDB(), "pgx")
-	return &DB{conn: c, ingest: Ingest{c}, projection: Projection{c}, correlate: Correlate{c}, sizeNames: SizeNames{c}, reconcile: Reconcile{c, newSyncTurns(c.pool.Config().MaxConns)}}, nil
+	return &DB{conn: c, ingest: Ingest{c}, projection: Projection{c}, correlate: Correlate{c, newCreatePipe(c)}, sizeNames: SizeNames{c}, reconcile: Reconcile{c, newSyncTurns(c.pool.Config().MaxConns)}}, nil
 }
 
 // Ingest returns the ingestion store of db. Every call returns the same

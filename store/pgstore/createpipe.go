@@ -1,0 +1,401 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// createPipe coalesces concurrent creates without an idempotencyKey (one
+// statement each, pgcorrelate.Write) into pipelines: a flusher takes every
+// create queued, up to maxPipeline, sends them on one connection of the pool
+// in one write, each statement followed by its own Sync, and hands each
+// create its result as the server answers it. A Sync after each statement
+// makes each one its own implicit transaction, exactly as when it ran
+// alone: it commits, or fails and rolls back, on its own, and holds its
+// row locks only while it runs, so two pipelines cannot deadlock on each
+// other. At most maxFlushers pipelines run at once; the creates that
+// arrive meanwhile wait in the queue and leave in the next one, in arrival
+// order.
+//
+// Each create keeps its own cancellation: one whose context is done before
+// its pipeline is sent is not sent; one that gives up after it was sent
+// returns at once (its statement may still commit, as when a lone
+// statement's context ends while the server runs it); and a pipeline is
+// cancelled only when every create in it has given up.
+//
+// What it saves, measured with tally-bench's correlation phase: see
+// docs/performance.md, "Pipelined creates".
+type createPipe struct {
+	c           *conn
+	maxFlushers int
+	maxPipeline int
+
+	mu       sync.Mutex
+	queue    []*pipedCreate
+	flushers int
+	started  time.Time // when the newest pipeline was taken from the queue
+
+	// What [DB.PipelineStats] reports.
+	pipelines, creates, reruns atomic.Int64
+}
+
+// pipedCreate is one create in a createPipe: its statement and context,
+// and, once done is closed, its written row or error.
+type pipedCreate struct {
+	ctx   context.Context
+	query string
+	args  []any
+	// lockKey orders the creates of a pipeline run together: the
+	// (organization, user, correlationKey) whose open event the statement
+	// locks, "" when it has none.
+	lockKey string
+
+	done chan struct{}
+	w    writtenRow
+	err  error
+}
+
+// Default shape of a createPipe: pipelines of at most 64 creates; one
+// pipeline at a time while the creates waiting fit the next, and more, up
+// to 4 but never more than half the pool (so that ingestion and reads keep
+// connections of their own), only when more wait. Fewer, longer pipelines
+// measured best (docs/performance.md, "Pipelined creates"): each is one
+// commit, and one backend serves it without contention.
+const (
+	defaultPipeFlushers = 4
+	defaultPipeLength   = 64
+	pipeStall           = 20 * time.Millisecond
+)
+
+func newCreatePipe(c *conn) *createPipe {
+	flushers := min(defaultPipeFlushers, max(1, int(c.pool.Config().MaxConns)/2))
+	return &createPipe{c: c, maxFlushers: flushers, maxPipeline: defaultPipeLength}
+}
+
+// write runs query with args in the next pipeline and returns the row it
+// wrote and the statement's error (pgx.ErrNoRows when it wrote none), or
+// ctx's error when ctx ends first.
+func (p *createPipe) write(ctx context.Context, lockKey, query string, args []any) (writtenRow, error) {
+	r := &pipedCreate{ctx: ctx, lockKey: lockKey, query: query, args: args, done: make(chan struct{})}
+	p.mu.Lock()
+	p.queue = append(p.queue, r)
+	// One flusher while the queue fits its next pipeline; another only
+	// when more creates wait than the running flushers take next, or when
+	// the newest pipeline running has run for pipeStall (a statement
+	// waiting on a lock must not hold every create behind it).
+	if p.flushers == 0 || (p.flushers < p.maxFlushers &&
+		(len(p.queue) > p.flushers*p.maxPipeline || time.Since(p.started) > pipeStall)) {
+		p.flushers++
+		go p.flush()
+	}
+	p.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.w, r.err
+	case <-ctx.Done():
+		return writtenRow{}, context.Cause(ctx)
+	}
+}
+
+// flush sends pipelines while creates are queued, then ends.
+func (p *createPipe) flush() {
+	for {
+		p.mu.Lock()
+		n := min(len(p.queue), p.maxPipeline)
+		if n == 0 {
+			p.flushers--
+			p.queue = nil // let the backing array go
+			p.mu.Unlock()
+			return
+		}
+		p.started = time.Now()
+		batch := slices.Clone(p.queue[:n])
+		clear(p.queue[:n])
+		p.queue = p.queue[n:]
+		p.mu.Unlock()
+		p.send(batch)
+	}
+}
+
+// send runs batch in one pipeline on one connection and closes every
+// create's done.
+func (p *createPipe) send(batch []*pipedCreate) {
+	live := batch[:0:0]
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.err = err
+			close(r.done)
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	// The pipeline's context ends when every create in it has given up.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var waiting atomic.Int64
+	waiting.Store(int64(len(live)))
+	for _, r := range live {
+		stop := context.AfterFunc(r.ctx, func() {
+			if waiting.Add(-1) == 0 {
+				cancel()
+			}
+		})
+		defer stop()
+	}
+	failed := func(rs []*pipedCreate, err error) {
+		for _, r := range rs {
+			r.err = err
+			close(r.done)
+		}
+	}
+	pc, err := p.c.acquireConn(ctx)
+	if err != nil {
+		failed(live, fmt.Errorf("acquire: %w", err))
+		return
+	}
+	defer pc.Release()
+	conn := pc.Conn()
+	sds := make(map[string]*pgconn.StatementDescription, 3)
+	for _, r := range live {
+		if sds[r.query] != nil {
+			continue
+		}
+		// Named by its text: prepared once per connection, then found in
+		// the connection's map without a round trip.
+		sd, err := conn.Prepare(ctx, r.query, r.query)
+		if err != nil {
+			failed(live, fmt.Errorf("prepare: %w", err))
+			return
+		}
+		sds[r.query] = sd
+	}
+	p.pipelines.Add(1)
+	p.creates.Add(int64(len(live)))
+	if len(live) > 1 {
+		done, err := together(ctx, conn, sds, live)
+		switch {
+		case done:
+			return
+		case conn.IsClosed() || ctx.Err() != nil:
+			failed(live, err)
+			return
+		}
+		// A statement failed, so none took effect: run each on its own,
+		// for its own answer.
+		p.reruns.Add(1)
+	}
+	alone(ctx, conn, sds, live)
+}
+
+// together runs rs in one pipeline with one Sync, so one implicit
+// transaction: one commit, and one WAL flush, for all of them. The
+// statements run in the order of their lock keys (the open event of each
+// (organization, user, correlationKey), and its key in the open-key
+// index), and each create's earlier and later creates of one key keep
+// their order: two pipelines lock in one total order and cannot deadlock.
+// It reports whether the transaction committed, in which case every
+// create has its result and its done closed. Otherwise none of them took
+// effect and none is done (err says why; the connection is closed when
+// it broke).
+func together(ctx context.Context, conn *pgx.Conn, sds map[string]*pgconn.StatementDescription, rs []*pipedCreate) (bool, error) {
+	slices.SortStableFunc(rs, func(a, b *pipedCreate) int { return strings.Compare(a.lockKey, b.lockKey) })
+	pl := conn.PgConn().StartPipeline(ctx)
+	var eqb pgx.ExtendedQueryBuilder
+	for _, r := range rs {
+		sd := sds[r.query]
+		if err := eqb.Build(conn.TypeMap(), sd, r.args); err != nil {
+			_ = pl.Close()
+			return false, fmt.Errorf("encode arguments: %w", err)
+		}
+		pl.SendQueryStatement(sd, eqb.ParamValues, eqb.ParamFormats, slices.Clone(eqb.ResultFormats))
+	}
+	pl.SendPipelineSync()
+	if err := pl.Flush(); err != nil {
+		_ = pl.Close()
+		return false, err
+	}
+	for _, r := range rs {
+		res, err := pl.GetResults()
+		if err == nil {
+			rr, ok := res.(*pgconn.ResultReader)
+			if !ok {
+				err = fmt.Errorf("pipeline: unexpected %T for a statement", res)
+			} else {
+				err = scanWritten(conn, rr, &r.w)
+			}
+		}
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			if cerr := pl.Close(); cerr != nil && !conn.IsClosed() && !isPgError(cerr) {
+				_ = conn.PgConn().Close(context.Background())
+			}
+			return false, err
+		}
+		r.err = err // nil, or pgx.ErrNoRows: a refused insert
+	}
+	res, err := pl.GetResults() // the Sync: the commit
+	if err == nil {
+		if _, ok := res.(*pgconn.PipelineSync); !ok {
+			err = fmt.Errorf("pipeline: unexpected %T for a Sync", res)
+		}
+	}
+	if cerr := pl.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		if !conn.IsClosed() && !isPgError(err) {
+			_ = conn.PgConn().Close(context.Background())
+		}
+		return false, err
+	}
+	for _, r := range rs {
+		close(r.done)
+	}
+	return true, nil
+}
+
+// isPgError reports whether err is the server's error (the connection is
+// still usable) rather than the connection's.
+func isPgError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr)
+}
+
+// scanWritten scans the one row of a write statement's result into w:
+// pgx.ErrNoRows when it has none.
+func scanWritten(conn *pgx.Conn, rr *pgconn.ResultReader, w *writtenRow) error {
+	rows := pgx.RowsFromResultReader(conn.TypeMap(), rr)
+	var err error
+	if rows.Next() {
+		err = rows.Scan(w.dest()...)
+	} else {
+		err = pgx.ErrNoRows
+	}
+	rows.Close()
+	if rerr := rows.Err(); rerr != nil {
+		err = rerr
+	}
+	return err
+}
+
+// alone runs rs in one pipeline with a Sync after each statement, so each
+// in an implicit transaction of its own, and closes every create's done.
+func alone(ctx context.Context, conn *pgx.Conn, sds map[string]*pgconn.StatementDescription, rs []*pipedCreate) {
+	pl := conn.PgConn().StartPipeline(ctx)
+	var eqb pgx.ExtendedQueryBuilder
+	sent := rs[:0:0]
+	for _, r := range rs {
+		sd := sds[r.query]
+		if err := eqb.Build(conn.TypeMap(), sd, r.args); err != nil {
+			r.err = fmt.Errorf("encode arguments: %w", err)
+			close(r.done)
+			continue
+		}
+		// The pipeline keeps the result formats until the answer is read;
+		// the builder reuses its slices.
+		pl.SendQueryStatement(sd, eqb.ParamValues, eqb.ParamFormats, slices.Clone(eqb.ResultFormats))
+		pl.SendPipelineSync()
+		sent = append(sent, r)
+	}
+	fail := func(rs []*pipedCreate, err error) {
+		for _, r := range rs {
+			r.err = err
+			close(r.done)
+		}
+	}
+	if err := pl.Flush(); err != nil {
+		fail(sent, err)
+		_ = pl.Close()
+		return
+	}
+	for i, r := range sent {
+		if err := receive(pl, conn, r); err != nil {
+			// The connection broke: no later answer will come.
+			fail(sent[i+1:], err)
+			break
+		}
+	}
+	if err := pl.Close(); err != nil && !conn.IsClosed() && !isPgError(err) {
+		_ = conn.PgConn().Close(context.Background())
+	}
+}
+
+// receive reads r's answer and its Sync from pl, sets r's result and closes
+// r.done. Its error is not nil when the pipeline cannot go on (the
+// connection broke), in which case r has that error too.
+func receive(pl *pgconn.Pipeline, conn *pgx.Conn, r *pipedCreate) error {
+	defer close(r.done)
+	res, err := pl.GetResults()
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr): // the statement failed: its Sync follows
+		r.err = err
+	case err != nil:
+		r.err = err
+		return err
+	default:
+		rr, ok := res.(*pgconn.ResultReader)
+		if !ok {
+			r.err = fmt.Errorf("pipeline: unexpected %T for a statement", res)
+			return r.err
+		}
+		r.err = scanWritten(conn, rr, &r.w)
+		if conn.PgConn().IsClosed() {
+			return r.err
+		}
+	}
+	// Its Sync: the implicit transaction's commit, which can still fail
+	// (its error comes before the Sync's ReadyForQuery).
+	for {
+		res, err := pl.GetResults()
+		switch {
+		case errors.As(err, &pgErr):
+			if r.err == nil {
+				r.err = err
+			}
+			continue
+		case err != nil:
+			if r.err == nil {
+				r.err = err
+			}
+			return err
+		}
+		if _, ok := res.(*pgconn.PipelineSync); !ok {
+			err := fmt.Errorf("pipeline: unexpected %T for a Sync", res)
+			if r.err == nil {
+				r.err = err
+			}
+			return err
+		}
+		return nil
+	}
+}
+
+// PipelineStats counts the pipelines of creates a [DB] ran since it was
+// made (see [Correlate.Create]): Pipelines sent, the Creates they carried
+// (Creates / Pipelines is the mean pipeline length), and Reruns, the
+// pipelines of two or more whose one transaction failed (a statement's
+// error, a deadlock, a failed commit) so that each create was run again on
+// its own. Reruns that grow with the traffic mean that some statement fails
+// often; each rerun costs one more round trip for its creates.
+type PipelineStats struct {
+	Pipelines, Creates, Reruns int64
+}
+
+// PipelineStats returns the counts of db's pipelined creates so far. It
+// does not block.
+func (db *DB) PipelineStats() PipelineStats {
+	p := db.correlate.pipe
+	return PipelineStats{Pipelines: p.pipelines.Load(), Creates: p.creates.Load(), Reruns: p.reruns.Load()}
+}
