@@ -26,11 +26,25 @@ func TestPoolMetricsAndStartLog(t *testing.T) {
 	if status, _, _ := call(t, "GET", d.base+"/api/v1/resources", tokAdmin, nil); status != 200 {
 		t.Fatalf("GET /api/v1/resources: %d", status)
 	}
+	for range 2 { // two creates without an idempotencyKey: one pipeline each, or one of two
+		if status, _, b := call(t, "POST", d.base+"/api/events", tokEvents, []byte(`{"category":"connection","action":"fail","severity":"error","description":"db unreachable","correlationKey":"db-1"}`)); status/100 != 2 {
+			t.Fatalf("POST /api/events: %d %s", status, b)
+		}
+	}
 	status, _, body := call(t, "GET", d.base+"/metrics", "", nil)
 	if status != 200 {
 		t.Fatalf("GET /metrics: %d", status)
 	}
 	text := string(body)
+	if got := metric(t, d.base, "tally_correlate_pipelined_creates_total"); got != 2 {
+		t.Errorf("tally_correlate_pipelined_creates_total = %v, want 2", got)
+	}
+	if p := metric(t, d.base, "tally_correlate_pipelines_total"); p < 1 || p > 2 {
+		t.Errorf("tally_correlate_pipelines_total = %v, want 1 or 2", p)
+	}
+	if got := metric(t, d.base, "tally_correlate_pipeline_reruns_total"); got != 0 {
+		t.Errorf("tally_correlate_pipeline_reruns_total = %v, want 0", got)
+	}
 	for _, want := range []string{
 		`tally_db_pool_max_connections{pool="primary"} 7`,
 		`tally_db_pool_max_connections{pool="probe"} 1`,

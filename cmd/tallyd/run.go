@@ -367,6 +367,14 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	if err := metrics.ObservePools(dbs.pools()); err != nil {
 		return err
 	}
+	if pg != nil {
+		if err := metrics.ObserveCreatePipelines(func() server.CreatePipelines {
+			st := pg.PipelineStats()
+			return server.CreatePipelines{Pipelines: st.Pipelines, Creates: st.Creates, Reruns: st.Reruns}
+		}); err != nil {
+			return err
+		}
+	}
 	h, err := server.New(st, server.Options{
 		Authenticator:        auth,
 		Logger:               log,

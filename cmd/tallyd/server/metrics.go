@@ -309,6 +309,37 @@ func (m *Metrics) ObserveConns(l *ConnLimiter) error {
 	)
 }
 
+// CreatePipelines is what the primary database's pipelined creates
+// counted so far (pgstore.DB.PipelineStats), as
+// [Metrics.ObserveCreatePipelines] exports it: the pipelines sent, the
+// creates they carried, and the pipelines rerun statement by statement
+// after their one transaction failed.
+type CreatePipelines struct {
+	Pipelines, Creates, Reruns int64
+}
+
+// ObserveCreatePipelines registers the counters
+// tally_correlate_pipelines_total, tally_correlate_pipelined_creates_total
+// and tally_correlate_pipeline_reruns_total over read, which is called at
+// every scrape and must not block (docs/operations.md, Metrics). Errors:
+// registered already.
+func (m *Metrics) ObserveCreatePipelines(read func() CreatePipelines) error {
+	return registerAll(m.registry,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tally_correlate_pipelines_total",
+			Help: "Pipelines of creates without an idempotencyKey sent to the database, each one write and one transaction.",
+		}, func() float64 { return float64(read().Pipelines) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tally_correlate_pipelined_creates_total",
+			Help: "Creates those pipelines carried (divided by the pipelines: their mean length).",
+		}, func() float64 { return float64(read().Creates) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tally_correlate_pipeline_reruns_total",
+			Help: "Pipelines whose one transaction failed (a statement's error, a deadlock, a failed commit), their creates then run one by one.",
+		}, func() float64 { return float64(read().Reruns) }),
+	)
+}
+
 // EventStorage is the state of the events table that
 // [Metrics.ObserveEventStorage] reports (pgstore.DB.EventStorage).
 type EventStorage struct {
