@@ -121,6 +121,8 @@ func Run(t *testing.T, open func(tb testing.TB) Stores) {
 //     every create an occurrence of one open key; creates/s.
 //   - Create/fresh-keys, Create/fresh-keys-parallel: every create opens a
 //     new key; creates/s.
+//   - Create/spread-keys-64-producers: 64 goroutines sending occurrences
+//     and resolutions of 800 keys at random; creates/s.
 //   - Sync/fresh, Sync/unchanged, Sync/drift: [reconcile.Service.Run] of a
 //     5000-instance observation, every instance new, none changed, or half
 //     of them changed; resources/s.
