@@ -85,3 +85,7 @@ func MarkLateQuery(evs []event.Event) (string, []any) {
 	}
 	return markLateQuery(ids, stamps)
 }
+
+// ScanEventsQuery is the statement of Histories' key-order scan when no
+// checkpoint lies ahead, for q.
+func ScanEventsQuery(q usage.HistoryQuery) (string, []any) { return scanEventsQuery(q) }

@@ -454,7 +454,7 @@ func scanCheckpointsQuery(q usage.HistoryQuery) (string, []any) {
 		}
 	}
 	if q.After != nil {
-		cpSel = append(cpSel, "(cloud, resource_type, resource_id) > ("+arg(q.After.Cloud)+"::text, "+arg(q.After.ResourceType)+"::text, "+arg(q.After.ResourceID)+"::text)")
+		cpSel = append(cpSel, afterCond(q, arg))
 	}
 	return `SELECT EXISTS (SELECT 1 FROM resource_checkpoints` + where(cpSel) + `)`, args
 }
@@ -476,9 +476,29 @@ func scanConds(q usage.HistoryQuery) (sel, cpSel []string, args *[]any, arg func
 		}
 	}
 	if q.After != nil {
-		after := "(" + arg(q.After.Cloud) + "::text, " + arg(q.After.ResourceType) + "::text, " + arg(q.After.ResourceID) + "::text)"
-		sel = append(sel, "(cloud, resource_type, resource_id) > "+after)
-		cpSel = append(cpSel, "(cloud, resource_type, resource_id) > "+after)
+		after := afterCond(q, arg)
+		sel = append(sel, after)
+		cpSel = append(cpSel, after)
 	}
 	return sel, cpSel, args, arg
+}
+
+// afterCond is the condition "key after q.After" of q's statements. When
+// q's filters fix the key's leading columns to q.After's (a query for one
+// cloud, or one cloud and type), it compares the other columns only: a
+// btree scan starts at an equality on its first column when it has one,
+// and checks a row comparison that includes that column on every entry
+// from there, so "(cloud, resource_type, resource_id) > …" beside
+// "cloud = …" read the cloud's index from its start at every statement
+// (a cost quadratic in the cloud's events). Beside the equalities the
+// shorter comparison selects the same keys, and the scan starts at it.
+func afterCond(q usage.HistoryQuery, arg func(any) string) string {
+	a := q.After
+	switch {
+	case q.Cloud != "" && a.Cloud == q.Cloud && q.ResourceType != "" && a.ResourceType == q.ResourceType:
+		return "resource_id > " + arg(a.ResourceID) + "::text"
+	case q.Cloud != "" && a.Cloud == q.Cloud:
+		return "(resource_type, resource_id) > (" + arg(a.ResourceType) + "::text, " + arg(a.ResourceID) + "::text)"
+	}
+	return "(cloud, resource_type, resource_id) > (" + arg(a.Cloud) + "::text, " + arg(a.ResourceType) + "::text, " + arg(a.ResourceID) + "::text)"
 }
