@@ -107,6 +107,21 @@ VALUES ($1, 'instance', $2, $3, 'openstack', 'p1', 'active', '{"vcpus":8}', $4, 
 		if name == "all" && len(want) < 30 {
 			t.Fatalf("the reference read gave %d histories: the data is not what the test means", len(want))
 		}
+		if q.After != nil && q.Limit == 0 {
+			// The reference itself, against the same query without the key
+			// bound, cut in Go.
+			whole := q
+			whole.After = nil
+			var cut []usage.History
+			for _, h := range read(byResource, whole) {
+				if h.Key.Compare(*q.After) > 0 {
+					cut = append(cut, h)
+				}
+			}
+			if diff := cmp.Diff(cut, want, cmpopts.EquateEmpty(), cmpopts.EquateComparable(event.State{})); diff != "" {
+				t.Errorf("%s: the read by resources after the key differs from the whole read cut after it (-cut +after):\n%s", name, diff)
+			}
+		}
 		for _, chunk := range []int{1, 2, 3, 5, 8, 23, 24, 10_000} {
 			restore := pgstore.SetScanChunk(chunk)
 			got := read(st.Histories, q)
