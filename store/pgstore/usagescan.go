@@ -304,7 +304,7 @@ type scanDecoder struct {
 	ts       pgtype.ScanPlan
 	tsBinary bool // the timestamp column comes in binary format
 	intern   map[string]string
-	last     [4]string // the last string of each interned event column, see str
+	last     [4]string // the last string of each interned event column, see col
 }
 
 // scanColumns says where the columns scanDecoder reads are in a row.
