@@ -113,3 +113,7 @@ func PipeCreates(s *Correlate, ctxs []context.Context, cs []correlate.Create) ([
 	}
 	return evs, ds, errs
 }
+
+// ScanEventsQuery is the statement of Histories' key-order scan when no
+// checkpoint lies ahead, for q.
+func ScanEventsQuery(q usage.HistoryQuery) (string, []any) { return scanEventsQuery(q) }

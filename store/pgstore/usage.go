@@ -248,7 +248,7 @@ func historiesQuery(q usage.HistoryQuery, chunk int) (string, []any) {
 		}
 	}
 	if q.After != nil {
-		cond := "(cloud, resource_type, resource_id) > (" + arg(q.After.Cloud) + ", " + arg(q.After.ResourceType) + ", " + arg(q.After.ResourceID) + ")"
+		cond := afterCond(q, arg) // the cloud's index from the key on, not from its start
 		sel = append(sel, cond)
 		cpSel = append(cpSel, cond)
 	}

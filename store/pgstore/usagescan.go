@@ -135,18 +135,21 @@ type scanState struct {
 	done        bool          // the limit is reached
 }
 
-// add appends e to the history being read, in st's block of events: the
-// histories of a statement share a few large allocations instead of
-// growing a slice each (each history's slice is capped at its own
-// length, so no append reaches its neighbour's events).
-func (st *scanState) add(e event.Event) []event.Event {
+// add appends a zero event to the history being read, in st's block of
+// events, and returns it for the decoder to fill in place (an event is
+// large: copying it through a return and an append cost as much as
+// decoding its columns). The histories of a statement share a few large
+// allocations instead of growing a slice each (each history's slice is
+// capped at its own length, so no append reaches its neighbour's events).
+func (st *scanState) add() *event.Event {
 	n := len(st.cur.Events)
 	if len(st.block) == cap(st.block) {
 		block := make([]event.Event, 0, max(scanBlock, 2*(n+1)))
 		st.block = append(block, st.cur.Events...) // the history so far moves along
 	}
-	st.block = append(st.block, e)
-	return st.block[len(st.block)-n-1 : len(st.block) : len(st.block)]
+	st.block = st.block[:len(st.block)+1]
+	st.cur.Events = st.block[len(st.block)-n-1 : len(st.block) : len(st.block)]
+	return &st.cur.Events[n]
 }
 
 // scanBlock is how many events one allocation of scanState.add holds.
@@ -271,14 +274,16 @@ func (s *Ingest) scanOnce(ctx context.Context, q usage.HistoryQuery, st *scanSta
 			continue
 		}
 		st.selected = true // an event the bounds keep selects its resource
-		e, err := dec.event(raw, k)
+		t, err := dec.timestamp(raw[dec.cols.timestamp])
 		if err != nil {
 			return err
 		}
-		if st.cur.Start != nil && e.Timestamp.Before(st.cur.StartAt) {
+		if st.cur.Start != nil && t.Before(st.cur.StartAt) {
 			continue // an event the checkpoint holds (a retention run stopped before its drop)
 		}
-		st.cur.Events = st.add(e)
+		if err := dec.event(raw, k, t, st.add()); err != nil {
+			return err
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("pgstore: read histories: %w", interpretError(err))
@@ -288,45 +293,64 @@ func (s *Ingest) scanOnce(ctx context.Context, q usage.HistoryQuery, st *scanSta
 	return nil
 }
 
-// scanDecoder decodes scanQuery's rows from their raw values: an event
-// row (almost every row) costs its event's id, its payload and the few
-// distinct strings of the other columns, which it keeps once
-// (interned), not one allocation per column and row as Scan makes.
+// scanDecoder decodes the rows of scanQuery and of scanEventsQuery from
+// their raw values: an event row (almost every row) costs its event's id,
+// its payload and the few distinct strings of the other columns, which it
+// keeps once (interned), not one allocation per column and row as Scan
+// makes.
 type scanDecoder struct {
-	kind     pgtype.ScanPlan
+	cols     *scanColumns
+	kind     pgtype.ScanPlan // nil for scanEventsQuery's rows, all events
 	ts       pgtype.ScanPlan
 	tsBinary bool // the timestamp column comes in binary format
 	intern   map[string]string
+	last     [4]string // the last string of each interned event column, see col
 }
 
-// Columns of scanQuery's rows that scanDecoder reads.
-const (
-	colCloud, colType, colID, colKind = 0, 1, 2, 3
-	colEventID, colTimestamp          = 15, 16
-	colEventType, colPlatform         = 17, 18
-	colProject, colSource, colPayload = 19, 20, 21
-	scanColumns                       = 22
+// scanColumns says where the columns scanDecoder reads are in a row.
+type scanColumns struct {
+	n, kind                                                  int // kind < 0: every row is an event
+	eventID, timestamp, eventType, platform, project, source int
+	payload                                                  int
+}
+
+// The rows of scanQuery (a checkpoint's columns, then an event's) and of
+// scanEventsQuery (an event's alone); the key comes first in both.
+var (
+	scanWide   = scanColumns{n: 22, kind: 3, eventID: 15, timestamp: 16, eventType: 17, platform: 18, project: 19, source: 20, payload: 21}
+	scanNarrow = scanColumns{n: 10, kind: -1, eventID: 3, timestamp: 4, eventType: 5, platform: 6, project: 7, source: 8, payload: 9}
 )
+
+// Columns of the key, first in every row.
+const colCloud, colType, colID = 0, 1, 2
 
 func newScanDecoder(rows pgx.Rows) (*scanDecoder, error) {
 	m, fields := rows.Conn().TypeMap(), rows.FieldDescriptions()
-	if len(fields) != scanColumns {
-		return nil, fmt.Errorf("pgstore: read histories: %d columns, want %d", len(fields), scanColumns)
+	var cols *scanColumns
+	switch len(fields) {
+	case scanWide.n:
+		cols = &scanWide
+	case scanNarrow.n:
+		cols = &scanNarrow
+	default:
+		return nil, fmt.Errorf("pgstore: read histories: %d columns, want %d or %d", len(fields), scanWide.n, scanNarrow.n)
 	}
-	var kind int32
+	d := &scanDecoder{cols: cols, intern: map[string]string{}}
+	if cols.kind >= 0 {
+		var kind int32
+		d.kind = m.PlanScan(fields[cols.kind].DataTypeOID, fields[cols.kind].Format, &kind)
+	}
 	var ts pgtype.Timestamptz
-	return &scanDecoder{
-		kind:     m.PlanScan(fields[colKind].DataTypeOID, fields[colKind].Format, &kind),
-		ts:       m.PlanScan(fields[colTimestamp].DataTypeOID, fields[colTimestamp].Format, &ts),
-		tsBinary: fields[colTimestamp].DataTypeOID == pgtype.TimestamptzOID && fields[colTimestamp].Format == pgtype.BinaryFormatCode,
-		intern:   map[string]string{},
-	}, nil
+	f := fields[cols.timestamp]
+	d.ts = m.PlanScan(f.DataTypeOID, f.Format, &ts)
+	d.tsBinary = f.DataTypeOID == pgtype.TimestamptzOID && f.Format == pgtype.BinaryFormatCode
+	return d, nil
 }
 
 // head decodes a row's key (keeping *k's strings when they are the same)
 // and kind.
 func (d *scanDecoder) head(raw [][]byte, k *projection.Key, kind *int32) error {
-	if len(raw) != scanColumns || raw[colCloud] == nil || raw[colType] == nil || raw[colID] == nil {
+	if len(raw) != d.cols.n || raw[colCloud] == nil || raw[colType] == nil || raw[colID] == nil {
 		return fmt.Errorf("pgstore: read histories: a row without its key")
 	}
 	if string(raw[colCloud]) != k.Cloud {
@@ -338,7 +362,11 @@ func (d *scanDecoder) head(raw [][]byte, k *projection.Key, kind *int32) error {
 	if string(raw[colID]) != k.ResourceID {
 		k.ResourceID = string(raw[colID])
 	}
-	if err := d.kind.Scan(raw[colKind], kind); err != nil {
+	if d.kind == nil {
+		*kind = scanEvent
+		return nil
+	}
+	if err := d.kind.Scan(raw[d.cols.kind], kind); err != nil {
 		return fmt.Errorf("pgstore: read histories: kind: %w", err)
 	}
 	return nil
@@ -357,21 +385,31 @@ func (d *scanDecoder) str(b []byte) string {
 	return s
 }
 
-// event decodes an event row of key k.
-func (d *scanDecoder) event(raw [][]byte, k projection.Key) (event.Event, error) {
-	t, err := d.timestamp(raw[colTimestamp])
-	if err != nil {
-		return event.Event{}, err
-	}
-	e := event.Event{EventID: string(raw[colEventID]), Timestamp: t, EventType: d.str(raw[colEventType]),
-		Platform: d.str(raw[colPlatform]), Cloud: k.Cloud, ResourceType: k.ResourceType, ResourceID: k.ResourceID,
-		ProjectID: d.str(raw[colProject]), Source: event.Source(d.str(raw[colSource]))}
+// event decodes the rest of an event row of key k whose timestamp is t
+// into *e, a zero Event.
+func (d *scanDecoder) event(raw [][]byte, k projection.Key, t time.Time, e *event.Event) error {
+	c := d.cols
+	e.EventID, e.Timestamp = string(raw[c.eventID]), t
+	e.EventType, e.Platform = d.col(0, raw[c.eventType]), d.col(1, raw[c.platform])
+	e.Cloud, e.ResourceType, e.ResourceID = k.Cloud, k.ResourceType, k.ResourceID
+	e.ProjectID, e.Source = d.col(2, raw[c.project]), event.Source(d.col(3, raw[c.source]))
 	// The raw values are the connection's buffer until the next row;
 	// UnmarshalJSON keeps copies of what it keeps, never raw itself.
-	if err := e.Payload.UnmarshalJSON(raw[colPayload]); err != nil {
-		return event.Event{}, fmt.Errorf("pgstore: read histories: payload of %q: %w", e.EventID, err)
+	if err := e.Payload.UnmarshalJSON(raw[c.payload]); err != nil {
+		return fmt.Errorf("pgstore: read histories: payload of %q: %w", e.EventID, err)
 	}
-	return e, nil
+	return nil
+}
+
+// col is str of the event column i (of the four interned): the string of
+// the row before when b is the same (the common case: a resource's events
+// share their platform, project and source), else str's.
+func (d *scanDecoder) col(i int, b []byte) string {
+	if string(b) == d.last[i] {
+		return d.last[i]
+	}
+	d.last[i] = d.str(b)
+	return d.last[i]
 }
 
 // timestamp decodes an event's timestamp (UTC): a binary timestamptz
@@ -430,14 +468,13 @@ ORDER BY 1, 2, 3, 4, 17`, *args
 // (scanCheckpointsQuery, in the same snapshot): the same event rows in the
 // same order, read straight off the partitions' merged index scans, with
 // no materialized chunk and no sort (which cost the backend about half
-// its time per row).
+// its time per row), and only the columns of an event (scanNarrow): no
+// kind and no checkpoint's empty columns to send and decode.
 func scanEventsQuery(q usage.HistoryQuery) (string, []any) {
 	sel, _, args, arg := scanConds(q)
 	n := arg(scanChunk)
 	return `
-SELECT cloud, resource_type, resource_id, ` + strconv.Itoa(scanEvent) + `, NULL::timestamptz, NULL, NULL, NULL, NULL, NULL::timestamptz, NULL::timestamptz,
-       NULL::timestamptz, NULL::timestamptz, NULL, NULL,
-       event_id, timestamp, event_type, platform, project_id, source, payload::text
+SELECT cloud, resource_type, resource_id, event_id, timestamp, event_type, platform, project_id, source, payload::text
 FROM events` + where(sel) + `
 ORDER BY cloud, resource_type, resource_id, timestamp LIMIT ` + n, *args
 }
@@ -454,7 +491,7 @@ func scanCheckpointsQuery(q usage.HistoryQuery) (string, []any) {
 		}
 	}
 	if q.After != nil {
-		cpSel = append(cpSel, "(cloud, resource_type, resource_id) > ("+arg(q.After.Cloud)+"::text, "+arg(q.After.ResourceType)+"::text, "+arg(q.After.ResourceID)+"::text)")
+		cpSel = append(cpSel, afterCond(q, arg))
 	}
 	return `SELECT EXISTS (SELECT 1 FROM resource_checkpoints` + where(cpSel) + `)`, args
 }
@@ -476,9 +513,29 @@ func scanConds(q usage.HistoryQuery) (sel, cpSel []string, args *[]any, arg func
 		}
 	}
 	if q.After != nil {
-		after := "(" + arg(q.After.Cloud) + "::text, " + arg(q.After.ResourceType) + "::text, " + arg(q.After.ResourceID) + "::text)"
-		sel = append(sel, "(cloud, resource_type, resource_id) > "+after)
-		cpSel = append(cpSel, "(cloud, resource_type, resource_id) > "+after)
+		after := afterCond(q, arg)
+		sel = append(sel, after)
+		cpSel = append(cpSel, after)
 	}
 	return sel, cpSel, args, arg
+}
+
+// afterCond is the condition "key after q.After" of q's statements. When
+// q's filters fix the key's leading columns to q.After's (a query for one
+// cloud, or one cloud and type), it compares the other columns only: a
+// btree scan starts at an equality on its first column when it has one,
+// and checks a row comparison that includes that column on every entry
+// from there, so "(cloud, resource_type, resource_id) > …" beside
+// "cloud = …" read the cloud's index from its start at every statement
+// (a cost quadratic in the cloud's events). Beside the equalities the
+// shorter comparison selects the same keys, and the scan starts at it.
+func afterCond(q usage.HistoryQuery, arg func(any) string) string {
+	a := q.After
+	switch {
+	case q.Cloud != "" && a.Cloud == q.Cloud && q.ResourceType != "" && a.ResourceType == q.ResourceType:
+		return "resource_id > " + arg(a.ResourceID) + "::text"
+	case q.Cloud != "" && a.Cloud == q.Cloud:
+		return "(resource_type, resource_id) > (" + arg(a.ResourceType) + "::text, " + arg(a.ResourceID) + "::text)"
+	}
+	return "(cloud, resource_type, resource_id) > (" + arg(a.Cloud) + "::text, " + arg(a.ResourceType) + "::text, " + arg(a.ResourceID) + "::text)"
 }

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -77,14 +78,19 @@ VALUES ($1, 'instance', $2, $3, 'openstack', 'p1', 'active', '{"vcpus":8}', $4, 
 	}
 	after := projection.Key{Cloud: "c1", ResourceType: "instance", ResourceID: "r16"}
 	queries := map[string]usage.HistoryQuery{
-		"all":          {AsOf: snap.Position},
-		"after a key":  {AsOf: snap.Position, After: &after},
-		"before":       {AsOf: snap.Position, Before: base.Add(20 * 24 * time.Hour)},
-		"limit 1":      {AsOf: snap.Position, Limit: 1},
-		"limit 7":      {AsOf: snap.Position, Limit: 7},
-		"one cloud":    {AsOf: snap.Position, Cloud: "c2"},
-		"one resource": {AsOf: snap.Position, Cloud: "c2", ResourceType: "instance", ResourceID: "r17"},
-		"as of start":  {AsOf: ingest.FeedPosition{}},
+		"all":                               {AsOf: snap.Position},
+		"after a key":                       {AsOf: snap.Position, After: &after},
+		"before":                            {AsOf: snap.Position, Before: base.Add(20 * 24 * time.Hour)},
+		"limit 1":                           {AsOf: snap.Position, Limit: 1},
+		"limit 7":                           {AsOf: snap.Position, Limit: 7},
+		"one cloud":                         {AsOf: snap.Position, Cloud: "c2"},
+		"one resource":                      {AsOf: snap.Position, Cloud: "c2", ResourceType: "instance", ResourceID: "r17"},
+		"one cloud and type":                {AsOf: snap.Position, Cloud: "c1", ResourceType: "instance"},
+		"one cloud, after a key of it":      {AsOf: snap.Position, Cloud: "c1", After: &after},
+		"one cloud and type, after a key":   {AsOf: snap.Position, Cloud: "c1", ResourceType: "instance", After: &after},
+		"one cloud, after a key of another": {AsOf: snap.Position, Cloud: "c2", After: &after},
+		"one cloud, after a key of a type":  {AsOf: snap.Position, Cloud: "c1", ResourceType: "volume", After: &after},
+		"as of start":                       {AsOf: ingest.FeedPosition{}},
 	}
 	read := func(f func(context.Context, usage.HistoryQuery, func(usage.History) error) error, q usage.HistoryQuery) []usage.History {
 		var got []usage.History
@@ -100,6 +106,21 @@ VALUES ($1, 'instance', $2, $3, 'openstack', 'p1', 'active', '{"vcpus":8}', $4, 
 		want := read(byResource, q)
 		if name == "all" && len(want) < 30 {
 			t.Fatalf("the reference read gave %d histories: the data is not what the test means", len(want))
+		}
+		if q.After != nil && q.Limit == 0 {
+			// The reference itself, against the same query without the key
+			// bound, cut in Go.
+			whole := q
+			whole.After = nil
+			var cut []usage.History
+			for _, h := range read(byResource, whole) {
+				if h.Key.Compare(*q.After) > 0 {
+					cut = append(cut, h)
+				}
+			}
+			if diff := cmp.Diff(cut, want, cmpopts.EquateEmpty(), cmpopts.EquateComparable(event.State{})); diff != "" {
+				t.Errorf("%s: the read by resources after the key differs from the whole read cut after it (-cut +after):\n%s", name, diff)
+			}
 		}
 		for _, chunk := range []int{1, 2, 3, 5, 8, 23, 24, 10_000} {
 			restore := pgstore.SetScanChunk(chunk)
@@ -169,5 +190,74 @@ func settledSnapshot(t *testing.T, st *pgstore.Ingest, n int) usage.Snapshot {
 			t.Fatalf("the feed's head covers %d events of %d after 30 s", got, n)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestHistoriesScanStartsAfterKey: a statement of the key-order scan for
+// one cloud (or one cloud and type) starts reading the index at the key
+// it continues after, not at the cloud's first entry: the chunk after a
+// key near the end of 20,000 events touches a few pages, where a row
+// comparison over the whole key beside "cloud = …" read the cloud's
+// index from its start at every statement.
+func TestHistoriesScanStartsAfterKey(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.Open(t, pgtest.URL(t), pgstore.Options{})
+	st := db.Ingest()
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	n := 0
+	for b := range 20 {
+		var evs []event.Event
+		for i := range 1000 {
+			r := b*1000 + i
+			evs = append(evs, event.Event{EventID: fmt.Sprintf("e-%05d", r), Timestamp: base.Add(time.Duration(r) * time.Second),
+				EventType: "instance.create.end", Platform: "openstack", Cloud: "c1", ResourceType: "instance",
+				ResourceID: fmt.Sprintf("r%05d", r), ProjectID: "p", Source: event.SourceCollector})
+		}
+		if _, err := st.Commit(ctx, ingest.Batch{Events: evs}); err != nil {
+			t.Fatal(err)
+		}
+		n += len(evs)
+	}
+	snap := settledSnapshot(t, st, n)
+	if _, err := pgstore.PoolOf(db).Exec(ctx, "ANALYZE events"); err != nil {
+		t.Fatal(err)
+	}
+	after := projection.Key{Cloud: "c1", ResourceType: "instance", ResourceID: "r19900"}
+	for name, q := range map[string]usage.HistoryQuery{
+		"one cloud":          {AsOf: snap.Position, Cloud: "c1", After: &after},
+		"one cloud and type": {AsOf: snap.Position, Cloud: "c1", ResourceType: "instance", After: &after},
+		"every cloud":        {AsOf: snap.Position, After: &after},
+	} {
+		query, args := pgstore.ScanEventsQuery(q)
+		tx, err := pgstore.PoolOf(db).Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// As scanOnce runs it.
+		if _, err := tx.Exec(ctx, "SET LOCAL enable_sort = off; SET LOCAL jit = off"); err != nil {
+			t.Fatal(err)
+		}
+		var raw []byte
+		err = tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+query, args...).Scan(&raw)
+		_ = tx.Rollback(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plans []struct {
+			Plan struct {
+				Rows float64 `json:"Actual Rows"`
+				Hit  int     `json:"Shared Hit Blocks"`
+				Read int     `json:"Shared Read Blocks"`
+			} `json:"Plan"`
+		}
+		if err := json.Unmarshal(raw, &plans); err != nil || len(plans) != 1 {
+			t.Fatalf("explain: %v %s", err, raw)
+		}
+		p := plans[0].Plan
+		// 99 events after the key: their heap pages and a few index pages
+		// (the cloud's index alone is over 100 leaf pages).
+		if p.Rows != 99 || p.Hit+p.Read > 60 {
+			t.Errorf("%s: %v rows, %d buffers, want 99 rows from at most 60 buffers:\n%s", name, p.Rows, p.Hit+p.Read, raw)
+		}
 	}
 }
