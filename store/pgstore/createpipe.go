@@ -129,15 +129,7 @@ func (p *createPipe) flush() {
 // send runs batch in one pipeline on one connection and closes every
 // create's done.
 func (p *createPipe) send(batch []*pipedCreate) {
-	live := batch[:0:0]
-	for _, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			r.err = err
-			close(r.done)
-			continue
-		}
-		live = append(live, r)
-	}
+	live := sendable(batch)
 	if len(live) == 0 {
 		return
 	}
@@ -181,6 +173,12 @@ func (p *createPipe) send(batch []*pipedCreate) {
 		}
 		sds[r.query] = sd
 	}
+	// A caller that gave up while the pipeline waited for its connection
+	// has been answered its context's error: its create must not be sent
+	// now, to commit after that answer.
+	if live = sendable(live); len(live) == 0 {
+		return
+	}
 	p.pipelines.Add(1)
 	p.creates.Add(int64(len(live)))
 	if len(live) > 1 {
@@ -197,6 +195,21 @@ func (p *createPipe) send(batch []*pipedCreate) {
 		p.reruns.Add(1)
 	}
 	alone(ctx, conn, sds, live)
+}
+
+// sendable closes the done of every create of rs whose caller has given up
+// (its context is done), with that context's error, and returns the others.
+func sendable(rs []*pipedCreate) []*pipedCreate {
+	live := rs[:0:0]
+	for _, r := range rs {
+		if err := r.ctx.Err(); err != nil {
+			r.err = err
+			close(r.done)
+			continue
+		}
+		live = append(live, r)
+	}
+	return live
 }
 
 // together runs rs in one pipeline with one Sync, so one implicit

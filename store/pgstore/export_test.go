@@ -113,3 +113,38 @@ func PipeCreates(s *Correlate, ctxs []context.Context, cs []correlate.Create) ([
 	}
 	return evs, ds, errs
 }
+
+// PipeWrites queues cs, planned for s, in one pipeline as concurrent
+// Correlate.Create calls without an idempotencyKey do, and answers each as
+// such a call does: its result once its pipeline has it, or its context's
+// error as soon as ctxs[i] (when not nil) ends.
+func PipeWrites(s *Correlate, ctxs []context.Context, cs []correlate.Create) ([]correlate.Disposition, []error) {
+	p := s.pipe
+	batch := make([]*pipedCreate, len(cs))
+	for i, c := range cs {
+		query, args, err := pgcorrelate.Write(c)
+		if err != nil {
+			panic(err)
+		}
+		ctx := context.Background()
+		if i < len(ctxs) && ctxs[i] != nil {
+			ctx = ctxs[i]
+		}
+		batch[i] = &pipedCreate{ctx: ctx, lockKey: pipeLockKey(c.Event), query: query, args: args, done: make(chan struct{})}
+	}
+	p.mu.Lock()
+	p.queue = append(p.queue, batch...)
+	p.flushers++
+	p.mu.Unlock()
+	go p.flush()
+	ds, errs := make([]correlate.Disposition, len(cs)), make([]error, len(cs))
+	for i, r := range batch {
+		select {
+		case <-r.done:
+			_, ds[i], errs[i] = r.w.result(r.err, cs[i])
+		case <-r.ctx.Done():
+			errs[i] = context.Cause(r.ctx)
+		}
+	}
+	return ds, errs
+}
