@@ -470,12 +470,27 @@ func (s *Correlate) Delete(ctx context.Context, scope correlate.Caller, id strin
 	return row.event()
 }
 
+// lockedInKeyOrder is the common table expression l of SetStatuses and
+// DeleteMany: it locks the scope's live events among the ids $3 in the
+// order of their correlationKey (byte order, as pipelined creates sort
+// their lock keys; see createPipe), before the UPDATE changes them. A
+// pipeline of creates locks the open events of many keys in one
+// transaction, in that order; an UPDATE that locked them in the order of
+// its scan could hold one that the pipeline waits for while waiting for
+// one the pipeline holds, a deadlock that PostgreSQL breaks after
+// deadlock_timeout by aborting one of them (SQLSTATE 40P01). FOR NO KEY
+// UPDATE is the lock the UPDATE takes anyway: it does not block the
+// foreign-key checks of idempotency keys being bound.
+const lockedInKeyOrder = `l AS MATERIALIZED (SELECT id FROM correlated_events
+		WHERE ` + scopeWhere + ` AND id = ANY($3::uuid[])
+		ORDER BY correlation_key COLLATE "C" NULLS FIRST, id FOR NO KEY UPDATE)`
+
 // SetStatuses implements [correlate.Store] in one statement.
 func (s *Correlate) SetStatuses(ctx context.Context, scope correlate.Caller, ids []string, status correlate.Status, at time.Time) ([]string, error) {
 	var got []string
-	err := s.db.SelectContext(ctx, &got, `WITH u AS (UPDATE correlated_events
+	err := s.db.SelectContext(ctx, &got, `WITH `+lockedInKeyOrder+`, u AS (UPDATE correlated_events
 		SET status = $4, updated_at = GREATEST(updated_at, $5::timestamptz)
-		WHERE `+scopeWhere+` AND id = ANY($3::uuid[]) RETURNING `+pgcorrelate.Columns+`)`+logged("status")+`
+		WHERE `+scopeWhere+` AND id IN (SELECT id FROM l) RETURNING `+pgcorrelate.Columns+`)`+logged("status")+`
 		SELECT id::text FROM u`,
 		scope.Organization, scope.User, ids, string(status), at)
 	if err != nil {
@@ -488,9 +503,9 @@ func (s *Correlate) SetStatuses(ctx context.Context, scope correlate.Caller, ids
 // rows leave the partial unique index, as Delete's does.
 func (s *Correlate) DeleteMany(ctx context.Context, scope correlate.Caller, ids []string, at time.Time) ([]string, error) {
 	var got []string
-	err := s.db.SelectContext(ctx, &got, `WITH u AS (UPDATE correlated_events
+	err := s.db.SelectContext(ctx, &got, `WITH `+lockedInKeyOrder+`, u AS (UPDATE correlated_events
 		SET deleted_at = $4, updated_at = GREATEST(updated_at, $4::timestamptz)
-		WHERE `+scopeWhere+` AND id = ANY($3::uuid[]) RETURNING `+pgcorrelate.Columns+`)`+logged("deleted")+`
+		WHERE `+scopeWhere+` AND id IN (SELECT id FROM l) RETURNING `+pgcorrelate.Columns+`)`+logged("deleted")+`
 		SELECT id::text FROM u`,
 		scope.Organization, scope.User, ids, at)
 	if err != nil {
