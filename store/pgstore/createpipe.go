@@ -219,9 +219,11 @@ func sendable(rs []*pipedCreate) []*pipedCreate {
 // index), and each create's earlier and later creates of one key keep
 // their order: two pipelines lock in one total order and cannot deadlock.
 // It reports whether the transaction committed, in which case every
-// create has its result and its done closed. Otherwise none of them took
-// effect and none is done (err says why; the connection is closed when
-// it broke).
+// create has its result and its done closed (an answer that could not be
+// read is that create's error, its effect committed all the same).
+// Otherwise none of them took effect, unless the connection broke after
+// the Sync was sent (then the connection is closed and the outcome is
+// unknown), and none is done (err says why).
 func together(ctx context.Context, conn *pgx.Conn, sds map[string]*pgconn.StatementDescription, rs []*pipedCreate) (bool, error) {
 	slices.SortStableFunc(rs, func(a, b *pipedCreate) int { return strings.Compare(a.lockKey, b.lockKey) })
 	pl := conn.PgConn().StartPipeline(ctx)
@@ -244,18 +246,23 @@ func together(ctx context.Context, conn *pgx.Conn, sds map[string]*pgconn.Statem
 		if err == nil {
 			rr, ok := res.(*pgconn.ResultReader)
 			if !ok {
-				err = fmt.Errorf("pipeline: unexpected %T for a statement", res)
-			} else {
-				err = scanWritten(conn, rr, &r.w)
+				_ = conn.PgConn().Close(context.Background()) // out of step with the server
+				return false, fmt.Errorf("pipeline: unexpected %T for a statement", res)
 			}
+			err = scanWritten(conn, rr, &r.w)
 		}
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) && (isPgError(err) || conn.IsClosed()) {
+			// The server's error, which aborted the transaction, or a
+			// broken connection.
 			if cerr := pl.Close(); cerr != nil && !conn.IsClosed() && !isPgError(cerr) {
 				_ = conn.PgConn().Close(context.Background())
 			}
 			return false, err
 		}
-		r.err = err // nil, or pgx.ErrNoRows: a refused insert
+		// nil; pgx.ErrNoRows, a refused insert; or an answer that could
+		// not be read (a scan's error): the server ran the statement, and
+		// the Sync commits it with the others, so it must not run again.
+		r.err = err
 	}
 	res, err := pl.GetResults() // the Sync: the commit
 	if err == nil {

@@ -148,3 +148,53 @@ func TestPipelineAndDeleteManyDoNotDeadlock(t *testing.T) {
 		t.Errorf("%d pipelines were rerun, want 0 (a deadlock?)", got)
 	}
 }
+
+// A statement of a pipeline whose answer tally cannot read (here a row of
+// another shape than a write statement's; a client-side error, not the
+// server's) does not make the others run twice: the server ran the
+// pipeline to its Sync and committed it, so it is not rerun ("every
+// occurrence counted exactly once"). Each create that was read is
+// answered; the unreadable one answers its error.
+func TestPipelineUnreadableAnswerIsNotRunTwice(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.Open(t, pgtest.URL(t), pgstore.Options{})
+	s := db.Correlate()
+	pool := pgstore.PoolOf(db)
+	if _, err := pool.Exec(ctx, `CREATE TABLE side_effects (n int)`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	occ, args, err := pgstore.WriteOf(occurrence("k1", `{}`, now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := pgstore.PipeStatements(s,
+		[]string{occ, `WITH i AS (INSERT INTO side_effects VALUES (1) RETURNING n) SELECT n FROM i`, occ},
+		[][]any{args, nil, args2(t, "k2", now)})
+	if errs[0] != nil || errs[2] != nil {
+		t.Errorf("the readable creates: %v, %v", errs[0], errs[2])
+	}
+	if errs[1] == nil {
+		t.Error("the unreadable answer was read")
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM side_effects`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("the unreadable statement ran %d times, want once", n)
+	}
+	if d := cmp.Diff(map[string]int64{"k1": 1, "k2": 1}, openCounts(t, s)); d != "" {
+		t.Errorf("open events' counts (-want +got):\n%s", d)
+	}
+}
+
+// args2 is the arguments of an occurrence of key at now.
+func args2(t *testing.T, key string, now time.Time) []any {
+	t.Helper()
+	_, args, err := pgstore.WriteOf(occurrence(key, `{}`, now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return args
+}

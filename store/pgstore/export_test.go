@@ -148,3 +148,22 @@ func PipeWrites(s *Correlate, ctxs []context.Context, cs []correlate.Create) ([]
 	}
 	return ds, errs
 }
+
+// PipeStatements runs each query, with its args, as a create of one
+// pipeline does (its lock key ""), and returns each one's error.
+func PipeStatements(s *Correlate, queries []string, args [][]any) []error {
+	batch := make([]*pipedCreate, len(queries))
+	for i, q := range queries {
+		batch[i] = &pipedCreate{ctx: context.Background(), query: q, args: args[i], done: make(chan struct{})}
+	}
+	s.pipe.send(slices.Clone(batch))
+	errs := make([]error, len(batch))
+	for i, r := range batch {
+		<-r.done
+		errs[i] = r.err
+	}
+	return errs
+}
+
+// WriteOf is pgcorrelate.Write.
+func WriteOf(c correlate.Create) (string, []any, error) { return pgcorrelate.Write(c) }
