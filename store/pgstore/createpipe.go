@@ -193,8 +193,49 @@ func (p *createPipe) send(batch []*pipedCreate) {
 		// A statement failed, so none took effect: run each on its own,
 		// for its own answer.
 		p.reruns.Add(1)
+		if staleStatement(err) {
+			if err := prepareAgain(ctx, conn, sds); err != nil {
+				failed(live, fmt.Errorf("prepare: %w", err))
+				return
+			}
+		}
 	}
 	alone(ctx, conn, sds, live)
+	for _, r := range live {
+		if staleStatement(r.err) {
+			// The next pipeline on this connection prepares them again.
+			_ = prepareAgain(ctx, conn, sds)
+			return
+		}
+	}
+}
+
+// staleStatement reports whether err is the server's refusal of a prepared
+// statement that no longer exists on the connection (SQLSTATE 26000: a
+// DISCARD ALL or DEALLOCATE ALL that pgx did not see, as a pooler's reset
+// runs) or whose result no longer fits (0A000, "cached plan must not change
+// result type", after a migration). pgx's statement cache forgets a
+// statement that failed; the pipeline's statements, prepared by name, are
+// forgotten by prepareAgain.
+func staleStatement(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "26000" || pgErr.Code == "0A000")
+}
+
+// prepareAgain deallocates each statement of sds on conn (a statement that
+// is gone already is no error) and prepares it again, updating sds.
+func prepareAgain(ctx context.Context, conn *pgx.Conn, sds map[string]*pgconn.StatementDescription) error {
+	for q := range sds {
+		if err := conn.Deallocate(ctx, q); err != nil {
+			return err
+		}
+		sd, err := conn.Prepare(ctx, q, q)
+		if err != nil {
+			return err
+		}
+		sds[q] = sd
+	}
+	return nil
 }
 
 // sendable closes the done of every create of rs whose caller has given up

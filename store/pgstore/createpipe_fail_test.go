@@ -198,3 +198,39 @@ func args2(t *testing.T, key string, now time.Time) []any {
 	}
 	return args
 }
+
+// A connection whose prepared statements are gone (DISCARD ALL, as a
+// connection pooler's reset runs it, or DEALLOCATE ALL) or no longer fit
+// (a migration changed a column's type) keeps serving pipelined creates:
+// the pipeline prepares its statements again. A create of a single-create
+// pipeline on such a connection may answer the error, as the first
+// statement after DISCARD ALL did before pipelining; the next create is
+// stored.
+func TestPipelinePreparesAgainAfterDiscardAll(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.Open(t, pgtest.URL(t), pgstore.Options{MaxConns: 1})
+	s := db.Correlate()
+	pool := pgstore.PoolOf(db)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	if _, _, err := s.Create(ctx, occurrence("k1", `{}`, now)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `DISCARD ALL`); err != nil {
+		t.Fatal(err)
+	}
+	_, _, errs := pgstore.PipeCreates(s, nil, []correlate.Create{occurrence("k1", `{}`, now), occurrence("k2", `{}`, now)})
+	if err := errors.Join(errs...); err != nil {
+		t.Errorf("a pipeline of two after DISCARD ALL: %v", err)
+	}
+	if _, err := pool.Exec(ctx, `DISCARD ALL`); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _ = s.Create(ctx, occurrence("k3", `{}`, now)) // may fail, once
+	var last error
+	for range 3 {
+		_, _, last = s.Create(ctx, occurrence("k4", `{}`, now))
+	}
+	if last != nil {
+		t.Errorf("creates after DISCARD ALL: %v", last)
+	}
+}
