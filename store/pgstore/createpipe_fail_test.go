@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -232,5 +233,93 @@ func TestPipelinePreparesAgainAfterDiscardAll(t *testing.T) {
 	}
 	if last != nil {
 		t.Errorf("creates after DISCARD ALL: %v", last)
+	}
+}
+
+// A pipeline blocked in the database (behind a row lock another
+// transaction holds) whose connection is killed (pg_terminate_backend) or
+// whose statement times out (statement_timeout) answers no create success
+// unless its effect is committed, and none failure when it is: killed,
+// every create of the pipeline fails and none is stored; timed out, the
+// pipeline's transaction rolls back and each create runs again on its
+// own, the blocked one failing and the others stored once. Either way the
+// pool serves the next create and no goroutine is left.
+func TestPipelineKilledOrTimedOutWhileBlocked(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts pgstore.Options
+		kill bool
+		want map[string]int64 // open events' counts afterwards
+	}{
+		{"pg_terminate_backend", pgstore.Options{MaxConns: 4}, true, map[string]int64{"k1": 1, "k3": 1}},
+		{"statement_timeout", pgstore.Options{MaxConns: 4, StatementTimeout: 300 * time.Millisecond}, false,
+			map[string]int64{"k0": 1, "k1": 1, "k2": 1, "k3": 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			db := pgtest.Open(t, pgtest.URL(t), tt.opts)
+			s := db.Correlate()
+			pool := pgstore.PoolOf(db)
+			now := time.Now().UTC().Truncate(time.Microsecond)
+			if _, _, err := s.Create(ctx, occurrence("k1", `{}`, now)); err != nil {
+				t.Fatal(err)
+			}
+			goroutines := runtime.NumGoroutine()
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx) //nolint:errcheck // the test's end
+			var txPID int32
+			if err := tx.QueryRow(ctx, `SELECT pg_backend_pid() FROM correlated_events WHERE correlation_key = 'k1' FOR UPDATE`).Scan(&txPID); err != nil {
+				t.Fatal(err)
+			}
+			piped := make(chan []error, 1)
+			go func() {
+				_, _, errs := pgstore.PipeCreates(s, nil, []correlate.Create{occurrence("k0", `{}`, now), occurrence("k1", `{}`, now), occurrence("k2", `{}`, now)})
+				piped <- errs
+			}()
+			var blocked int32
+			for blocked == 0 {
+				err := pool.QueryRow(ctx, `SELECT coalesce(max(pid), 0) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, txPID).Scan(&blocked)
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			var errs []error
+			if tt.kill {
+				if _, err := pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, blocked); err != nil {
+					t.Fatal(err)
+				}
+				errs = <-piped
+				for i, err := range errs {
+					if err == nil {
+						t.Errorf("create %d of the killed pipeline succeeded", i)
+					}
+				}
+			} else {
+				errs = <-piped
+				if errs[0] != nil || errs[1] == nil || errs[2] != nil {
+					t.Errorf("errors %v; want only k1's create, blocked, to fail", errs)
+				}
+			}
+			if err := tx.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, d, err := s.Create(ctx, occurrence("k3", `{}`, now)); err != nil || d != correlate.Created {
+				t.Fatalf("the next create: %q, %v; want created", d, err)
+			}
+			if d := cmp.Diff(tt.want, openCounts(t, s)); d != "" {
+				t.Errorf("open events' counts (-want +got):\n%s", d)
+			}
+			for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > goroutines && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if n := runtime.NumGoroutine(); n > goroutines {
+				t.Errorf("%d goroutines, %d before", n, goroutines)
+			}
+		})
 	}
 }
