@@ -101,7 +101,9 @@ func (r correlatedRow) event() (correlate.Event, error) {
 // Each create keeps its own cancellation: one whose ctx ends before it is
 // sent is not sent; one whose ctx ends later returns at once, and the
 // pipeline is cancelled only when every create in it has given up.
-// [DB.PipelineStats] counts the pipelines.
+// [DB.PipelineStats] counts the pipelines. While every pipeline that may
+// run at once has run for a while (one blocked behind a lock holds all of
+// its creates), a create runs alone on a connection of its own instead.
 //
 // With an idempotencyKey the statement runs in a transaction of its own,
 // as two pipelined batches: BEGIN, the key's lock and its lookup; then the
@@ -132,7 +134,7 @@ func (s *Correlate) createOnce(ctx context.Context, c correlate.Create) (correla
 	if err != nil {
 		return correlate.Event{}, "", err
 	}
-	if c.IdempotencyKey == "" {
+	if c.IdempotencyKey == "" && !s.pipe.stalled() {
 		w, err := s.pipe.write(ctx, pipeLockKey(c.Event), query, args)
 		return w.result(err, c)
 	}
@@ -141,6 +143,10 @@ func (s *Correlate) createOnce(ctx context.Context, c correlate.Create) (correla
 		return correlate.Event{}, "", fmt.Errorf("acquire: %w", err)
 	}
 	defer pc.Release()
+	if c.IdempotencyKey == "" { // every pipeline stalled: alone
+		var w writtenRow
+		return w.result(pc.QueryRow(ctx, query, args...).Scan(w.dest()...), c)
+	}
 	return idempotentCreate(ctx, pc.Conn(), c, query, args)
 }
 

@@ -106,6 +106,18 @@ func (p *createPipe) write(ctx context.Context, lockKey, query string, args []an
 	}
 }
 
+// stalled reports whether every pipeline that may run at once is running
+// and the newest has run for pipeStall: one statement waiting on a lock
+// holds every create of its pipeline, and the queue behind, for as long as
+// the lock is held. A create that arrives then runs on a connection of its
+// own instead (Correlate.createOnce), as every create did before
+// pipelining, so that it waits only for its own key's lock.
+func (p *createPipe) stalled() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.flushers >= p.maxFlushers && time.Since(p.started) > pipeStall
+}
+
 // flush sends pipelines while creates are queued, then ends.
 func (p *createPipe) flush() {
 	for {

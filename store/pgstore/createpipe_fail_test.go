@@ -323,3 +323,61 @@ func TestPipelineKilledOrTimedOutWhileBlocked(t *testing.T) {
 		})
 	}
 }
+
+// Every pipeline that may run at once blocked in the database (behind a
+// row lock another transaction holds on one key) does not hold the creates
+// of other keys: a create that arrives then runs on a connection of its
+// own, as every create did before pipelining, and is stored, instead of
+// waiting in the queue for as long as the lock is held.
+func TestPipelinesAllBlockedDoNotHoldOthers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := pgtest.Open(t, pgtest.URL(t), pgstore.Options{MaxConns: 8}) // 4 flushers
+	s := db.Correlate()
+	pool := pgstore.PoolOf(db)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	if _, _, err := s.Create(ctx, occurrence("k1", `{}`, now)); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // the test's end
+	var txPID int32
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid() FROM correlated_events WHERE correlation_key = 'k1' FOR UPDATE`).Scan(&txPID); err != nil {
+		t.Fatal(err)
+	}
+	blocked := make(chan error, 4)
+	for i := range 4 {
+		go func() {
+			_, _, err := s.Create(ctx, occurrence("k1", `{}`, now))
+			blocked <- err
+		}()
+		for n := 0; n <= i; { // until its pipeline waits on the lock, or behind another that does
+			if err := pool.QueryRow(ctx, `WITH RECURSIVE w(pid) AS (SELECT $1::int
+				UNION SELECT a.pid FROM pg_stat_activity a, w WHERE w.pid = ANY(pg_blocking_pids(a.pid)))
+				SELECT count(*) - 1 FROM w`, txPID).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(30 * time.Millisecond) // more than the stall after which another pipeline starts
+	}
+	octx, ocancel := context.WithTimeout(ctx, 3*time.Second)
+	defer ocancel()
+	if _, d, err := s.Create(octx, occurrence("k2", `{}`, now)); err != nil || d != correlate.Created {
+		t.Errorf("a create of another key while every pipeline is blocked: %q, %v; want created", d, err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if err := <-blocked; err != nil {
+			t.Errorf("a blocked create, once the lock is gone: %v", err)
+		}
+	}
+	if d := cmp.Diff(map[string]int64{"k1": 5, "k2": 1}, openCounts(t, s)); d != "" {
+		t.Errorf("open events' counts (-want +got):\n%s", d)
+	}
+}
