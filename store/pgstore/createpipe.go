@@ -16,15 +16,17 @@ import (
 
 // createPipe coalesces concurrent creates without an idempotencyKey (one
 // statement each, pgcorrelate.Write) into pipelines: a flusher takes every
-// create queued, up to maxPipeline, sends them on one connection of the pool
-// in one write, each statement followed by its own Sync, and hands each
-// create its result as the server answers it. A Sync after each statement
-// makes each one its own implicit transaction, exactly as when it ran
-// alone: it commits, or fails and rolls back, on its own, and holds its
-// row locks only while it runs, so two pipelines cannot deadlock on each
-// other. At most maxFlushers pipelines run at once; the creates that
+// create queued, up to maxPipeline, and sends them on one connection of the
+// pool in one write, as one implicit transaction (one Sync, one commit),
+// their statements in the order of their lock keys (see together), and
+// hands each create its result once that transaction committed. When it
+// fails, none took effect, and each create runs again with a Sync after
+// its statement, its own implicit transaction, for its own answer (see
+// alone). At most maxFlushers pipelines run at once; the creates that
 // arrive meanwhile wait in the queue and leave in the next one, in arrival
-// order.
+// order, unless every pipeline has stalled (see stalled). The pipeline's
+// transaction holds the row locks of all its statements until its commit:
+// SetStatuses and DeleteMany lock in the same order (lockedInKeyOrder).
 //
 // Each create keeps its own cancellation: one whose context is done before
 // its pipeline is sent is not sent; one that gives up after it was sent
