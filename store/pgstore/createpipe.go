@@ -100,11 +100,22 @@ func (p *createPipe) write(ctx context.Context, lockKey, query string, args []an
 		go p.flush()
 	}
 	p.mu.Unlock()
+	return r.wait()
+}
+
+// wait returns r's result once its pipeline has it, or its context's error
+// as soon as its context ends. A pipeline that failed because every
+// caller in it gave up (its own context cancelled) answers each its own
+// context's error, not the pipeline's.
+func (r *pipedCreate) wait() (writtenRow, error) {
 	select {
 	case <-r.done:
+		if r.err != nil && r.ctx.Err() != nil {
+			return writtenRow{}, context.Cause(r.ctx)
+		}
 		return r.w, r.err
-	case <-ctx.Done():
-		return writtenRow{}, context.Cause(ctx)
+	case <-r.ctx.Done():
+		return writtenRow{}, context.Cause(r.ctx)
 	}
 }
 

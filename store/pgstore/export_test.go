@@ -139,12 +139,8 @@ func PipeWrites(s *Correlate, ctxs []context.Context, cs []correlate.Create) ([]
 	go p.flush()
 	ds, errs := make([]correlate.Disposition, len(cs)), make([]error, len(cs))
 	for i, r := range batch {
-		select {
-		case <-r.done:
-			_, ds[i], errs[i] = r.w.result(r.err, cs[i])
-		case <-r.ctx.Done():
-			errs[i] = context.Cause(r.ctx)
-		}
+		w, err := r.wait()
+		_, ds[i], errs[i] = w.result(err, cs[i])
 	}
 	return ds, errs
 }
