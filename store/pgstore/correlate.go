@@ -101,7 +101,9 @@ func (r correlatedRow) event() (correlate.Event, error) {
 // Each create keeps its own cancellation: one whose ctx ends before it is
 // sent is not sent; one whose ctx ends later returns at once, and the
 // pipeline is cancelled only when every create in it has given up.
-// [DB.PipelineStats] counts the pipelines.
+// [DB.PipelineStats] counts the pipelines. While every pipeline that may
+// run at once has run for a while (one blocked behind a lock holds all of
+// its creates), a create runs alone on a connection of its own instead.
 //
 // With an idempotencyKey the statement runs in a transaction of its own,
 // as two pipelined batches: BEGIN, the key's lock and its lookup; then the
@@ -132,7 +134,7 @@ func (s *Correlate) createOnce(ctx context.Context, c correlate.Create) (correla
 	if err != nil {
 		return correlate.Event{}, "", err
 	}
-	if c.IdempotencyKey == "" {
+	if c.IdempotencyKey == "" && !s.pipe.stalled() {
 		w, err := s.pipe.write(ctx, pipeLockKey(c.Event), query, args)
 		return w.result(err, c)
 	}
@@ -141,6 +143,10 @@ func (s *Correlate) createOnce(ctx context.Context, c correlate.Create) (correla
 		return correlate.Event{}, "", fmt.Errorf("acquire: %w", err)
 	}
 	defer pc.Release()
+	if c.IdempotencyKey == "" { // every pipeline stalled: alone
+		var w writtenRow
+		return w.result(pc.QueryRow(ctx, query, args...).Scan(w.dest()...), c)
+	}
 	return idempotentCreate(ctx, pc.Conn(), c, query, args)
 }
 
@@ -470,12 +476,27 @@ func (s *Correlate) Delete(ctx context.Context, scope correlate.Caller, id strin
 	return row.event()
 }
 
+// lockedInKeyOrder is the common table expression l of SetStatuses and
+// DeleteMany: it locks the scope's live events among the ids $3 in the
+// order of their correlationKey (byte order, as pipelined creates sort
+// their lock keys; see createPipe), before the UPDATE changes them. A
+// pipeline of creates locks the open events of many keys in one
+// transaction, in that order; an UPDATE that locked them in the order of
+// its scan could hold one that the pipeline waits for while waiting for
+// one the pipeline holds, a deadlock that PostgreSQL breaks after
+// deadlock_timeout by aborting one of them (SQLSTATE 40P01). FOR NO KEY
+// UPDATE is the lock the UPDATE takes anyway: it does not block the
+// foreign-key checks of idempotency keys being bound.
+const lockedInKeyOrder = `l AS MATERIALIZED (SELECT id FROM correlated_events
+		WHERE ` + scopeWhere + ` AND id = ANY($3::uuid[])
+		ORDER BY correlation_key COLLATE "C" NULLS FIRST, id FOR NO KEY UPDATE)`
+
 // SetStatuses implements [correlate.Store] in one statement.
 func (s *Correlate) SetStatuses(ctx context.Context, scope correlate.Caller, ids []string, status correlate.Status, at time.Time) ([]string, error) {
 	var got []string
-	err := s.db.SelectContext(ctx, &got, `WITH u AS (UPDATE correlated_events
+	err := s.db.SelectContext(ctx, &got, `WITH `+lockedInKeyOrder+`, u AS (UPDATE correlated_events
 		SET status = $4, updated_at = GREATEST(updated_at, $5::timestamptz)
-		WHERE `+scopeWhere+` AND id = ANY($3::uuid[]) RETURNING `+pgcorrelate.Columns+`)`+logged("status")+`
+		WHERE `+scopeWhere+` AND id IN (SELECT id FROM l) RETURNING `+pgcorrelate.Columns+`)`+logged("status")+`
 		SELECT id::text FROM u`,
 		scope.Organization, scope.User, ids, string(status), at)
 	if err != nil {
@@ -488,9 +509,9 @@ func (s *Correlate) SetStatuses(ctx context.Context, scope correlate.Caller, ids
 // rows leave the partial unique index, as Delete's does.
 func (s *Correlate) DeleteMany(ctx context.Context, scope correlate.Caller, ids []string, at time.Time) ([]string, error) {
 	var got []string
-	err := s.db.SelectContext(ctx, &got, `WITH u AS (UPDATE correlated_events
+	err := s.db.SelectContext(ctx, &got, `WITH `+lockedInKeyOrder+`, u AS (UPDATE correlated_events
 		SET deleted_at = $4, updated_at = GREATEST(updated_at, $4::timestamptz)
-		WHERE `+scopeWhere+` AND id = ANY($3::uuid[]) RETURNING `+pgcorrelate.Columns+`)`+logged("deleted")+`
+		WHERE `+scopeWhere+` AND id IN (SELECT id FROM l) RETURNING `+pgcorrelate.Columns+`)`+logged("deleted")+`
 		SELECT id::text FROM u`,
 		scope.Organization, scope.User, ids, at)
 	if err != nil {

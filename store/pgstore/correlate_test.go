@@ -3,8 +3,10 @@ package pgstore_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"net/url"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -235,5 +237,62 @@ func TestIdempotentCreateFailedWriteKeepsTheConnection(t *testing.T) {
 	}
 	if diff := cmp.Diff(before, backends()); diff != "" || len(before) != 1 {
 		t.Errorf("the pool's backends around a failed idempotent create (-before +after):\n%s(before: %v, want one)", diff, before)
+	}
+}
+
+// A pipeline whose connection freezes mid-write (a proxy stops forwarding
+// as the pipeline's Bind passes, as a database that stops answering looks)
+// holds no create past its context: each answers its context's error when
+// its caller gives up, nothing it sent reached the server so nothing is
+// stored, the pipeline is cancelled once every caller has left, its
+// connection is discarded, and the pool serves the next create.
+func TestPipelineFrozenConnectionHoldsNoCreate(t *testing.T) {
+	u, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, frozen, _ := freezeProxy(t, u.Host, []byte(`"freeze-here"`))
+	u.Host = addr
+	db := pgtest.Open(t, u.String(), pgstore.Options{MaxConns: 2, AcquireTimeout: -1})
+	s := db.Correlate()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	if _, _, err := s.Create(context.Background(), occurrence("k0", `{}`, now)); err != nil {
+		t.Fatal(err)
+	}
+	goroutines := runtime.NumGoroutine()
+	ctxs := make([]context.Context, 2)
+	for i := range ctxs {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		ctxs[i] = ctx
+	}
+	start := time.Now()
+	_, errs := pgstore.PipeWrites(s, ctxs, []correlate.Create{occurrence("k1", `{"x":"freeze-here"}`, now), occurrence("k2", `{}`, now)})
+	select {
+	case <-frozen:
+	default:
+		t.Fatal("the proxy never froze")
+	}
+	for i, err := range errs {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("create %d on the frozen connection: %v; want its deadline", i, err)
+		}
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the creates returned after %s, past their 500 ms", took)
+	}
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && runtime.NumGoroutine() > goroutines; {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > goroutines {
+		t.Errorf("%d goroutines, %d before: the pipeline outlived its callers", n, goroutines)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, d, err := s.Create(ctx, occurrence("k3", `{}`, now)); err != nil || d != correlate.Created {
+		t.Fatalf("next create: %q, %v; want created", d, err)
+	}
+	if d := cmp.Diff(map[string]int64{"k0": 1, "k3": 1}, openCounts(t, s)); d != "" {
+		t.Errorf("open events' counts (-want +got):\n%s", d)
 	}
 }

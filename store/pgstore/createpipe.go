@@ -16,15 +16,17 @@ import (
 
 // createPipe coalesces concurrent creates without an idempotencyKey (one
 // statement each, pgcorrelate.Write) into pipelines: a flusher takes every
-// create queued, up to maxPipeline, sends them on one connection of the pool
-// in one write, each statement followed by its own Sync, and hands each
-// create its result as the server answers it. A Sync after each statement
-// makes each one its own implicit transaction, exactly as when it ran
-// alone: it commits, or fails and rolls back, on its own, and holds its
-// row locks only while it runs, so two pipelines cannot deadlock on each
-// other. At most maxFlushers pipelines run at once; the creates that
+// create queued, up to maxPipeline, and sends them on one connection of the
+// pool in one write, as one implicit transaction (one Sync, one commit),
+// their statements in the order of their lock keys (see together), and
+// hands each create its result once that transaction committed. When it
+// fails, none took effect, and each create runs again with a Sync after
+// its statement, its own implicit transaction, for its own answer (see
+// alone). At most maxFlushers pipelines run at once; the creates that
 // arrive meanwhile wait in the queue and leave in the next one, in arrival
-// order.
+// order, unless every pipeline has stalled (see stalled). The pipeline's
+// transaction holds the row locks of all its statements until its commit:
+// SetStatuses and DeleteMany lock in the same order (lockedInKeyOrder).
 //
 // Each create keeps its own cancellation: one whose context is done before
 // its pipeline is sent is not sent; one that gives up after it was sent
@@ -98,12 +100,35 @@ func (p *createPipe) write(ctx context.Context, lockKey, query string, args []an
 		go p.flush()
 	}
 	p.mu.Unlock()
+	return r.wait()
+}
+
+// wait returns r's result once its pipeline has it, or its context's error
+// as soon as its context ends. A pipeline that failed because every
+// caller in it gave up (its own context cancelled) answers each its own
+// context's error, not the pipeline's.
+func (r *pipedCreate) wait() (writtenRow, error) {
 	select {
 	case <-r.done:
+		if r.err != nil && r.ctx.Err() != nil {
+			return writtenRow{}, context.Cause(r.ctx)
+		}
 		return r.w, r.err
-	case <-ctx.Done():
-		return writtenRow{}, context.Cause(ctx)
+	case <-r.ctx.Done():
+		return writtenRow{}, context.Cause(r.ctx)
 	}
+}
+
+// stalled reports whether every pipeline that may run at once is running
+// and the newest has run for pipeStall: one statement waiting on a lock
+// holds every create of its pipeline, and the queue behind, for as long as
+// the lock is held. A create that arrives then runs on a connection of its
+// own instead (Correlate.createOnce), as every create did before
+// pipelining, so that it waits only for its own key's lock.
+func (p *createPipe) stalled() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.flushers >= p.maxFlushers && time.Since(p.started) > pipeStall
 }
 
 // flush sends pipelines while creates are queued, then ends.
@@ -129,15 +154,7 @@ func (p *createPipe) flush() {
 // send runs batch in one pipeline on one connection and closes every
 // create's done.
 func (p *createPipe) send(batch []*pipedCreate) {
-	live := batch[:0:0]
-	for _, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			r.err = err
-			close(r.done)
-			continue
-		}
-		live = append(live, r)
-	}
+	live := sendable(batch)
 	if len(live) == 0 {
 		return
 	}
@@ -181,6 +198,12 @@ func (p *createPipe) send(batch []*pipedCreate) {
 		}
 		sds[r.query] = sd
 	}
+	// A caller that gave up while the pipeline waited for its connection
+	// has been answered its context's error: its create must not be sent
+	// now, to commit after that answer.
+	if live = sendable(live); len(live) == 0 {
+		return
+	}
 	p.pipelines.Add(1)
 	p.creates.Add(int64(len(live)))
 	if len(live) > 1 {
@@ -195,8 +218,64 @@ func (p *createPipe) send(batch []*pipedCreate) {
 		// A statement failed, so none took effect: run each on its own,
 		// for its own answer.
 		p.reruns.Add(1)
+		if staleStatement(err) {
+			if err := prepareAgain(ctx, conn, sds); err != nil {
+				failed(live, fmt.Errorf("prepare: %w", err))
+				return
+			}
+		}
 	}
 	alone(ctx, conn, sds, live)
+	for _, r := range live {
+		if staleStatement(r.err) {
+			// The next pipeline on this connection prepares them again.
+			_ = prepareAgain(ctx, conn, sds)
+			return
+		}
+	}
+}
+
+// staleStatement reports whether err is the server's refusal of a prepared
+// statement that no longer exists on the connection (SQLSTATE 26000: a
+// DISCARD ALL or DEALLOCATE ALL that pgx did not see, as a pooler's reset
+// runs) or whose result no longer fits (0A000, "cached plan must not change
+// result type", after a migration). pgx's statement cache forgets a
+// statement that failed; the pipeline's statements, prepared by name, are
+// forgotten by prepareAgain.
+func staleStatement(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "26000" || pgErr.Code == "0A000")
+}
+
+// prepareAgain deallocates each statement of sds on conn (a statement that
+// is gone already is no error) and prepares it again, updating sds.
+func prepareAgain(ctx context.Context, conn *pgx.Conn, sds map[string]*pgconn.StatementDescription) error {
+	for q := range sds {
+		if err := conn.Deallocate(ctx, q); err != nil {
+			return err
+		}
+		sd, err := conn.Prepare(ctx, q, q)
+		if err != nil {
+			return err
+		}
+		sds[q] = sd
+	}
+	return nil
+}
+
+// sendable closes the done of every create of rs whose caller has given up
+// (its context is done), with that context's error, and returns the others.
+func sendable(rs []*pipedCreate) []*pipedCreate {
+	live := rs[:0:0]
+	for _, r := range rs {
+		if err := r.ctx.Err(); err != nil {
+			r.err = err
+			close(r.done)
+			continue
+		}
+		live = append(live, r)
+	}
+	return live
 }
 
 // together runs rs in one pipeline with one Sync, so one implicit
@@ -206,9 +285,11 @@ func (p *createPipe) send(batch []*pipedCreate) {
 // index), and each create's earlier and later creates of one key keep
 // their order: two pipelines lock in one total order and cannot deadlock.
 // It reports whether the transaction committed, in which case every
-// create has its result and its done closed. Otherwise none of them took
-// effect and none is done (err says why; the connection is closed when
-// it broke).
+// create has its result and its done closed (an answer that could not be
+// read is that create's error, its effect committed all the same).
+// Otherwise none of them took effect, unless the connection broke after
+// the Sync was sent (then the connection is closed and the outcome is
+// unknown), and none is done (err says why).
 func together(ctx context.Context, conn *pgx.Conn, sds map[string]*pgconn.StatementDescription, rs []*pipedCreate) (bool, error) {
 	slices.SortStableFunc(rs, func(a, b *pipedCreate) int { return strings.Compare(a.lockKey, b.lockKey) })
 	pl := conn.PgConn().StartPipeline(ctx)
@@ -231,18 +312,23 @@ func together(ctx context.Context, conn *pgx.Conn, sds map[string]*pgconn.Statem
 		if err == nil {
 			rr, ok := res.(*pgconn.ResultReader)
 			if !ok {
-				err = fmt.Errorf("pipeline: unexpected %T for a statement", res)
-			} else {
-				err = scanWritten(conn, rr, &r.w)
+				_ = conn.PgConn().Close(context.Background()) // out of step with the server
+				return false, fmt.Errorf("pipeline: unexpected %T for a statement", res)
 			}
+			err = scanWritten(conn, rr, &r.w)
 		}
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) && (isPgError(err) || conn.IsClosed()) {
+			// The server's error, which aborted the transaction, or a
+			// broken connection.
 			if cerr := pl.Close(); cerr != nil && !conn.IsClosed() && !isPgError(cerr) {
 				_ = conn.PgConn().Close(context.Background())
 			}
 			return false, err
 		}
-		r.err = err // nil, or pgx.ErrNoRows: a refused insert
+		// nil; pgx.ErrNoRows, a refused insert; or an answer that could
+		// not be read (a scan's error): the server ran the statement, and
+		// the Sync commits it with the others, so it must not run again.
+		r.err = err
 	}
 	res, err := pl.GetResults() // the Sync: the commit
 	if err == nil {

@@ -117,3 +117,53 @@ func PipeCreates(s *Correlate, ctxs []context.Context, cs []correlate.Create) ([
 // ScanEventsQuery is the statement of Histories' key-order scan when no
 // checkpoint lies ahead, for q.
 func ScanEventsQuery(q usage.HistoryQuery) (string, []any) { return scanEventsQuery(q) }
+
+// PipeWrites queues cs, planned for s, in one pipeline as concurrent
+// Correlate.Create calls without an idempotencyKey do, and answers each as
+// such a call does: its result once its pipeline has it, or its context's
+// error as soon as ctxs[i] (when not nil) ends.
+func PipeWrites(s *Correlate, ctxs []context.Context, cs []correlate.Create) ([]correlate.Disposition, []error) {
+	p := s.pipe
+	batch := make([]*pipedCreate, len(cs))
+	for i, c := range cs {
+		query, args, err := pgcorrelate.Write(c)
+		if err != nil {
+			panic(err)
+		}
+		ctx := context.Background()
+		if i < len(ctxs) && ctxs[i] != nil {
+			ctx = ctxs[i]
+		}
+		batch[i] = &pipedCreate{ctx: ctx, lockKey: pipeLockKey(c.Event), query: query, args: args, done: make(chan struct{})}
+	}
+	p.mu.Lock()
+	p.queue = append(p.queue, batch...)
+	p.flushers++
+	p.mu.Unlock()
+	go p.flush()
+	ds, errs := make([]correlate.Disposition, len(cs)), make([]error, len(cs))
+	for i, r := range batch {
+		w, err := r.wait()
+		_, ds[i], errs[i] = w.result(err, cs[i])
+	}
+	return ds, errs
+}
+
+// PipeStatements runs each query, with its args, as a create of one
+// pipeline does (its lock key ""), and returns each one's error.
+func PipeStatements(s *Correlate, queries []string, args [][]any) []error {
+	batch := make([]*pipedCreate, len(queries))
+	for i, q := range queries {
+		batch[i] = &pipedCreate{ctx: context.Background(), query: q, args: args[i], done: make(chan struct{})}
+	}
+	s.pipe.send(slices.Clone(batch))
+	errs := make([]error, len(batch))
+	for i, r := range batch {
+		<-r.done
+		errs[i] = r.err
+	}
+	return errs
+}
+
+// WriteOf is pgcorrelate.Write.
+func WriteOf(c correlate.Create) (string, []any, error) { return pgcorrelate.Write(c) }
