@@ -42,8 +42,10 @@ func TestPoolMetricsAndStartLog(t *testing.T) {
 	if p := metric(t, d.base, "tally_correlate_pipelines_total"); p < 1 || p > 2 {
 		t.Errorf("tally_correlate_pipelines_total = %v, want 1 or 2", p)
 	}
-	if got := metric(t, d.base, "tally_correlate_pipeline_reruns_total"); got != 0 {
-		t.Errorf("tally_correlate_pipeline_reruns_total = %v, want 0", got)
+	for _, name := range []string{"tally_correlate_pipeline_reruns_total", "tally_correlate_pipeline_bypasses_total"} {
+		if got := metric(t, d.base, name); got != 0 {
+			t.Errorf("%s = %v, want 0", name, got)
+		}
 	}
 	for _, want := range []string{
 		`tally_db_pool_max_connections{pool="primary"} 7`,

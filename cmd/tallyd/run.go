@@ -370,7 +370,7 @@ func serve(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	if pg != nil {
 		if err := metrics.ObserveCreatePipelines(func() server.CreatePipelines {
 			st := pg.PipelineStats()
-			return server.CreatePipelines{Pipelines: st.Pipelines, Creates: st.Creates, Reruns: st.Reruns}
+			return server.CreatePipelines{Pipelines: st.Pipelines, Creates: st.Creates, Reruns: st.Reruns, Bypasses: st.Bypasses}
 		}); err != nil {
 			return err
 		}

@@ -47,7 +47,7 @@ type createPipe struct {
 	started  time.Time // when the newest pipeline was taken from the queue
 
 	// What [DB.PipelineStats] reports.
-	pipelines, creates, reruns atomic.Int64
+	pipelines, creates, reruns, bypasses atomic.Int64
 }
 
 // pipedCreate is one create in a createPipe: its statement and context,
@@ -128,7 +128,11 @@ func (r *pipedCreate) wait() (writtenRow, error) {
 func (p *createPipe) stalled() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.flushers >= p.maxFlushers && time.Since(p.started) > pipeStall
+	if p.flushers >= p.maxFlushers && time.Since(p.started) > pipeStall {
+		p.bypasses.Add(1)
+		return true
+	}
+	return false
 }
 
 // flush sends pipelines while creates are queued, then ends.
@@ -207,9 +211,10 @@ func (p *createPipe) send(batch []*pipedCreate) {
 	p.pipelines.Add(1)
 	p.creates.Add(int64(len(live)))
 	if len(live) > 1 {
-		done, err := together(ctx, conn, sds, live)
+		done, sent, err := together(ctx, conn, sds, live)
+		live = sent
 		switch {
-		case done:
+		case done || len(live) == 0:
 			return
 		case conn.IsClosed() || ctx.Err() != nil:
 			failed(live, err)
@@ -284,28 +289,36 @@ func sendable(rs []*pipedCreate) []*pipedCreate {
 // (organization, user, correlationKey), and its key in the open-key
 // index), and each create's earlier and later creates of one key keep
 // their order: two pipelines lock in one total order and cannot deadlock.
-// It reports whether the transaction committed, in which case every
-// create has its result and its done closed (an answer that could not be
+// A create whose arguments cannot be encoded is answered that error and
+// not sent. It returns the creates sent, and whether the transaction
+// committed, in which case every one of them has its result and its done
+// closed (an answer that could not be
 // read is that create's error, its effect committed all the same).
 // Otherwise none of them took effect, unless the connection broke after
 // the Sync was sent (then the connection is closed and the outcome is
 // unknown), and none is done (err says why).
-func together(ctx context.Context, conn *pgx.Conn, sds map[string]*pgconn.StatementDescription, rs []*pipedCreate) (bool, error) {
+func together(ctx context.Context, conn *pgx.Conn, sds map[string]*pgconn.StatementDescription, rs []*pipedCreate) (bool, []*pipedCreate, error) {
 	slices.SortStableFunc(rs, func(a, b *pipedCreate) int { return strings.Compare(a.lockKey, b.lockKey) })
 	pl := conn.PgConn().StartPipeline(ctx)
 	var eqb pgx.ExtendedQueryBuilder
+	sent := rs[:0:0]
 	for _, r := range rs {
 		sd := sds[r.query]
 		if err := eqb.Build(conn.TypeMap(), sd, r.args); err != nil {
-			_ = pl.Close()
-			return false, fmt.Errorf("encode arguments: %w", err)
+			// Nothing of it is buffered: it fails alone, before anything
+			// is sent.
+			r.err = fmt.Errorf("encode arguments: %w", err)
+			close(r.done)
+			continue
 		}
 		pl.SendQueryStatement(sd, eqb.ParamValues, eqb.ParamFormats, slices.Clone(eqb.ResultFormats))
+		sent = append(sent, r)
 	}
+	rs = sent
 	pl.SendPipelineSync()
 	if err := pl.Flush(); err != nil {
 		_ = pl.Close()
-		return false, err
+		return false, rs, err
 	}
 	for _, r := range rs {
 		res, err := pl.GetResults()
@@ -313,7 +326,7 @@ func together(ctx context.Context, conn *pgx.Conn, sds map[string]*pgconn.Statem
 			rr, ok := res.(*pgconn.ResultReader)
 			if !ok {
 				_ = conn.PgConn().Close(context.Background()) // out of step with the server
-				return false, fmt.Errorf("pipeline: unexpected %T for a statement", res)
+				return false, rs, fmt.Errorf("pipeline: unexpected %T for a statement", res)
 			}
 			err = scanWritten(conn, rr, &r.w)
 		}
@@ -323,7 +336,7 @@ func together(ctx context.Context, conn *pgx.Conn, sds map[string]*pgconn.Statem
 			if cerr := pl.Close(); cerr != nil && !conn.IsClosed() && !isPgError(cerr) {
 				_ = conn.PgConn().Close(context.Background())
 			}
-			return false, err
+			return false, rs, err
 		}
 		// nil; pgx.ErrNoRows, a refused insert; or an answer that could
 		// not be read (a scan's error): the server ran the statement, and
@@ -343,12 +356,12 @@ func together(ctx context.Context, conn *pgx.Conn, sds map[string]*pgconn.Statem
 		if !conn.IsClosed() && !isPgError(err) {
 			_ = conn.PgConn().Close(context.Background())
 		}
-		return false, err
+		return false, rs, err
 	}
 	for _, r := range rs {
 		close(r.done)
 	}
-	return true, nil
+	return true, rs, nil
 }
 
 // isPgError reports whether err is the server's error (the connection is
@@ -474,14 +487,17 @@ func receive(pl *pgconn.Pipeline, conn *pgx.Conn, r *pipedCreate) error {
 // pipelines of two or more whose one transaction failed (a statement's
 // error, a deadlock, a failed commit) so that each create was run again on
 // its own. Reruns that grow with the traffic mean that some statement fails
-// often; each rerun costs one more round trip for its creates.
+// often; each rerun costs one more round trip for its creates. Bypasses
+// counts the creates without an idempotencyKey that ran alone on a
+// connection of their own because every pipeline that may run at once had
+// stalled (a statement of each waiting on a lock, or a slow server).
 type PipelineStats struct {
-	Pipelines, Creates, Reruns int64
+	Pipelines, Creates, Reruns, Bypasses int64
 }
 
 // PipelineStats returns the counts of db's pipelined creates so far. It
 // does not block.
 func (db *DB) PipelineStats() PipelineStats {
 	p := db.correlate.pipe
-	return PipelineStats{Pipelines: p.pipelines.Load(), Creates: p.creates.Load(), Reruns: p.reruns.Load()}
+	return PipelineStats{Pipelines: p.pipelines.Load(), Creates: p.creates.Load(), Reruns: p.reruns.Load(), Bypasses: p.bypasses.Load()}
 }

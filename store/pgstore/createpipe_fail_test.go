@@ -369,6 +369,9 @@ func TestPipelinesAllBlockedDoNotHoldOthers(t *testing.T) {
 	if _, d, err := s.Create(octx, occurrence("k2", `{}`, now)); err != nil || d != correlate.Created {
 		t.Errorf("a create of another key while every pipeline is blocked: %q, %v; want created", d, err)
 	}
+	if got := db.PipelineStats().Bypasses; got != 1 {
+		t.Errorf("PipelineStats().Bypasses = %d, want 1 (the create of k2)", got)
+	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -260,8 +261,12 @@ func TestPipelineBlockedDoesNotHoldOthers(t *testing.T) {
 		_, _, err := s.Create(ctx, occurrence("k1", `{}`, now))
 		blocked <- err
 	}()
-	for waiting := false; !waiting; { // until its statement waits on the lock
-		if err := pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&waiting); err != nil {
+	var txPID int
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&txPID); err != nil {
+		t.Fatal(err)
+	}
+	for waiting := false; !waiting; { // until its statement waits on the transaction's lock
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid)))`, txPID).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -280,5 +285,36 @@ func TestPipelineBlockedDoesNotHoldOthers(t *testing.T) {
 	}
 	if d := cmp.Diff(map[string]int64{"k1": 2, "k2": 1}, openCounts(t, s)); d != "" {
 		t.Errorf("open events' counts (-want +got):\n%s", d)
+	}
+}
+
+// A create whose arguments cannot be encoded fails alone, before anything
+// is sent: the others of its pipeline commit together, without a rerun.
+func TestPipelineUnencodableArgumentFailsAlone(t *testing.T) {
+	db := pgtest.Open(t, pgtest.URL(t), pgstore.Options{})
+	s := db.Correlate()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	var queries []string
+	var args [][]any
+	for _, key := range []string{"k1", "k2", "k3"} {
+		q, a, err := pgstore.WriteOf(occurrence(key, `{}`, now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		queries, args = append(queries, q), append(args, a)
+	}
+	args[1][1] = make(chan int) // no encoding for a text parameter
+	errs := pgstore.PipeStatements(s, queries, args)
+	if errs[1] == nil || !strings.Contains(errs[1].Error(), "encode arguments") {
+		t.Errorf("the unencodable create: error %v, want an encoding error", errs[1])
+	}
+	if errs[0] != nil || errs[2] != nil {
+		t.Errorf("the others: %v, %v; want both stored", errs[0], errs[2])
+	}
+	if d := cmp.Diff(map[string]int64{"k1": 1, "k3": 1}, openCounts(t, s)); d != "" {
+		t.Errorf("open events' counts (-want +got):\n%s", d)
+	}
+	if got := db.PipelineStats(); got != (pgstore.PipelineStats{Pipelines: 1, Creates: 3}) {
+		t.Errorf("PipelineStats = %+v, want one pipeline of 3 and no rerun", got)
 	}
 }

@@ -312,15 +312,17 @@ func (m *Metrics) ObserveConns(l *ConnLimiter) error {
 // CreatePipelines is what the primary database's pipelined creates
 // counted so far (pgstore.DB.PipelineStats), as
 // [Metrics.ObserveCreatePipelines] exports it: the pipelines sent, the
-// creates they carried, and the pipelines rerun statement by statement
-// after their one transaction failed.
+// creates they carried, the pipelines rerun statement by statement
+// after their one transaction failed, and the creates that bypassed the
+// pipelines while every one had stalled.
 type CreatePipelines struct {
-	Pipelines, Creates, Reruns int64
+	Pipelines, Creates, Reruns, Bypasses int64
 }
 
 // ObserveCreatePipelines registers the counters
-// tally_correlate_pipelines_total, tally_correlate_pipelined_creates_total
-// and tally_correlate_pipeline_reruns_total over read, which is called at
+// tally_correlate_pipelines_total, tally_correlate_pipelined_creates_total,
+// tally_correlate_pipeline_reruns_total and
+// tally_correlate_pipeline_bypasses_total over read, which is called at
 // every scrape and must not block (docs/operations.md, Metrics). Errors:
 // registered already.
 func (m *Metrics) ObserveCreatePipelines(read func() CreatePipelines) error {
@@ -337,6 +339,10 @@ func (m *Metrics) ObserveCreatePipelines(read func() CreatePipelines) error {
 			Name: "tally_correlate_pipeline_reruns_total",
 			Help: "Pipelines whose one transaction failed (a statement's error, a deadlock, a failed commit), their creates then run one by one.",
 		}, func() float64 { return float64(read().Reruns) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tally_correlate_pipeline_bypasses_total",
+			Help: "Creates without an idempotencyKey run alone on a connection of their own because every pipeline that may run at once had stalled (waiting on a lock, or a slow database).",
+		}, func() float64 { return float64(read().Bypasses) }),
 	)
 }
 
