@@ -175,15 +175,9 @@ func (p *createPipe) send(batch []*pipedCreate) {
 		})
 		defer stop()
 	}
-	failed := func(rs []*pipedCreate, err error) {
-		for _, r := range rs {
-			r.err = err
-			close(r.done)
-		}
-	}
 	pc, err := p.c.acquireConn(ctx)
 	if err != nil {
-		failed(live, fmt.Errorf("acquire: %w", err))
+		answerAll(live, fmt.Errorf("acquire: %w", err))
 		return
 	}
 	defer pc.Release()
@@ -197,7 +191,7 @@ func (p *createPipe) send(batch []*pipedCreate) {
 		// the connection's map without a round trip.
 		sd, err := conn.Prepare(ctx, r.query, r.query)
 		if err != nil {
-			failed(live, fmt.Errorf("prepare: %w", err))
+			answerAll(live, fmt.Errorf("prepare: %w", err))
 			return
 		}
 		sds[r.query] = sd
@@ -217,7 +211,7 @@ func (p *createPipe) send(batch []*pipedCreate) {
 		case done || len(live) == 0:
 			return
 		case conn.IsClosed() || ctx.Err() != nil:
-			failed(live, err)
+			answerAll(live, err)
 			return
 		}
 		// A statement failed, so none took effect: run each on its own,
@@ -225,7 +219,7 @@ func (p *createPipe) send(batch []*pipedCreate) {
 		p.reruns.Add(1)
 		if staleStatement(err) {
 			if err := prepareAgain(ctx, conn, sds); err != nil {
-				failed(live, fmt.Errorf("prepare: %w", err))
+				answerAll(live, fmt.Errorf("prepare: %w", err))
 				return
 			}
 		}
@@ -300,21 +294,7 @@ func sendable(rs []*pipedCreate) []*pipedCreate {
 func together(ctx context.Context, conn *pgx.Conn, sds map[string]*pgconn.StatementDescription, rs []*pipedCreate) (bool, []*pipedCreate, error) {
 	slices.SortStableFunc(rs, func(a, b *pipedCreate) int { return strings.Compare(a.lockKey, b.lockKey) })
 	pl := conn.PgConn().StartPipeline(ctx)
-	var eqb pgx.ExtendedQueryBuilder
-	sent := rs[:0:0]
-	for _, r := range rs {
-		sd := sds[r.query]
-		if err := eqb.Build(conn.TypeMap(), sd, r.args); err != nil {
-			// Nothing of it is buffered: it fails alone, before anything
-			// is sent.
-			r.err = fmt.Errorf("encode arguments: %w", err)
-			close(r.done)
-			continue
-		}
-		pl.SendQueryStatement(sd, eqb.ParamValues, eqb.ParamFormats, slices.Clone(eqb.ResultFormats))
-		sent = append(sent, r)
-	}
-	rs = sent
+	rs = buffer(pl, conn, sds, rs, false)
 	pl.SendPipelineSync()
 	if err := pl.Flush(); err != nil {
 		_ = pl.Close()
@@ -388,40 +368,52 @@ func scanWritten(conn *pgx.Conn, rr *pgconn.ResultReader, w *writtenRow) error {
 	return err
 }
 
-// alone runs rs in one pipeline with a Sync after each statement, so each
-// in an implicit transaction of its own, and closes every create's done.
-func alone(ctx context.Context, conn *pgx.Conn, sds map[string]*pgconn.StatementDescription, rs []*pipedCreate) {
-	pl := conn.PgConn().StartPipeline(ctx)
+// buffer queues the statement of each create of rs on pl, with a Sync
+// after each when sync, and returns the creates queued. A create whose
+// arguments cannot be encoded is answered that error at once; nothing of
+// it is queued, so it fails alone.
+func buffer(pl *pgconn.Pipeline, conn *pgx.Conn, sds map[string]*pgconn.StatementDescription, rs []*pipedCreate, sync bool) []*pipedCreate {
 	var eqb pgx.ExtendedQueryBuilder
-	sent := rs[:0:0]
+	queued := rs[:0:0]
 	for _, r := range rs {
 		sd := sds[r.query]
 		if err := eqb.Build(conn.TypeMap(), sd, r.args); err != nil {
-			r.err = fmt.Errorf("encode arguments: %w", err)
-			close(r.done)
+			answerAll([]*pipedCreate{r}, fmt.Errorf("encode arguments: %w", err))
 			continue
 		}
 		// The pipeline keeps the result formats until the answer is read;
 		// the builder reuses its slices.
 		pl.SendQueryStatement(sd, eqb.ParamValues, eqb.ParamFormats, slices.Clone(eqb.ResultFormats))
-		pl.SendPipelineSync()
-		sent = append(sent, r)
-	}
-	fail := func(rs []*pipedCreate, err error) {
-		for _, r := range rs {
-			r.err = err
-			close(r.done)
+		if sync {
+			pl.SendPipelineSync()
 		}
+		queued = append(queued, r)
 	}
+	return queued
+}
+
+// answerAll answers every create of rs err and closes its done.
+func answerAll(rs []*pipedCreate, err error) {
+	for _, r := range rs {
+		r.err = err
+		close(r.done)
+	}
+}
+
+// alone runs rs in one pipeline with a Sync after each statement, so each
+// in an implicit transaction of its own, and closes every create's done.
+func alone(ctx context.Context, conn *pgx.Conn, sds map[string]*pgconn.StatementDescription, rs []*pipedCreate) {
+	pl := conn.PgConn().StartPipeline(ctx)
+	sent := buffer(pl, conn, sds, rs, true)
 	if err := pl.Flush(); err != nil {
-		fail(sent, err)
+		answerAll(sent, err)
 		_ = pl.Close()
 		return
 	}
 	for i, r := range sent {
 		if err := receive(pl, conn, r); err != nil {
 			// The connection broke: no later answer will come.
-			fail(sent[i+1:], err)
+			answerAll(sent[i+1:], err)
 			break
 		}
 	}

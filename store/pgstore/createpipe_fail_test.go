@@ -104,18 +104,8 @@ func TestPipelineAndDeleteManyDoNotDeadlock(t *testing.T) {
 				t.Fatal(err)
 			}
 			// waiters waits until n backends wait on tx's lock, directly or
-			// behind another such backend (this database serves others).
-			waiters := func(n int) {
-				t.Helper()
-				for waiting := 0; waiting < n; {
-					if err := pool.QueryRow(ctx, `WITH RECURSIVE w(pid) AS (SELECT $1::int
-						UNION SELECT a.pid FROM pg_stat_activity a, w WHERE w.pid = ANY(pg_blocking_pids(a.pid)))
-						SELECT count(*) - 1 FROM w`, txPID).Scan(&waiting); err != nil {
-						t.Fatal(err)
-					}
-					time.Sleep(5 * time.Millisecond)
-				}
-			}
+			// behind another such backend.
+			waiters := func(n int) { t.Helper(); waitWaiters(ctx, t, pool, txPID, n) }
 			// A pipeline counting on a, keys between, then b: it waits on
 			// a, behind tx.
 			cs := []correlate.Create{occurrence(b, `{}`, now), occurrence(a, `{}`, now)}
@@ -334,34 +324,16 @@ func TestPipelinesAllBlockedDoNotHoldOthers(t *testing.T) {
 	defer cancel()
 	db := pgtest.Open(t, pgtest.URL(t), pgstore.Options{MaxConns: 8}) // 4 flushers
 	s := db.Correlate()
-	pool := pgstore.PoolOf(db)
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	if _, _, err := s.Create(ctx, occurrence("k1", `{}`, now)); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // the test's end
-	var txPID int32
-	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid() FROM correlated_events WHERE correlation_key = 'k1' FOR UPDATE`).Scan(&txPID); err != nil {
-		t.Fatal(err)
-	}
+	tx, txPID := holdOpenEvent(ctx, t, db, "k1", now)
 	blocked := make(chan error, 4)
 	for i := range 4 {
 		go func() {
 			_, _, err := s.Create(ctx, occurrence("k1", `{}`, now))
 			blocked <- err
 		}()
-		for n := 0; n <= i; { // until its pipeline waits on the lock, or behind another that does
-			if err := pool.QueryRow(ctx, `WITH RECURSIVE w(pid) AS (SELECT $1::int
-				UNION SELECT a.pid FROM pg_stat_activity a, w WHERE w.pid = ANY(pg_blocking_pids(a.pid)))
-				SELECT count(*) - 1 FROM w`, txPID).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		// until its pipeline waits on the lock, or behind another that does
+		waitWaiters(ctx, t, pgstore.PoolOf(db), txPID, i+1)
 		time.Sleep(30 * time.Millisecond) // more than the stall after which another pipeline starts
 	}
 	octx, ocancel := context.WithTimeout(ctx, 3*time.Second)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tallyhq/tally/correlate"
 	"github.com/tallyhq/tally/internal/pgtest"
@@ -56,6 +58,42 @@ func openCounts(t *testing.T, s *pgstore.Correlate) map[string]int64 {
 		}
 	}
 	return out
+}
+
+// holdOpenEvent stores the open event of testCaller's correlationKey key
+// and row-locks it in a transaction of db's pool, as a concurrent writer
+// would, until the test rolls the transaction back (or ends). It returns
+// the transaction and its backend's pid.
+func holdOpenEvent(ctx context.Context, t *testing.T, db *pgstore.DB, key string, now time.Time) (pgx.Tx, int32) {
+	t.Helper()
+	if _, _, err := db.Correlate().Create(ctx, occurrence(key, `{}`, now)); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pgstore.PoolOf(db).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	var pid int32
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid() FROM correlated_events WHERE correlation_key = $1 FOR UPDATE`, key).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	return tx, pid
+}
+
+// waitWaiters returns once n backends wait on the locks of the backend
+// pid, directly or behind another such backend (the test server serves
+// other tests too, so the wait follows pg_blocking_pids from pid).
+func waitWaiters(ctx context.Context, t *testing.T, pool *pgxpool.Pool, pid int32, n int) {
+	t.Helper()
+	for waiting := 0; waiting < n; {
+		if err := pool.QueryRow(ctx, `WITH RECURSIVE w(pid) AS (SELECT $1::int
+			UNION SELECT a.pid FROM pg_stat_activity a, w WHERE w.pid = ANY(pg_blocking_pids(a.pid)))
+			SELECT count(*) - 1 FROM w`, pid).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // Creates pipelined together run as their statements would alone: the
@@ -156,17 +194,7 @@ func TestPipelineCancelledWhenEveryCallerLeft(t *testing.T) {
 	db := pgtest.Open(t, pgtest.URL(t), pgstore.Options{MaxConns: 4})
 	s := db.Correlate()
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	if _, _, err := s.Create(ctx, occurrence("k1", `{}`, now)); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := pgstore.PoolOf(db).Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // the test's end
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM correlated_events WHERE correlation_key = 'k1' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	tx, _ := holdOpenEvent(ctx, t, db, "k1", now)
 	var wg sync.WaitGroup
 	errs := make([]error, 3)
 	for i := range errs {
@@ -244,34 +272,16 @@ func TestPipelineBlockedDoesNotHoldOthers(t *testing.T) {
 	db := pgtest.Open(t, pgtest.URL(t), pgstore.Options{MaxConns: 4})
 	s := db.Correlate()
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	if _, _, err := s.Create(ctx, occurrence("k1", `{}`, now)); err != nil {
-		t.Fatal(err)
-	}
-	pool := pgstore.PoolOf(db)
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // the test's end
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM correlated_events WHERE correlation_key = 'k1' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	tx, txPID := holdOpenEvent(ctx, t, db, "k1", now)
 	blocked := make(chan error, 1)
 	go func() {
 		_, _, err := s.Create(ctx, occurrence("k1", `{}`, now))
 		blocked <- err
 	}()
-	var txPID int
-	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&txPID); err != nil {
-		t.Fatal(err)
-	}
-	for waiting := false; !waiting; { // until its statement waits on the transaction's lock
-		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid)))`, txPID).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond) // more than the stall after which another pipeline starts
+	// Until its statement waits on the transaction's lock, and then more
+	// than the stall after which another pipeline starts.
+	waitWaiters(ctx, t, pgstore.PoolOf(db), txPID, 1)
+	time.Sleep(50 * time.Millisecond)
 	octx, ocancel := context.WithTimeout(ctx, 10*time.Second)
 	defer ocancel()
 	if _, d, err := s.Create(octx, occurrence("k2", `{}`, now)); err != nil || d != correlate.Created {

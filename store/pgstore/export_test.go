@@ -88,11 +88,9 @@ func MarkLateQuery(evs []event.Event) (string, []any) {
 	return markLateQuery(ids, stamps)
 }
 
-// PipeCreates runs cs, planned for s, in one pipeline (as concurrent
-// creates without an idempotencyKey are) and returns each one's written
-// event, disposition and error, in the order of cs. A create whose ctxs[i]
-// is not nil runs with that context.
-func PipeCreates(s *Correlate, ctxs []context.Context, cs []correlate.Create) ([]correlate.Event, []correlate.Disposition, []error) {
+// pipedCreates is cs as creates of a pipeline, each with ctxs[i] when it
+// is there and not nil, else the background context.
+func pipedCreates(ctxs []context.Context, cs []correlate.Create) []*pipedCreate {
 	batch := make([]*pipedCreate, len(cs))
 	for i, c := range cs {
 		query, args, err := pgcorrelate.Write(c)
@@ -105,6 +103,15 @@ func PipeCreates(s *Correlate, ctxs []context.Context, cs []correlate.Create) ([
 		}
 		batch[i] = &pipedCreate{ctx: ctx, lockKey: pipeLockKey(c.Event), query: query, args: args, done: make(chan struct{})}
 	}
+	return batch
+}
+
+// PipeCreates runs cs, planned for s, in one pipeline (as concurrent
+// creates without an idempotencyKey are) and returns each one's written
+// event, disposition and error, in the order of cs. A create whose ctxs[i]
+// is not nil runs with that context.
+func PipeCreates(s *Correlate, ctxs []context.Context, cs []correlate.Create) ([]correlate.Event, []correlate.Disposition, []error) {
+	batch := pipedCreates(ctxs, cs)
 	s.pipe.send(slices.Clone(batch))
 	evs, ds, errs := make([]correlate.Event, len(cs)), make([]correlate.Disposition, len(cs)), make([]error, len(cs))
 	for i, r := range batch {
@@ -124,18 +131,7 @@ func ScanEventsQuery(q usage.HistoryQuery) (string, []any) { return scanEventsQu
 // error as soon as ctxs[i] (when not nil) ends.
 func PipeWrites(s *Correlate, ctxs []context.Context, cs []correlate.Create) ([]correlate.Disposition, []error) {
 	p := s.pipe
-	batch := make([]*pipedCreate, len(cs))
-	for i, c := range cs {
-		query, args, err := pgcorrelate.Write(c)
-		if err != nil {
-			panic(err)
-		}
-		ctx := context.Background()
-		if i < len(ctxs) && ctxs[i] != nil {
-			ctx = ctxs[i]
-		}
-		batch[i] = &pipedCreate{ctx: ctx, lockKey: pipeLockKey(c.Event), query: query, args: args, done: make(chan struct{})}
-	}
+	batch := pipedCreates(ctxs, cs)
 	p.mu.Lock()
 	p.queue = append(p.queue, batch...)
 	p.flushers++
