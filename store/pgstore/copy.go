@@ -80,8 +80,8 @@ func appendMicros(buf []byte, us int64) []byte {
 }
 
 // pgMicros is t as the store keeps it (utcMicro), in microseconds since
-// PostgreSQL's epoch.
-func pgMicros(t time.Time) int64 { return utcMicro(t).UnixMicro() - pgEpochMicros }
+// PostgreSQL's epoch (UnixMicro rounds down, as utcMicro does).
+func pgMicros(t time.Time) int64 { return t.UnixMicro() - pgEpochMicros }
 
 // copyStream sends a binary COPY stream made by copyEventRows through tx.
 func copyStream(ctx context.Context, tx pgx.Tx, stream []byte) error {

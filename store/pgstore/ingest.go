@@ -36,8 +36,14 @@ func limitClause(limit int, args []any) (string, []any) {
 
 // utcMicro is how the store keeps every time: UTC, microseconds (PostgreSQL's
 // precision). Truncating here, rather than letting the server round, keeps
-// the times the caller gave and the times read back equal.
-func utcMicro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+// the times the caller gave and the times read back equal. It equals
+// t.UTC().Truncate(time.Microsecond) (the nanoseconds of a second are never
+// negative, so dropping their last three digits rounds down), at a fraction
+// of Truncate's cost, which the write path pays several times an event.
+func utcMicro(t time.Time) time.Time {
+	t = t.UTC()
+	return t.Add(-time.Duration(t.Nanosecond() % 1000))
+}
 
 // eventKey identifies an event for the duplicate rule (canonical-event.md,
 // Rules: "A duplicate is the same (event_id, timestamp) pair").

@@ -155,6 +155,7 @@ func storeEvents(ctx context.Context, c *conn, tx pgx.Tx, evs []event.Event, ins
 		c.duplicatesSeen.Store(len(held) > 0)
 	}
 	fresh, first := freshEvents(evs, held, inserted)
+	fresh = sortedEvents(fresh)
 	if mode == onConflict {
 		if fresh, held, err = insertFreshOnConflict(ctx, tx, evs, fresh, inserted, now); err != nil {
 			return nil, nil, err
@@ -173,31 +174,26 @@ func storeEvents(ctx context.Context, c *conn, tx pgx.Tx, evs []event.Event, ins
 	return conflicted, replays, nil
 }
 
-// markLate sets late on the events of fresh whose timestamp is before their
-// resource's last_event_at when they were stored: the stored row's (in
-// stored, for the resources whose row the merge could not take as is; every
-// other stored row is older than the resource's new events) or that of an
-// event of fresh stored before it, in insert order (sortedEvents: the
-// order of the COPY and of the feed's seq, oldest first, so within a batch
-// only an equal timestamp can follow a newer one). One UPDATE, only when an
-// event is late (about 1 % of real traffic).
+// markLate sets late on the events of fresh (in insert order,
+// sortedEvents) whose timestamp is before their resource's last_event_at
+// when they were stored. Only a stored row can make one late: within the
+// batch the insert order (the COPY's, and the feed's seq) is by timestamp,
+// so an event never follows a newer one of its own batch; and of the
+// stored rows only those in stored (the rows the merge could not take as
+// is) can be newer than a new event, since the merge took every other
+// delta because the row was older than the delta's oldest event. One
+// UPDATE, only when an event is late (about 1 % of real traffic).
 func markLate(ctx context.Context, tx pgx.Tx, fresh []*event.Event, stored map[projection.Key]time.Time) error {
-	latest := make(map[projection.Key]time.Time, len(stored))
+	if len(stored) == 0 {
+		return nil
+	}
 	var ids []string
 	var stamps []time.Time
-	for _, e := range sortedEvents(fresh) {
-		k := projection.KeyOf(e)
-		last, ok := latest[k]
-		if !ok {
-			last = stored[k]
-		}
-		ts := utcMicro(e.Timestamp)
-		if ts.Before(last) {
+	for _, e := range fresh {
+		last, ok := stored[projection.KeyOf(e)]
+		if ts := utcMicro(e.Timestamp); ok && ts.Before(last) {
 			ids, stamps = append(ids, e.EventID), append(stamps, ts)
-		} else {
-			last = ts
 		}
-		latest[k] = last
 	}
 	if len(ids) == 0 {
 		return nil
@@ -352,15 +348,22 @@ func insertRecords(ctx context.Context, tx pgx.Tx, dls []ingest.DeadLetter, audi
 }
 
 // probeQuery reads the stored events of the keys of evs, with the
-// resource each names.
+// resource each names: one lookup by primary key per key. The lookup is a
+// LATERAL subquery with LIMIT 1 (a key names at most one event) so that
+// the planner cannot flatten it into a join: as a join, with the
+// statistics of a month that grew since it was last analyzed (a new
+// partition, a burst of ingest), it hashed every event of the months of
+// the batch, a cost that grew with the month (4 ms per probe at 40,000
+// events, TestProbeLooksUpEachKey).
 func probeQuery(evs []*event.Event) (string, []any) {
 	ids, stamps := make([]string, len(evs)), make([]time.Time, len(evs))
 	for j, e := range evs {
 		ids[j], stamps[j] = e.EventID, utcMicro(e.Timestamp)
 	}
-	return `SELECT e.event_id, e.timestamp, e.platform, e.cloud, e.resource_type, e.resource_id FROM events e
-JOIN unnest($1::text[], $2::timestamptz[]) AS u(event_id, ts) ON e.event_id = u.event_id AND e.timestamp = u.ts
-WHERE true` + withinMonths("e.timestamp", stamps), []any{ids, stamps}
+	return `SELECT e.event_id, e.timestamp, e.platform, e.cloud, e.resource_type, e.resource_id
+FROM unnest($1::text[], $2::timestamptz[]) AS u(event_id, ts)
+CROSS JOIN LATERAL (SELECT event_id, timestamp, platform, cloud, resource_type, resource_id FROM events
+    WHERE event_id = u.event_id AND timestamp = u.ts` + withinMonths("timestamp", stamps) + ` LIMIT 1) e`, []any{ids, stamps}
 }
 
 // storedResources reads the resource each stored event of evs' keys names.
@@ -414,14 +417,14 @@ func probeEvents(ctx context.Context, tx pgx.Tx, evs []event.Event, full bool) (
 	return probeEvents(ctx, tx, evs, true)
 }
 
-// copyEvents inserts evs with one binary COPY (copyEventRows), in insert
-// order (sortedEvents) so that concurrent batches wait on each other's keys
-// in one order.
+// copyEvents inserts evs, in insert order (sortedEvents) so that
+// concurrent batches wait on each other's keys in one order, with one
+// binary COPY (copyEventRows).
 func copyEvents(ctx context.Context, tx pgx.Tx, evs []*event.Event, receivedAt time.Time) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	stream, err := copyEventRows(sortedEvents(evs), receivedAt)
+	stream, err := copyEventRows(evs, receivedAt)
 	if err != nil {
 		return err
 	}
@@ -431,9 +434,10 @@ func copyEvents(ctx context.Context, tx pgx.Tx, evs []*event.Event, receivedAt t
 	return nil
 }
 
-// insertEventsOnConflict inserts evs (no two with one key) in (event_id,
-// timestamp) order, skipping those stored already (waiting for a
-// concurrent transaction that holds one), and returns the ones it stored.
+// insertEventsOnConflict inserts evs (no two with one key, in insert
+// order: sortedEvents), skipping those stored already (waiting for a
+// concurrent transaction that holds one), and returns the ones it stored,
+// in the order of evs.
 func insertEventsOnConflict(ctx context.Context, tx pgx.Tx, evs []*event.Event, receivedAt time.Time) ([]*event.Event, error) {
 	if len(evs) == 0 {
 		return nil, nil
@@ -496,20 +500,31 @@ RETURNING event_id, timestamp`,
 // (seq follows the COPY's rows), so a batch carrying several events of one
 // resource feeds them oldest first and marks none of them late against
 // another event of the same batch (memstore's feedOrder is the same order).
+// Each event's microseconds are computed once, not at every comparison.
 func sortedEvents(evs []*event.Event) []*event.Event {
-	sorted := slices.Clone(evs)
-	slices.SortFunc(sorted, func(a, b *event.Event) int {
-		return cmp.Or(cmp.Compare(pgMicros(a.Timestamp), pgMicros(b.Timestamp)), strings.Compare(a.EventID, b.EventID))
+	type keyed struct {
+		us int64
+		e  *event.Event
+	}
+	ks := make([]keyed, len(evs))
+	for i, e := range evs {
+		ks[i] = keyed{pgMicros(e.Timestamp), e}
+	}
+	slices.SortFunc(ks, func(a, b keyed) int {
+		return cmp.Or(cmp.Compare(a.us, b.us), strings.Compare(a.e.EventID, b.e.EventID))
 	})
+	sorted := make([]*event.Event, len(ks))
+	for i := range ks {
+		sorted[i] = ks[i].e
+	}
 	return sorted
 }
 
-// eventRows are the events rows of evs in insert order (sortedEvents),
+// eventRows are the events rows of evs (in insert order, sortedEvents),
 // in the order of copyEventsSQL's columns.
 func eventRows(evs []*event.Event, receivedAt time.Time) ([][]any, error) {
-	sorted := sortedEvents(evs)
-	rows := make([][]any, len(sorted))
-	for i, e := range sorted {
+	rows := make([][]any, len(evs))
+	for i, e := range evs {
 		payload, err := e.Payload.MarshalJSON()
 		if err != nil {
 			return nil, fmt.Errorf("encode payload of event %q: %w", e.EventID, err)
