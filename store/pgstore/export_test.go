@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tallyhq/tally/correlate"
@@ -22,6 +23,15 @@ import (
 // CONFLICT), as commitBatch escalates through them.
 func CommitInMode(ctx context.Context, s *Ingest, b ingest.Batch, mode int) (ingest.Committed, error) {
 	return commitOnce(ctx, s.conn, b, utcMicro(s.now()), insertMode(mode))
+}
+
+// UpsertResources writes rows into current_resources with the upsert a
+// rebuild runs (its rows binary encoded by resourceParams), in one
+// transaction.
+func UpsertResources(ctx context.Context, db *DB, rows []projection.Resource) error {
+	return pgx.BeginFunc(ctx, db.conn.pool, func(tx pgx.Tx) error {
+		return execParams(ctx, tx, upsertSQL, resourceParams(rows), nil)
+	})
 }
 
 // PoolOf is the pool db's stores use.

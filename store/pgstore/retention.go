@@ -399,16 +399,19 @@ func (c *conn) checkpointBatch(ctx context.Context, horizon time.Time, keys []pr
 			return nil
 		}
 		slices.SortFunc(rows, func(a, b projection.Resource) int { return a.Key.Compare(b.Key) })
-		args := append(resourceArgs(rows), horizon)
-		_, err = tx.Exec(ctx, `INSERT INTO resource_checkpoints (cloud, resource_type, resource_id, platform, project_id,
+		p := resourceParams(rows)
+		p.timestamp(horizon)
+		err = execParams(ctx, tx, `INSERT INTO resource_checkpoints (cloud, resource_type, resource_id, platform, project_id,
     state, size, created_at, deleted_at, first_event_at, last_event_at, last_event_type, last_event_id, at)
-SELECT u.*, $14 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::json[],
-    $8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::text[], $13::text[]) AS u
+SELECT c, t, i, p, pr, st, sz::json, ca, da, fa, la, lt, li, $14::timestamptz
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+    $8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::text[], $13::text[])
+    AS u(c, t, i, p, pr, st, sz, ca, da, fa, la, lt, li)
 ON CONFLICT (cloud, resource_type, resource_id) DO UPDATE SET
     platform = EXCLUDED.platform, project_id = EXCLUDED.project_id, state = EXCLUDED.state, size = EXCLUDED.size,
     created_at = EXCLUDED.created_at, deleted_at = EXCLUDED.deleted_at, first_event_at = EXCLUDED.first_event_at,
     last_event_at = EXCLUDED.last_event_at, last_event_type = EXCLUDED.last_event_type,
-    last_event_id = EXCLUDED.last_event_id, at = EXCLUDED.at`, args...)
+    last_event_id = EXCLUDED.last_event_id, at = EXCLUDED.at`, p, nil)
 		if err != nil {
 			return fmt.Errorf("write checkpoints: %w", err)
 		}

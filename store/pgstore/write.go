@@ -569,7 +569,7 @@ func deltas(evs []*event.Event) []delta {
 }
 
 // insertResourcesSQL inserts rows given as the 13 column arrays of
-// resourceArgs, in the order given (key order: the order of the row locks).
+// resourceParams, in the order given (key order: the order of the row locks).
 const insertResourcesSQL = `
 INSERT INTO current_resources AS cr (cloud, resource_type, resource_id, platform, project_id, state, size,
     created_at, deleted_at, first_event_at, last_event_at, last_event_type, last_event_id)
@@ -632,7 +632,7 @@ func rebuildBatch(ctx context.Context, c *conn, keys []projection.Key) error {
 			rows = append(rows, hs.fold(k))
 		}
 		slices.SortFunc(rows, func(a, b projection.Resource) int { return a.Key.Compare(b.Key) })
-		if _, err := tx.Exec(ctx, upsertSQL, resourceArgs(rows)...); err != nil {
+		if err := execParams(ctx, tx, upsertSQL, resourceParams(rows), nil); err != nil {
 			return fmt.Errorf("upsert resources: %w", err)
 		}
 		if len(gone) > 0 { // no events: no row (the placeholder goes)
@@ -695,13 +695,8 @@ func mergeResources(ctx context.Context, tx pgx.Tx, evs []*event.Event) (map[str
 		if len(rs) == 0 {
 			return nil
 		}
-		rows, err := tx.Query(ctx, query, resourceArgs(rs)...)
-		if err != nil {
-			return fmt.Errorf("merge resources: %w", err)
-		}
-		var k projection.Key
-		_, err = pgx.ForEachRow(rows, []any{&k.Cloud, &k.ResourceType, &k.ResourceID}, func() error {
-			written[k] = true
+		err := execParams(ctx, tx, query, resourceParams(rs), func(cols [][]byte) error {
+			written[projection.Key{Cloud: string(cols[0]), ResourceType: string(cols[1]), ResourceID: string(cols[2])}] = true
 			return nil
 		})
 		if err != nil {
@@ -782,7 +777,7 @@ ORDER BY cloud, resource_type, resource_id FOR UPDATE`, clouds, types, ids)
 		}
 	}
 	slices.SortFunc(out, func(a, b projection.Resource) int { return a.Key.Compare(b.Key) })
-	if _, err := tx.Exec(ctx, upsertSQL, resourceArgs(out)...); err != nil {
+	if err := execParams(ctx, tx, upsertSQL, resourceParams(out), nil); err != nil {
 		return nil, nil, fmt.Errorf("upsert resources: %w", err)
 	}
 	stored := make(map[projection.Key]time.Time, len(current))
@@ -790,32 +785,6 @@ ORDER BY cloud, resource_type, resource_id FOR UPDATE`, clouds, types, ids)
 		stored[k] = r.LastEventAt
 	}
 	return replays, stored, nil
-}
-
-// resourceArgs are the 13 column arrays of rows, in the order of mergeSQL
-// and upsertSQL.
-func resourceArgs(rows []projection.Resource) []any {
-	n := len(rows)
-	var (
-		clouds, types, ids, platforms, projects, states = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		sizes                                           = make([]*string, n)
-		created, deleted                                = make([]*time.Time, n), make([]*time.Time, n)
-		first, last                                     = make([]time.Time, n), make([]time.Time, n)
-		lastTypes, lastIDs                              = make([]string, n), make([]string, n)
-	)
-	for i := range rows {
-		r := &rows[i]
-		clouds[i], types[i], ids[i] = r.Cloud, r.ResourceType, r.ResourceID
-		platforms[i], projects[i], states[i] = r.Platform, r.ProjectID, r.State
-		if r.Size != nil {
-			s := string(r.Size)
-			sizes[i] = &s
-		}
-		created[i], deleted[i] = r.CreatedAt, r.DeletedAt
-		first[i], last[i] = r.FirstEventAt, r.LastEventAt
-		lastTypes[i], lastIDs[i] = r.LastEventType, r.LastEventID
-	}
-	return []any{clouds, types, ids, platforms, projects, states, sizes, created, deleted, first, last, lastTypes, lastIDs}
 }
 
 // histories is what the fold of each of some resources starts from: the
