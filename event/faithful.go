@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/tallyhq/tally/internal/payloadjson"
 )
 
 // The encoder's faithfulness rules are in the package documentation
@@ -67,49 +69,17 @@ func appendPayload(dst []byte, p *PayloadEnvelope) ([]byte, error) {
 			return nil, fmt.Errorf("event: payload %s %w", f.name, errNotRaw)
 		}
 	}
-	var inner []byte
 	if p.Unknown != nil {
 		if p.Unknown.Kind() != '{' {
 			return nil, errors.New("event: payload unknown members must form an object")
 		}
-		inner = bytes.TrimSpace(bytes.TrimSpace(p.Unknown)[1 : len(bytes.TrimSpace(p.Unknown))-1])
 		for _, name := range [...]string{"state", "size", "provider"} {
 			if unknownHas(p.Unknown, name) {
 				return nil, fmt.Errorf("event: payload member %s is given more than once (also among the unknown members)", name)
 			}
 		}
 	}
-	start := len(dst)
-	dst = append(dst, '{')
-	sep := func() {
-		if len(dst) > start+1 {
-			dst = append(dst, ',')
-		}
-	}
-	if !p.State.IsZero() {
-		dst = append(dst, `"state":`...)
-		if p.State.Missing() {
-			dst = append(dst, "null"...)
-		} else {
-			var err error
-			if dst, err = jsontext.AppendQuote(dst, p.State.String()); err != nil {
-				return dst[:start], fmt.Errorf("event: payload state: %w", err)
-			}
-		}
-	}
-	if p.Size != nil {
-		sep()
-		dst = append(append(dst, `"size":`...), p.Size...)
-	}
-	if p.Provider != nil {
-		sep()
-		dst = append(append(dst, `"provider":`...), p.Provider...)
-	}
-	if len(inner) > 0 {
-		sep()
-		dst = append(dst, inner...)
-	}
-	return append(dst, '}'), nil
+	return payloadjson.Append(dst, p.State, p.Size, p.Provider, p.Unknown)
 }
 
 // rawUnknown returns the members of the payload object raw that the

@@ -118,7 +118,7 @@ func commitOnce(ctx context.Context, c *conn, b ingest.Batch, now time.Time, mod
 	inserted := make([]bool, len(b.Events))
 	var conflicted []bool
 	if len(b.Events) > 0 {
-		if conflicted, res.Replays, err = storeEvents(ctx, c, tx, b.Events, inserted, now, mode); err != nil {
+		if conflicted, res.Replays, err = storeEvents(ctx, c, tx, b.Events, b.Checked, inserted, now, mode); err != nil {
 			return res, err
 		}
 	}
@@ -144,8 +144,9 @@ func commitOnce(ctx context.Context, c *conn, b ingest.Batch, now time.Time, mod
 // held by an earlier event of evs, as mode says, marking each in inserted
 // (parallel to evs), and folds them into current_resources. It returns
 // which events conflict with their key's holder (nil when none does) and
-// the replays by cloud.
-func storeEvents(ctx context.Context, c *conn, tx pgx.Tx, evs []event.Event, inserted []bool, now time.Time, mode insertMode) (conflicted []bool, replays map[string]int, err error) {
+// the replays by cloud. checked is the batch's Checked: the payloads need
+// no second check.
+func storeEvents(ctx context.Context, c *conn, tx pgx.Tx, evs []event.Event, checked bool, inserted []bool, now time.Time, mode insertMode) (conflicted []bool, replays map[string]int, err error) {
 	// held is the stored events' resources by key, as far as read.
 	var held map[eventKey]resourceOf
 	if mode != onConflict {
@@ -157,10 +158,10 @@ func storeEvents(ctx context.Context, c *conn, tx pgx.Tx, evs []event.Event, ins
 	fresh, first := freshEvents(evs, held, inserted)
 	fresh = sortedEvents(fresh)
 	if mode == onConflict {
-		if fresh, held, err = insertFreshOnConflict(ctx, tx, evs, fresh, inserted, now); err != nil {
+		if fresh, held, err = insertFreshOnConflict(ctx, tx, evs, fresh, checked, inserted, now); err != nil {
 			return nil, nil, err
 		}
-	} else if err := copyEvents(ctx, tx, fresh, now); err != nil {
+	} else if err := copyEvents(ctx, tx, fresh, checked, now); err != nil {
 		return nil, nil, err
 	}
 	conflicted = conflicts(evs, inserted, held, first)
@@ -260,8 +261,8 @@ func freshEvents(evs []event.Event, held map[eventKey]resourceOf, inserted []boo
 // insertFreshOnConflict inserts fresh (events of evs) with INSERT … ON
 // CONFLICT DO NOTHING, unmarks in inserted those it skipped, and returns
 // the events it kept and the stored resources of the skipped events' keys.
-func insertFreshOnConflict(ctx context.Context, tx pgx.Tx, evs []event.Event, fresh []*event.Event, inserted []bool, now time.Time) (kept []*event.Event, held map[eventKey]resourceOf, err error) {
-	if kept, err = insertEventsOnConflict(ctx, tx, fresh, now); err != nil {
+func insertFreshOnConflict(ctx context.Context, tx pgx.Tx, evs []event.Event, fresh []*event.Event, checked bool, inserted []bool, now time.Time) (kept []*event.Event, held map[eventKey]resourceOf, err error) {
+	if kept, err = insertEventsOnConflict(ctx, tx, fresh, checked, now); err != nil {
 		return nil, nil, err
 	}
 	isKept := make(map[*event.Event]bool, len(kept))
@@ -420,11 +421,11 @@ func probeEvents(ctx context.Context, tx pgx.Tx, evs []event.Event, full bool) (
 // copyEvents inserts evs, in insert order (sortedEvents) so that
 // concurrent batches wait on each other's keys in one order, with one
 // binary COPY (copyEventRows).
-func copyEvents(ctx context.Context, tx pgx.Tx, evs []*event.Event, receivedAt time.Time) error {
+func copyEvents(ctx context.Context, tx pgx.Tx, evs []*event.Event, checked bool, receivedAt time.Time) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	stream, err := copyEventRows(evs, receivedAt)
+	stream, err := copyEventRows(evs, checked, receivedAt)
 	if err != nil {
 		return err
 	}
@@ -438,11 +439,11 @@ func copyEvents(ctx context.Context, tx pgx.Tx, evs []*event.Event, receivedAt t
 // order: sortedEvents), skipping those stored already (waiting for a
 // concurrent transaction that holds one), and returns the ones it stored,
 // in the order of evs.
-func insertEventsOnConflict(ctx context.Context, tx pgx.Tx, evs []*event.Event, receivedAt time.Time) ([]*event.Event, error) {
+func insertEventsOnConflict(ctx context.Context, tx pgx.Tx, evs []*event.Event, checked bool, receivedAt time.Time) ([]*event.Event, error) {
 	if len(evs) == 0 {
 		return nil, nil
 	}
-	rows, err := eventRows(evs, receivedAt)
+	rows, err := eventRows(evs, checked, receivedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -522,10 +523,10 @@ func sortedEvents(evs []*event.Event) []*event.Event {
 
 // eventRows are the events rows of evs (in insert order, sortedEvents),
 // in the order of copyEventsSQL's columns.
-func eventRows(evs []*event.Event, receivedAt time.Time) ([][]any, error) {
+func eventRows(evs []*event.Event, checked bool, receivedAt time.Time) ([][]any, error) {
 	rows := make([][]any, len(evs))
 	for i, e := range evs {
-		payload, err := e.Payload.MarshalJSON()
+		payload, err := appendPayload(nil, &e.Payload, checked)
 		if err != nil {
 			return nil, fmt.Errorf("encode payload of event %q: %w", e.EventID, err)
 		}
