@@ -272,3 +272,43 @@ func memIngest(t testing.TB) *memstore.Ingest {
 	}
 	return db.Ingest()
 }
+
+// recordCommits keeps every batch it commits.
+type recordCommits struct {
+	*memstore.Ingest
+	batches []ingest.Batch
+}
+
+func (r *recordCommits) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, error) {
+	r.batches = append(r.batches, b)
+	return r.Ingest.Commit(ctx, b)
+}
+
+// A batch the pipeline decoded and checked says so (a store may then write
+// its payloads without checking them again); one built by other code
+// cannot, so a store checks what it did not see decoded.
+func TestBatchCheckedOnlyFromThePipeline(t *testing.T) {
+	st := &recordCommits{Ingest: memIngest(t)}
+	svc, err := ingest.New(st, ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	item := `{"event_id":"e","timestamp":"2026-03-01T12:00:00Z","event_type":"compute.instance.create.end","platform":"openstack","cloud":"c","resource_type":"instance","resource_id":"r","project_id":"p","payload":{"state":"active","size":{"vcpus":1},"x":[1]}}`
+	if _, err := svc.Ingest(ctx, ingest.Caller{}, [][]byte{[]byte(item)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.Sync(ctx, ingest.Caller{Platform: "openstack", Cloud: "c"}, [][]byte{[]byte(item)}, ingest.SyncWrite{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Commit(ctx, ingest.Batch{}); err != nil {
+		t.Fatal(err)
+	}
+	var got []bool
+	for _, b := range st.batches {
+		got = append(got, b.Checked())
+	}
+	if diff := cmp.Diff([]bool{true, true, false}, got); diff != "" {
+		t.Errorf("Checked of the Ingest, the Sync and a batch built by hand (-want +got):\n%s", diff)
+	}
+}

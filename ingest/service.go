@@ -425,7 +425,7 @@ func (s *Service) newRun(ctx context.Context, caller Caller, source event.Source
 	return &run{
 		s: s, ctx: ctx, caller: caller, source: source,
 		now:       event.Normalize(s.now()),
-		batch:     Batch{Checked: true},
+		batch:     Batch{checked: true},
 		res:       Result{Rejected: []Rejection{}},
 		seen:      make(map[dupKey]int, n),
 		rows:      make(map[pair][]sizenames.Row),

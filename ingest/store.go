@@ -112,16 +112,19 @@ type Batch struct {
 	// what it returns (nothing for nil) and assigns the run's ID
 	// (Committed.SyncRunID). Only [Service.Sync] sets it.
 	SyncRun func(Committed) *SyncRun
-	// Checked reports that every event of Events came from [event.Decode]
-	// through this package's pipeline ([Service.Ingest], [Service.Sync]),
-	// its size and provider rewritten only by the pipeline's own encoders:
-	// each raw member of its payload is one valid JSON value and the
-	// unknown members name no member of the envelope, so a store may
-	// write the payload without checking it again, as
-	// [event.PayloadEnvelope.MarshalJSON] does (the performance rules). A
-	// batch built by other code leaves it false.
-	Checked bool
+	// checked is set by the pipeline that built the batch ([Batch.Checked]).
+	checked bool
 }
+
+// Checked reports whether every event of b came from [event.Decode]
+// through this package's pipeline ([Service.Ingest], [Service.Sync]), its
+// size and provider rewritten only by the pipeline's own encoders: then
+// each raw member of its payload is one valid JSON value and the unknown
+// members name no member of the envelope, so a store may write the
+// payload without checking it again, as [event.PayloadEnvelope.MarshalJSON]
+// does (the performance rules). It is false for a batch built by other
+// code, which cannot set it.
+func (b Batch) Checked() bool { return b.checked }
 
 // Conflict is what [Store.Commit] writes for an event of a [Batch] that
 // collides with a stored one: a dead letter (reason "conflict: …") and an

@@ -118,7 +118,7 @@ func commitOnce(ctx context.Context, c *conn, b ingest.Batch, now time.Time, mod
 	inserted := make([]bool, len(b.Events))
 	var conflicted []bool
 	if len(b.Events) > 0 {
-		if conflicted, res.Replays, err = storeEvents(ctx, c, tx, b.Events, b.Checked, inserted, now, mode); err != nil {
+		if conflicted, res.Replays, err = storeEvents(ctx, c, tx, b.Events, b.Checked(), inserted, now, mode); err != nil {
 			return res, err
 		}
 	}
