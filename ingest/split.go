@@ -32,7 +32,7 @@ func SplitBatch(body []byte) ([][]byte, error) {
 	}
 	switch body[i] {
 	case '{':
-		b := bytes.TrimRight(body[i:], " \t\r\n")
+		b := bytes.Clone(bytes.TrimRight(body[i:], " \t\r\n"))
 		return [][]byte{b[:len(b):len(b)]}, nil
 	case '[':
 		return splitArray(body[i:])
