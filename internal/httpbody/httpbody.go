@@ -33,7 +33,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/klauspost/compress/flate"
@@ -207,8 +206,16 @@ type buffer struct {
 	back []byte
 }
 
-// pool holds the backing arrays of bodies given back with [Recycle].
-var pool sync.Pool // of *[]byte
+// pool holds the backing arrays of bodies given back with [Recycle], at
+// most poolSize of them (so at most poolSize × maxPooled bytes stay held
+// while no request needs them). A channel rather than a sync.Pool: the
+// garbage collector empties a sync.Pool every other cycle, and ingestion
+// allocates enough to run one every request or two.
+var pool = make(chan []byte, poolSize)
+
+// poolSize is how many backing arrays pool keeps: one per core of a small
+// server; requests beyond them allocate as without a pool.
+const poolSize = 4
 
 // maxPooled is the largest backing array pool keeps: a batch of 1000
 // events takes a few hundred KiB to a few MiB.
@@ -221,8 +228,10 @@ const maxPooled = 4 << 20
 // left to the garbage collector.
 func Recycle(body []byte) {
 	if c := cap(body); c >= initialBuffer && c <= maxPooled {
-		body = body[:0]
-		pool.Put(&body)
+		select {
+		case pool <- body[:0]:
+		default:
+		}
 	}
 }
 
@@ -248,8 +257,9 @@ func (b *buffer) grow(limit int64) error {
 		return err
 	}
 	if b.back == nil {
-		if p, _ := pool.Get().(*[]byte); p != nil {
-			b.back = (*p)[:0]
+		select {
+		case b.back = <-pool:
+		default:
 		}
 	}
 	if int64(cap(b.back)) >= next {
@@ -257,9 +267,12 @@ func (b *buffer) grow(limit int64) error {
 		b.b = b.back[:len(b.b):next]
 		return nil
 	}
-	nb := make([]byte, len(b.b), next)
+	// An eighth more than charged, so that a recycled array also takes
+	// the next body of about the same length (the budget still counts
+	// what the body brought, not this headroom).
+	nb := make([]byte, len(b.b), next+next/8)
 	copy(nb, b.b)
-	b.b, b.back = nb, nb
+	b.b, b.back = nb[:len(b.b):next], nb
 	return nil
 }
 
