@@ -50,7 +50,7 @@ func memberIndex(name []byte) int {
 // a single pass over the common event, an object whose members are among
 // the ten of the canonical event, each at most once, every one but payload
 // a string of printable ASCII without escapes, the timestamp one that
-// [ParseTime] reads, and payload an object [scanPayload] takes. It decodes
+// [ParseTime] reads, and payload an object scanPayload takes. It decodes
 // what json.Unmarshal into wireEvent decodes (the payload's size and
 // provider copied as sent, every string a copy). ok is false, and w
 // untouched, for anything else (an unknown or repeated member, null, an
