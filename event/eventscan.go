@@ -16,6 +16,8 @@ const (
 	memSource
 	memPayload
 	memCount
+	// memState is payload.state's slot among the texts scanEvent copies.
+	memState = memCount
 )
 
 // memberIndex returns the number of the canonical event's member name, or
@@ -66,7 +68,8 @@ func scanEvent(b []byte, w *wireEvent) (ok bool) {
 		return false
 	}
 	var (
-		spans   [memCount][2]int // the text of each string member, in b
+		spans   [memCount + 1][2]int // the text of each string member and payload.state, in b
+		state   = [2]int{-1, -1}     // payload.state's text, when a string
 		seen    uint16
 		payload PayloadEnvelope
 		total   int
@@ -89,8 +92,12 @@ func scanEvent(b []byte, w *wireEvent) (ok bool) {
 			}
 			s.space()
 			if m == memPayload {
-				if !s.payload(&payload) {
+				if !s.payload(&payload, &state) {
 					return false
+				}
+				if state[0] >= 0 {
+					spans[memState] = state
+					total += state[1] - state[0]
 				}
 			} else {
 				a, z, ok := s.skipStr()
@@ -122,12 +129,15 @@ func scanEvent(b []byte, w *wireEvent) (ok bool) {
 		sb.Write(b[sp[0]:sp[1]])
 	}
 	all := sb.String()
-	var text [memCount]string
+	var text [memCount + 1]string
 	off := 0
 	for m, sp := range spans {
 		n := sp[1] - sp[0]
 		text[m] = all[off : off+n]
 		off += n
+	}
+	if state[0] >= 0 {
+		payload.State = StateOf(text[memState])
 	}
 	var ts wireTime
 	if seen&(1<<memTimestamp) != 0 {

@@ -14,7 +14,7 @@ func scanPayload(b []byte, p *PayloadEnvelope) (ok bool) {
 	s := payloadScanner{b: b}
 	s.space()
 	var out PayloadEnvelope
-	if !s.payload(&out) {
+	if !s.payload(&out, nil) {
 		return false
 	}
 	s.space()
@@ -26,8 +26,11 @@ func scanPayload(b []byte, p *PayloadEnvelope) (ok bool) {
 }
 
 // payload reads the envelope object that starts at s.i, as scanPayload
-// describes, and leaves s.i after it; p is set only when ok.
-func (s *payloadScanner) payload(p *PayloadEnvelope) (ok bool) {
+// describes, and leaves s.i after it; p is set only when ok. With state
+// not nil, a state given as a string is not copied: p.State is left
+// unset, and *state is set to the span of its text in s.b (else left
+// alone), for the caller to copy.
+func (s *payloadScanner) payload(p *PayloadEnvelope, state *[2]int) (ok bool) {
 	b := s.b
 	if !s.byte('{') {
 		return false
@@ -60,6 +63,12 @@ func (s *payloadScanner) payload(p *PayloadEnvelope) (ok bool) {
 				switch {
 				case s.lit("null"):
 					out.State = NullState()
+				case state != nil:
+					a, z, ok := s.skipStr()
+					if !ok {
+						return false
+					}
+					*state = [2]int{a, z}
 				default:
 					v, ok := s.str()
 					if !ok {
