@@ -141,8 +141,11 @@ func Decode(b []byte) (Event, error) {
 		return Event{}, single(p, RuleDepth, depthMessage)
 	}
 	var w wireEvent
-	if err := json.Unmarshal(b, &w, decodeOptions); err != nil {
-		return Event{}, decodeProblem(b, err)
+	if !scanEvent(b, &w) {
+		var err error
+		if w, err = unmarshalWire(b); err != nil {
+			return Event{}, decodeProblem(b, err)
+		}
 	}
 	if w.Timestamp.set {
 		// ParseTime refused a UTC form outside the years 0000 to 9999
@@ -168,6 +171,15 @@ func Decode(b []byte) (Event, error) {
 		}
 	}
 	return w.event(), nil
+}
+
+// unmarshalWire is the full decoder of [Decode], for what scanEvent does
+// not take. Its own variable escapes to the json package, so that Decode's
+// does not.
+func unmarshalWire(b []byte) (wireEvent, error) {
+	var w wireEvent
+	err := json.Unmarshal(b, &w, decodeOptions)
+	return w, err
 }
 
 const msgNUL = "must not contain a NUL character (raw or \\u0000)"

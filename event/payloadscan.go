@@ -13,6 +13,25 @@ package event
 func scanPayload(b []byte, p *PayloadEnvelope) (ok bool) {
 	s := payloadScanner{b: b}
 	s.space()
+	var out PayloadEnvelope
+	if !s.payload(&out, nil) {
+		return false
+	}
+	s.space()
+	if s.i != len(b) {
+		return false
+	}
+	*p = out
+	return true
+}
+
+// payload reads the envelope object that starts at s.i, as scanPayload
+// describes, and leaves s.i after it; p is set only when ok. With state
+// not nil, a state given as a string is not copied: p.State is left
+// unset, and *state is set to the span of its text in s.b (else left
+// alone), for the caller to copy.
+func (s *payloadScanner) payload(p *PayloadEnvelope, state *[2]int) (ok bool) {
+	b := s.b
 	if !s.byte('{') {
 		return false
 	}
@@ -24,17 +43,18 @@ func scanPayload(b []byte, p *PayloadEnvelope) (ok bool) {
 	s.space()
 	if !s.byte('}') {
 		for {
-			name, ok := s.str()
+			a, z, ok := s.skipStr()
 			if !ok {
 				return false
 			}
+			name := b[a:z]
 			s.space()
 			if !s.byte(':') {
 				return false
 			}
 			s.space()
 			start := s.i
-			switch name {
+			switch string(name) {
 			case "state":
 				if hasState {
 					return false
@@ -43,6 +63,12 @@ func scanPayload(b []byte, p *PayloadEnvelope) (ok bool) {
 				switch {
 				case s.lit("null"):
 					out.State = NullState()
+				case state != nil:
+					a, z, ok := s.skipStr()
+					if !ok {
+						return false
+					}
+					*state = [2]int{a, z}
 				default:
 					v, ok := s.str()
 					if !ok {
@@ -51,13 +77,13 @@ func scanPayload(b []byte, p *PayloadEnvelope) (ok bool) {
 					out.State = StateOf(v)
 				}
 			case "size", "provider":
-				if name == "size" && hasSize || name == "provider" && hasPr {
+				if string(name) == "size" && hasSize || string(name) == "provider" && hasPr {
 					return false
 				}
 				if !s.value(0) {
 					return false
 				}
-				if name == "size" {
+				if string(name) == "size" {
 					hasSize, size = true, [2]int{start, s.i}
 				} else {
 					hasPr, prov = true, [2]int{start, s.i}
@@ -74,10 +100,6 @@ func scanPayload(b []byte, p *PayloadEnvelope) (ok bool) {
 			}
 			s.space()
 		}
-	}
-	s.space()
-	if s.i != len(b) {
-		return false
 	}
 	if hasSize || hasPr {
 		// One copy holds both raw values: the caller may reuse b.
@@ -104,9 +126,14 @@ func scanPayload(b []byte, p *PayloadEnvelope) (ok bool) {
 // to the full decoder.
 const scanMaxDepth = 64
 
-// scanMaxMembers bounds the members of one object that scanPayload checks
-// for duplicates (pairwise); larger objects go to the full decoder.
-const scanMaxMembers = 32
+// scanSmallMembers is how many members of one object scanPayload checks
+// for duplicates pairwise; past them it checks with a hash table
+// (largeObject).
+const scanSmallMembers = 16
+
+// scanMaxMembers bounds the members of one object that scanPayload
+// follows; larger objects go to the full decoder.
+const scanMaxMembers = 128
 
 type payloadScanner struct {
 	b []byte
@@ -162,23 +189,31 @@ func (s *payloadScanner) str() (string, bool) {
 	return "", false
 }
 
+// strStop marks the bytes that end skipStr's run of plain string bytes:
+// the quote, the backslash, and every byte outside printable ASCII.
+var strStop = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c == '"' || c == '\\' || c < 0x20 || c >= 0x7f
+	}
+	return t
+}()
+
 // skipStr is str without the text.
 func (s *payloadScanner) skipStr() (start, end int, ok bool) {
 	if !s.byte('"') {
 		return 0, 0, false
 	}
 	start = s.i
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
-		case c == '"':
-			s.i++
-			return start, s.i - 1, true
-		case c == '\\' || c < 0x20 || c >= 0x7f:
-			return 0, 0, false
-		}
-		s.i++
+	b := s.b
+	i := s.i
+	for i < len(b) && !strStop[b[i]] {
+		i++
 	}
+	if i < len(b) && b[i] == '"' {
+		s.i = i + 1
+		return start, i, true
+	}
+	s.i = i
 	return 0, 0, false
 }
 
@@ -198,10 +233,10 @@ func (s *payloadScanner) value(depth int) bool {
 		if s.byte('}') {
 			return true
 		}
-		var names [scanMaxMembers][2]int
+		var names [scanSmallMembers][2]int
 		for n := 0; ; n++ {
-			if n == scanMaxMembers {
-				return false
+			if n == scanSmallMembers {
+				return s.largeObject(depth, &names)
 			}
 			a, z, ok := s.skipStr()
 			if !ok {
@@ -296,4 +331,65 @@ func (s *payloadScanner) digits() int {
 		n++
 	}
 	return n
+}
+
+// largeObject goes on with an object whose first scanSmallMembers member
+// names (spans in s.b, no two alike) are read and whose next member starts
+// at s.i, checking the names for duplicates with an open-addressing hash
+// table rather than pairwise.
+func (s *payloadScanner) largeObject(depth int, first *[scanSmallMembers][2]int) bool {
+	if len(s.b) > 1<<31-1 {
+		return false
+	}
+	// A slot holds a name's span; a name starts after its quote, so 0 is
+	// no start and an all-zero slot is free.
+	var table [2 * scanMaxMembers][2]int32
+	const mask = len(table) - 1
+	add := func(a, z int) bool {
+		name := s.b[a:z]
+		h := uint32(2166136261) // FNV-1a
+		for _, c := range name {
+			h = (h ^ uint32(c)) * 16777619
+		}
+		i := int(h) & mask
+		for table[i][0] != 0 {
+			if string(s.b[table[i][0]:table[i][1]]) == string(name) {
+				return false
+			}
+			i = (i + 1) & mask
+		}
+		table[i] = [2]int32{int32(a), int32(z)}
+		return true
+	}
+	for _, sp := range first {
+		add(sp[0], sp[1])
+	}
+	for n := len(first); ; n++ {
+		if n == scanMaxMembers {
+			return false
+		}
+		a, z, ok := s.skipStr()
+		if !ok {
+			return false
+		}
+		if !add(a, z) {
+			return false // a duplicate: the full decoder's error
+		}
+		s.space()
+		if !s.byte(':') {
+			return false
+		}
+		s.space()
+		if !s.value(depth + 1) {
+			return false
+		}
+		s.space()
+		if s.byte('}') {
+			return true
+		}
+		if !s.byte(',') {
+			return false
+		}
+		s.space()
+	}
 }

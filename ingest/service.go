@@ -424,9 +424,13 @@ type run struct {
 func (s *Service) newRun(ctx context.Context, caller Caller, source event.Source, n int) *run {
 	return &run{
 		s: s, ctx: ctx, caller: caller, source: source,
-		now:       event.Normalize(s.now()),
-		batch:     Batch{checked: true},
-		res:       Result{Rejected: []Rejection{}},
+		now: event.Normalize(s.now()),
+		res: Result{Rejected: []Rejection{}},
+		// The survivors' slices get their usual length at once: most
+		// items of a batch are admitted.
+		batch:     Batch{Events: make([]event.Event, 0, n), Conflicts: make([]Conflict, 0, n), checked: true},
+		index:     make([]int, 0, n),
+		unvalid:   make([]*pair, 0, n),
 		seen:      make(map[dupKey]int, n),
 		rows:      make(map[pair][]sizenames.Row),
 		resolved:  make(map[pair]map[string]resolvedSize),

@@ -19,8 +19,9 @@ var ErrNotJSON = errors.New("ingest: the body must be one JSON object or an arra
 // not a valid object is still an item, refused alone). More than 1000
 // elements fail with [ErrBatchTooLarge] without reading the rest; anything
 // else, a broken array structure or data after the array fail with an
-// error matching [ErrNotJSON]. The items are copies: the body can be
-// dropped once SplitBatch returns.
+// error matching [ErrNotJSON]. The items are copies (of an array's
+// elements, slices of one copy of the body): the body can be dropped once
+// SplitBatch returns.
 func SplitBatch(body []byte) ([][]byte, error) {
 	i := 0
 	for i < len(body) && isSpace(body[i]) {
@@ -31,7 +32,7 @@ func SplitBatch(body []byte) ([][]byte, error) {
 	}
 	switch body[i] {
 	case '{':
-		b := bytes.TrimRight(body[i:], " \t\r\n")
+		b := bytes.Clone(bytes.TrimRight(body[i:], " \t\r\n"))
 		return [][]byte{b[:len(b):len(b)]}, nil
 	case '[':
 		return splitArray(body[i:])
@@ -52,7 +53,10 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\
 // breaks a parser limit). Nesting is counted without a limit, in one byte
 // per level, bounded by the body's cap. It reads the body once, so its cost
 // is linear in the body's length.
-func splitArray(b []byte) ([][]byte, error) {
+func splitArray(body []byte) ([][]byte, error) {
+	// The items are slices of one copy of the body, each capped at its
+	// end, rather than a copy each: one allocation instead of one per item.
+	b := bytes.Clone(body)
 	sc := &arrayScanner{b: b}
 	if c, err := sc.next(); err != nil || c != '[' {
 		return sc.fail(err, "the body must start with [")
@@ -71,7 +75,7 @@ func splitArray(b []byte) ([][]byte, error) {
 			if err != nil {
 				return sc.fail(err, fmt.Sprintf("element %d", len(items)))
 			}
-			items = append(items, bytes.Clone(item))
+			items = append(items, item[:len(item):len(item)])
 			if after == 0 {
 				if after, err = sc.nextNonSpace(); err != nil {
 					return sc.fail(err, "the array is not closed")
@@ -147,6 +151,12 @@ func (sc *arrayScanner) element(c byte) (item []byte, after byte, err error) {
 	case '{', '[':
 		sc.stack = append(sc.stack[:0], closer(c))
 		for len(sc.stack) > 0 {
+			// Only quotes and brackets matter here: skip the rest.
+			i := sc.pos
+			for i < len(sc.b) && !structural[sc.b[i]] {
+				i++
+			}
+			sc.pos = i
 			c, err := sc.next()
 			if err != nil {
 				return nil, 0, err
@@ -181,22 +191,35 @@ func (sc *arrayScanner) element(c byte) (item []byte, after byte, err error) {
 	}
 }
 
+// structural marks the bytes an element's scan stops at: quotes and
+// brackets.
+var structural = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true}
+
+// strEnd marks the bytes a string's scan stops at: the quote and the
+// backslash.
+var strEnd = [256]bool{'"': true, '\\': true}
+
 // str reads the rest of a string whose opening quote was just read.
 func (sc *arrayScanner) str() error {
+	b, i := sc.b, sc.pos
 	for {
-		i := bytes.IndexAny(sc.b[sc.pos:], "\"\\")
-		if i < 0 {
-			sc.pos = len(sc.b)
+		for i < len(b) && !strEnd[b[i]] {
+			i++
+		}
+		if i == len(b) {
+			sc.pos = i
 			return io.EOF
 		}
-		sc.pos += i + 1
-		if sc.b[sc.pos-1] == '"' {
+		i++
+		if b[i-1] == '"' {
+			sc.pos = i
 			return nil
 		}
-		if sc.pos == len(sc.b) { // a backslash at the very end
+		if i == len(b) { // a backslash at the very end
+			sc.pos = i
 			return io.EOF
 		}
-		sc.pos++ // the escaped byte
+		i++ // the escaped byte
 	}
 }
 

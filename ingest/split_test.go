@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tallyhq/tally/ingest"
+	"github.com/tallyhq/tally/store/storetest"
 )
 
 func TestSplitBatch(t *testing.T) {
@@ -100,6 +101,12 @@ func TestSplitBatchCopies(t *testing.T) {
 	if d := cmp.Diff([][]byte{[]byte(`{"a":1}`), []byte(`"x"`), []byte(`2`)}, items); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
 	}
+	// An item that grows does not overwrite the next.
+	for i, it := range items {
+		if cap(it) != len(it) {
+			t.Errorf("item %d: cap %d, len %d", i, cap(it), len(it))
+		}
+	}
 }
 
 // FuzzSplitBatch checks that SplitBatch never panics, and that the items of
@@ -159,4 +166,20 @@ func jsonElements(body []byte) ([][]byte, bool) {
 		return nil, false
 	}
 	return out, true
+}
+
+// BenchmarkSplitBatch splits a body of 1000 events (storetest.GenerateBatch)
+// as POST /api/v1/events does. One op is the whole body.
+//
+//	go test -run='^$' -bench=SplitBatch -benchmem ./ingest
+func BenchmarkSplitBatch(b *testing.B) {
+	body := append(append([]byte("[\n"), bytes.Join(storetest.GenerateBatch(0, ingest.MaxBatch), []byte(",\n"))...), "\n]"...)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		items, err := ingest.SplitBatch(body)
+		if err != nil || len(items) != ingest.MaxBatch {
+			b.Fatal(len(items), err)
+		}
+	}
 }

@@ -237,6 +237,9 @@ func (h *Handler) postEvents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	items, err := ingest.SplitBatch(body)
+	// The items are copies: nothing holds the body any more, and the next
+	// request's body reuses its memory.
+	httpbody.Recycle(body)
 	if err != nil {
 		return err
 	}

@@ -126,7 +126,7 @@ func readDeclared(wire *errReader, buf *buffer, want, max int64) ([]byte, error)
 			return nil, readError(max, wire.err, err, "")
 		}
 	}
-	return buf.b, nil
+	return buf.bytes(), nil
 }
 
 // readUnknown reads src, a body of unknown decoded size (chunked, or
@@ -154,7 +154,7 @@ func readUnknown(src io.Reader, wire *errReader, buf *buffer, max int64, coding 
 	if buf.len() > max {
 		return nil, tooLarge(max, nil)
 	}
-	return buf.b, nil
+	return buf.bytes(), nil
 }
 
 // decoder returns the reader of the decoded body of coding ("" for none)
@@ -199,7 +199,49 @@ func deflateReader(wire io.Reader) (io.Reader, error) {
 type buffer struct {
 	ctx  context.Context
 	acct *account
-	b    []byte
+	b    []byte // the body so far; its capacity is what acct was charged
+	// back is b's backing array at its full capacity: a buffer from pool
+	// is larger than what the body has been charged so far, and b grows
+	// into it without a copy. nil until the first grow.
+	back []byte
+}
+
+// pool holds the backing arrays of bodies given back with [Recycle], at
+// most poolSize of them (so at most poolSize × maxPooled bytes stay held
+// while no request needs them). A channel rather than a sync.Pool: the
+// garbage collector empties a sync.Pool every other cycle, and ingestion
+// allocates enough to run one every request or two.
+var pool = make(chan []byte, poolSize)
+
+// poolSize is how many backing arrays pool keeps: one per core of a small
+// server; requests beyond them allocate as without a pool.
+const poolSize = 4
+
+// maxPooled is the largest backing array pool keeps: a batch of 1000
+// events takes a few hundred KiB to a few MiB.
+const maxPooled = 4 << 20
+
+// Recycle gives the backing array of body, a body [Read] returned, back
+// for a later Read to fill. The caller must hold no reference into body
+// afterwards, nor let anything else hold one: its bytes will be
+// overwritten. A body of another origin, or larger than Recycle keeps, is
+// left to the garbage collector.
+func Recycle(body []byte) {
+	if c := cap(body); c >= initialBuffer && c <= maxPooled {
+		select {
+		case pool <- body[:0]:
+		default:
+		}
+	}
+}
+
+// bytes returns the body read, with the capacity of its backing array
+// (for [Recycle]).
+func (b *buffer) bytes() []byte {
+	if b.back != nil {
+		return b.back[:len(b.b)]
+	}
+	return b.b
 }
 
 func (b *buffer) len() int64 { return int64(len(b.b)) }
@@ -214,9 +256,23 @@ func (b *buffer) grow(limit int64) error {
 	if err := b.acct.charge(b.ctx, next-int64(cap(b.b))); err != nil {
 		return err
 	}
-	nb := make([]byte, len(b.b), next)
+	if b.back == nil {
+		select {
+		case b.back = <-pool:
+		default:
+		}
+	}
+	if int64(cap(b.back)) >= next {
+		// The body so far is already at the start of back.
+		b.b = b.back[:len(b.b):next]
+		return nil
+	}
+	// An eighth more than charged, so that a recycled array also takes
+	// the next body of about the same length (the budget still counts
+	// what the body brought, not this headroom).
+	nb := make([]byte, len(b.b), next+next/8)
 	copy(nb, b.b)
-	b.b = nb
+	b.b, b.back = nb[:len(b.b):next], nb
 	return nil
 }
 

@@ -315,3 +315,46 @@ func TestNewBudgetErrors(t *testing.T) {
 		t.Errorf("NewBudget(0, -1, -1): %v, want all three problems", err)
 	}
 }
+
+// A recycled body's memory is filled by later bodies, each read exactly,
+// whether it is smaller or larger than the recycled one, declared or
+// chunked; the budget is charged as without recycling.
+func TestRecycle(t *testing.T) {
+	b, err := httpbody.NewBudget(1<<30, time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range []int{300 << 10, 40 << 10, 1 << 20, 17 << 10, 300 << 10, 5} {
+		want := bytes.Repeat([]byte{byte('a' + i)}, n)
+		for _, chunked := range []bool{false, true} {
+			r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(want))
+			if chunked {
+				r.ContentLength = -1
+			}
+			var inUse int64
+			b.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				got, err := httpbody.Read(w, r, 8<<20)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("body %d (chunked %v): %d bytes differ from the %d sent", i, chunked, len(got), n)
+				}
+				inUse = b.InUse()
+				httpbody.Recycle(got)
+			})).ServeHTTP(httptest.NewRecorder(), r)
+			// Declared: the doubling from 16 KiB up to the length; chunked:
+			// up to the first capacity past it.
+			charged := int64(16 << 10)
+			for charged < int64(n) || chunked && charged == int64(n) {
+				charged *= 2
+			}
+			if !chunked {
+				charged = min(charged, int64(n))
+			}
+			if inUse != charged {
+				t.Errorf("body %d (chunked %v): %d bytes charged, want %d", i, chunked, inUse, charged)
+			}
+		}
+	}
+}
