@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"time"
+	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -112,19 +113,56 @@ type Batch struct {
 	// what it returns (nothing for nil) and assigns the run's ID
 	// (Committed.SyncRunID). Only [Service.Sync] sets it.
 	SyncRun func(Committed) *SyncRun
-	// checked is set by the pipeline that built the batch ([Batch.Checked]).
-	checked bool
+	// checked holds, for each event the pipeline admitted, in order, the
+	// identity of its payload's raw members as the pipeline checked them
+	// ([Batch.Checked]).
+	checked []payloadMark
 }
 
 // Checked reports whether every event of b came from [event.Decode]
-// through this package's pipeline ([Service.Ingest], [Service.Sync]), its
-// size and provider rewritten only by the pipeline's own encoders: then
-// each raw member of its payload is one valid JSON value and the unknown
-// members name no member of the envelope, so a store may write the
-// payload without checking it again, as [event.PayloadEnvelope.MarshalJSON]
+// through this package's pipeline ([Service.Ingest], [Service.Sync]) with
+// its payload's raw members (size, provider, the unknown members) as the
+// pipeline checked them: each one valid JSON and the unknown members
+// naming no member of the envelope. A store may then write the payloads
+// without checking them again, as [event.PayloadEnvelope.MarshalJSON]
 // does (the performance rules). It is false for a batch built by other
-// code, which cannot set it.
-func (b Batch) Checked() bool { return b.checked }
+// code, and for one whose events or payloads code between the pipeline
+// and the store replaced (a raw member given a new slice, an event added
+// or moved; dropping events keeps it); a change written into the same
+// bytes of a raw member is not seen, and must not be made.
+func (b Batch) Checked() bool {
+	if len(b.checked) == 0 {
+		return false
+	}
+	j := 0
+	for i := range b.Events {
+		m := markOf(&b.Events[i].Payload)
+		for j < len(b.checked) && b.checked[j] != m {
+			j++
+		}
+		if j == len(b.checked) {
+			return false
+		}
+		j++
+	}
+	return true
+}
+
+// payloadMark identifies the raw members of a payload: where each one's
+// bytes are and how many there are.
+type payloadMark struct {
+	size, provider, unknown rawMark
+}
+
+type rawMark struct {
+	data *byte
+	n    int
+}
+
+func markOf(p *event.PayloadEnvelope) payloadMark {
+	raw := func(v jsontext.Value) rawMark { return rawMark{unsafe.SliceData(v), len(v)} }
+	return payloadMark{raw(p.Size), raw(p.Provider), raw(p.Unknown)}
+}
 
 // Conflict is what [Store.Commit] writes for an event of a [Batch] that
 // collides with a stored one: a dead letter (reason "conflict: …") and an
