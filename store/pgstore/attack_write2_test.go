@@ -136,9 +136,18 @@ func TestAttackRewrittenCheckedBatch(t *testing.T) {
 // deadlock, each key stored once, the Inserted of the two sides partition
 // the keys, and each row is the fold of its stored history.
 func TestAttackConcurrentOverlappingCommits(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("one DB %v", shared), func(t *testing.T) { concurrentOverlapping(t, shared) })
+	}
+}
+
+func concurrentOverlapping(t *testing.T, shared bool) {
 	ctx := context.Background()
 	u := pgtest.URL(t)
-	dbs := []*pgstore.DB{pgtest.Open(t, u, pgstore.Options{}), pgtest.Open(t, u, pgstore.Options{})}
+	dbs := []*pgstore.DB{pgtest.Open(t, u, pgstore.Options{}), nil}
+	if dbs[1] = dbs[0]; !shared {
+		dbs[1] = pgtest.Open(t, u, pgstore.Options{})
+	}
 	base := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	mk := func(i int) event.Event {
 		e := ev(fmt.Sprintf("k%03d", i), base.Add(time.Duration(i%37)*time.Minute))
