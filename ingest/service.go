@@ -689,6 +689,7 @@ func (r *run) admit(i int, raw []byte, id string, ev event.Event, unvalidated *p
 	}
 	r.seen[dk] = len(r.batch.Events)
 	r.batch.Events = append(r.batch.Events, ev)
+	r.batch.sums = append(r.batch.sums, payloadSum(&ev.Payload))
 	r.batch.Conflicts = append(r.batch.Conflicts, r.conflictRecord(id, ev, raw))
 	r.index = append(r.index, i)
 	r.unvalid = append(r.unvalid, unvalidated)

@@ -86,8 +86,9 @@ func (r rewriter) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed,
 
 // TestAttackRewrittenCheckedBatch: code between the Service and the store
 // that changes a Checked batch's payloads forwards the Checked mark with
-// them. Commit must still refuse a payload MarshalJSON refuses, or store
-// what it stores readable.
+// them: Checked sees the payload changed, and Commit refuses what
+// MarshalJSON refuses instead of storing a payload that no listing or
+// feed can read back (PostgreSQL's json input keeps duplicate names).
 func TestAttackRewrittenCheckedBatch(t *testing.T) {
 	ctx := context.Background()
 	for name, rw := range map[string]func(e *event.Event){
@@ -103,29 +104,14 @@ func TestAttackRewrittenCheckedBatch(t *testing.T) {
 			}
 			item := []byte(`{"event_id":"rw-1","timestamp":"2026-11-30T09:00:00Z","event_type":"compute.instance.create.end","platform":"openstack","cloud":"east","resource_type":"instance","resource_id":"vm-rw","project_id":"p1","payload":{"state":"active","size":{"vcpus":2,"ram_gb":4,"disk_gb":20,"flavor":"m1.small"}}}`)
 			res, err := svc.Ingest(ctx, ingest.Caller{}, [][]byte{item})
-			if err != nil {
-				t.Logf("ingest refused: %v", err)
-				if n := count(t, conn, "events"); n != 0 {
-					t.Errorf("%d events stored after an error", n)
-				}
-				return
+			if err == nil {
+				var payload string
+				_ = conn.QueryRow(ctx, `SELECT payload::text FROM events`).Scan(&payload)
+				_, lerr := db.Ingest().Events(ctx, ingest.EventQuery{})
+				t.Fatalf("committed %+v: stored payload %s; listing: %v", res, payload, lerr)
 			}
-			t.Logf("ingest result: %+v", res)
-			if n := count(t, conn, "events"); n == 0 {
-				return
-			}
-			var payload string
-			if err := conn.QueryRow(ctx, `SELECT payload::text FROM events`).Scan(&payload); err != nil {
-				t.Fatal(err)
-			}
-			items, err := db.Ingest().Events(ctx, ingest.EventQuery{})
-			if err != nil {
-				t.Errorf("stored payload %s; reading it back: %v", payload, err)
-				return
-			}
-			p := items[0].Event.Payload
-			if _, err := p.MarshalJSON(); err != nil {
-				t.Errorf("stored payload %s, which the store's own encoder refuses: %v", payload, err)
+			if n := count(t, conn, "events"); n != 0 {
+				t.Errorf("%d events stored after an error", n)
 			}
 		})
 	}
