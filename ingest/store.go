@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"encoding/binary"
 	"hash/maphash"
 	"time"
 
@@ -131,7 +130,8 @@ type Batch struct {
 // code, which cannot set it, and for a batch of the pipeline whose
 // events' payloads were changed since (by a Store between the pipeline and
 // the store that rewrites what it forwards): each payload's sum is
-// checked again, about 20 ns an event, not the members' JSON.
+// checked again (payloadSum, about 25 ns a payload, as when the pipeline
+// admitted it), not the members' JSON.
 func (b Batch) Checked() bool {
 	if !b.checked || len(b.sums) != len(b.Events) {
 		return false
@@ -149,34 +149,29 @@ var sumSeed = maphash.MakeSeed()
 
 // payloadSum is a hash of every part of p that the payload's JSON is
 // written from: the state (absent, null or its string) and the bytes of
-// size, provider and the unknown members (nil apart from empty), each
-// preceded by its length.
+// size, provider and the unknown members, each hashed on its own and
+// mixed in by its place (nil apart from empty).
 func payloadSum(p *event.PayloadEnvelope) uint64 {
-	var h maphash.Hash
-	h.SetSeed(sumSeed)
-	var n [9]byte
-	head := func(kind byte, size int, isNil bool) {
-		n[0] = kind
+	const k = 0x9e3779b97f4a7c15
+	sum := uint64(0)
+	mix := func(h uint64, isNil bool) {
 		if isNil {
-			n[0] |= 0x80
+			h = ^h
 		}
-		binary.LittleEndian.PutUint64(n[1:], uint64(size))
-		_, _ = h.Write(n[:])
+		sum = (sum^h)*k + 1
 	}
 	switch {
 	case p.State.IsZero():
-		head(0, 0, true)
+		mix(1, false)
 	case p.State.Missing():
-		head(1, 0, true)
+		mix(2, false)
 	default:
-		head(2, len(p.State.String()), false)
-		_, _ = h.WriteString(p.State.String())
+		mix(maphash.String(sumSeed, p.State.String()), false)
 	}
-	for i, b := range [...][]byte{p.Size, p.Provider, p.Unknown} {
-		head(byte(3+i), len(b), b == nil)
-		_, _ = h.Write(b)
-	}
-	return h.Sum64()
+	mix(maphash.Bytes(sumSeed, p.Size), p.Size == nil)
+	mix(maphash.Bytes(sumSeed, p.Provider), p.Provider == nil)
+	mix(maphash.Bytes(sumSeed, p.Unknown), p.Unknown == nil)
+	return sum
 }
 
 // Conflict is what [Store.Commit] writes for an event of a [Batch] that
