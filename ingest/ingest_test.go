@@ -1,10 +1,12 @@
 package ingest_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -273,13 +275,14 @@ func memIngest(t testing.TB) *memstore.Ingest {
 	return db.Ingest()
 }
 
-// recordCommits keeps what Checked said of every batch it committed, and
+// recordCommits keeps every batch it committed and what Checked said of it, and
 // rewrites the size of each event when rewrite is set (code between the
 // pipeline and the store).
 type recordCommits struct {
 	*memstore.Ingest
 	rewrite bool
 	checked []bool
+	batches []ingest.Batch
 }
 
 func (r *recordCommits) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, error) {
@@ -289,6 +292,7 @@ func (r *recordCommits) Commit(ctx context.Context, b ingest.Batch) (ingest.Comm
 		}
 	}
 	r.checked = append(r.checked, b.Checked())
+	r.batches = append(r.batches, b)
 	return r.Ingest.Commit(ctx, b)
 }
 
@@ -319,5 +323,53 @@ func TestBatchCheckedOnlyFromThePipeline(t *testing.T) {
 	}
 	if diff := cmp.Diff([]bool{true, true, false, false}, st.checked); diff != "" {
 		t.Errorf("Checked of the Ingest, the Sync, a batch built by hand and a rewritten one (-want +got):\n%s", diff)
+	}
+}
+
+// A Store between the pipeline and the store that changes a payload of
+// the batch it forwards (a new value, or its bytes in place) forwards a
+// batch that is no longer Checked; one that forwards it unchanged, or
+// changes only what the payload is not written from, keeps it.
+func TestBatchCheckedLostWhenAPayloadChanges(t *testing.T) {
+	st := &recordCommits{Ingest: memIngest(t)}
+	svc, err := ingest.New(st, ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	item := `{"event_id":"e","timestamp":"2026-03-01T12:00:00Z","event_type":"compute.instance.create.end","platform":"openstack","cloud":"c","resource_type":"instance","resource_id":"r","project_id":"p","payload":{"state":"active","size":{"vcpus":1,"ram_gb":2,"disk_gb":3,"flavor":"f"},"provider":{"p":1},"x":[1]}}`
+	if res, err := svc.Ingest(ctx, ingest.Caller{}, [][]byte{[]byte(item)}); err != nil || res.Accepted != 1 {
+		t.Fatal(res, err)
+	}
+	b := st.batches[0]
+	if !b.Checked() {
+		t.Fatal("the pipeline's batch is not Checked")
+	}
+	for name, change := range map[string]func(p *event.PayloadEnvelope){
+		"state":           func(p *event.PayloadEnvelope) { p.State = event.StateOf("other") },
+		"size":            func(p *event.PayloadEnvelope) { p.Size = jsontext.Value(`{"vcpus":1,"vcpus":2}`) },
+		"size in place":   func(p *event.PayloadEnvelope) { p.Size[len(p.Size)-3] = 'g' },
+		"provider":        func(p *event.PayloadEnvelope) { p.Provider = nil },
+		"unknown":         func(p *event.PayloadEnvelope) { p.Unknown = jsontext.Value(`{"state":"x"}`) },
+		"unknown emptied": func(p *event.PayloadEnvelope) { p.Unknown = jsontext.Value{} },
+	} {
+		c := b
+		c.Events = slices.Clone(b.Events)
+		p := &c.Events[0].Payload
+		p.Size, p.Provider, p.Unknown = bytes.Clone(p.Size), bytes.Clone(p.Provider), bytes.Clone(p.Unknown)
+		change(p)
+		if c.Checked() {
+			t.Errorf("%s changed: still Checked", name)
+		}
+	}
+	c := b
+	c.Events = slices.Clone(b.Events)
+	c.Events[0].ResourceID = "other"
+	if !c.Checked() {
+		t.Error("a change outside the payload: no longer Checked")
+	}
+	c.Events = c.Events[:0]
+	if !c.Checked() {
+		t.Error("its events dropped (a store's expired ones): no longer Checked")
 	}
 }

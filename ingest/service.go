@@ -428,7 +428,7 @@ func (s *Service) newRun(ctx context.Context, caller Caller, source event.Source
 		res: Result{Rejected: []Rejection{}},
 		// The survivors' slices get their usual length at once: most
 		// items of a batch are admitted.
-		batch:     Batch{Events: make([]event.Event, 0, n), Conflicts: make([]Conflict, 0, n), checked: make([]payloadMark, 0, n)},
+		batch:     Batch{Events: make([]event.Event, 0, n), Conflicts: make([]Conflict, 0, n), checked: true, sums: make([]uint64, 0, n)},
 		index:     make([]int, 0, n),
 		unvalid:   make([]*pair, 0, n),
 		seen:      make(map[dupKey]int, n),
@@ -693,7 +693,7 @@ func (r *run) admit(i int, raw []byte, id string, ev event.Event, unvalidated *p
 	}
 	r.seen[dk] = len(r.batch.Events)
 	r.batch.Events = append(r.batch.Events, ev)
-	r.batch.checked = append(r.batch.checked, markOf(&ev.Payload))
+	r.batch.sums = append(r.batch.sums, payloadSum(&ev.Payload))
 	r.batch.Conflicts = append(r.batch.Conflicts, r.conflictRecord(id, ev, raw))
 	r.index = append(r.index, i)
 	r.unvalid = append(r.unvalid, unvalidated)

@@ -263,15 +263,17 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 		rk := projection.KeyOf(&ev)
 		s.ingest.byResource[rk] = append(s.ingest.byResource[rk], k)
 		stored = append(stored, ev)
+		// Late only against an event stored before: the zero time (year 1)
+		// is no such event, and an event of year 0000 is before it.
 		last, seen := latest[rk]
 		if !seen {
 			if r, ok := s.projection.current(rk); ok {
-				last = r.LastEventAt
+				last, seen = r.LastEventAt, true
 			}
 		}
-		s.ingest.feed = append(s.ingest.feed, feedEntry{key: k, late: ev.Timestamp.Before(last)})
+		s.ingest.feed = append(s.ingest.feed, feedEntry{key: k, late: seen && ev.Timestamp.Before(last)})
 		s.ingest.seq[k] = int64(len(s.ingest.feed))
-		if ev.Timestamp.After(last) {
+		if !seen || ev.Timestamp.After(last) {
 			last = ev.Timestamp
 		}
 		latest[rk] = last

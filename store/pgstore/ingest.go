@@ -145,11 +145,34 @@ func (s *Ingest) Commit(ctx context.Context, b ingest.Batch) (ingest.Committed, 
 	if b.Conflicts != nil && len(b.Conflicts) != len(b.Events) {
 		return ingest.Committed{}, fmt.Errorf("pgstore: commit batch: %d conflicts for %d events (nil or parallel)", len(b.Conflicts), len(b.Events))
 	}
-	res, err := s.commitPartitioned(ctx, b)
+	res, err := s.commitPartitioned(ctx, microBatch(b))
 	if err != nil {
 		return ingest.Committed{}, fmt.Errorf("pgstore: commit batch: %w", interpretError(err))
 	}
 	return res, nil
+}
+
+// microBatch is b with every event's timestamp as the store keeps it
+// (utcMicro), in a copy of b.Events when one is not (a Go caller's
+// nanoseconds or zone; the pipeline's events are kept so already): the
+// fold of the new events (deltas, settle) compares and orders them by
+// projection.Compare, which a nanosecond below the stored microsecond
+// would otherwise turn (an event of the stored row's microsecond applied
+// after it instead of replaying the history, two of one microsecond
+// folded in the other order), as memstore, which folds the kept times,
+// does not.
+func microBatch(b ingest.Batch) ingest.Batch {
+	for i := range b.Events {
+		if t := b.Events[i].Timestamp; t != utcMicro(t) {
+			evs := slices.Clone(b.Events)
+			for j := i; j < len(evs); j++ {
+				evs[j].Timestamp = utcMicro(evs[j].Timestamp)
+			}
+			b.Events = evs
+			return b
+		}
+	}
+	return b
 }
 
 // commitPartitioned is commitBatch on a partitioned events table: the

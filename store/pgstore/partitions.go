@@ -56,15 +56,20 @@ type Partition struct {
 	// Name is the table's name: events_YYYY_MM or events_legacy.
 	Name string
 	// From is the inclusive lower bound, a UTC month start; zero for
-	// MINVALUE (events_legacy).
+	// MINVALUE (events_legacy), and for events_0001_01, whose start is
+	// Go's zero time.
 	From time.Time
 	// To is the exclusive upper bound, a UTC month start.
 	To time.Time
+	// unbounded is true for a lower bound of MINVALUE: From's zero alone
+	// cannot say it, since January of year 1 starts at the zero time, and
+	// a partition of that month does not hold December of year 0.
+	unbounded bool
 }
 
 // holds reports whether t falls within p.
 func (p Partition) holds(t time.Time) bool {
-	return (p.From.IsZero() || !t.Before(p.From)) && t.Before(p.To)
+	return (p.unbounded || !t.Before(p.From)) && t.Before(p.To)
 }
 
 // monthOf is the start of t's UTC month.
@@ -249,9 +254,9 @@ func parsePartition(name, expr string) (Partition, error) {
 	if m == nil {
 		return Partition{}, fmt.Errorf("partition %s of events: bound %q is not a range of timestamps (a DEFAULT partition is never made by tally: detach it)", name, expr)
 	}
-	p := Partition{Name: name}
+	p := Partition{Name: name, unbounded: m[1] == "MINVALUE"}
 	var err error
-	if m[1] != "MINVALUE" {
+	if !p.unbounded {
 		if p.From, err = parseBound(m[1]); err != nil {
 			return Partition{}, fmt.Errorf("partition %s of events: %w", name, err)
 		}

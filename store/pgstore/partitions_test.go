@@ -507,3 +507,25 @@ func TestListingPartitionsTakesNoLock(t *testing.T) {
 		t.Errorf("EventPartitions with events locked elsewhere: %d partitions, %v; want them at once", len(parts), err)
 	}
 }
+
+// TestPartitionOfYear0AfterJanuaryOfYear1: January of year 1 starts at
+// Go's zero time, which the cache of partitions also used to read as a
+// lower bound of MINVALUE, so with events_0001_01 made, a batch with an
+// event of December of year 0 (0000-12-31T23:30Z, which the API accepts)
+// found its month "held", made no partition and was refused, twice, with
+// "no partition of relation" ("an event is never refused for its month").
+func TestPartitionOfYear0AfterJanuaryOfYear1(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.Open(t, pgtest.PartitionedURL(t), pgstore.Options{})
+	jan1 := ev("jan1", time.Date(1, 1, 1, 0, 0, 1, 0, time.UTC))
+	dec0 := ev("dec0", time.Date(0, 12, 31, 23, 30, 0, 0, time.UTC))
+	for _, b := range [][]event.Event{{jan1}, {dec0}} {
+		res, err := db.Ingest().Commit(ctx, ingest.Batch{Events: b})
+		if err != nil {
+			t.Fatalf("commit %s: %v", b[0].EventID, err)
+		}
+		if !res.Inserted[0] {
+			t.Errorf("%s not inserted", b[0].EventID)
+		}
+	}
+}

@@ -34,6 +34,7 @@ func runFeed(t *testing.T, newStore func(t *testing.T) ingestStore) {
 		{"a backdated event comes with late true, a batch oldest first", feedLate},
 		{"a Go caller's nanosecond timestamps: late and order by the microsecond", feedLateSubMicro},
 		{"random batches: late and order as a model of the rule says", feedLateRandom},
+		{"the ends of time: an event of year 0000 is late only against a stored event", feedLateEndsOfTime},
 		{"filters select as Match does, and limit pages the same order", feedFilters},
 		{"after=now starts at the head: only later events", feedHead},
 		{"a cursor tampered, of another feed or another database is refused naming /after", feedBadCursor},
@@ -278,6 +279,45 @@ func feedLateSubMicro(t *testing.T, e *env) {
 	}
 	if d := cmp.Diff([]string{"ns-create", "ns-a", "ns-b", "ns-c"}, order); d != "" {
 		t.Errorf("feed order (-want +got):\n%s", d)
+	}
+}
+
+// feedLateEndsOfTime commits events of year 0000 (before Go's zero time,
+// year 1) and of 9999 straight to the store: an event is late only when
+// it is before its resource's latest event stored before its batch, so
+// the first events of a resource, of any year, are never late; a year-0000
+// event older than a stored year-0000 event is.
+func feedLateEndsOfTime(t *testing.T, e *env) {
+	ctx := context.Background()
+	y0 := time.Date(0, 6, 1, 0, 0, 0, 0, time.UTC)
+	y9999 := time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
+	mk := func(id, res, typ string, at time.Time) event.Event {
+		ev, err := event.DecodeValidate(volumeCreate(id, t0).set("event_type", typ).set("resource_id", res).set("payload.size.size_gb", 200).bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev.Source = event.SourceCollector
+		ev.Timestamp = at
+		return ev
+	}
+	for _, b := range [][]event.Event{
+		{mk("a-create", "vol-a", "volume.create.end", y0), mk("z-create", "vol-z", "volume.create.end", y9999)},
+		{mk("a-later", "vol-a", "volume.resize.end", y0.Add(time.Hour)), mk("a-earlier", "vol-a", "volume.resize.end", y0.Add(-time.Hour)),
+			mk("b-1", "vol-b", "volume.create.end", y0), mk("b-2", "vol-b", "volume.resize.end", y0.Add(time.Second)),
+			mk("z-earlier", "vol-z", "volume.resize.end", y0)},
+	} {
+		if _, err := e.st.Commit(ctx, ingest.Batch{Events: b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitFeed(t, e.st)
+	got := map[string]bool{}
+	for _, it := range readAll(t, e.st, ingest.FeedPosition{}, ingest.FeedFilter{}, 1000) {
+		got[it.Event.EventID] = it.Late
+	}
+	want := map[string]bool{"a-create": false, "z-create": false, "a-later": false, "a-earlier": true, "b-1": false, "b-2": false, "z-earlier": true}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("late by event (-want +got):\n%s", d)
 	}
 }
 

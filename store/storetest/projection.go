@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/tallyhq/tally/event"
 	"github.com/tallyhq/tally/ingest"
@@ -35,6 +36,10 @@ func runProjection(t *testing.T, newStore func(t *testing.T) ingestStore) {
 	t.Run("a late update older than a delete never revives a deleted resource", func(t *testing.T) {
 		t.Parallel()
 		testProjectionLateUpdate(t, newStore(t))
+	})
+	t.Run("a Go caller's nanoseconds: the fold orders and replays by the microsecond kept", func(t *testing.T) {
+		t.Parallel()
+		testProjectionSubMicro(t, newStore(t))
 	})
 	t.Run("created, deleted and created again: incremental equals replay", func(t *testing.T) {
 		t.Parallel()
@@ -309,6 +314,53 @@ func testProjectionLateUpdate(t *testing.T, st ingestStore) {
 	// resource's history; count replays in a counter."
 	if diff := cmp.Diff(map[string]int{"c1": 1}, obs.replays); diff != "" {
 		t.Errorf("replays (-want +got):\n%s", diff)
+	}
+}
+
+// testProjectionSubMicro commits events straight to the store (a Go
+// caller that did not normalize its timestamps) whose nanoseconds differ
+// within one microsecond: the stores keep, order and fold every event by
+// its microsecond, so an update of the stored row's microsecond with a
+// smaller event_id sorts before the stored last event (projection.Compare)
+// and replays the history, and two updates of one microsecond in one batch
+// fold by event_id, whatever their nanoseconds; the row is the fold of the
+// stored history.
+func testProjectionSubMicro(t *testing.T, st ingestStore) {
+	ctx := context.Background()
+	base := t0.Add(time.Hour)
+	mk := func(id, typ, state string, at time.Time) event.Event {
+		ev, err := event.DecodeValidate(volumeCreate(id, base).set("event_type", typ).set("resource_id", "vol-ns").set("payload.state", state).set("payload.size.size_gb", 200).bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev.Source = event.SourceCollector
+		ev.Timestamp = at
+		return ev
+	}
+	at := base.Add(time.Minute)
+	k := volumeKey("vol-ns")
+	for _, b := range [][]event.Event{
+		{mk("n-create", "volume.create.end", "available", base)},
+		{mk("n-7", "volume.resize.end", "seven", at)},
+		// n-1 is of n-7's microsecond, 999 ns later: before n-7 by event_id.
+		{mk("n-1", "volume.resize.end", "one", at.Add(999))},
+		// One batch: n-3 has fewer nanoseconds than n-2, one microsecond.
+		{mk("n-2", "volume.resize.end", "two", at.Add(time.Microsecond+900)), mk("n-3", "volume.resize.end", "three", at.Add(time.Microsecond+100))},
+	} {
+		if _, err := st.Commit(ctx, ingest.Batch{Events: b}); err != nil {
+			t.Fatal(err)
+		}
+		h, err := st.Projection().History(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(projection.Fold(h), gotRow(t, st, k), cmpJSONBytes, cmpopts.EquateComparable(event.State{})); diff != "" {
+			t.Errorf("after %s: row is not the fold of the stored history (-fold +row):\n%s", b[0].EventID, diff)
+		}
+	}
+	got := gotRow(t, st, k)
+	if got.State != "three" || got.LastEventID != "n-3" {
+		t.Errorf("row state %q, last event %q: want three, n-3 (n-1 before n-7, n-2 before n-3)", got.State, got.LastEventID)
 	}
 }
 
