@@ -192,7 +192,10 @@ func markLate(ctx context.Context, tx pgx.Tx, fresh []*event.Event, stored map[p
 	var stamps []time.Time
 	for _, e := range fresh {
 		last, ok := stored[projection.KeyOf(e)]
-		if ts := utcMicro(e.Timestamp); ok && ts.Before(last) {
+		if !ok {
+			continue
+		}
+		if ts := utcMicro(e.Timestamp); ts.Before(last) {
 			ids, stamps = append(ids, e.EventID), append(stamps, ts)
 		}
 	}

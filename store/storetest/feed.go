@@ -236,6 +236,20 @@ func feedLate(t *testing.T, e *env) {
 	}
 }
 
+// subMicroEvent is it (an item of volume vol-ns, size_gb 200 set) decoded
+// and checked as a Go caller commits it straight to a store: source
+// collector, and its timestamp at, nanoseconds and all.
+func subMicroEvent(t *testing.T, it item, at time.Time) event.Event {
+	t.Helper()
+	ev, err := event.DecodeValidate(it.set("resource_id", "vol-ns").set("payload.size.size_gb", 200).bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.Source = event.SourceCollector
+	ev.Timestamp = at
+	return ev
+}
+
 // feedLateSubMicro commits events straight to the store (a Go caller that
 // did not normalize its timestamps) whose timestamps differ below the
 // microsecond: the stores key, order and keep every timestamp to the
@@ -245,13 +259,7 @@ func feedLateSubMicro(t *testing.T, e *env) {
 	ctx := context.Background()
 	base := t0.Add(time.Hour)
 	mk := func(id, typ string, at time.Time) event.Event {
-		ev, err := event.DecodeValidate(volumeCreate(id, base).set("event_type", typ).set("resource_id", "vol-ns").set("payload.size.size_gb", 200).bytes())
-		if err != nil {
-			t.Fatal(err)
-		}
-		ev.Source = event.SourceCollector
-		ev.Timestamp = at
-		return ev
+		return subMicroEvent(t, volumeCreate(id, base).set("event_type", typ), at)
 	}
 	at := base.Add(time.Minute)
 	for _, b := range [][]event.Event{

@@ -329,13 +329,7 @@ func testProjectionSubMicro(t *testing.T, st ingestStore) {
 	ctx := context.Background()
 	base := t0.Add(time.Hour)
 	mk := func(id, typ, state string, at time.Time) event.Event {
-		ev, err := event.DecodeValidate(volumeCreate(id, base).set("event_type", typ).set("resource_id", "vol-ns").set("payload.state", state).set("payload.size.size_gb", 200).bytes())
-		if err != nil {
-			t.Fatal(err)
-		}
-		ev.Source = event.SourceCollector
-		ev.Timestamp = at
-		return ev
+		return subMicroEvent(t, volumeCreate(id, base).set("event_type", typ).set("payload.state", state), at)
 	}
 	at := base.Add(time.Minute)
 	k := volumeKey("vol-ns")
