@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,12 +26,12 @@ type hijackServer struct {
 	h     *Handler
 	srv   *httptest.Server
 	conns *ConnLimiter
-	logs  *bytes.Buffer
+	logs  *syncBuffer // written by the server's goroutines
 }
 
 func newHijackServer(t *testing.T, maxConns int, set func(*Options)) *hijackServer {
 	t.Helper()
-	logs := new(bytes.Buffer)
+	logs := new(syncBuffer)
 	opts := Options{Authenticator: testAuthenticator(t), Logger: slog.New(slog.NewJSONHandler(logs, nil)), FeedHeartbeat: 200 * time.Millisecond}
 	if set != nil {
 		set(&opts)
@@ -135,15 +134,19 @@ func TestFeedStreamHijacked(t *testing.T) {
 			if got := scrape(t, s.h, `tally_feed_subscribers{feed="`+tc.feed+`"}`); got != "1" {
 				t.Errorf("tally_feed_subscribers = %q, want 1", got)
 			}
+			// The handler logs the request when it returns, which may be
+			// after the stream's first line reached the client.
 			var line struct {
 				Msg, Route string
 				Status     int
 				Hijacked   bool
 			}
-			for l := range strings.Lines(s.logs.String()) {
-				if strings.Contains(l, `"route":"`+tc.pattern+`"`) {
-					if err := json.Unmarshal([]byte(l), &line); err != nil {
-						t.Fatal(err)
+			for deadline := time.Now().Add(5 * time.Second); line.Msg == "" && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				for l := range strings.Lines(s.logs.String()) {
+					if strings.Contains(l, `"route":"`+tc.pattern+`"`) {
+						if err := json.Unmarshal([]byte(l), &line); err != nil {
+							t.Fatal(err)
+						}
 					}
 				}
 			}
@@ -155,8 +158,12 @@ func TestFeedStreamHijacked(t *testing.T) {
 				t.Errorf("access log (-want +got):\n%s\n%s", d, s.logs.String())
 			}
 			series := fmt.Sprintf(`tally_http_request_duration_seconds_count{code="200",route=%q}`, tc.pattern)
-			if got := scrape(t, s.h, series); got != "1" {
-				t.Errorf("%s = %q, want 1", series, got)
+			count := scrape(t, s.h, series)
+			for deadline := time.Now().Add(5 * time.Second); count != "1" && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				count = scrape(t, s.h, series)
+			}
+			if count != "1" {
+				t.Errorf("%s = %q, want 1", series, count)
 			}
 		})
 	}
